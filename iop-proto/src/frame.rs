@@ -1,0 +1,286 @@
+//! The length-prefixed frame codec (SPEC §2).
+//!
+//! A frame is a 4-byte unsigned big-endian length `N` followed by `N` bytes holding one
+//! protobuf-encoded [`Envelope`]. `N = 0` and `N > max_frame_len` are invalid and are
+//! rejected as soon as the four length bytes arrive, before any body is buffered.
+
+use bytes::BufMut;
+use prost::Message;
+
+use crate::Envelope;
+
+/// Size of the length prefix in bytes.
+pub const LENGTH_PREFIX_LEN: usize = 4;
+
+/// Default maximum frame body length once the hello is accepted: 4 MiB (SPEC §7).
+pub const DEFAULT_MAX_FRAME_LEN: u32 = 4 * 1024 * 1024;
+
+/// Maximum frame body length the Control Plane accepts before a hello is accepted:
+/// 64 KiB (SPEC §4.1, §7).
+pub const PRE_HELLO_MAX_FRAME_LEN: u32 = 64 * 1024;
+
+/// A body buffer larger than this is released after its frame is decoded, so that an
+/// idle connection does not keep the memory of the largest frame it ever saw.
+const RETAINED_BODY_CAPACITY: usize = 8 * 1024;
+
+/// Why a byte stream could not be decoded into frames.
+///
+/// Every variant is a protocol error by the peer (SPEC §2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length prefix announced a zero-length frame.
+    #[error("zero-length frame")]
+    ZeroLength,
+    /// The length prefix announced a frame larger than the receiver's limit.
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The announced body length.
+        len: u32,
+        /// The receiver's `max_frame_len`.
+        max: u32,
+    },
+    /// The frame body is not a valid protobuf `iop.Envelope`.
+    #[error("frame body is not a valid iop.Envelope: {0}")]
+    Undecodable(#[source] prost::DecodeError),
+    /// The stream ended inside a frame.
+    #[error("stream ended inside a frame: {buffered} of {expected} bytes received")]
+    Truncated {
+        /// Bytes of the frame (prefix included) received before the end.
+        buffered: usize,
+        /// Bytes the whole frame (prefix included) would have had, when known.
+        expected: usize,
+    },
+}
+
+/// Why a frame could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The encoded envelope is larger than the limit the frame must respect.
+    #[error("encoded envelope of {len} bytes exceeds the frame limit of {max} bytes")]
+    TooLarge {
+        /// The encoded body length.
+        len: usize,
+        /// The limit it had to respect.
+        max: u32,
+    },
+    /// The envelope encodes to zero bytes (no body and no correlation id), which the
+    /// wire cannot carry.
+    #[error("an empty envelope encodes to a zero-length frame, which is invalid")]
+    Empty,
+    /// The destination buffer has no room for the frame.
+    #[error("destination buffer has room for {remaining} bytes, the frame needs {needed}")]
+    BufferFull {
+        /// Bytes the frame needs.
+        needed: usize,
+        /// Bytes the buffer could still take.
+        remaining: usize,
+    },
+}
+
+/// Encodes `envelope` as one frame appended to `dst`, with no intermediate buffer.
+///
+/// Returns the number of bytes written (prefix included). Refuses, without writing
+/// anything, a frame whose body would exceed `max_frame_len`, or an envelope that
+/// encodes to nothing.
+pub fn encode_frame(
+    envelope: &Envelope,
+    max_frame_len: u32,
+    dst: &mut impl BufMut,
+) -> Result<usize, EncodeError> {
+    let len = envelope.encoded_len();
+    if len == 0 {
+        return Err(EncodeError::Empty);
+    }
+    let len32 = u32::try_from(len)
+        .ok()
+        .filter(|l| *l <= max_frame_len)
+        .ok_or(EncodeError::TooLarge {
+            len,
+            max: max_frame_len,
+        })?;
+    let needed = LENGTH_PREFIX_LEN + len;
+    if dst.remaining_mut() < needed {
+        return Err(EncodeError::BufferFull {
+            needed,
+            remaining: dst.remaining_mut(),
+        });
+    }
+    dst.put_u32(len32);
+    envelope.encode_raw(dst);
+    Ok(needed)
+}
+
+/// Incremental frame decoder: feed it any split of the byte stream.
+///
+/// It buffers at most one partial frame — never more than `max_frame_len + 4` bytes —
+/// and decodes a frame that arrives whole in one input slice without copying it.
+/// Errors are sticky: after one, every call returns the same error.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    max_frame_len: u32,
+    header: [u8; LENGTH_PREFIX_LEN],
+    header_len: usize,
+    /// Body length announced by the current header, once it is complete.
+    body_len: Option<usize>,
+    body: Vec<u8>,
+    error: Option<FrameError>,
+}
+
+impl FrameDecoder {
+    /// A decoder that accepts frame bodies of at most `max_frame_len` bytes.
+    pub fn new(max_frame_len: u32) -> Self {
+        Self {
+            max_frame_len,
+            header: [0; LENGTH_PREFIX_LEN],
+            header_len: 0,
+            body_len: None,
+            body: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The current limit on frame bodies.
+    pub fn max_frame_len(&self) -> u32 {
+        self.max_frame_len
+    }
+
+    /// Changes the limit, for example once the hello is accepted. It applies to every
+    /// frame whose length prefix is not yet complete.
+    pub fn set_max_frame_len(&mut self, max_frame_len: u32) {
+        self.max_frame_len = max_frame_len;
+    }
+
+    /// Bytes of the current partial frame held by the decoder (prefix included).
+    pub fn buffered(&self) -> usize {
+        self.header_len + self.body.len()
+    }
+
+    /// Heap bytes the decoder holds for partial frames.
+    pub fn capacity(&self) -> usize {
+        self.body.capacity()
+    }
+
+    /// True when the decoder sits between frames (nothing partial buffered).
+    pub fn is_at_boundary(&self) -> bool {
+        self.header_len == 0 && self.body_len.is_none()
+    }
+
+    /// The sticky error, if decoding has failed.
+    pub fn error(&self) -> Option<&FrameError> {
+        self.error.as_ref()
+    }
+
+    /// Takes bytes from the front of `input` until one frame is complete and returns
+    /// it, leaving the rest of `input` for the next call. Returns `Ok(None)` once
+    /// `input` is exhausted without completing a frame (the partial frame is kept).
+    ///
+    /// Call it in a loop until it returns `Ok(None)` to drain every frame of a read.
+    pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
+        if let Some(err) = &self.error {
+            return Err(err.clone());
+        }
+        let result = self.decode_inner(input);
+        if let Err(err) = &result {
+            self.error = Some(err.clone());
+            self.body = Vec::new();
+        }
+        result
+    }
+
+    fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
+        let body_len = match self.body_len {
+            Some(len) => len,
+            None => {
+                // Fill the length prefix.
+                let want = LENGTH_PREFIX_LEN - self.header_len;
+                let take = want.min(input.len());
+                let (head, rest) = input.split_at(take);
+                if let Some(dst) = self.header.get_mut(self.header_len..self.header_len + take) {
+                    dst.copy_from_slice(head);
+                }
+                self.header_len += take;
+                *input = rest;
+                if self.header_len < LENGTH_PREFIX_LEN {
+                    return Ok(None);
+                }
+                let len = u32::from_be_bytes(self.header);
+                if len == 0 {
+                    return Err(FrameError::ZeroLength);
+                }
+                if len > self.max_frame_len {
+                    return Err(FrameError::TooLarge {
+                        len,
+                        max: self.max_frame_len,
+                    });
+                }
+                let len = len as usize;
+                self.body_len = Some(len);
+                len
+            }
+        };
+
+        // Fast path: the whole body is in `input` and nothing is buffered.
+        if self.body.is_empty() && input.len() >= body_len {
+            let (body, rest) = input.split_at(body_len);
+            *input = rest;
+            self.reset_frame();
+            return decode_body(body).map(Some);
+        }
+
+        let missing = body_len - self.body.len();
+        let take = missing.min(input.len());
+        let (chunk, rest) = input.split_at(take);
+        *input = rest;
+        self.grow_body(body_len, take);
+        self.body.extend_from_slice(chunk);
+        if self.body.len() < body_len {
+            return Ok(None);
+        }
+        let result = decode_body(&self.body);
+        self.reset_frame();
+        if self.body.capacity() > RETAINED_BODY_CAPACITY {
+            self.body = Vec::new();
+        } else {
+            self.body.clear();
+        }
+        result.map(Some)
+    }
+
+    /// Reserves room for `extra` more body bytes, doubling as needed but never past
+    /// the announced body length.
+    fn grow_body(&mut self, body_len: usize, extra: usize) {
+        let needed = self.body.len() + extra;
+        if needed <= self.body.capacity() {
+            return;
+        }
+        let target = (self.body.capacity() * 2).max(needed).min(body_len);
+        self.body.reserve_exact(target - self.body.len());
+    }
+
+    fn reset_frame(&mut self) {
+        self.header_len = 0;
+        self.body_len = None;
+    }
+
+    /// Declares the end of the stream: an error if a frame was left incomplete.
+    pub fn finish(&self) -> Result<(), FrameError> {
+        if let Some(err) = &self.error {
+            return Err(err.clone());
+        }
+        if self.is_at_boundary() {
+            return Ok(());
+        }
+        Err(FrameError::Truncated {
+            buffered: self.buffered(),
+            expected: self
+                .body_len
+                .map_or(LENGTH_PREFIX_LEN, |len| LENGTH_PREFIX_LEN + len),
+        })
+    }
+}
+
+fn decode_body(body: &[u8]) -> Result<Envelope, FrameError> {
+    Envelope::decode(body).map_err(FrameError::Undecodable)
+}
