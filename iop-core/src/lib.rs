@@ -14,3 +14,8 @@
 )]
 
 pub use iop_proto as proto;
+
+pub mod ids;
+pub mod time;
+
+pub use time::{Instant, WallClock};
