@@ -16,6 +16,8 @@
 pub use iop_proto as proto;
 
 pub mod ids;
+pub mod limits;
+pub mod outbound;
 pub mod time;
 
 pub use time::{Instant, WallClock};
