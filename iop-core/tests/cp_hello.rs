@@ -162,6 +162,7 @@ fn replace_supersedes_the_old_session_and_its_close_is_stale() {
     assert_eq!(view.session_id, resp.session_id);
     assert_eq!(t.cp.live_conn("edge-1"), Some(new));
     assert_eq!(t.cp.stats().supersessions, 1);
+    assert_eq!(view_supersessions(&t), 1);
 }
 
 #[test]
@@ -476,4 +477,8 @@ fn the_connection_cap_refuses_with_overloaded() {
     t.drop_transport(a);
     let d = t.connect();
     assert!(!t.is_closed(d));
+}
+
+fn view_supersessions(t: &Harness) -> u64 {
+    t.cp.edge("edge-1").unwrap().supersessions
 }

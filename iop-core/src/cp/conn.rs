@@ -107,3 +107,28 @@ impl FlapHistory {
         threshold > 0 && self.recent.len() >= threshold as usize
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_connection_is_small() {
+        // Inline size of a connection and its boxed session; their heap besides is the
+        // edge id and instance id strings (and an empty decoder/outbound/status book).
+        let inline = std::mem::size_of::<Conn>() + std::mem::size_of::<Session>();
+        assert!(inline < 1024, "{inline} bytes");
+    }
+
+    #[test]
+    fn flapping_needs_threshold_supersessions_within_the_window() {
+        let mut h = FlapHistory::default();
+        let w = Duration::from_secs(60);
+        assert!(!h.record(Instant::from_millis(0), w, 3));
+        assert!(!h.record(Instant::from_millis(1_000), w, 3));
+        assert!(!h.record(Instant::from_millis(120_000), w, 3));
+        assert!(!h.record(Instant::from_millis(121_000), w, 3));
+        assert!(h.record(Instant::from_millis(122_000), w, 3));
+        assert_eq!(h.total, 5);
+    }
+}

@@ -17,6 +17,19 @@ use super::stats::CpStats;
 use super::timer::Timer;
 use super::view::{EdgeView, Reachability};
 
+/// Receive buffer capacity an idle connection may keep.
+const IDLE_DECODER_CAPACITY: usize = 1024;
+
+/// Buffer usage of one connection, for metrics and memory checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnBuffers {
+    /// Heap bytes held by the frame decoder for a partial frame.
+    pub decoder_capacity: usize,
+    /// Encoded bytes queued for sending.
+    pub outbound_queued: usize,
+}
+
 /// What the Control Plane holds about one Edge id.
 #[derive(Debug)]
 pub(crate) struct EdgeEntry {
@@ -123,6 +136,15 @@ impl ControlPlane {
                 }
             }
         }
+        // An idle connection keeps no large receive buffer: between frames a fresh
+        // decoder is equivalent to the old one.
+        if let Some(c) = self.conns.get_mut(&conn)
+            && c.is_open()
+            && c.decoder.is_at_boundary()
+            && c.decoder.capacity() > IDLE_DECODER_CAPACITY
+        {
+            c.decoder = iop_proto::FrameDecoder::new(c.decoder.max_frame_len());
+        }
         self.reindex(conn);
     }
 
@@ -195,6 +217,14 @@ impl ControlPlane {
         stats.connections = self.conns.len();
         stats.live_sessions = self.edges.values().filter(|e| e.live.is_some()).count();
         stats
+    }
+
+    /// Buffer usage of `conn`.
+    pub fn connection_buffers(&self, conn: ConnectionId) -> Option<ConnBuffers> {
+        self.conns.get(&conn).map(|c| ConnBuffers {
+            decoder_capacity: c.decoder.capacity(),
+            outbound_queued: c.outbound.queued_bytes(),
+        })
     }
 
     /// Connections held (open or closing).

@@ -182,6 +182,7 @@ impl ControlPlane {
                     connected_since_unix_ms: 0,
                     last_status: None,
                     fresh: false,
+                    supersessions: 0,
                 },
                 live: None,
                 commands: CommandBook::default(),
@@ -260,6 +261,7 @@ impl ControlPlane {
                     entry
                         .flaps
                         .record(now, self.config.flap_window, self.config.flap_threshold);
+                entry.view.supersessions = entry.flaps.total;
                 (entry.flaps.total, flapping)
             }
             None => (0, false),

@@ -123,7 +123,7 @@ mod view;
 
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, DuplicatePolicy};
-pub use endpoint::ControlPlane;
+pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
 pub use event::{

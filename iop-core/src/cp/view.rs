@@ -64,4 +64,7 @@ pub struct EdgeView {
     /// False from a resync point (new session, event gap) until a full status
     /// (requested with no node ids) arrives on the current session.
     pub fresh: bool,
+    /// Times a session of this id was replaced by a newer one (see
+    /// [`CpEvent::EdgeSuperseded`](super::CpEvent::EdgeSuperseded) for flapping).
+    pub supersessions: u64,
 }

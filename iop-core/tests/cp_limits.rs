@@ -1,0 +1,76 @@
+//! SPEC §7: outbound cap (slow peers), idle memory.
+
+mod cp_support;
+
+use cp_support::*;
+use iop_core::cp::{CloseReason, CpEvent, Transmit};
+use iop_core::proto::{self, Envelope, NodeEventKind};
+
+#[test]
+fn a_peer_that_does_not_read_is_dropped_as_slow() {
+    let mut c = cfg();
+    c.outbound_cap = 256;
+    let mut t = Harness::with(c, Default::default());
+    let (conn, sid) = t.enrol("edge-1", &[]);
+    // 200 heartbeats in one read, and the runtime does not pull in between.
+    let mut wire = Vec::new();
+    for seq in 1..=200 {
+        proto::encode_frame(&heartbeat(seq), u32::MAX, &mut wire).unwrap();
+    }
+    t.cp.handle_bytes(t.now, conn, &wire);
+    let mut buf = Vec::new();
+    assert_eq!(t.cp.poll_transmit(conn, &mut buf), Transmit::Close);
+    assert!(buf.is_empty(), "nothing more is sent to a slow peer");
+    t.peers.get_mut(&conn).unwrap().closed = true;
+    t.pump(None);
+    let events = t.take_events();
+    assert!(events.contains(&CpEvent::EdgeDisconnected {
+        edge_id: "edge-1".into(),
+        session_id: sid,
+        reason: CloseReason::SlowPeer
+    }));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, CpEvent::Closed { .. }))
+            .count(),
+        1
+    );
+    assert_eq!(t.cp.stats().slow_peers, 1);
+}
+
+#[test]
+fn an_idle_session_keeps_no_large_receive_buffer() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &[]);
+    // A 100 KiB event arriving in small reads is buffered, then released.
+    let mut ev = node_event("edge-1", NodeEventKind::NodeReady, 2);
+    if let Some(proto::Body::NodeEvent(e)) = &mut ev.body {
+        e.reason = "r".repeat(100 * 1024);
+    }
+    let mut wire = Vec::new();
+    proto::encode_frame(&ev, u32::MAX, &mut wire).unwrap();
+    let (head, tail) = wire.split_at(50 * 1024);
+    t.send_raw(conn, head);
+    assert!(t.cp.connection_buffers(conn).unwrap().decoder_capacity > 40 * 1024);
+    t.send_raw(conn, tail);
+    let b = t.cp.connection_buffers(conn).unwrap();
+    assert_eq!((b.decoder_capacity, b.outbound_queued), (0, 0));
+}
+
+#[test]
+fn frames_and_bytes_are_counted() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &[]);
+    let before = t.cp.stats();
+    let env: Envelope = heartbeat(1);
+    let mut wire = Vec::new();
+    proto::encode_frame(&env, u32::MAX, &mut wire).unwrap();
+    t.send_raw(conn, &wire);
+    let after = t.cp.stats();
+    assert_eq!(after.frames_in - before.frames_in, 1);
+    assert_eq!(after.bytes_in - before.bytes_in, wire.len() as u64);
+    assert_eq!(after.frames_out - before.frames_out, 1);
+    assert!(after.bytes_out > before.bytes_out);
+    assert_eq!((after.connections, after.live_sessions), (1, 1));
+}
