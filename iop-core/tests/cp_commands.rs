@@ -82,6 +82,13 @@ fn generated_ids_are_deterministic_and_supplied_ids_unique() {
         t.cp.send_command(t.now, "edge-1", spec("op"), None)
             .unwrap();
     assert_eq!((a.as_str(), b.as_str()), ("cmd-abc-1", "cmd-abc-2"));
+    // An id the application chose itself is skipped by the generator.
+    t.cp.send_command(t.now, "edge-1", spec("op"), Some("cmd-abc-3".into()))
+        .unwrap();
+    let d =
+        t.cp.send_command(t.now, "edge-1", spec("op"), None)
+            .unwrap();
+    assert_eq!(d, "cmd-abc-4");
     assert_eq!(
         t.cp.send_command(t.now, "edge-1", spec("op"), Some(a.clone())),
         Err(CommandError::DuplicateCommandId(a))

@@ -104,3 +104,17 @@ fn an_event_for_another_edge_is_a_protocol_error() {
     t.send(conn, node_event("edge-2", NodeReady, 2));
     assert!(t.is_closed(conn));
 }
+
+#[test]
+fn a_status_requested_before_the_gap_does_not_make_the_view_fresh() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &[]);
+    let before = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    t.pump(None);
+    t.send(conn, node_event("edge-1", NodeReady, 4));
+    let after = request_of(&t.events).unwrap();
+    t.send(conn, status_response(before.correlation_id, "edge-1", 3));
+    assert!(!t.cp.edge("edge-1").unwrap().fresh);
+    t.send(conn, status_response(after.correlation_id, "edge-1", 4));
+    assert!(t.cp.edge("edge-1").unwrap().fresh);
+}

@@ -102,16 +102,20 @@ impl ControlPlane {
         if !entry.view.operations.contains(&spec.operation) {
             return Err(CommandError::OperationNotAdvertised(spec.operation));
         }
+        let mut next_n = self.last_command_n;
         let command_id = match command_id {
             Some(id) if id.is_empty() || id.len() > MAX_ID_LEN => {
                 return Err(CommandError::InvalidCommandId);
             }
             Some(id) => id,
-            None => format!(
-                "cmd-{:x}-{}",
-                self.config.command_id_epoch,
-                self.last_command_n + 1
-            ),
+            // Skip any id the application already chose itself.
+            None => loop {
+                next_n += 1;
+                let id = format!("cmd-{:x}-{next_n}", self.config.command_id_epoch);
+                if !entry.commands.contains(&id) {
+                    break id;
+                }
+            },
         };
         if entry.commands.contains(&command_id) {
             return Err(CommandError::DuplicateCommandId(command_id));
@@ -135,9 +139,7 @@ impl ControlPlane {
                 max: self.config.max_frame_len,
             }));
         }
-        if command_id.starts_with("cmd-") {
-            self.last_command_n += 1;
-        }
+        self.last_command_n = next_n;
         if let Some(entry) = self.edges.get_mut(edge_id) {
             entry.commands.insert(request);
         }

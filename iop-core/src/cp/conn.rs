@@ -26,6 +26,9 @@ pub(crate) struct Session {
     pub(crate) status: StatusBook,
     /// Last node event sequence seen on this session (0: none yet).
     pub(crate) last_event_seq: u64,
+    /// Only a full status requested with this correlation id or later makes the view
+    /// fresh: earlier ones may predate the latest resync point.
+    pub(crate) fresh_floor: u64,
 }
 
 /// Where a connection is in its life.
@@ -118,6 +121,12 @@ mod tests {
         // edge id and instance id strings (and an empty decoder/outbound/status book).
         let inline = std::mem::size_of::<Conn>() + std::mem::size_of::<Session>();
         assert!(inline < 1024, "{inline} bytes");
+        // Worst case kept by an idle connection: the decoder's retained buffer and the
+        // outbound queue's retained slots (see `ControlPlane::poll_transmit`).
+        let slots = super::super::endpoint::IDLE_OUTBOUND_SLOTS
+            * (std::mem::size_of::<iop_proto::Envelope>() + std::mem::size_of::<usize>());
+        let worst = inline + super::super::endpoint::IDLE_DECODER_CAPACITY + slots;
+        assert!(worst < 3 * 1024, "{worst} bytes");
     }
 
     #[test]

@@ -18,7 +18,9 @@ use super::timer::Timer;
 use super::view::{EdgeView, Reachability};
 
 /// Receive buffer capacity an idle connection may keep.
-const IDLE_DECODER_CAPACITY: usize = 1024;
+pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
+/// Outbound queue slots an idle connection may keep.
+pub(crate) const IDLE_OUTBOUND_SLOTS: usize = 4;
 
 /// Buffer usage of one connection, for metrics and memory checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +191,7 @@ impl ControlPlane {
         if !c.outbound.is_empty() {
             let limit = buf.len().saturating_add(self.config.transmit_chunk);
             let n = c.outbound.write_to(buf, limit);
+            c.outbound.shrink_idle(IDLE_OUTBOUND_SLOTS);
             self.stats.bytes_out += n as u64;
             return Transmit::Bytes(n);
         }

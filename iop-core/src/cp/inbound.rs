@@ -157,6 +157,7 @@ impl ControlPlane {
             unreachable: false,
             status: Default::default(),
             last_event_seq: 0,
+            fresh_floor: 0,
         }));
         let mut response = self.hello_response(None);
         response.protocol_version = version;
@@ -286,14 +287,11 @@ impl ControlPlane {
     /// Marks the view of the Edge on `conn` stale, tells the application, and asks for a
     /// full status when configured to.
     pub(crate) fn resync(&mut self, now: Instant, conn: ConnectionId, cause: ResyncCause) {
-        let Some((edge_id, session_id)) = self
-            .conns
-            .get(&conn)
-            .and_then(|c| c.session())
-            .map(|s| (s.edge_id.clone(), s.session_id))
-        else {
+        let Some(session) = self.conns.get_mut(&conn).and_then(|c| c.session_mut()) else {
             return;
         };
+        session.fresh_floor = session.status.last_issued() + 1;
+        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
         if let Some(entry) = self.edges.get_mut(&edge_id) {
             entry.view.fresh = false;
         }
@@ -343,6 +341,7 @@ impl ControlPlane {
         c.timers
             .set_opt(Timer::Status, session.status.next_deadline());
         let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        let fresh = full && correlation_id >= session.fresh_floor;
         if let Some(entry) = self.edges.get_mut(&edge_id) {
             entry.view.last_status = Some(StatusSummary {
                 session_id,
@@ -353,7 +352,7 @@ impl ControlPlane {
                 connected_nodes: resp.nodes.iter().filter(|n| n.connected).count(),
                 truncated: resp.truncated,
             });
-            if full {
+            if fresh {
                 entry.view.fresh = true;
             }
         }

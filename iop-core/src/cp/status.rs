@@ -41,6 +41,11 @@ impl StatusBook {
         Some(self.last_issued)
     }
 
+    /// The last correlation id issued (0: none yet).
+    pub(crate) fn last_issued(&self) -> u64 {
+        self.last_issued
+    }
+
     /// Takes back the most recent id when its request could not be sent.
     pub(crate) fn unissue(&mut self, id: u64) {
         self.pending.remove(&id);
