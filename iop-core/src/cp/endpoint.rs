@@ -309,11 +309,8 @@ impl ControlPlane {
         self.wakeups.insert(conn);
         let (edge_id, session_id) = match state {
             ConnState::Active(session) => {
-                let session = *session;
-                for correlation_id in {
-                    let mut status = session.status;
-                    status.abandon_all()
-                } {
+                let mut session = *session;
+                for correlation_id in session.status.abandon_all() {
                     self.events.push_back(CpEvent::StatusAbandoned {
                         edge_id: session.edge_id.clone(),
                         request: RequestId {
