@@ -43,7 +43,9 @@
 
 mod body;
 pub mod frame;
+pub mod limits;
 mod redact;
+mod scan;
 
 /// Types generated from `proto/iop/control.proto` (package `iop`).
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
@@ -56,6 +58,7 @@ pub use frame::{
     DEFAULT_MAX_FRAME_LEN, EncodeError, FrameDecoder, FrameError, LENGTH_PREFIX_LEN,
     PRE_HELLO_MAX_FRAME_LEN, encode_frame,
 };
+pub use limits::{DecodeLimits, LimitError, check_envelope};
 pub use prost::Message;
 pub use wire::envelope::Body;
 pub use wire::*;
