@@ -74,6 +74,9 @@ enum Cap {
 #[derive(Clone, Copy)]
 enum Field {
     Str(&'static str, Class),
+    /// A `bytes` field: prost copies it through a temporary `Bytes`, so it costs
+    /// twice its length while decoding.
+    Bytes(&'static str),
     RepStr(&'static str, Class, Cap),
     Msg(Msg),
     RepMsg(&'static str, Msg, Cap, usize),
@@ -102,7 +105,7 @@ fn field(msg: Msg, number: u64) -> Option<Field> {
             "iop.EdgeHelloRequest.metadata.key",
             "iop.EdgeHelloRequest.metadata.value",
         ),
-        (Msg::HelloRequest, 6) => Str("iop.EdgeHelloRequest.credential", Text),
+        (Msg::HelloRequest, 6) => Field::Bytes("iop.EdgeHelloRequest.credential"),
         (Msg::HelloRequest, 7) => RepStr(
             "iop.EdgeHelloRequest.inflight_command_ids",
             Id,
@@ -296,6 +299,10 @@ impl<'l> Scan<'l> {
             let count = counts.get_mut(slot).ok_or(Stop::Malformed)?;
             match known {
                 Field::Str(name, class) => self.string(name, class, bytes.len())?,
+                Field::Bytes(name) => {
+                    self.string(name, Class::Text, bytes.len())?;
+                    self.charge(bytes.len())?;
+                }
                 Field::RepStr(name, class, cap) => {
                     self.push(count, self.cap(cap), name, Some(size_of::<String>()))?;
                     self.string(name, class, bytes.len())?;
