@@ -8,7 +8,9 @@ use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto, Fi
 
 /// SPEC §3, message by message: (number, name, type). `map` is `map<string,string>`;
 /// message types are fully qualified.
-const MESSAGES: &[(&str, &[(i32, &str, &str)])] = &[
+type Fields = &'static [(i32, &'static str, &'static str)];
+
+const MESSAGES: &[(&str, Fields)] = &[
     (
         "Envelope",
         &[
