@@ -3,6 +3,9 @@
 //! A frame is a 4-byte unsigned big-endian length `N` followed by `N` bytes holding one
 //! protobuf-encoded [`Envelope`]. `N = 0` and `N > max_frame_len` are invalid and are
 //! rejected as soon as the four length bytes arrive, before any body is buffered.
+//! Each complete body is checked against the decoder's [`DecodeLimits`] (SPEC §7,
+//! see [`limits`](crate::limits)) before prost decodes it, so a frame can never make
+//! the receiver allocate much more than its own size.
 
 use bytes::BufMut;
 use prost::Message;
@@ -120,6 +123,7 @@ pub fn encode_frame(
 ///
 /// It buffers at most one partial frame — never more than `max_frame_len + 4` bytes —
 /// and decodes a frame that arrives whole in one input slice without copying it.
+/// Every body passes the [`DecodeLimits`] pre-scan before it is decoded.
 /// Errors are sticky: after one, every call returns the same error.
 #[derive(Debug)]
 pub struct FrameDecoder {

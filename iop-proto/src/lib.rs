@@ -29,6 +29,10 @@
 //! generated from it at build time by `prost-build` with `protox`, so no `protoc`
 //! binary is needed. Maps are `BTreeMap`s, so a message always encodes to the same
 //! bytes.
+//!
+//! [`FrameDecoder`] enforces the SPEC §7 decode limits ([`DecodeLimits`]) with a
+//! zero-allocation pre-scan of every frame body, before prost decodes it: see the
+//! [`limits`] module for what is capped and why.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(
