@@ -215,6 +215,40 @@ fn decoding_allocates_within_budget() {
         assert!(bytes <= estimate, "allocated {bytes} > estimate {estimate}");
     }
 
+    // 2c. Maps of every size up to the cap (BTreeMap nodes split as they fill).
+    for entries in 1..=64usize {
+        let request = Envelope::new(EdgeCommandRequest {
+            command_id: "c".into(),
+            metadata: (0..entries)
+                .map(|i| (format!("key-{i:03}"), "v".repeat(i)))
+                .collect(),
+            ..Default::default()
+        });
+        let body = request.encode_to_vec();
+        let estimate = check_envelope(&body, &DecodeLimits::default()).unwrap();
+        let (decoded, bytes) = allocated(|| Envelope::decode(body.as_slice()));
+        assert_eq!(decoded.unwrap(), request);
+        assert!(bytes <= estimate, "{entries} entries: {bytes} > {estimate}");
+
+        // The same entries in descending key order (a peer need not sort them).
+        let mut inner = Vec::new();
+        for i in (0..entries).rev() {
+            let mut entry = Vec::new();
+            put_len(&mut entry, 0x0a, format!("key-{i:03}").as_bytes());
+            put_len(&mut entry, 0x12, "v".repeat(i).as_bytes());
+            put_len(&mut inner, 0x22, &entry);
+        }
+        let mut body = Vec::new();
+        put_len(&mut body, 0x32, &inner);
+        let estimate = check_envelope(&body, &DecodeLimits::default()).unwrap();
+        let (decoded, bytes) = allocated(|| Envelope::decode(body.as_slice()));
+        assert_eq!(decoded.unwrap().kind(), BodyKind::CommandRequest);
+        assert!(
+            bytes <= estimate,
+            "{entries} entries, descending: {bytes} > {estimate}"
+        );
+    }
+
     // 3. The estimate is not wildly loose either: a realistic status response.
     let node = |i: usize| EdgeNodeSnapshot {
         node_id: format!("node-{i}"),
