@@ -93,6 +93,25 @@ proptest! {
     }
 
     #[test]
+    fn corrupted_frames_never_panic(
+        envelope in envelope(),
+        flips in vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let mut body = envelope.encode_to_vec();
+        prop_assume!(!body.is_empty());
+        for (at, byte) in flips {
+            let at = at.index(body.len());
+            body[at] = byte;
+        }
+        let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        match feed(&mut decoder, &raw_frame(&body)) {
+            Ok(frames) => prop_assert_eq!(frames.len(), 1),
+            Err(FrameError::Undecodable(_) | FrameError::LimitExceeded(_)) => {}
+            Err(other) => prop_assert!(false, "unexpected {:?}", other),
+        }
+    }
+
+    #[test]
     fn zero_length_is_rejected(tail in vec(any::<u8>(), 0..16)) {
         let mut wire = vec![0, 0, 0, 0];
         wire.extend_from_slice(&tail);

@@ -7,6 +7,7 @@
 mod common;
 
 use iop_proto::*;
+use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use std::alloc::System;
@@ -190,6 +191,31 @@ fn decoding_allocates_within_budget() {
                 bytes <= estimate,
                 "allocated {bytes} > estimate {estimate} for {envelope:?}"
             );
+            Ok(())
+        })
+        .unwrap();
+
+    // 2a. The same for corrupted envelopes, whether prost then accepts them or not:
+    //     where the pre-scan gives up on malformed bytes, prost fails no later.
+    let corrupted = (
+        common::envelope(),
+        proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    );
+    runner
+        .run(&corrupted, |(envelope, flips)| {
+            let mut body = envelope.encode_to_vec();
+            if body.is_empty() {
+                return Ok(());
+            }
+            for (at, byte) in flips {
+                let at = at.index(body.len());
+                body[at] = byte;
+            }
+            if let Ok(estimate) = check_envelope(&body, &DecodeLimits::default()) {
+                let (decoded, bytes) = allocated(|| Envelope::decode(body.as_slice()));
+                drop(decoded);
+                assert!(bytes <= estimate, "allocated {bytes} > estimate {estimate}");
+            }
             Ok(())
         })
         .unwrap();
