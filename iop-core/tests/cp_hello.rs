@@ -9,7 +9,7 @@ use iop_core::cp::{
     AllowList, CloseReason, CpEvent, Credential, DuplicatePolicy, EnrolmentPolicy,
     ProtocolViolation, Reachability,
 };
-use iop_core::proto::{self, BodyKind, Envelope, GoAwayReason, HelloRejectReason};
+use iop_core::proto::{self, BodyKind, Envelope, GoAwayReason, HelloRejectReason, Message};
 
 fn policy() -> EnrolmentPolicy {
     EnrolmentPolicy::AllowList(AllowList::new().with("edge-1", &Credential::new("right")))
@@ -48,7 +48,7 @@ fn rejections_follow_the_spec_order() {
     let mut h = with_cred(hello("edge-1", &[]), "wrong");
     h.protocol_version = 0;
     assert_eq!(verdict(h).0, HelloRejectReason::InvalidHello);
-    let h = with_cred(hello(&"x".repeat(129), &[]), "right");
+    let h = with_cred(hello(&"é".repeat(64), &[]), "right");
     assert_eq!(verdict(h).0, HelloRejectReason::InvalidHello);
 
     let mut cfg2 = cfg();
@@ -358,19 +358,19 @@ fn pre_hello_frames_are_capped_at_64_kib() {
     )));
     // After acceptance the configured limit applies.
     let (conn, _) = t.enrol("edge-1", &[]);
-    t.send(
-        conn,
-        Envelope::new(proto::EdgeNodeEvent {
-            edge_id: "edge-1".into(),
-            reason: "r".repeat(100 * 1024),
-            sequence: 2,
-            kind: proto::NodeEventKind::NodeReady as i32,
-            ..Default::default()
-        }),
-    );
+    let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    t.pump(None);
+    let big = big_status_response(req.correlation_id, "edge-1", 100 * 1024);
+    assert!(big.encoded_len() > 64 * 1024);
+    t.send(conn, big);
     assert!(
         !t.is_closed(conn),
         "a 100 KiB frame is fine after the hello"
+    );
+    assert!(
+        t.events
+            .iter()
+            .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
     );
 }
 
@@ -481,4 +481,23 @@ fn the_connection_cap_refuses_with_overloaded() {
 
 fn view_supersessions(t: &Harness) -> u64 {
     t.cp.edge("edge-1").unwrap().supersessions
+}
+
+#[test]
+fn an_over_long_edge_id_is_refused_by_the_decoder_as_a_protocol_error() {
+    // iop-proto enforces the 128-byte id cap before decoding (its decode limits), so
+    // such a hello never reaches the INVALID_HELLO check.
+    let mut t = Harness::new();
+    let conn = t.connect();
+    t.send(conn, hello(&"x".repeat(129), &[]));
+    assert!(t.is_closed(conn));
+    assert!(t.events.iter().any(|e| matches!(
+        e,
+        CpEvent::Closed {
+            reason: CloseReason::ProtocolError(ProtocolViolation::Frame(
+                proto::FrameError::LimitExceeded(_)
+            )),
+            ..
+        }
+    )));
 }

@@ -4,7 +4,7 @@ mod cp_support;
 
 use cp_support::*;
 use iop_core::cp::{CloseReason, CpEvent, Transmit};
-use iop_core::proto::{self, Envelope, NodeEventKind};
+use iop_core::proto::{self, Envelope};
 
 #[test]
 fn a_peer_that_does_not_read_is_dropped_as_slow() {
@@ -43,19 +43,25 @@ fn a_peer_that_does_not_read_is_dropped_as_slow() {
 fn an_idle_session_keeps_no_large_receive_buffer() {
     let mut t = Harness::new();
     let (conn, _) = t.enrol("edge-1", &[]);
-    // A 100 KiB event arriving in small reads is buffered, then released.
-    let mut ev = node_event("edge-1", NodeEventKind::NodeReady, 2);
-    if let Some(proto::Body::NodeEvent(e)) = &mut ev.body {
-        e.reason = "r".repeat(100 * 1024);
-    }
+    // A 100 KiB status response arriving in two reads is buffered, then released.
+    let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    t.pump(None);
+    t.take_frames(conn);
+    let ev = big_status_response(req.correlation_id, "edge-1", 100 * 1024);
     let mut wire = Vec::new();
     proto::encode_frame(&ev, u32::MAX, &mut wire).unwrap();
     let (head, tail) = wire.split_at(50 * 1024);
     t.send_raw(conn, head);
     assert!(t.cp.connection_buffers(conn).unwrap().decoder_capacity > 40 * 1024);
     t.send_raw(conn, tail);
+    assert!(!t.is_closed(conn));
     let b = t.cp.connection_buffers(conn).unwrap();
     assert_eq!((b.decoder_capacity, b.outbound_queued), (0, 0));
+    assert!(
+        t.events
+            .iter()
+            .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
+    );
 }
 
 #[test]

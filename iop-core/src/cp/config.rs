@@ -32,6 +32,8 @@ pub struct CpConfig {
     pub max_frame_len: u32,
     /// Largest frame body accepted before the hello is accepted (64 KiB).
     pub pre_hello_max_frame_len: u32,
+    /// Caps checked on every frame before it is decoded (SPEC §7 amplification caps).
+    pub decode_limits: iop_proto::DecodeLimits,
     /// How long a new connection may take to send its hello.
     pub hello_timeout: Duration,
     /// Heartbeat interval offered to Edges (clamped to 1–60 s).
@@ -95,6 +97,7 @@ impl Default for CpConfig {
         Self {
             max_frame_len: limits::DEFAULT_MAX_FRAME_LEN,
             pre_hello_max_frame_len: limits::PRE_HELLO_MAX_FRAME_LEN,
+            decode_limits: iop_proto::DecodeLimits::default(),
             hello_timeout: limits::DEFAULT_HELLO_TIMEOUT,
             heartbeat_interval: limits::DEFAULT_HEARTBEAT_INTERVAL,
             unreachable_intervals: 2,

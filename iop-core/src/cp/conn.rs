@@ -54,9 +54,14 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(pre_hello_max: u32, outbound_cap: usize, max_frame_len: u32) -> Self {
+    pub(crate) fn new(
+        pre_hello_max: u32,
+        limits: iop_proto::DecodeLimits,
+        outbound_cap: usize,
+        max_frame_len: u32,
+    ) -> Self {
         Self {
-            decoder: FrameDecoder::new(pre_hello_max),
+            decoder: FrameDecoder::with_limits(pre_hello_max, limits),
             outbound: Outbound::new(outbound_cap, max_frame_len),
             timers: TimerTable::default(),
             indexed_at: None,

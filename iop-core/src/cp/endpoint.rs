@@ -95,6 +95,7 @@ impl ControlPlane {
         let over = self.conns.len() >= self.config.max_connections;
         let mut c = Conn::new(
             self.config.pre_hello_max_frame_len,
+            self.config.decode_limits,
             self.config.outbound_cap,
             self.config.max_frame_len,
         );
@@ -145,7 +146,10 @@ impl ControlPlane {
             && c.decoder.is_at_boundary()
             && c.decoder.capacity() > IDLE_DECODER_CAPACITY
         {
-            c.decoder = iop_proto::FrameDecoder::new(c.decoder.max_frame_len());
+            c.decoder = iop_proto::FrameDecoder::with_limits(
+                c.decoder.max_frame_len(),
+                *c.decoder.limits(),
+            );
         }
         self.reindex(conn);
     }

@@ -247,6 +247,26 @@ pub fn status_response(correlation_id: u64, edge_id: &str, revision: u64) -> Env
     )
 }
 
+/// A legitimate status response of about `approx_len` bytes on the wire.
+pub fn big_status_response(correlation_id: u64, edge_id: &str, approx_len: usize) -> Envelope {
+    let nodes = (0..approx_len / 40)
+        .map(|i| proto::EdgeNodeSnapshot {
+            node_id: format!("node-{i:030}"),
+            ..Default::default()
+        })
+        .collect();
+    Envelope::correlated(
+        correlation_id,
+        EdgeStatusResponse {
+            edge_id: edge_id.into(),
+            nodes,
+            observed_at_unix_ms: 42,
+            registry_revision: 1,
+            truncated: false,
+        },
+    )
+}
+
 pub fn cmd_response(command_id: &str, accepted: bool) -> Envelope {
     Envelope::new(EdgeCommandResponse {
         command_id: command_id.into(),
