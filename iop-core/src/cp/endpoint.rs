@@ -116,7 +116,7 @@ impl ControlPlane {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if !c.is_open() {
+        if !c.is_open() || bytes.is_empty() {
             return;
         }
         self.stats.bytes_in += bytes.len() as u64;
