@@ -22,6 +22,8 @@ enum Held {
 struct FakeEdge {
     conn: Option<ConnectionId>,
     held: BTreeMap<String, Held>,
+    /// Frames written but not yet delivered: lost if the connection drops first.
+    outbox: Vec<Envelope>,
 }
 
 const EDGE: &str = "edge-1";
@@ -33,16 +35,29 @@ impl FakeEdge {
         let (conn, resp) = t.hello_with(h);
         assert!(resp.accepted);
         self.conn = Some(conn);
-        t.send(conn, node_event(EDGE, NodeEventKind::EdgeReady, 1));
+        self.outbox.clear();
+        self.outbox
+            .push(node_event(EDGE, NodeEventKind::EdgeReady, 1));
         // Replay the latest event of every accepted command still held.
         for (id, held) in &self.held {
             if let Held::Accepted { phase, seq } = held {
-                t.send(conn, cmd_event(id, *phase, *seq));
+                self.outbox.push(cmd_event(id, *phase, *seq));
+            }
+        }
+    }
+
+    /// Delivers everything written so far.
+    fn flush(&mut self, t: &mut Harness) {
+        let frames = std::mem::take(&mut self.outbox);
+        if let Some(conn) = self.conn {
+            for f in frames {
+                t.send(conn, f);
             }
         }
     }
 
     fn drop_conn(&mut self, t: &mut Harness) {
+        self.outbox.clear();
         if let Some(conn) = self.conn.take() {
             t.drop_transport(conn);
         }
@@ -69,13 +84,13 @@ impl FakeEdge {
                             seq: 1,
                         }
                     });
-                    t.send(conn, cmd_response(&id, held != Held::Rejected));
+                    self.outbox.push(cmd_response(&id, held != Held::Rejected));
                     if fresh && held != Held::Rejected {
-                        t.send(conn, cmd_event(&id, CommandPhase::Accepted, 1));
+                        self.outbox.push(cmd_event(&id, CommandPhase::Accepted, 1));
                     }
                 }
                 Some(Body::StatusRequest(_)) => {
-                    t.send(conn, status_response(f.correlation_id, EDGE, 1));
+                    self.outbox.push(status_response(f.correlation_id, EDGE, 1));
                 }
                 _ => {}
             }
@@ -83,7 +98,7 @@ impl FakeEdge {
     }
 
     /// Moves the `i`-th unfinished command one step; sends the event if connected.
-    fn progress(&mut self, t: &mut Harness, i: usize, finish: bool) {
+    fn progress(&mut self, t: &Harness, i: usize, finish: bool) {
         let open: Vec<String> = self
             .held
             .iter()
@@ -107,10 +122,8 @@ impl FakeEdge {
         };
         *seq += 1;
         let ev: Envelope = cmd_event(id, *phase, *seq);
-        if let Some(conn) = self.conn
-            && !t.is_closed(conn)
-        {
-            t.send(conn, ev);
+        if self.conn.is_some_and(|c| !t.is_closed(c)) {
+            self.outbox.push(ev);
         }
     }
 }
@@ -119,6 +132,7 @@ impl FakeEdge {
 enum Step {
     Send,
     Read,
+    Flush,
     Progress(usize, bool),
     Drop,
     Connect,
@@ -130,6 +144,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => Just(Step::Send),
         4 => Just(Step::Read),
+        4 => Just(Step::Flush),
         4 => (any::<usize>(), any::<bool>()).prop_map(|(i, f)| Step::Progress(i, f)),
         1 => Just(Step::Drop),
         2 => Just(Step::Connect),
@@ -144,7 +159,7 @@ proptest! {
     #[test]
     fn every_command_ends_exactly_once_across_reconnects(steps in prop::collection::vec(step(), 1..60)) {
         let mut t = Harness::new();
-        let mut edge = FakeEdge { conn: None, held: BTreeMap::new() };
+        let mut edge = FakeEdge { conn: None, held: BTreeMap::new(), outbox: Vec::new() };
         edge.connect(&mut t);
         let mut sent = Vec::new();
         for s in steps {
@@ -160,7 +175,8 @@ proptest! {
                     t.pump(None);
                 }
                 Step::Read => edge.read(&mut t),
-                Step::Progress(i, f) => edge.progress(&mut t, i, f),
+                Step::Flush => edge.flush(&mut t),
+                Step::Progress(i, f) => edge.progress(&t, i, f),
                 Step::Drop => edge.drop_conn(&mut t),
                 Step::Connect => if edge.conn.is_none() { edge.connect(&mut t) },
                 Step::Supersede => edge.connect(&mut t),
@@ -175,11 +191,13 @@ proptest! {
             if edge.conn.is_none_or(|c| t.is_closed(c)) {
                 edge.connect(&mut t);
             }
+            edge.flush(&mut t);
             edge.read(&mut t);
+            edge.flush(&mut t);
             for i in 0..edge.held.len() {
-                edge.progress(&mut t, i, true);
+                edge.progress(&t, i, true);
             }
-            edge.read(&mut t);
+            edge.flush(&mut t);
         }
         prop_assert_eq!(t.cp.stats().protocol_errors, 0, "{:?}", t.events);
         for id in &sent {

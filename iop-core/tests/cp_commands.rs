@@ -374,3 +374,39 @@ fn a_command_survives_a_superseded_session() {
         Some(CommandOutcome::Finished(Succeeded))
     );
 }
+
+#[test]
+fn a_held_command_may_finish_before_the_answer_to_its_resend() {
+    let (mut t, conn) = with_command();
+    // The Edge accepted c1 but the response was lost with the connection.
+    t.drop_transport(conn);
+    let mut h = hello("edge-1", &["node.drain"]);
+    h.inflight_command_ids = vec!["c1".into()];
+    let (conn2, _) = t.hello_with(h);
+    t.send(conn2, cmd_event("c1", Succeeded, 2));
+    t.send(conn2, cmd_response("c1", true));
+    assert!(!t.is_closed(conn2));
+    assert_eq!(
+        t.cp.command("edge-1", "c1").unwrap().outcome,
+        Some(CommandOutcome::Finished(Succeeded))
+    );
+}
+
+#[test]
+fn a_command_seen_running_but_never_answered_is_lost_when_the_edge_forgets_it() {
+    let (mut t, conn) = with_command();
+    t.drop_transport(conn);
+    let mut h = hello("edge-1", &["node.drain"]);
+    h.inflight_command_ids = vec!["c1".into()];
+    let (conn2, _) = t.hello_with(h);
+    t.send(conn2, cmd_event("c1", Running, 3));
+    t.drop_transport(conn2);
+    t.take_events();
+    // The Edge restarted: it lists nothing. Re-sending c1 would run it again from 1.
+    let (conn3, _) = t.hello_with(hello("edge-1", &["node.drain"]));
+    assert!(commands(&t.take_frames(conn3)).is_empty());
+    assert!(t.take_events().contains(&CpEvent::CommandLost {
+        edge_id: "edge-1".into(),
+        command_id: "c1".into()
+    }));
+}

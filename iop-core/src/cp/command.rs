@@ -139,8 +139,9 @@ impl CommandBook {
 
     fn finish(&mut self, command_id: &str, outcome: CommandOutcome, retention: usize) {
         if let Some(t) = self.commands.get_mut(command_id) {
+            // `awaiting_response` stays: a command held by the Edge may finish (through
+            // its replayed events) before the answer to its re-sent request arrives.
             t.outcome = Some(outcome);
-            t.awaiting_response = false;
             self.finished.push_back(command_id.to_owned());
         }
         while self.finished.len() > retention {
@@ -269,16 +270,16 @@ impl CommandBook {
             };
             t.held_by_edge = held.contains(id.as_str());
             t.awaiting_response = false;
-            match t.answer {
-                CommandAnswer::Pending => {
-                    t.awaiting_response = true;
-                    resend.push(t.request.clone());
-                }
-                CommandAnswer::Accepted if !t.held_by_edge => {
-                    t.phase = CommandPhase::Failed;
-                    lost.push(id);
-                }
-                _ => {}
+            // Events seen without an answer (replays of a held command) mean the Edge
+            // accepted it: a restarted Edge that forgot it must not run it again from
+            // sequence 1 under the same id.
+            let believed_accepted = t.answer == CommandAnswer::Accepted || t.last_seq > 0;
+            if believed_accepted && !t.held_by_edge {
+                t.phase = CommandPhase::Failed;
+                lost.push(id);
+            } else if t.answer == CommandAnswer::Pending {
+                t.awaiting_response = true;
+                resend.push(t.request.clone());
             }
         }
         for id in &lost {
