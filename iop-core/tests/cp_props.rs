@@ -174,6 +174,7 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
     let mut events = Vec::new();
     let mut out = Vec::new();
     let mut timeouts = Vec::new();
+    let mut issued = Vec::new();
     for a in actions {
         match a {
             Action::Connect => {
@@ -207,7 +208,9 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
                 cp.handle_timeout(now);
             }
             Action::Status(e) => {
-                let _ = cp.request_status(now, EDGES[*e as usize], vec![]);
+                if let Ok(r) = cp.request_status(now, EDGES[*e as usize], vec![]) {
+                    issued.push(r);
+                }
             }
             Action::Command(e) => {
                 let spec = CommandSpec {
@@ -243,6 +246,36 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
             events.push(e);
         }
         timeouts.push(cp.poll_timeout());
+    }
+    // Shut down: every status request issued (by the app or automatically) has
+    // exactly one outcome.
+    cp.shutdown(now);
+    for slot in slots.iter_mut() {
+        if let Some(id) = slot.take() {
+            let mut buf = Vec::new();
+            while let Transmit::Bytes(_) = cp.poll_transmit(id, &mut buf) {}
+            out.push(buf);
+        }
+    }
+    assert_eq!(cp.connection_count(), 0);
+    while let Some(e) = cp.poll_event() {
+        events.push(e);
+    }
+    issued.extend(events.iter().filter_map(|e| match e {
+        CpEvent::ResyncNeeded { request, .. } => *request,
+        _ => None,
+    }));
+    for r in &issued {
+        let outcomes = events
+            .iter()
+            .filter(|e| match e {
+                CpEvent::StatusReceived { request, .. }
+                | CpEvent::StatusTimedOut { request, .. }
+                | CpEvent::StatusAbandoned { request, .. } => request == r,
+                _ => false,
+            })
+            .count();
+        assert_eq!(outcomes, 1, "{r:?}");
     }
     // Every connection ends at most once.
     let mut closed: Vec<ConnectionId> = events
