@@ -45,7 +45,8 @@
 //!
 //! * **Hello** (SPEC §4.1): the first frame must be `hello_request` (frames ≤ 64 KiB
 //!   until accepted). Checks in order: `EMPTY_EDGE_ID`, `INVALID_HELLO` (id grammar,
-//!   version 0, §7 hello limits), `UNSUPPORTED_PROTOCOL_VERSION`, `UNKNOWN_EDGE` /
+//!   version 0, §7 hello limits; an id over 128 bytes never gets here: the decoder's
+//!   limits refuse the frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`, `UNKNOWN_EDGE` /
 //!   `BAD_CREDENTIAL` ([`EnrolmentPolicy`]; SHA-256 hashes compared in constant time),
 //!   `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
 //!   closes. Session ids strictly increase per CP (a fencing epoch); a superseded
@@ -63,7 +64,15 @@
 //!   answer to the re-sent request); sequence strictly increasing (gaps allowed),
 //!   sequence 1 is ACCEPTED, phases forward-only, RUNNING may repeat, one terminal
 //!   phase and nothing after it; a repeat of the last `(command_id, sequence)` is
-//!   dropped as a duplicate. Unknown ids are counted and dropped.
+//!   dropped as a duplicate. Unknown ids are counted and dropped. On every new
+//!   session of an Edge, commands never answered are re-sent (same id, original
+//!   order), and commands believed accepted (answered, or with events seen) that the
+//!   hello does not list become [`CpEvent::CommandLost`] (FAILED). Generated command
+//!   ids read `cmd-<command_id_epoch hex>-<n>`.
+//! * **Memory**: an idle session holds no frame buffer (a decoder buffer over 1 KiB
+//!   and outbound slots beyond 4 are released between frames), a few hundred bytes
+//!   besides its ids; see [`ControlPlane::connection_buffers`]. The Edge views and
+//!   command books outlive sessions until [`ControlPlane::forget_edge`].
 //! * **Node events** (§4.5): sequence must increase (else protocol error); a gap, or a
 //!   first event that is not `EDGE_READY`, is a resync point, not an error.
 //!
