@@ -28,7 +28,8 @@ fn the_view_reflects_the_latest_hello() {
     assert_eq!(view.session_id, resp.session_id);
     assert_eq!(view.software_version, "test/1");
     assert_eq!(view.operations, vec!["edge.ping", "node.drain"]);
-    assert_eq!(view.metadata["iop.instance_id"], "p1");
+    assert_eq!(view.metadata("iop.instance_id"), Some("p1"));
+    assert_eq!(view.metadata("other"), None);
     assert_eq!(view.connected_since_unix_ms, 1_700_000_000_000 + 1_000);
     assert!(!view.fresh, "unknown until a fresh status");
     assert_eq!(t.cp.edges().count(), 1);

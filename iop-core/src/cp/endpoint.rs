@@ -19,8 +19,9 @@ use super::view::{EdgeView, Reachability};
 
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
-/// Outbound queue slots an idle connection may keep.
-pub(crate) const IDLE_OUTBOUND_SLOTS: usize = 4;
+/// Outbound queue slots an idle connection may keep (each is an `Envelope`, 168
+/// bytes: keeping none costs one small allocation per burst).
+pub(crate) const IDLE_OUTBOUND_SLOTS: usize = 0;
 
 /// Buffer usage of one connection, for metrics and memory checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +49,10 @@ pub(crate) struct EdgeEntry {
 pub struct ControlPlane {
     pub(crate) config: CpConfig,
     pub(crate) policy: EnrolmentPolicy,
-    pub(crate) conns: BTreeMap<ConnectionId, Conn>,
-    pub(crate) edges: BTreeMap<String, EdgeEntry>,
+    /// Boxed values: B-tree nodes hold 11 slots, so large inline values would waste
+    /// most of a node per entry.
+    pub(crate) conns: BTreeMap<ConnectionId, Box<Conn>>,
+    pub(crate) edges: BTreeMap<String, Box<EdgeEntry>>,
     /// (deadline, connection): the earliest timer of every connection that has one.
     pub(crate) timers: BTreeSet<(Instant, ConnectionId)>,
     pub(crate) events: VecDeque<CpEvent>,
@@ -100,7 +103,7 @@ impl ControlPlane {
             self.config.max_frame_len,
         );
         c.timers.set(Timer::Hello, now + self.config.hello_timeout);
-        self.conns.insert(conn, c);
+        self.conns.insert(conn, Box::new(c));
         if self.shut_down {
             self.close(conn, CloseReason::Shutdown);
         } else if over {
@@ -157,7 +160,7 @@ impl ControlPlane {
     /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
     /// Control Plane already closed or forgot.
     pub fn handle_closed(&mut self, _now: Instant, conn: ConnectionId) {
-        let open = self.conns.get(&conn).is_some_and(Conn::is_open);
+        let open = self.conns.get(&conn).is_some_and(|c| c.is_open());
         if open {
             self.close(conn, CloseReason::TransportClosed);
         }

@@ -169,10 +169,8 @@ impl ControlPlane {
         self.stats.sessions_accepted += 1;
 
         let unix_ms = self.config.wall_clock.unix_ms(now);
-        let entry = self
-            .edges
-            .entry(hello.edge_id.clone())
-            .or_insert_with(|| EdgeEntry {
+        let entry = self.edges.entry(hello.edge_id.clone()).or_insert_with(|| {
+            Box::new(EdgeEntry {
                 view: EdgeView {
                     edge_id: hello.edge_id.clone(),
                     reachability: Reachability::Disconnected,
@@ -188,14 +186,15 @@ impl ControlPlane {
                 live: None,
                 commands: CommandBook::default(),
                 flaps: FlapHistory::default(),
-            });
+            })
+        });
         entry.live = Some(conn);
         let old_session_id = entry.view.session_id;
         entry.view.reachability = Reachability::Connected;
         entry.view.session_id = session_id;
         entry.view.software_version = hello.software_version;
         entry.view.operations = hello.operations;
-        entry.view.metadata = hello.metadata;
+        entry.view.metadata = hello.metadata.into_iter().collect();
         entry.view.connected_since_unix_ms = unix_ms;
         entry.view.fresh = false;
         self.events.push_back(CpEvent::SessionAccepted {

@@ -46,9 +46,18 @@ impl StatusBook {
         self.last_issued
     }
 
+    /// An emptied `BTreeMap` keeps its root node (hundreds of bytes): an idle session
+    /// should not.
+    fn release_if_empty(&mut self) {
+        if self.pending.is_empty() {
+            self.pending = BTreeMap::new();
+        }
+    }
+
     /// Takes back the most recent id when its request could not be sent.
     pub(crate) fn unissue(&mut self, id: u64) {
         self.pending.remove(&id);
+        self.release_if_empty();
     }
 
     /// Classifies a response's correlation id, removing it from the pending set.
@@ -56,7 +65,9 @@ impl StatusBook {
         if id == 0 || id > self.last_issued {
             return Correlation::NeverIssued;
         }
-        match self.pending.remove(&id) {
+        let found = self.pending.remove(&id);
+        self.release_if_empty();
+        match found {
             Some((_, full)) => Correlation::Pending { full },
             None => Correlation::Late,
         }
@@ -78,6 +89,7 @@ impl StatusBook {
         for id in &expired {
             self.pending.remove(id);
         }
+        self.release_if_empty();
         expired
     }
 

@@ -1,7 +1,5 @@
 //! The Control Plane's *view* of each Edge (never the store of record, SPEC §1, §5.3).
 
-use std::collections::BTreeMap;
-
 /// Whether the Control Plane can hear an Edge — its own verdict, distinct from what
 /// the Edge reports about its nodes (SPEC §5.3).
 ///
@@ -55,8 +53,9 @@ pub struct EdgeView {
     pub software_version: String,
     /// Operations advertised in its latest hello.
     pub operations: Vec<String>,
-    /// Metadata of its latest hello.
-    pub metadata: BTreeMap<String, String>,
+    /// Metadata of its latest hello, sorted by key (a `Vec`: a `BTreeMap` node would
+    /// cost over 500 bytes per Edge even for one entry). See [`EdgeView::metadata`].
+    pub metadata: Vec<(String, String)>,
     /// When its latest session was accepted (CP wall clock).
     pub connected_since_unix_ms: u64,
     /// The latest status response.
@@ -67,4 +66,15 @@ pub struct EdgeView {
     /// Times a session of this id was replaced by a newer one (see
     /// [`CpEvent::EdgeSuperseded`](super::CpEvent::EdgeSuperseded) for flapping).
     pub supersessions: u64,
+}
+
+impl EdgeView {
+    /// The value of hello metadata `key`.
+    pub fn metadata(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .and_then(|i| self.metadata.get(i))
+            .map(|(_, v)| v.as_str())
+    }
 }
