@@ -141,3 +141,10 @@ fn forgetting_an_edge_needs_it_disconnected() {
     assert!(t.cp.forget_edge("edge-1"));
     assert!(t.cp.edge("edge-1").is_none());
 }
+
+#[test]
+fn the_endpoint_can_live_behind_a_mutex_shared_by_tasks() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<iop_core::cp::ControlPlane>();
+    send_sync::<CpEvent>();
+}

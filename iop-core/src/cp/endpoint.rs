@@ -251,7 +251,8 @@ impl ControlPlane {
         conn: ConnectionId,
         envelope: Envelope,
     ) -> Result<(), OutboundError> {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        // Nothing is queued behind a closing connection's final frames.
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.is_open()) else {
             return Ok(());
         };
         match c.outbound.push(envelope) {
