@@ -24,6 +24,8 @@ fn the_view_reflects_the_latest_hello() {
     h.metadata.insert("iop.instance_id".into(), "p1".into());
     let (_, resp) = t.hello_with(h);
     let view = t.cp.edge("edge-1").unwrap().clone();
+    let conn = t.cp.live_conn("edge-1").unwrap();
+    assert_eq!(t.cp.session_of(conn), Some(("edge-1", resp.session_id)));
     assert_eq!(view.reachability, Reachability::Connected);
     assert_eq!(view.session_id, resp.session_id);
     assert_eq!(view.software_version, "test/1");

@@ -244,6 +244,15 @@ impl ControlPlane {
         self.edges.get(edge_id)?.commands.state(command_id)
     }
 
+    /// The Edge id and session id of the session accepted on `conn`, e.g. to label a
+    /// connection task's logs. `None` before the hello and once closing.
+    pub fn session_of(&self, conn: ConnectionId) -> Option<(&str, u64)> {
+        self.conns
+            .get(&conn)?
+            .session()
+            .map(|s| (s.edge_id.as_str(), s.session_id))
+    }
+
     /// The connection of the live session of `edge_id`.
     pub fn live_conn(&self, edge_id: &str) -> Option<ConnectionId> {
         self.edges.get(edge_id)?.live

@@ -8,8 +8,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// An enrolment secret in clear. Its `Debug` never shows the bytes; hash it with
-/// [`Credential::hash`] and drop it as soon as possible.
-#[derive(Clone, PartialEq, Eq)]
+/// [`Credential::hash`] and drop it as soon as possible. No `PartialEq`: compare
+/// hashes, which compare in constant time.
+#[derive(Clone)]
 pub struct Credential(Vec<u8>);
 
 impl Credential {
