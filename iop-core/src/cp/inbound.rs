@@ -126,7 +126,7 @@ impl ControlPlane {
         &mut self,
         now: Instant,
         conn: ConnectionId,
-        hello: EdgeHelloRequest,
+        mut hello: EdgeHelloRequest,
         credential: CredentialHash,
         version: u32,
         old: Option<ConnectionId>,
@@ -168,35 +168,7 @@ impl ControlPlane {
         }
         self.stats.sessions_accepted += 1;
 
-        let unix_ms = self.config.wall_clock.unix_ms(now);
-        let entry = self.edges.entry(hello.edge_id.clone()).or_insert_with(|| {
-            Box::new(EdgeEntry {
-                view: EdgeView {
-                    edge_id: hello.edge_id.clone(),
-                    reachability: Reachability::Disconnected,
-                    session_id: 0,
-                    software_version: String::new(),
-                    operations: Vec::new(),
-                    metadata: Default::default(),
-                    connected_since_unix_ms: 0,
-                    last_status: None,
-                    fresh: false,
-                    supersessions: 0,
-                },
-                live: None,
-                commands: CommandBook::default(),
-                flaps: FlapHistory::default(),
-            })
-        });
-        entry.live = Some(conn);
-        let old_session_id = entry.view.session_id;
-        entry.view.reachability = Reachability::Connected;
-        entry.view.session_id = session_id;
-        entry.view.software_version = hello.software_version;
-        entry.view.operations = hello.operations;
-        entry.view.metadata = hello.metadata.into_iter().collect();
-        entry.view.connected_since_unix_ms = unix_ms;
-        entry.view.fresh = false;
+        let old_session_id = self.register_session(now, conn, session_id, &mut hello);
         self.events.push_back(CpEvent::SessionAccepted {
             conn,
             edge_id: hello.edge_id.clone(),
@@ -216,17 +188,65 @@ impl ControlPlane {
         }
         self.resync(now, conn, ResyncCause::NewSession);
 
+        self.carry_over_commands(conn, &hello.edge_id, &hello.inflight_command_ids);
+    }
+
+    /// Makes `conn` the live session of the hello's Edge in the registry (creating its
+    /// entry) and moves the hello's identity into the view. Returns the session id the
+    /// view held before (0 for a new Edge).
+    fn register_session(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        session_id: u64,
+        hello: &mut EdgeHelloRequest,
+    ) -> u64 {
+        let unix_ms = self.config.wall_clock.unix_ms(now);
+        let edge_id = hello.edge_id.clone();
+        let entry = self.edges.entry(edge_id.clone()).or_insert_with(|| {
+            Box::new(EdgeEntry {
+                view: EdgeView {
+                    edge_id,
+                    reachability: Reachability::Disconnected,
+                    session_id: 0,
+                    software_version: String::new(),
+                    operations: Vec::new(),
+                    metadata: Vec::new(),
+                    connected_since_unix_ms: 0,
+                    last_status: None,
+                    fresh: false,
+                    supersessions: 0,
+                },
+                live: None,
+                commands: CommandBook::default(),
+                flaps: FlapHistory::default(),
+            })
+        });
+        entry.live = Some(conn);
+        let old_session_id = entry.view.session_id;
+        let view = &mut entry.view;
+        view.reachability = Reachability::Connected;
+        view.session_id = session_id;
+        view.software_version = std::mem::take(&mut hello.software_version);
+        view.operations = std::mem::take(&mut hello.operations);
+        view.metadata = std::mem::take(&mut hello.metadata).into_iter().collect();
+        view.connected_since_unix_ms = unix_ms;
+        view.fresh = false;
+        old_session_id
+    }
+
+    /// SPEC §4.4 on a new session: re-send every command never answered, mark lost
+    /// every command believed accepted that the Edge no longer holds.
+    fn carry_over_commands(&mut self, conn: ConnectionId, edge_id: &str, inflight: &[String]) {
         let retention = self.config.finished_command_retention;
-        let Some(entry) = self.edges.get_mut(&hello.edge_id) else {
+        let Some(entry) = self.edges.get_mut(edge_id) else {
             return;
         };
-        let (resend, lost) = entry
-            .commands
-            .on_new_session(&hello.inflight_command_ids, retention);
+        let (resend, lost) = entry.commands.on_new_session(inflight, retention);
         for command_id in lost {
             self.stats.commands_lost += 1;
             self.events.push_back(CpEvent::CommandLost {
-                edge_id: hello.edge_id.clone(),
+                edge_id: edge_id.to_owned(),
                 command_id,
             });
         }
