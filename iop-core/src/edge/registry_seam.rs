@@ -1,0 +1,73 @@
+//! The seam between the Edge session and the Edge's node registry.
+//!
+//! The session needs three things from the registry: a status snapshot, the nodes a
+//! selector matches, and the lifecycle transitions to relay as `node_event`s. Any
+//! registry implementing [`EdgeRegistry`] plugs in; `()` is an Edge with no nodes.
+
+use iop_proto::{EdgeStatusResponse, NodeEventKind};
+
+use super::selector::Selector;
+
+/// A lifecycle transition of the registry, before the session stamps it with the
+/// Edge id and a per-session sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleEvent {
+    /// The node (empty for an edge-level event).
+    pub node_id: String,
+    /// What happened.
+    pub kind: NodeEventKind,
+    /// The node's ownership generation.
+    pub generation: u64,
+    /// When it happened, wall-clock ms.
+    pub occurred_at_unix_ms: u64,
+    /// Human-readable reason (no secrets).
+    pub reason: String,
+}
+
+/// What the Edge session needs from the node registry.
+pub trait EdgeRegistry {
+    /// A status snapshot of the nodes in `node_ids` (all when empty), whose encoding
+    /// fits in `max_encoded_len` bytes: when it would not, it holds complete nodes
+    /// only and sets `truncated`. `edge_id` and `observed_at_unix_ms` are filled in.
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse;
+
+    /// The ids of the configured nodes (in any state) that a node-level `selector`
+    /// matches, in a deterministic order. Never called with [`Selector::Edge`].
+    fn matching_nodes(&self, selector: &Selector) -> Vec<String>;
+
+    /// The next lifecycle transition to relay, oldest first.
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent>;
+}
+
+/// An Edge with no nodes: empty snapshots, no node matches, no lifecycle events.
+impl EdgeRegistry for () {
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        _node_ids: &[String],
+        observed_at_unix_ms: u64,
+        _max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            nodes: Vec::new(),
+            observed_at_unix_ms,
+            registry_revision: 0,
+            truncated: false,
+        }
+    }
+
+    fn matching_nodes(&self, _selector: &Selector) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
+        None
+    }
+}
