@@ -150,7 +150,6 @@ impl Harness {
                     break;
                 }
                 Transmit::Nothing => break,
-                _ => unreachable!(),
             }
         }
         let mut input = wire.as_slice();
