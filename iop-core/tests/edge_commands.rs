@@ -408,3 +408,31 @@ fn shutdown_while_disconnected_stops_dialling() {
     assert_eq!(h.edge.poll_connect_at(), None);
     assert!(h.events().is_empty());
 }
+
+#[test]
+fn the_hello_stays_under_the_pre_hello_limit_with_many_held_ids() {
+    use iop_core::proto::{Message, PRE_HELLO_MAX_FRAME_LEN};
+    let mut c = config();
+    c.max_inflight_commands = 1_000;
+    let mut h = Harness::new(c, FakeRegistry::default());
+    h.connect_and_accept(1);
+    let id = |i: usize| format!("{i:04}-{}", "x".repeat(120));
+    for i in 0..600 {
+        h.command(cmd(&id(i), "edge.ping", ""));
+        if i >= 5 {
+            h.edge
+                .report_outcome(h.now, &id(i), Outcome::Succeeded, "", BTreeMap::new())
+                .unwrap();
+        }
+    }
+    h.flush();
+    h.transport_closed();
+    h.now = h.edge.poll_connect_at().unwrap();
+    let hello = h.connect();
+    assert!(Envelope::new(hello.clone()).encoded_len() <= PRE_HELLO_MAX_FRAME_LEN as usize);
+    let listed = &hello.inflight_command_ids;
+    assert!(listed.len() > 400 && listed.len() < 600, "{}", listed.len());
+    // Running commands first, then the most recently finished.
+    assert_eq!(listed[..5], (0..5).map(id).collect::<Vec<_>>()[..]);
+    assert_eq!(listed[5], id(599));
+}

@@ -323,3 +323,85 @@ impl Commands {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(id: &str) -> EdgeCommandRequest {
+        EdgeCommandRequest {
+            command_id: id.into(),
+            operation: "op".into(),
+            ..Default::default()
+        }
+    }
+
+    fn table(max_retained: usize) -> Commands {
+        Commands::new(
+            Duration::from_secs(10),
+            max_retained,
+            Duration::from_secs(60),
+        )
+    }
+
+    fn finish(t: &mut Commands, at_ms: u64, id: &str) {
+        let now = Instant::from_millis(at_ms);
+        t.accept(now, 0, req(id));
+        t.report(
+            now,
+            0,
+            id,
+            CommandPhase::Succeeded,
+            String::new(),
+            BTreeMap::new(),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn retained_ids_are_evicted_oldest_first_by_cap_and_by_age() {
+        let mut t = table(2);
+        finish(&mut t, 0, "a");
+        finish(&mut t, 1_000, "b");
+        finish(&mut t, 2_000, "c");
+        assert_eq!(t.held_ids_by_priority(), ["c", "b"]);
+        assert_eq!(t.next_deadline(), Some(Instant::from_millis(11_000)));
+        t.evict(Instant::from_millis(10_999));
+        assert_eq!(t.held_ids_by_priority(), ["c", "b"]);
+        t.evict(Instant::from_millis(11_000));
+        assert_eq!(t.held_ids_by_priority(), ["c"]);
+        t.evict(Instant::from_millis(12_000));
+        assert!(t.held_ids_by_priority().is_empty());
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn running_commands_come_first_and_count_towards_the_limit() {
+        let mut t = table(10);
+        finish(&mut t, 0, "done");
+        t.accept(Instant::ZERO, 0, req("z-run"));
+        t.accept(Instant::ZERO, 0, req("a-run"));
+        assert_eq!(t.running(), 2);
+        assert_eq!(t.held_ids_by_priority(), ["a-run", "z-run", "done"]);
+        assert_eq!(t.next_deadline(), Some(Instant::from_millis(10_000)));
+        let timed_out = t.expire(Instant::from_millis(60_000), 7);
+        assert_eq!(timed_out.len(), 2);
+        assert!(
+            timed_out
+                .iter()
+                .all(|e| e.phase() == CommandPhase::TimedOut)
+        );
+        assert_eq!(t.running(), 0);
+    }
+
+    #[test]
+    fn content_decides_between_replay_and_conflict() {
+        let mut t = table(10);
+        t.accept(Instant::ZERO, 0, req("a"));
+        assert!(matches!(t.known(&req("a")), Known::Same(..)));
+        let mut other = req("a");
+        other.timeout_ms = 5;
+        assert!(matches!(t.known(&other), Known::Conflict));
+        assert!(matches!(t.known(&req("b")), Known::New));
+    }
+}
