@@ -180,3 +180,22 @@ proptest! {
         prop_assert!(h.edge.poll_connect_at().is_some());
     }
 }
+
+#[test]
+fn the_credential_only_ever_appears_in_the_hello() {
+    let mut h = Harness::default_edge();
+    h.connect_and_accept(1);
+    h.command(cmd("c1", "node.restart", "*"));
+    h.deliver(Envelope::correlated(1, EdgeStatusRequest::default()));
+    h.timeout(1_000);
+    h.edge.shutdown(h.now);
+    let frames = h.flush();
+    assert!(!frames.is_empty());
+    let secret = b"s3cret-credential";
+    for f in &frames {
+        let mut bytes = Vec::new();
+        proto::encode_frame(f, u32::MAX, &mut bytes).unwrap();
+        assert!(!bytes.windows(secret.len()).any(|w| w == secret), "{f:?}");
+    }
+    assert!(!format!("{:?}", h.edge).contains("s3cret"));
+}

@@ -152,6 +152,20 @@ fn a_full_queue_drops_events_but_consumes_their_sequence() {
 }
 
 #[test]
+fn events_lost_by_the_registry_leave_a_gap() {
+    let mut h = Harness::default_edge();
+    h.connect_and_accept(1);
+    h.edge.registry_mut().dropped = 3;
+    h.registry_transition("n1", NodeEventKind::NodeReady);
+    let frames = h.flush();
+    // The queued one goes out first (2); the 3 lost after it take 3, 4, 5.
+    assert_eq!(as_node_event(&frames[0]).sequence, 2);
+    h.registry_transition("n2", NodeEventKind::NodeReady);
+    assert_eq!(as_node_event(&h.flush()[0]).sequence, 6);
+    assert_eq!(h.edge.stats().dropped_node_events, 3);
+}
+
+#[test]
 fn drain_rejects_new_commands_and_says_edge_draining_every_session() {
     let mut h = Harness::default_edge();
     h.connect_and_accept(1);

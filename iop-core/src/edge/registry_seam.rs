@@ -43,6 +43,13 @@ pub trait EdgeRegistry {
 
     /// The next lifecycle transition to relay, oldest first.
     fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent>;
+
+    /// Transitions the registry could not queue (its event queue was full) since the
+    /// last call. The session consumes that many sequence numbers, so the CP sees a
+    /// gap and asks for a fresh status (SPEC §4.5).
+    fn take_dropped_events(&mut self) -> u64 {
+        0
+    }
 }
 
 /// An Edge with no nodes: empty snapshots, no node matches, no lifecycle events.

@@ -411,6 +411,12 @@ impl<R: EdgeRegistry> Edge<R> {
         while let Some(event) = self.registry.poll_lifecycle_event() {
             self.send_node_event(event);
         }
+        let lost = self.registry.take_dropped_events();
+        self.stats.dropped_node_events = self.stats.dropped_node_events.saturating_add(lost);
+        if let Conn::Active(mut session) = self.conn {
+            session.node_event_seq = session.node_event_seq.saturating_add(lost);
+            self.conn = Conn::Active(session);
+        }
     }
 
     /// Ends the session: optional GoAway, one `Closed` event, reconnect time chosen.

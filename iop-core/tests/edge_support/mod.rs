@@ -22,6 +22,8 @@ pub struct FakeRegistry {
     pub nodes: BTreeMap<String, BTreeMap<String, String>>,
     pub pending: VecDeque<LifecycleEvent>,
     pub revision: u64,
+    /// Transitions "lost" by the registry's own queue.
+    pub dropped: u64,
 }
 
 impl FakeRegistry {
@@ -97,6 +99,10 @@ impl EdgeRegistry for FakeRegistry {
 
     fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
         self.pending.pop_front()
+    }
+
+    fn take_dropped_events(&mut self) -> u64 {
+        std::mem::take(&mut self.dropped)
     }
 }
 
