@@ -16,6 +16,8 @@
 pub use iop_proto as proto;
 
 pub mod ids;
+pub mod registry;
 pub mod time;
 
+pub use registry::NodeRegistry;
 pub use time::{Instant, WallClock};

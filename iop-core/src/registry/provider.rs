@@ -1,0 +1,114 @@
+//! A provider's runtime state and how SPEC §5.2 turns it into reported numbers.
+
+use crate::proto::{ProviderHealth, ProviderSnapshot, ProviderStatus};
+
+use super::config::ProviderConfig;
+use super::lease::LeaseKind;
+
+/// A configured provider plus what the Edge knows about it right now.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderEntry {
+    pub(crate) config: ProviderConfig,
+    /// Marked offline by the Edge.
+    pub(crate) offline: bool,
+    /// Marked unhealthy by the Edge.
+    pub(crate) unhealthy: bool,
+    /// Leases held (normal and long-context).
+    pub(crate) in_flight: u32,
+    /// Long-context leases held (also counted in `in_flight`).
+    pub(crate) long_in_flight: u32,
+    /// Queued requests listing this provider as a candidate.
+    pub(crate) queued: u32,
+    /// Long-context queued requests listing it (also counted in `queued`).
+    pub(crate) long_queued: u32,
+}
+
+/// What the node around a provider contributes to its reported numbers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeView {
+    pub(crate) ready: bool,
+    pub(crate) drained: bool,
+}
+
+impl ProviderEntry {
+    pub(crate) fn new(config: ProviderConfig) -> Self {
+        Self {
+            config,
+            offline: false,
+            unhealthy: false,
+            in_flight: 0,
+            long_in_flight: 0,
+            queued: 0,
+            long_queued: 0,
+        }
+    }
+
+    /// Online: the node is READY and the provider is not marked offline.
+    pub(crate) fn online(&self, node: NodeView) -> bool {
+        node.ready && !self.offline
+    }
+
+    /// Room for one more lease of `kind`.
+    pub(crate) fn has_room(&self, kind: LeaseKind) -> bool {
+        let normal = self.in_flight < self.config.capacity;
+        match kind {
+            LeaseKind::Normal => normal,
+            LeaseKind::LongContext => {
+                normal && self.long_in_flight < self.config.long_context_capacity
+            }
+        }
+    }
+
+    /// `admission_eligible` of SPEC §5.2.
+    pub(crate) fn eligible(&self, node: NodeView) -> bool {
+        self.online(node) && !node.drained && !self.unhealthy && self.has_room(LeaseKind::Normal)
+    }
+
+    pub(crate) fn add_queued(&mut self, kind: LeaseKind) {
+        self.queued = self.queued.saturating_add(1);
+        if kind == LeaseKind::LongContext {
+            self.long_queued = self.long_queued.saturating_add(1);
+        }
+    }
+
+    pub(crate) fn remove_queued(&mut self, kind: LeaseKind) {
+        self.queued = self.queued.saturating_sub(1);
+        if kind == LeaseKind::LongContext {
+            self.long_queued = self.long_queued.saturating_sub(1);
+        }
+    }
+
+    /// The wire snapshot. Offline providers keep identity and report zeros.
+    pub(crate) fn snapshot(&self, node: NodeView) -> ProviderSnapshot {
+        let c = &self.config;
+        let mut s = ProviderSnapshot {
+            provider_id: c.provider_id.clone(),
+            category: c.category.to_wire() as i32,
+            models: c.models.clone(),
+            ..ProviderSnapshot::default()
+        };
+        if !self.online(node) {
+            s.status = ProviderStatus::Unavailable as i32;
+            s.health = ProviderHealth::Offline as i32;
+            return s;
+        }
+        s.health = if self.unhealthy {
+            ProviderHealth::Unhealthy
+        } else {
+            ProviderHealth::Healthy
+        } as i32;
+        s.status = if self.unhealthy || node.drained {
+            ProviderStatus::Degraded
+        } else {
+            ProviderStatus::Available
+        } as i32;
+        s.capacity = c.capacity;
+        s.in_flight = self.in_flight;
+        s.queued = self.queued;
+        s.long_context_capacity = c.long_context_capacity;
+        s.long_context_in_flight = self.long_in_flight;
+        s.long_context_queued = self.long_queued;
+        s.admission_eligible = self.eligible(node);
+        s
+    }
+}
