@@ -49,7 +49,7 @@ proptest! {
         let mut wire = Vec::new();
         let mut seq = EventSequencer::new();
         wire.extend(seq.edge_event("edge", EdgeEventKind::Ready, 1, "up").encode_to_vec());
-        for i in 0..nodes {
+        for (i, connect_it) in connect.iter().enumerate().take(nodes) {
             let id = format!("n{i}");
             let config = NodeConfig::new(&id)
                 .with_label("zone", "a")
@@ -57,8 +57,8 @@ proptest! {
                 .with_endpoint(endpoint.clone())
                 .with_provider(ProviderConfig::new("p", ProviderCategory::Api, 2, 1));
             assert_absent(format!("{config:?}").as_bytes(), &secrets, "NodeConfig Debug");
-            reg.configure(config, 2).expect("configure");
-            if connect[i] {
+            let _ = reg.configure(config, 2).expect("configure");
+            if *connect_it {
                 let g = reg.connect(&id, 3).expect("connect");
                 let _ = reg.mark_ready(&id, g, 4);
                 let _lease = reg.admit(&id, "p", LeaseKind::LongContext);
