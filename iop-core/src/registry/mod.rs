@@ -76,6 +76,7 @@
 
 mod config;
 mod connection;
+mod encode;
 mod events;
 mod lease;
 mod node;
@@ -93,6 +94,7 @@ pub use config::{
     NodeEndpoint, ProviderCategory, ProviderConfig,
 };
 pub use connection::{CloseOutcome, ConnectError, Generation, ReadyOutcome};
+pub use encode::{EncodedSnapshot, STATUS_ENVELOPE_OVERHEAD};
 pub use events::{
     DEFAULT_EVENT_CAPACITY, EdgeEventKind, EventSequencer, MAX_REASON_LEN, RegistryEvent,
     RegistryEventKind,

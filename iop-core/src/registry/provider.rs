@@ -78,37 +78,67 @@ impl ProviderEntry {
         }
     }
 
-    /// The wire snapshot. Offline providers keep identity and report zeros.
-    pub(crate) fn snapshot(&self, node: NodeView) -> ProviderSnapshot {
-        let c = &self.config;
-        let mut s = ProviderSnapshot {
-            provider_id: c.provider_id.clone(),
-            category: c.category.to_wire() as i32,
-            models: c.models.clone(),
-            ..ProviderSnapshot::default()
-        };
+    /// The reported numbers of SPEC §5.2. Offline providers report zeros.
+    pub(crate) fn numbers(&self, node: NodeView) -> ProviderNumbers {
         if !self.online(node) {
-            s.status = ProviderStatus::Unavailable as i32;
-            s.health = ProviderHealth::Offline as i32;
-            return s;
+            return ProviderNumbers {
+                status: ProviderStatus::Unavailable,
+                health: ProviderHealth::Offline,
+                ..ProviderNumbers::default()
+            };
         }
-        s.health = if self.unhealthy {
-            ProviderHealth::Unhealthy
-        } else {
-            ProviderHealth::Healthy
-        } as i32;
-        s.status = if self.unhealthy || node.drained {
-            ProviderStatus::Degraded
-        } else {
-            ProviderStatus::Available
-        } as i32;
-        s.capacity = c.capacity;
-        s.in_flight = self.in_flight;
-        s.queued = self.queued;
-        s.long_context_capacity = c.long_context_capacity;
-        s.long_context_in_flight = self.long_in_flight;
-        s.long_context_queued = self.long_queued;
-        s.admission_eligible = self.eligible(node);
-        s
+        let c = &self.config;
+        ProviderNumbers {
+            status: if self.unhealthy || node.drained {
+                ProviderStatus::Degraded
+            } else {
+                ProviderStatus::Available
+            },
+            health: if self.unhealthy {
+                ProviderHealth::Unhealthy
+            } else {
+                ProviderHealth::Healthy
+            },
+            capacity: c.capacity,
+            in_flight: self.in_flight,
+            queued: self.queued,
+            long_context_capacity: c.long_context_capacity,
+            long_context_in_flight: self.long_in_flight,
+            long_context_queued: self.long_queued,
+            admission_eligible: self.eligible(node),
+        }
     }
+
+    /// The wire snapshot: identity always, numbers per [`numbers`](Self::numbers).
+    pub(crate) fn snapshot(&self, node: NodeView) -> ProviderSnapshot {
+        let n = self.numbers(node);
+        ProviderSnapshot {
+            provider_id: self.config.provider_id.clone(),
+            category: self.config.category.to_wire() as i32,
+            status: n.status as i32,
+            health: n.health as i32,
+            capacity: n.capacity,
+            in_flight: n.in_flight,
+            queued: n.queued,
+            long_context_capacity: n.long_context_capacity,
+            long_context_in_flight: n.long_context_in_flight,
+            long_context_queued: n.long_context_queued,
+            models: self.config.models.clone(),
+            admission_eligible: n.admission_eligible,
+        }
+    }
+}
+
+/// What a provider reports besides its identity.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProviderNumbers {
+    pub(crate) status: ProviderStatus,
+    pub(crate) health: ProviderHealth,
+    pub(crate) capacity: u32,
+    pub(crate) in_flight: u32,
+    pub(crate) queued: u32,
+    pub(crate) long_context_capacity: u32,
+    pub(crate) long_context_in_flight: u32,
+    pub(crate) long_context_queued: u32,
+    pub(crate) admission_eligible: bool,
 }

@@ -7,21 +7,8 @@
 use crate::proto::{EdgeNodeSnapshot, EdgeStatusResponse, Message, NodeConfigSummary};
 
 use super::NodeRegistry;
+use super::encode::delimited_len;
 use super::node::NodeEntry;
-
-/// Bytes a length-delimited field of `len` bytes takes on the wire with a one-byte tag.
-fn field_len(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
 
 impl NodeEntry {
     pub(crate) fn snapshot(&self) -> EdgeNodeSnapshot {
@@ -95,7 +82,7 @@ fn fill<'a>(
     let mut used = response.encoded_len();
     for entry in entries {
         let node = entry.snapshot();
-        let len = field_len(node.encoded_len());
+        let len = delimited_len(node.encoded_len());
         if used.saturating_add(len) > budget {
             response.truncated = true;
             break;
@@ -109,7 +96,7 @@ fn fill<'a>(
             let Some(last) = response.nodes.pop() else {
                 break;
             };
-            used = used.saturating_sub(field_len(last.encoded_len()));
+            used = used.saturating_sub(delimited_len(last.encoded_len()));
         }
     }
 }
