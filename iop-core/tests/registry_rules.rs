@@ -757,3 +757,33 @@ fn event_queue_is_bounded_and_counts_drops() {
     assert_eq!(first, ["a", "b"], "oldest kept, newest dropped");
     assert_eq!(reg.len(), 4, "dropping events never affects the registry");
 }
+
+#[test]
+fn accessors_report_the_registry_as_configured() {
+    let mut reg = registry_with(&["b", "a"]);
+    assert_eq!(reg.len(), 2);
+    assert!(reg.contains("a") && !reg.contains("z"));
+    assert_eq!(reg.node_ids().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(
+        reg.node_state("a"),
+        Some((NodeState::Configured, Generation::NONE))
+    );
+    assert_eq!(reg.node_state("z"), None);
+    assert_eq!(reg.is_drained("a"), Some(false));
+    let config = reg.node_config("a").expect("configured");
+    assert_eq!(config.endpoint.address(), "10.0.0.1:7000");
+    let ids: Vec<_> = config
+        .providers
+        .iter()
+        .map(|p| p.provider_id.as_str())
+        .collect();
+    assert_eq!(ids, ["api", "gpu"]);
+    let t = reg
+        .enqueue(LeaseKind::Normal, vec![Candidate::new("a", "gpu")])
+        .expect("enqueue");
+    assert_eq!(reg.queue_len(), 1);
+    assert_eq!(reg.dequeue(t), DequeueOutcome::Dequeued);
+    assert_eq!(reg.queue_len(), 0);
+    let g = ready(&mut reg, "a", 3);
+    assert_eq!(reg.node_state("a"), Some((NodeState::Ready, g)));
+}

@@ -28,9 +28,27 @@
 //! - **Revision**: every call that changes the registry bumps
 //!   [`revision`](NodeRegistry::revision) by one; calls that are rejected, stale or no-ops
 //!   leave it alone.
+//! - **Queue pressure**: [`enqueue`](NodeRegistry::enqueue) /
+//!   [`dequeue`](NodeRegistry::dequeue). Entries keep their candidate lists; a
+//!   candidate counts only while its node and provider are configured, so removing a
+//!   node drops its pressure and configuring it again restores that of requests still
+//!   queued.
+//! - **Config updates** keep ownership, leases and provider marks; one that would remove
+//!   a provider holding leases, or lower a capacity below them, is refused
+//!   ([`ConfigError::ProviderBusy`]): drain the node first.
 //! - **Events** are queued only after the transition they report; pull them with
 //!   [`poll_event`](NodeRegistry::poll_event) and number them per session with an
 //!   [`EventSequencer`]. The queue is bounded; drops are counted.
+//!
+//! # Driving contract
+//! After any call, pull [`poll_event`](NodeRegistry::poll_event) until `None`; if a
+//! session is up, stamp each with [`EventSequencer::next`], and for each event the
+//! registry had to drop ([`take_dropped_events`](NodeRegistry::take_dropped_events))
+//! call [`EventSequencer::skip`] so the CP sees the gap. Answer a status request with
+//! [`snapshot`](NodeRegistry::snapshot) or
+//! [`encode_snapshot`](NodeRegistry::encode_snapshot), budgeted with
+//! `max_frame_len - STATUS_ENVELOPE_OVERHEAD`. Resolve command targets with
+//! [`resolve_target`].
 //!
 //! # Example
 //! ```
