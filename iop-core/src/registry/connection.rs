@@ -4,6 +4,9 @@ use std::fmt;
 
 use crate::proto::NodeState;
 
+use super::node::Ownership;
+use super::{NodeRegistry, RegistryEventKind};
+
 /// The ownership generation of a node connection.
 ///
 /// Every accepted connection gets a strictly increasing generation (registry-wide);
@@ -90,4 +93,108 @@ pub enum CloseOutcome {
     Stale,
     /// No such node is configured: nothing changed.
     UnknownNode,
+}
+
+impl NodeRegistry {
+    /// Accepts a connection for a node: it becomes the PENDING owner with a new
+    /// generation. Refused, changing nothing, when the node is unknown or already has a
+    /// live owner (duplicate).
+    pub fn connect(&mut self, node_id: &str, now_unix_ms: u64) -> Result<Generation, ConnectError> {
+        let next = self.last_generation.checked_add(1);
+        let entry = self
+            .nodes
+            .get_mut(node_id)
+            .ok_or(ConnectError::UnknownNode)?;
+        if entry.live_owner() {
+            return Err(ConnectError::Duplicate {
+                owner: entry.ownership.generation,
+                state: entry.ownership.state,
+            });
+        }
+        let next = next.ok_or(ConnectError::GenerationsExhausted)?;
+        entry.before_pending = Some(entry.ownership);
+        entry.ownership = Ownership {
+            state: NodeState::Pending,
+            generation: Generation(next),
+            last_transition_unix_ms: now_unix_ms,
+        };
+        self.last_generation = next;
+        self.bump();
+        Ok(Generation(next))
+    }
+
+    /// Marks the PENDING owner `generation` dispatch-ready: → READY, `NODE_READY`.
+    pub fn mark_ready(
+        &mut self,
+        node_id: &str,
+        generation: Generation,
+        now_unix_ms: u64,
+    ) -> ReadyOutcome {
+        let Some(entry) = self.nodes.get_mut(node_id) else {
+            return ReadyOutcome::UnknownNode;
+        };
+        if entry.ownership.generation != generation {
+            return ReadyOutcome::Stale;
+        }
+        match entry.ownership.state {
+            NodeState::Pending => {}
+            NodeState::Ready => return ReadyOutcome::AlreadyReady,
+            _ => return ReadyOutcome::Stale,
+        }
+        entry.ownership.state = NodeState::Ready;
+        entry.ownership.last_transition_unix_ms = now_unix_ms;
+        entry.before_pending = None;
+        self.bump();
+        self.emit(
+            node_id,
+            RegistryEventKind::Ready,
+            generation,
+            now_unix_ms,
+            "ready",
+        );
+        ReadyOutcome::Ready
+    }
+
+    /// Reports that connection `generation` of a node closed.
+    ///
+    /// The READY owner → DISCONNECTED, its leases released, `NODE_DISCONNECTED` with
+    /// `reason`. The PENDING owner → the node as it was before it connected, no event.
+    /// Any other generation is stale: nothing changes.
+    pub fn close(
+        &mut self,
+        node_id: &str,
+        generation: Generation,
+        reason: &str,
+        now_unix_ms: u64,
+    ) -> CloseOutcome {
+        let Some(entry) = self.nodes.get_mut(node_id) else {
+            return CloseOutcome::UnknownNode;
+        };
+        if entry.ownership.generation != generation || !entry.live_owner() {
+            return CloseOutcome::Stale;
+        }
+        if entry.ownership.state == NodeState::Pending {
+            let before = entry.before_pending.take().unwrap_or(Ownership {
+                state: NodeState::Configured,
+                generation: Generation::NONE,
+                last_transition_unix_ms: now_unix_ms,
+            });
+            entry.ownership = before;
+            let restored = before.state;
+            self.bump();
+            return CloseOutcome::PendingAbandoned { restored };
+        }
+        let released_leases = entry.release_all_leases();
+        entry.ownership.state = NodeState::Disconnected;
+        entry.ownership.last_transition_unix_ms = now_unix_ms;
+        self.bump();
+        self.emit(
+            node_id,
+            RegistryEventKind::Disconnected,
+            generation,
+            now_unix_ms,
+            reason,
+        );
+        CloseOutcome::Disconnected { released_leases }
+    }
 }

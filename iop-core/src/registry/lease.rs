@@ -2,6 +2,7 @@
 
 use crate::proto::NodeState;
 
+use super::NodeRegistry;
 use super::connection::Generation;
 
 /// Whether a lease (or a queued request) is a normal or a long-context one.
@@ -101,4 +102,81 @@ pub enum ReleaseOutcome {
     /// The lease belongs to an earlier generation, a node that left READY, or a removed
     /// node: it was already dropped, and nothing changed.
     Stale,
+}
+
+impl NodeRegistry {
+    /// Grants a lease on a provider if SPEC §5.2 admission allows it.
+    pub fn admit(
+        &mut self,
+        node_id: &str,
+        provider_id: &str,
+        kind: LeaseKind,
+    ) -> Result<Lease, AdmitError> {
+        let entry = self.nodes.get_mut(node_id).ok_or(AdmitError::UnknownNode)?;
+        let state = entry.ownership.state;
+        let generation = entry.ownership.generation;
+        let drained = entry.drained;
+        let p = entry
+            .provider_mut(provider_id)
+            .ok_or(AdmitError::UnknownProvider)?;
+        if state != NodeState::Ready {
+            return Err(AdmitError::NodeNotReady { state });
+        }
+        if drained {
+            return Err(AdmitError::NodeDrained);
+        }
+        if p.offline {
+            return Err(AdmitError::ProviderOffline);
+        }
+        if p.unhealthy {
+            return Err(AdmitError::ProviderUnhealthy);
+        }
+        if !p.has_room(LeaseKind::Normal) {
+            return Err(AdmitError::AtCapacity {
+                capacity: p.config.capacity,
+            });
+        }
+        if !p.has_room(kind) {
+            return Err(AdmitError::AtLongContextCapacity {
+                long_context_capacity: p.config.long_context_capacity,
+            });
+        }
+        p.in_flight = p.in_flight.saturating_add(1);
+        if kind == LeaseKind::LongContext {
+            p.long_in_flight = p.long_in_flight.saturating_add(1);
+        }
+        self.bump();
+        Ok(Lease {
+            node_id: node_id.to_owned(),
+            provider_id: provider_id.to_owned(),
+            kind,
+            generation,
+        })
+    }
+
+    /// Releases a lease. Live only while its node is still READY under the lease's
+    /// generation; otherwise stale and nothing changes.
+    pub fn release(&mut self, lease: Lease) -> ReleaseOutcome {
+        let Some(entry) = self.nodes.get_mut(&lease.node_id) else {
+            return ReleaseOutcome::Stale;
+        };
+        if entry.ownership.state != NodeState::Ready
+            || entry.ownership.generation != lease.generation
+        {
+            return ReleaseOutcome::Stale;
+        }
+        let Some(p) = entry.provider_mut(&lease.provider_id) else {
+            return ReleaseOutcome::Stale;
+        };
+        let long = lease.kind == LeaseKind::LongContext;
+        if p.in_flight == 0 || (long && p.long_in_flight == 0) {
+            return ReleaseOutcome::Stale;
+        }
+        p.in_flight -= 1;
+        if long {
+            p.long_in_flight -= 1;
+        }
+        self.bump();
+        ReleaseOutcome::Released
+    }
 }

@@ -4,6 +4,7 @@ use crate::proto::{ProviderHealth, ProviderSnapshot, ProviderStatus};
 
 use super::config::ProviderConfig;
 use super::lease::LeaseKind;
+use super::{NodeRegistry, ProviderRefError};
 
 /// A configured provider plus what the Edge knows about it right now.
 #[derive(Debug, Clone)]
@@ -141,4 +142,57 @@ pub(crate) struct ProviderNumbers {
     pub(crate) long_context_in_flight: u32,
     pub(crate) long_context_queued: u32,
     pub(crate) admission_eligible: bool,
+}
+
+impl NodeRegistry {
+    fn mark_provider(
+        &mut self,
+        node_id: &str,
+        provider_id: &str,
+        set: impl FnOnce(&mut ProviderEntry) -> bool,
+    ) -> Result<bool, ProviderRefError> {
+        let entry = self
+            .nodes
+            .get_mut(node_id)
+            .ok_or(ProviderRefError::UnknownNode)?;
+        let p = entry
+            .provider_mut(provider_id)
+            .ok_or(ProviderRefError::UnknownProvider)?;
+        let changed = set(p);
+        if changed {
+            self.bump();
+        }
+        Ok(changed)
+    }
+
+    /// Marks a provider online or offline; returns whether that changed anything.
+    ///
+    /// An offline provider reports zeros and grants no lease; leases it already holds
+    /// stay counted (they are released as usual) and show again when it is back online.
+    pub fn set_provider_online(
+        &mut self,
+        node_id: &str,
+        provider_id: &str,
+        online: bool,
+    ) -> Result<bool, ProviderRefError> {
+        self.mark_provider(node_id, provider_id, |p| {
+            let changed = p.offline == online;
+            p.offline = !online;
+            changed
+        })
+    }
+
+    /// Marks a provider healthy or unhealthy; returns whether that changed anything.
+    pub fn set_provider_healthy(
+        &mut self,
+        node_id: &str,
+        provider_id: &str,
+        healthy: bool,
+    ) -> Result<bool, ProviderRefError> {
+        self.mark_provider(node_id, provider_id, |p| {
+            let changed = p.unhealthy == healthy;
+            p.unhealthy = !healthy;
+            changed
+        })
+    }
 }

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use super::NodeRegistry;
 use super::lease::LeaseKind;
 
 /// Most requests the queue holds.
@@ -91,4 +92,84 @@ pub(crate) struct QueuedRequest {
 pub(crate) struct Queue {
     pub(crate) entries: BTreeMap<u64, QueuedRequest>,
     pub(crate) next_ticket: u64,
+}
+
+impl NodeRegistry {
+    /// Queues a request of `kind` listing `candidates` (repeats are ignored); each
+    /// configured candidate provider's `queued` (and for long-context requests its
+    /// `long_context_queued`) goes up by one.
+    pub fn enqueue(
+        &mut self,
+        kind: LeaseKind,
+        mut candidates: Vec<Candidate>,
+    ) -> Result<QueueTicket, EnqueueError> {
+        candidates.sort();
+        candidates.dedup();
+        if candidates.is_empty() {
+            return Err(EnqueueError::NoCandidates);
+        }
+        if candidates.len() > MAX_CANDIDATES {
+            return Err(EnqueueError::TooManyCandidates {
+                count: candidates.len(),
+                max: MAX_CANDIDATES,
+            });
+        }
+        if self.queue.entries.len() >= MAX_QUEUED_REQUESTS {
+            return Err(EnqueueError::QueueFull {
+                max: MAX_QUEUED_REQUESTS,
+            });
+        }
+        for c in &candidates {
+            if let Some(p) = self
+                .nodes
+                .get_mut(&c.node_id)
+                .and_then(|n| n.provider_mut(&c.provider_id))
+            {
+                p.add_queued(kind);
+            }
+        }
+        let ticket = self.queue.next_ticket;
+        self.queue.next_ticket = ticket.saturating_add(1);
+        self.queue
+            .entries
+            .insert(ticket, QueuedRequest { kind, candidates });
+        self.bump();
+        Ok(QueueTicket(ticket))
+    }
+
+    /// Takes a request out of the queue (it was dispatched or abandoned).
+    pub fn dequeue(&mut self, ticket: QueueTicket) -> DequeueOutcome {
+        let Some(request) = self.queue.entries.remove(&ticket.0) else {
+            return DequeueOutcome::UnknownTicket;
+        };
+        for c in &request.candidates {
+            if let Some(p) = self
+                .nodes
+                .get_mut(&c.node_id)
+                .and_then(|n| n.provider_mut(&c.provider_id))
+            {
+                p.remove_queued(request.kind);
+            }
+        }
+        self.bump();
+        DequeueOutcome::Dequeued
+    }
+
+    /// Recomputes one node's queue pressure from the queued requests.
+    pub(super) fn recount_queue_for(&mut self, node_id: &str) {
+        let Some(entry) = self.nodes.get_mut(node_id) else {
+            return;
+        };
+        for p in &mut entry.providers {
+            p.queued = 0;
+            p.long_queued = 0;
+        }
+        for request in self.queue.entries.values() {
+            for c in request.candidates.iter().filter(|c| c.node_id == node_id) {
+                if let Some(p) = entry.provider_mut(&c.provider_id) {
+                    p.add_queued(request.kind);
+                }
+            }
+        }
+    }
 }
