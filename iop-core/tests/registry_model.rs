@@ -13,7 +13,7 @@ use iop_core::registry::{
     AdmitError, Candidate, CloseOutcome, ConfigError, ConfigureOutcome, ConnectError,
     DequeueOutcome, Generation, Lease, LeaseKind, NodeConfig, NodeEndpoint, NodeRegistry,
     ProviderCategory, ProviderConfig, QueueTicket, ReadyOutcome, RegistryEventKind, ReleaseOutcome,
-    RemoveOutcome,
+    RemoveOutcome, ResolveError, Selector, Target,
 };
 use proptest::prelude::*;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};
@@ -924,6 +924,41 @@ fn check_spec_invariants(s: &EdgeStatusResponse) {
     }
 }
 
+/// Selectors resolve against configured nodes in any state.
+fn check_selectors(reg: &NodeRegistry, model: &Model) {
+    let expect = |pred: &dyn Fn(&MNode) -> bool| {
+        let ids: Vec<String> = model
+            .nodes
+            .iter()
+            .filter(|(_, m)| pred(m))
+            .map(|(n, _)| NODES[*n].to_owned())
+            .collect();
+        if ids.is_empty() {
+            Err(ResolveError::NoMatchingTarget)
+        } else {
+            Ok(Target::Nodes(ids))
+        }
+    };
+    assert_eq!(reg.resolve(&Selector::All), expect(&|_| true), "`*`");
+    for (k, key) in LABEL_KEYS.iter().enumerate() {
+        let selector = Selector::parse(&format!("label:{key}={}", LABEL_VALUES[0]))
+            .expect("valid label selector");
+        assert_eq!(
+            reg.resolve(&selector),
+            expect(&|m| m.cfg.labels.get(&k) == Some(&0)),
+            "label selector"
+        );
+    }
+    for (n, id) in NODES.iter().enumerate() {
+        let p0 = Selector::parse(&format!("provider:{id}/{}", PROVIDERS[0])).expect("valid");
+        let found = model
+            .nodes
+            .get(&n)
+            .is_some_and(|m| m.provs.contains_key(&0));
+        assert_eq!(reg.resolve(&p0).is_ok(), found, "provider selector");
+    }
+}
+
 fn assert_no_secrets(bytes: &[u8], what: &str) {
     let text = String::from_utf8_lossy(bytes);
     for n in 0..NODES.len() {
@@ -977,7 +1012,14 @@ impl StateMachineTest for RegistryUnderTest {
             .snapshot(EDGE, model.now, &[] as &[&str], usize::MAX);
         assert_eq!(snap, model.snapshot(), "snapshot");
         check_spec_invariants(&snap);
-        assert_no_secrets(&snap.encode_to_vec(), "snapshot bytes");
+        let bytes = snap.encode_to_vec();
+        assert_no_secrets(&bytes, "snapshot bytes");
+        let mut direct = Vec::new();
+        let _ = sut
+            .reg
+            .encode_snapshot(EDGE, model.now, &[] as &[&str], usize::MAX, &mut direct);
+        assert_eq!(direct, bytes, "direct encoding equals the built snapshot");
+        check_selectors(&sut.reg, model);
 
         let mut before = sut.last.clone();
         before.registry_revision = snap.registry_revision;
