@@ -18,6 +18,8 @@ pub use iop_proto as proto;
 pub mod ids;
 pub mod limits;
 pub mod outbound;
+pub mod registry;
 pub mod time;
 
+pub use registry::NodeRegistry;
 pub use time::{Instant, WallClock};
