@@ -19,6 +19,8 @@ pub mod edge;
 pub mod ids;
 pub mod limits;
 pub mod outbound;
+pub mod registry;
 pub mod time;
 
+pub use registry::NodeRegistry;
 pub use time::{Instant, WallClock};

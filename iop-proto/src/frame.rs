@@ -3,11 +3,15 @@
 //! A frame is a 4-byte unsigned big-endian length `N` followed by `N` bytes holding one
 //! protobuf-encoded [`Envelope`]. `N = 0` and `N > max_frame_len` are invalid and are
 //! rejected as soon as the four length bytes arrive, before any body is buffered.
+//! Each complete body is checked against the decoder's [`DecodeLimits`] (SPEC §7,
+//! see [`limits`](crate::limits)) before prost decodes it, so a frame can never make
+//! the receiver allocate much more than its own size.
 
 use bytes::BufMut;
 use prost::Message;
 
 use crate::Envelope;
+use crate::limits::{DecodeLimits, LimitError, check_envelope};
 
 /// Size of the length prefix in bytes.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -43,6 +47,9 @@ pub enum FrameError {
     /// The frame body is not a valid protobuf `iop.Envelope`.
     #[error("frame body is not a valid iop.Envelope: {0}")]
     Undecodable(#[source] prost::DecodeError),
+    /// The frame body breaks a decode limit (SPEC §7); it was not decoded.
+    #[error("frame body exceeds a decode limit: {0}")]
+    LimitExceeded(#[source] LimitError),
     /// The stream ended inside a frame.
     #[error("stream ended inside a frame: {buffered} of {expected} bytes received")]
     Truncated {
@@ -116,6 +123,7 @@ pub fn encode_frame(
 ///
 /// It buffers at most one partial frame — never more than `max_frame_len + 4` bytes —
 /// and decodes a frame that arrives whole in one input slice without copying it.
+/// Every body passes the [`DecodeLimits`] pre-scan before it is decoded.
 /// Errors are sticky: after one, every call returns the same error.
 #[derive(Debug)]
 pub struct FrameDecoder {
@@ -126,12 +134,21 @@ pub struct FrameDecoder {
     body_len: Option<usize>,
     body: Vec<u8>,
     error: Option<FrameError>,
+    limits: DecodeLimits,
 }
 
 impl FrameDecoder {
-    /// A decoder that accepts frame bodies of at most `max_frame_len` bytes.
+    /// A decoder that accepts frame bodies of at most `max_frame_len` bytes, with the
+    /// SPEC's [`DecodeLimits`].
     pub fn new(max_frame_len: u32) -> Self {
+        Self::with_limits(max_frame_len, DecodeLimits::default())
+    }
+
+    /// A decoder that accepts frame bodies of at most `max_frame_len` bytes and checks
+    /// each body against `limits` before decoding it.
+    pub fn with_limits(max_frame_len: u32, limits: DecodeLimits) -> Self {
         Self {
+            limits,
             max_frame_len,
             header: [0; LENGTH_PREFIX_LEN],
             header_len: 0,
@@ -150,6 +167,16 @@ impl FrameDecoder {
     /// frame whose length prefix is not yet complete.
     pub fn set_max_frame_len(&mut self, max_frame_len: u32) {
         self.max_frame_len = max_frame_len;
+    }
+
+    /// The decode limits checked on every frame body.
+    pub fn limits(&self) -> &DecodeLimits {
+        &self.limits
+    }
+
+    /// Changes the decode limits; they apply to every frame not yet returned.
+    pub fn set_limits(&mut self, limits: DecodeLimits) {
+        self.limits = limits;
     }
 
     /// Bytes of the current partial frame held by the decoder (prefix included).
@@ -226,7 +253,7 @@ impl FrameDecoder {
             let (body, rest) = input.split_at(body_len);
             *input = rest;
             self.reset_frame();
-            return decode_body(body).map(Some);
+            return decode_body(body, &self.limits).map(Some);
         }
 
         let missing = body_len - self.body.len();
@@ -238,7 +265,7 @@ impl FrameDecoder {
         if self.body.len() < body_len {
             return Ok(None);
         }
-        let result = decode_body(&self.body);
+        let result = decode_body(&self.body, &self.limits);
         self.reset_frame();
         if self.body.capacity() > RETAINED_BODY_CAPACITY {
             self.body = Vec::new();
@@ -281,6 +308,7 @@ impl FrameDecoder {
     }
 }
 
-fn decode_body(body: &[u8]) -> Result<Envelope, FrameError> {
+fn decode_body(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
+    check_envelope(body, limits).map_err(FrameError::LimitExceeded)?;
     Envelope::decode(body).map_err(FrameError::Undecodable)
 }

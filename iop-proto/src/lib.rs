@@ -29,6 +29,10 @@
 //! generated from it at build time by `prost-build` with `protox`, so no `protoc`
 //! binary is needed. Maps are `BTreeMap`s, so a message always encodes to the same
 //! bytes.
+//!
+//! [`FrameDecoder`] enforces the SPEC §7 decode limits ([`DecodeLimits`]) with a
+//! zero-allocation pre-scan of every frame body, before prost decodes it: see the
+//! [`limits`] module for what is capped and why.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(
@@ -43,7 +47,9 @@
 
 mod body;
 pub mod frame;
+pub mod limits;
 mod redact;
+mod scan;
 
 /// Types generated from `proto/iop/control.proto` (package `iop`).
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
@@ -56,6 +62,7 @@ pub use frame::{
     DEFAULT_MAX_FRAME_LEN, EncodeError, FrameDecoder, FrameError, LENGTH_PREFIX_LEN,
     PRE_HELLO_MAX_FRAME_LEN, encode_frame,
 };
+pub use limits::{DecodeLimits, LimitError, check_envelope};
 pub use prost::Message;
 pub use wire::envelope::Body;
 pub use wire::*;

@@ -1,0 +1,426 @@
+//! The zero-allocation, schema-aware walk of an `iop.Envelope`'s wire bytes behind
+//! [`check_envelope`](crate::limits::check_envelope).
+//!
+//! The schema is not recursive, so the walk recurses at most five levels (envelope,
+//! body, node, provider or config, map entry); unknown groups are skipped with a
+//! counter, not recursion.
+
+use std::mem::size_of;
+
+use crate::limits::{DecodeLimits, LimitError};
+use crate::{EdgeNodeSnapshot, ProviderSnapshot};
+
+/// Field numbers 1..=14 index the per-message counters.
+const MAX_FIELD: usize = 15;
+/// Heap bytes of one `BTreeMap<String, String>` node (an internal node, the larger).
+const MAP_NODE_BYTES: usize = 640;
+/// Every `BTreeMap` node but the root holds at least this many entries.
+const MAP_MIN_NODE_ENTRIES: usize = 5;
+
+/// Per-message element counters, indexed by field number.
+type Counts = [u32; MAX_FIELD];
+
+/// Why the walk stopped early.
+enum Stop {
+    Limit(LimitError),
+    /// The bytes are not valid protobuf; prost will say why.
+    Malformed,
+}
+
+impl From<LimitError> for Stop {
+    fn from(err: LimitError) -> Self {
+        Stop::Limit(err)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Msg {
+    Envelope,
+    HelloRequest,
+    HelloResponse,
+    StatusRequest,
+    StatusResponse,
+    NodeSnapshot,
+    ConfigSummary,
+    Provider,
+    CommandRequest,
+    CommandResponse,
+    CommandEvent,
+    NodeEvent,
+    GoAway,
+    /// A message with scalar fields only (heartbeat, heartbeat ack).
+    Scalars,
+}
+
+#[derive(Clone, Copy)]
+enum Class {
+    Id,
+    Text,
+}
+
+#[derive(Clone, Copy)]
+enum Cap {
+    Nodes,
+    Providers,
+    Operations,
+    InflightCommandIds,
+    NodeIds,
+    ProviderIds,
+    Models,
+}
+
+/// What the walk needs to know about a length-delimited field. Scalar fields are
+/// absent from the table: they are skipped like unknown fields.
+#[derive(Clone, Copy)]
+enum Field {
+    Str(&'static str, Class),
+    /// A `bytes` field: prost copies it through a temporary `Bytes`, so it costs
+    /// twice its length while decoding.
+    Bytes(&'static str),
+    RepStr(&'static str, Class, Cap),
+    Msg(Msg),
+    RepMsg(&'static str, Msg, Cap, usize),
+    Map(&'static str, &'static str, &'static str),
+}
+
+fn field(msg: Msg, number: u64) -> Option<Field> {
+    use Class::{Id, Text};
+    use Field::{Map, Msg as M, RepMsg, RepStr, Str};
+    Some(match (msg, number) {
+        (Msg::Envelope, 2) => M(Msg::HelloRequest),
+        (Msg::Envelope, 3) => M(Msg::HelloResponse),
+        (Msg::Envelope, 4) => M(Msg::StatusRequest),
+        (Msg::Envelope, 5) => M(Msg::StatusResponse),
+        (Msg::Envelope, 6) => M(Msg::CommandRequest),
+        (Msg::Envelope, 7) => M(Msg::CommandResponse),
+        (Msg::Envelope, 8) => M(Msg::CommandEvent),
+        (Msg::Envelope, 9) => M(Msg::NodeEvent),
+        (Msg::Envelope, 12 | 13) => M(Msg::Scalars),
+        (Msg::Envelope, 14) => M(Msg::GoAway),
+        (Msg::HelloRequest, 1) => Str("iop.EdgeHelloRequest.edge_id", Id),
+        (Msg::HelloRequest, 3) => Str("iop.EdgeHelloRequest.software_version", Text),
+        (Msg::HelloRequest, 4) => RepStr("iop.EdgeHelloRequest.operations", Id, Cap::Operations),
+        (Msg::HelloRequest, 5) => Map(
+            "iop.EdgeHelloRequest.metadata",
+            "iop.EdgeHelloRequest.metadata.key",
+            "iop.EdgeHelloRequest.metadata.value",
+        ),
+        (Msg::HelloRequest, 6) => Field::Bytes("iop.EdgeHelloRequest.credential"),
+        (Msg::HelloRequest, 7) => RepStr(
+            "iop.EdgeHelloRequest.inflight_command_ids",
+            Id,
+            Cap::InflightCommandIds,
+        ),
+        (Msg::HelloResponse, 3) => Str("iop.EdgeHelloResponse.message", Text),
+        (Msg::StatusRequest, 1) => RepStr("iop.EdgeStatusRequest.node_ids", Id, Cap::NodeIds),
+        (Msg::StatusResponse, 1) => Str("iop.EdgeStatusResponse.edge_id", Id),
+        (Msg::StatusResponse, 2) => RepMsg(
+            "iop.EdgeStatusResponse.nodes",
+            Msg::NodeSnapshot,
+            Cap::Nodes,
+            size_of::<EdgeNodeSnapshot>(),
+        ),
+        (Msg::NodeSnapshot, 1) => Str("iop.EdgeNodeSnapshot.node_id", Id),
+        (Msg::NodeSnapshot, 3) => M(Msg::ConfigSummary),
+        (Msg::NodeSnapshot, 4) => RepMsg(
+            "iop.EdgeNodeSnapshot.provider_snapshots",
+            Msg::Provider,
+            Cap::Providers,
+            size_of::<ProviderSnapshot>(),
+        ),
+        (Msg::NodeSnapshot, 8) => Map(
+            "iop.EdgeNodeSnapshot.labels",
+            "iop.EdgeNodeSnapshot.labels.key",
+            "iop.EdgeNodeSnapshot.labels.value",
+        ),
+        (Msg::ConfigSummary, 1) => Str("iop.NodeConfigSummary.revision", Text),
+        (Msg::ConfigSummary, 2) => {
+            RepStr("iop.NodeConfigSummary.provider_ids", Id, Cap::ProviderIds)
+        }
+        (Msg::ConfigSummary, 3) => RepStr("iop.NodeConfigSummary.models", Text, Cap::Models),
+        (Msg::Provider, 1) => Str("iop.ProviderSnapshot.provider_id", Id),
+        (Msg::Provider, 11) => RepStr("iop.ProviderSnapshot.models", Text, Cap::Models),
+        (Msg::CommandRequest, 1) => Str("iop.EdgeCommandRequest.command_id", Id),
+        (Msg::CommandRequest, 2) => Str("iop.EdgeCommandRequest.operation", Id),
+        (Msg::CommandRequest, 3) => Str("iop.EdgeCommandRequest.target_selector", Text),
+        (Msg::CommandRequest, 4) => Map(
+            "iop.EdgeCommandRequest.metadata",
+            "iop.EdgeCommandRequest.metadata.key",
+            "iop.EdgeCommandRequest.metadata.value",
+        ),
+        (Msg::CommandResponse, 1) => Str("iop.EdgeCommandResponse.command_id", Id),
+        (Msg::CommandResponse, 4) => Str("iop.EdgeCommandResponse.message", Text),
+        (Msg::CommandEvent, 1) => Str("iop.EdgeCommandEvent.command_id", Id),
+        (Msg::CommandEvent, 4) => Str("iop.EdgeCommandEvent.message", Text),
+        (Msg::CommandEvent, 5) => Map(
+            "iop.EdgeCommandEvent.detail",
+            "iop.EdgeCommandEvent.detail.key",
+            "iop.EdgeCommandEvent.detail.value",
+        ),
+        (Msg::NodeEvent, 1) => Str("iop.EdgeNodeEvent.edge_id", Id),
+        (Msg::NodeEvent, 2) => Str("iop.EdgeNodeEvent.node_id", Id),
+        (Msg::NodeEvent, 7) => Str("iop.EdgeNodeEvent.reason", Text),
+        (Msg::GoAway, 2) => Str("iop.GoAway.message", Text),
+        _ => return None,
+    })
+}
+
+/// Heap bytes of a `Vec` after `n` single pushes: capacity doubles from 4.
+fn vec_bytes(n: usize, elem: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        n.next_power_of_two().max(4).saturating_mul(elem)
+    }
+}
+
+/// Heap bytes of a `BTreeMap<String, String>` node set holding `n` entries (at most).
+fn map_bytes(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (1 + n / MAP_MIN_NODE_ENTRIES).saturating_mul(MAP_NODE_BYTES)
+    }
+}
+
+/// Heap bytes of a string or bytes field of `len` bytes: `Vec::reserve` rounds
+/// small allocations up to 8 bytes.
+fn string_bytes(len: usize) -> usize {
+    if len == 0 { 0 } else { len.max(8) }
+}
+
+/// One pass over a frame: the limits, the budget, and the running estimate.
+pub(crate) struct Scan<'l> {
+    limits: &'l DecodeLimits,
+    budget: usize,
+    estimated: usize,
+}
+
+impl<'l> Scan<'l> {
+    pub(crate) fn new(limits: &'l DecodeLimits, budget: usize) -> Self {
+        Self {
+            limits,
+            budget,
+            estimated: 0,
+        }
+    }
+
+    /// Walks an envelope. Malformed bytes end the walk with `Ok`: prost rejects them.
+    /// Returns the estimated heap bytes.
+    pub(crate) fn envelope(&mut self, body: &[u8]) -> Result<usize, LimitError> {
+        let mut counts = [0; MAX_FIELD];
+        match self.message(Msg::Envelope, body, &mut counts) {
+            Ok(()) | Err(Stop::Malformed) => Ok(self.estimated),
+            Err(Stop::Limit(err)) => Err(err),
+        }
+    }
+
+    fn charge(&mut self, bytes: usize) -> Result<(), Stop> {
+        self.estimated = self.estimated.saturating_add(bytes);
+        if self.estimated > self.budget {
+            return Err(LimitError::DecodedTooLarge {
+                estimated: self.estimated,
+                budget: self.budget,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    fn cap(&self, cap: Cap) -> u32 {
+        let l = self.limits;
+        match cap {
+            Cap::Nodes => l.max_nodes,
+            Cap::Providers => l.max_providers_per_node,
+            Cap::Operations => l.max_operations,
+            Cap::InflightCommandIds => l.max_inflight_command_ids,
+            Cap::NodeIds => l.max_node_ids,
+            Cap::ProviderIds => l.max_provider_ids,
+            Cap::Models => l.max_models,
+        }
+    }
+
+    fn max_len(&self, class: Class) -> u32 {
+        match class {
+            Class::Id => self.limits.max_id_len,
+            Class::Text => self.limits.max_text_len,
+        }
+    }
+
+    /// Counts one more element of a repeated field (cap checked), charging the
+    /// growth of its `Vec`, or of its map when `elem` is `None`.
+    fn push(
+        &mut self,
+        count: &mut u32,
+        limit: u32,
+        field: &'static str,
+        elem: Option<usize>,
+    ) -> Result<(), Stop> {
+        if *count >= limit {
+            return Err(LimitError::TooManyElements { field, limit }.into());
+        }
+        let before = *count as usize;
+        *count += 1;
+        let growth = match elem {
+            Some(size) => vec_bytes(before + 1, size).saturating_sub(vec_bytes(before, size)),
+            None => map_bytes(before + 1).saturating_sub(map_bytes(before)),
+        };
+        self.charge(growth)
+    }
+
+    fn string(&mut self, field: &'static str, class: Class, len: usize) -> Result<(), Stop> {
+        let limit = self.max_len(class);
+        if len > limit as usize {
+            return Err(LimitError::StringTooLong { field, len, limit }.into());
+        }
+        self.charge(string_bytes(len))
+    }
+
+    /// Walks one message. `counts` belongs to this message instance (prost merges
+    /// repeated occurrences of a singular sub-message, so their counts add up).
+    fn message(&mut self, msg: Msg, mut buf: &[u8], counts: &mut Counts) -> Result<(), Stop> {
+        // Counters of the singular sub-messages of this message, by field number.
+        let mut children = [[0u32; MAX_FIELD]; MAX_FIELD];
+        while !buf.is_empty() {
+            let key = varint(&mut buf)?;
+            let number = key >> 3;
+            let wire_type = key & 7;
+            let known = if wire_type == 2 {
+                field(msg, number)
+            } else {
+                None
+            };
+            let Some(known) = known else {
+                self.skip(wire_type, &mut buf)?;
+                continue;
+            };
+            let bytes = length_delimited(&mut buf)?;
+            let slot = usize::try_from(number).map_err(|_| Stop::Malformed)?;
+            let count = counts.get_mut(slot).ok_or(Stop::Malformed)?;
+            match known {
+                Field::Str(name, class) => self.string(name, class, bytes.len())?,
+                Field::Bytes(name) => {
+                    self.string(name, Class::Text, bytes.len())?;
+                    self.charge(bytes.len())?;
+                }
+                Field::RepStr(name, class, cap) => {
+                    self.push(count, self.cap(cap), name, Some(size_of::<String>()))?;
+                    self.string(name, class, bytes.len())?;
+                }
+                Field::Msg(child) => {
+                    let child_counts = children.get_mut(slot).ok_or(Stop::Malformed)?;
+                    self.message(child, bytes, child_counts)?;
+                }
+                Field::RepMsg(name, child, cap, size) => {
+                    self.push(count, self.cap(cap), name, Some(size))?;
+                    self.message(child, bytes, &mut [0; MAX_FIELD])?;
+                }
+                Field::Map(name, key_name, value_name) => {
+                    self.push(count, self.limits.max_map_entries, name, None)?;
+                    self.map_entry(bytes, key_name, value_name)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn map_entry(
+        &mut self,
+        mut buf: &[u8],
+        key_name: &'static str,
+        value_name: &'static str,
+    ) -> Result<(), Stop> {
+        while !buf.is_empty() {
+            let key = varint(&mut buf)?;
+            match key {
+                // Field 1 (key) and 2 (value), length-delimited.
+                0x0a => {
+                    let bytes = length_delimited(&mut buf)?;
+                    self.string(key_name, Class::Id, bytes.len())?;
+                }
+                0x12 => {
+                    let bytes = length_delimited(&mut buf)?;
+                    self.string(value_name, Class::Text, bytes.len())?;
+                }
+                _ => self.skip(key & 7, &mut buf)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Skips one field's value (its key already read). Groups are walked with a
+    /// depth counter, never recursion.
+    fn skip(&self, wire_type: u64, buf: &mut &[u8]) -> Result<(), Stop> {
+        match wire_type {
+            3 => {}
+            _ => return skip_flat(wire_type, buf),
+        }
+        let mut depth: u32 = 1;
+        if depth > self.limits.max_unknown_depth {
+            return Err(LimitError::TooDeep {
+                limit: self.limits.max_unknown_depth,
+            }
+            .into());
+        }
+        while depth > 0 {
+            let key = varint(buf)?;
+            match key & 7 {
+                3 => {
+                    depth += 1;
+                    if depth > self.limits.max_unknown_depth {
+                        return Err(LimitError::TooDeep {
+                            limit: self.limits.max_unknown_depth,
+                        }
+                        .into());
+                    }
+                }
+                4 => depth -= 1,
+                other => skip_flat(other, buf)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Skips a value that is not a group.
+fn skip_flat(wire_type: u64, buf: &mut &[u8]) -> Result<(), Stop> {
+    let len = match wire_type {
+        0 => {
+            varint(buf)?;
+            return Ok(());
+        }
+        1 => 8,
+        2 => {
+            length_delimited(buf)?;
+            return Ok(());
+        }
+        5 => 4,
+        _ => return Err(Stop::Malformed),
+    };
+    *buf = buf.get(len..).ok_or(Stop::Malformed)?;
+    Ok(())
+}
+
+/// Reads a length prefix and returns that many bytes.
+fn length_delimited<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], Stop> {
+    let len = usize::try_from(varint(buf)?).map_err(|_| Stop::Malformed)?;
+    if len > buf.len() {
+        return Err(Stop::Malformed);
+    }
+    let (bytes, rest) = buf.split_at(len);
+    *buf = rest;
+    Ok(bytes)
+}
+
+/// Reads a base-128 varint of at most 10 bytes.
+fn varint(buf: &mut &[u8]) -> Result<u64, Stop> {
+    let mut value: u64 = 0;
+    for (i, byte) in buf.iter().copied().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            *buf = buf.get(i + 1..).ok_or(Stop::Malformed)?;
+            return Ok(value);
+        }
+    }
+    Err(Stop::Malformed)
+}
