@@ -36,10 +36,6 @@ fn every_rejection_reason() {
     let mut h = connected();
     assert_eq!(rejected(&mut h, cmd("", "edge.ping", "")), InvalidCommand);
     assert_eq!(
-        rejected(&mut h, cmd(&"x".repeat(129), "edge.ping", "")),
-        InvalidCommand
-    );
-    assert_eq!(
         rejected(&mut h, cmd("c1", "edge.reboot", "")),
         UnknownOperation
     );
@@ -73,6 +69,32 @@ fn every_rejection_reason() {
     // An edge-level operation takes `*` as the Edge.
     let frames = h.command(cmd("c3", "edge.ping", "*"));
     assert!(as_command_response(&frames[0]).accepted);
+}
+
+#[test]
+fn an_over_long_command_id_is_invalid_or_a_frame_error() {
+    let long = "x".repeat(129);
+    // With decode limits raised, the Edge itself rejects it.
+    let mut c = config();
+    c.decode_limits.max_id_len = 256;
+    let mut h = Harness::new(c, FakeRegistry::default());
+    h.connect_and_accept(1);
+    let frames = h.command(cmd(&long, "edge.ping", ""));
+    let r = as_command_response(&frames[0]);
+    assert_eq!(r.reject_reason, CommandRejectReason::InvalidCommand as i32);
+    assert_eq!(r.command_id, long[..128], "echoed within the id limit");
+    // With the SPEC decode limits it never decodes: a protocol error (iop-proto's
+    // documented policy for over-long ids).
+    let mut h = connected();
+    let frames = h.command(cmd(&long, "edge.ping", ""));
+    assert_eq!(go_away_reason(&frames[0]), GoAwayReason::ProtocolError);
+    assert!(matches!(
+        h.events()[..],
+        [EdgeEvent::Closed {
+            reason: CloseReason::ProtocolError(_),
+            ..
+        }]
+    ));
 }
 
 #[test]

@@ -3,18 +3,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use iop_proto::DecodeLimits;
+
 use super::secret::Secret;
 use crate::WallClock;
 use crate::limits;
-
-/// Which targets an operation takes (SPEC §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TargetLevel {
-    /// The Edge itself (e.g. `edge.ping`): the selector must be empty or `*`.
-    Edge,
-    /// Configured nodes: the selector must be `*`, `node:`, `provider:` or `label:`.
-    Node,
-}
+use crate::registry::TargetLevel;
 
 /// Everything an Edge needs to know before it dials. Every limit has a SPEC §7 default.
 #[derive(Debug, Clone)]
@@ -36,6 +30,10 @@ pub struct EdgeConfig {
     pub wall_clock: WallClock,
     /// Largest frame body this Edge accepts from the CP.
     pub max_frame_len: u32,
+    /// Caps checked on every received frame before it is decoded (SPEC §7). A frame
+    /// that breaks one — for example a `command_id` over 128 bytes — is a protocol
+    /// error, not a command rejection.
+    pub decode_limits: DecodeLimits,
     /// Bytes queued for the CP before it is considered too slow.
     pub outbound_cap: usize,
     /// How long the CP has to answer the hello.
@@ -65,6 +63,7 @@ impl Default for EdgeConfig {
             seed: 0,
             wall_clock: WallClock::default(),
             max_frame_len: limits::DEFAULT_MAX_FRAME_LEN,
+            decode_limits: DecodeLimits::default(),
             outbound_cap: limits::DEFAULT_OUTBOUND_CAP,
             hello_timeout: limits::DEFAULT_HELLO_TIMEOUT,
             backoff_base: limits::DEFAULT_BACKOFF_BASE,

@@ -6,16 +6,7 @@ use std::time::Duration;
 use iop_proto::{BodyKind, FrameError, GoAwayReason, HelloRejectReason};
 
 use crate::Instant;
-
-/// The targets a command resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Target {
-    /// The Edge itself (edge-level operation).
-    Edge,
-    /// These configured nodes, in registry order (never empty).
-    Nodes(Vec<String>),
-}
+use crate::registry::Target;
 
 /// An event for the application, pulled with [`Edge::poll_event`](super::Edge::poll_event).
 #[derive(Debug, Clone, PartialEq, Eq)]

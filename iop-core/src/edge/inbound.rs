@@ -9,16 +9,14 @@ use iop_proto::{
 };
 
 use super::commands::Known;
-use super::event::{CloseReason, EdgeEvent, ProtocolError, Target};
+use super::event::{CloseReason, EdgeEvent, ProtocolError};
 use super::registry_seam::EdgeRegistry;
-use super::selector::Selector;
 use super::session::{Conn, Edge};
 use crate::Instant;
 use crate::limits::{MAX_COMMAND_ID_LEN, negotiated_heartbeat_interval};
-
-/// Bytes an envelope adds around a status response: correlation id (1 + 10) and the
-/// body's tag and length (1 + 5).
-const STATUS_ENVELOPE_OVERHEAD: usize = 17;
+use crate::registry::{
+    ResolveError, STATUS_ENVELOPE_OVERHEAD, Selector, Target, TargetError, TargetLevel,
+};
 
 impl<R: EdgeRegistry> Edge<R> {
     pub(crate) fn handle_envelope(&mut self, now: Instant, envelope: Envelope) {
@@ -157,8 +155,15 @@ impl<R: EdgeRegistry> Edge<R> {
         self.commands.evict(now);
         let id = request.command_id.clone();
         if id.is_empty() || id.len() > MAX_COMMAND_ID_LEN {
+            // Echo no more than a peer's decoder accepts (cut at a char boundary).
+            let mut echo = id;
+            let mut cut = MAX_COMMAND_ID_LEN.min(echo.len());
+            while !echo.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            echo.truncate(cut);
             let message = "command_id must be 1-128 bytes";
-            return self.reject_command(now, id, CommandRejectReason::InvalidCommand, message);
+            return self.reject_command(now, echo, CommandRejectReason::InvalidCommand, message);
         }
         match self.commands.known(&request) {
             Known::Same(response, latest) => {
@@ -184,29 +189,11 @@ impl<R: EdgeRegistry> Edge<R> {
             );
             return self.reject_command(now, id, CommandRejectReason::UnknownOperation, message);
         };
-        let selector = match Selector::parse(&request.target_selector)
-            .and_then(|s| s.for_level(level))
-        {
-            Ok(s) => s,
+        let target = match self.resolve_target(&request.target_selector, level) {
+            Ok(target) => target,
             Err(err) => {
                 let message = err.to_string();
-                return self.reject_command(now, id, CommandRejectReason::InvalidSelector, message);
-            }
-        };
-        let target = match selector {
-            Selector::Edge => Target::Edge,
-            node_level => {
-                let nodes = self.registry.matching_nodes(&node_level);
-                if nodes.is_empty() {
-                    let message = "no configured node matches the selector";
-                    return self.reject_command(
-                        now,
-                        id,
-                        CommandRejectReason::NoMatchingTarget,
-                        message,
-                    );
-                }
-                Target::Nodes(nodes)
+                return self.reject_command(now, id, err.reject_reason(), message);
             }
         };
         if self.commands.running() >= self.config.max_inflight_commands {
@@ -228,6 +215,22 @@ impl<R: EdgeRegistry> Edge<R> {
             metadata,
             deadline,
         });
+    }
+
+    /// Parses `selector`, checks it against the operation's level (an edge-level
+    /// operation takes empty or `*`), and resolves it against the registry.
+    fn resolve_target(&self, selector: &str, level: TargetLevel) -> Result<Target, TargetError> {
+        let parsed = Selector::parse(selector)?;
+        match (level, &parsed) {
+            (TargetLevel::Edge, Selector::Edge | Selector::All) => Ok(Target::Edge),
+            (TargetLevel::Edge, _) | (TargetLevel::Node, Selector::Edge) => {
+                Err(TargetError::WrongLevel { level })
+            }
+            (TargetLevel::Node, _) => self
+                .registry
+                .resolve(&parsed)
+                .map_err(|ResolveError::NoMatchingTarget| TargetError::NoMatchingTarget),
+        }
     }
 
     fn command_timeout(&self, timeout_ms: u32) -> Duration {

@@ -102,13 +102,14 @@ mod inbound;
 mod registry_seam;
 mod rng;
 mod secret;
-mod selector;
 mod session;
 
 pub use commands::{Outcome, ReportError};
-pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY, TargetLevel};
-pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolError, Target};
+pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
+pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolError};
 pub use registry_seam::{EdgeRegistry, LifecycleEvent};
 pub use secret::Secret;
-pub use selector::{Selector, SelectorError};
 pub use session::{Edge, Transmit};
+
+// The selector and target vocabulary is the registry's (SPEC §6).
+pub use crate::registry::{Selector, SelectorError, Target, TargetLevel};

@@ -6,7 +6,7 @@
 
 use iop_proto::{EdgeStatusResponse, NodeEventKind};
 
-use super::selector::Selector;
+use crate::registry::{NodeRegistry, ResolveError, Selector, Target};
 
 /// A lifecycle transition of the registry, before the session stamps it with the
 /// Edge id and a per-session sequence.
@@ -37,9 +37,9 @@ pub trait EdgeRegistry {
         max_encoded_len: usize,
     ) -> EdgeStatusResponse;
 
-    /// The ids of the configured nodes (in any state) that a node-level `selector`
-    /// matches, in a deterministic order. Never called with [`Selector::Edge`].
-    fn matching_nodes(&self, selector: &Selector) -> Vec<String>;
+    /// Resolves a parsed selector against the configured nodes, whatever their state
+    /// (as [`NodeRegistry::resolve`] does). The Edge checks the operation's level first.
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError>;
 
     /// The next lifecycle transition to relay, oldest first.
     fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent>;
@@ -52,7 +52,7 @@ pub trait EdgeRegistry {
     }
 }
 
-/// An Edge with no nodes: empty snapshots, no node matches, no lifecycle events.
+/// An Edge with no nodes: empty snapshots, no node-level matches, no lifecycle events.
 impl EdgeRegistry for () {
     fn snapshot(
         &self,
@@ -70,11 +70,51 @@ impl EdgeRegistry for () {
         }
     }
 
-    fn matching_nodes(&self, _selector: &Selector) -> Vec<String> {
-        Vec::new()
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
+        match selector {
+            Selector::Edge => Ok(Target::Edge),
+            _ => Err(ResolveError::NoMatchingTarget),
+        }
     }
 
     fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
         None
+    }
+}
+
+/// The Edge's node registry (SPEC §5).
+impl EdgeRegistry for NodeRegistry {
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        NodeRegistry::snapshot(
+            self,
+            edge_id,
+            observed_at_unix_ms,
+            node_ids,
+            max_encoded_len,
+        )
+    }
+
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
+        NodeRegistry::resolve(self, selector)
+    }
+
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
+        self.poll_event().map(|event| LifecycleEvent {
+            node_id: event.node_id,
+            kind: event.kind.to_wire(),
+            generation: event.generation.get(),
+            occurred_at_unix_ms: event.occurred_at_unix_ms,
+            reason: event.reason,
+        })
+    }
+
+    fn take_dropped_events(&mut self) -> u64 {
+        NodeRegistry::take_dropped_events(self)
     }
 }

@@ -17,6 +17,7 @@ use super::rng::SplitMix64;
 use crate::Instant;
 use crate::limits::LIVENESS_INTERVALS;
 use crate::outbound::{Outbound, OutboundError};
+use crate::registry::NodeRegistry;
 
 /// Bytes [`Edge::poll_transmit`] appends per call, at most (at least one frame).
 const TRANSMIT_CHUNK: usize = 64 * 1024;
@@ -69,7 +70,7 @@ pub(crate) enum Conn {
 /// The Edge side of one Edge ⇄ CP link, across reconnects (see the
 /// [module docs](super) for the driving contract).
 #[derive(Debug)]
-pub struct Edge<R: EdgeRegistry = ()> {
+pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     pub(crate) config: EdgeConfig,
     pub(crate) registry: R,
     pub(crate) conn: Conn,
@@ -94,7 +95,7 @@ impl<R: EdgeRegistry> Edge<R> {
         let instance_id = format!("{:016x}", rng.next_u64());
         Ok(Self {
             outbound: Outbound::new(config.outbound_cap, PRE_HELLO_MAX_FRAME_LEN),
-            decoder: FrameDecoder::new(config.max_frame_len),
+            decoder: FrameDecoder::with_limits(config.max_frame_len, config.decode_limits),
             commands: Commands::new(
                 config.command_retention,
                 config.max_retained_commands,
@@ -159,7 +160,8 @@ impl<R: EdgeRegistry> Edge<R> {
         }
         self.pump_registry();
         self.commands.evict(now);
-        self.decoder = FrameDecoder::new(self.config.max_frame_len);
+        self.decoder =
+            FrameDecoder::with_limits(self.config.max_frame_len, self.config.decode_limits);
         self.outbound.clear();
         self.outbound.set_max_frame_len(PRE_HELLO_MAX_FRAME_LEN);
         let hello = self.build_hello();

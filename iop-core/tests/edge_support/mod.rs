@@ -5,13 +5,15 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use iop_core::edge::{
-    Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, TargetLevel, Transmit,
+    Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, Target, TargetLevel,
+    Transmit,
 };
 use iop_core::proto::{
     self, Body, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeHelloRequest,
     EdgeHelloResponse, EdgeNodeEvent, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, FrameDecoder,
     GoAwayReason, Message, NodeEventKind, NodeState,
 };
+use iop_core::registry::ResolveError;
 use iop_core::{Instant, WallClock};
 
 pub const ORIGIN_UNIX_MS: u64 = 1_800_000_000_000;
@@ -83,18 +85,24 @@ impl EdgeRegistry for FakeRegistry {
         response
     }
 
-    fn matching_nodes(&self, selector: &Selector) -> Vec<String> {
-        self.nodes
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
+        let nodes: Vec<String> = self
+            .nodes
             .iter()
             .filter(|(id, labels)| match selector {
                 Selector::All => true,
                 Selector::Node(n) => *id == n,
                 Selector::Provider { node_id, .. } => *id == node_id,
                 Selector::Label { key, value } => labels.get(key) == Some(value),
-                _ => false,
+                Selector::Edge => false,
             })
             .map(|(id, _)| id.clone())
-            .collect()
+            .collect();
+        match selector {
+            Selector::Edge => Ok(Target::Edge),
+            _ if nodes.is_empty() => Err(ResolveError::NoMatchingTarget),
+            _ => Ok(Target::Nodes(nodes)),
+        }
     }
 
     fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
@@ -118,26 +126,28 @@ pub fn config() -> EdgeConfig {
 }
 
 /// An Edge wired to a scripted CP: the test plays the CP.
-pub struct Harness {
-    pub edge: Edge<FakeRegistry>,
+pub struct Harness<R: EdgeRegistry = FakeRegistry> {
+    pub edge: Edge<R>,
     pub now: Instant,
     cp: FrameDecoder,
     /// Set when the Edge asked the driver to close the transport.
     pub close_requested: bool,
 }
 
-impl Harness {
-    pub fn new(config: EdgeConfig, registry: FakeRegistry) -> Self {
+impl Harness<FakeRegistry> {
+    pub fn default_edge() -> Self {
+        Self::new(config(), FakeRegistry::with_nodes(&["n1", "n2"]))
+    }
+}
+
+impl<R: EdgeRegistry> Harness<R> {
+    pub fn new(config: EdgeConfig, registry: R) -> Self {
         Self {
             edge: Edge::new(config, registry).unwrap(),
             now: Instant::ZERO,
             cp: FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN),
             close_requested: false,
         }
-    }
-
-    pub fn default_edge() -> Self {
-        Self::new(config(), FakeRegistry::with_nodes(&["n1", "n2"]))
     }
 
     pub fn at(&mut self, ms: u64) -> Instant {
