@@ -24,7 +24,7 @@ fn registry() -> NodeRegistry {
                 2,
                 1,
             ));
-        reg.configure(node, ORIGIN_UNIX_MS).unwrap();
+        let _ = reg.configure(node, ORIGIN_UNIX_MS).unwrap();
     }
     reg
 }
