@@ -1,9 +1,11 @@
 //! The Edge side of the Edge ⇄ CP session (SPEC §4), Sans-IO.
 //!
 //! One [`Edge`] is one Edge process's link to its Control Plane, across reconnects. It
-//! owns the Edge's node registry (anything implementing [`EdgeRegistry`]; `()` is an
-//! Edge with no nodes), the hello and heartbeats, reconnect backoff, status answers,
-//! lifecycle events, and the command table that outlives sessions.
+//! owns the Edge's node registry — a [`NodeRegistry`](crate::NodeRegistry) by default,
+//! changed through [`Edge::registry_mut`]; anything implementing [`EdgeRegistry`] plugs
+//! in, and `()` is an Edge with no nodes — plus the hello and heartbeats, reconnect
+//! backoff, status answers, lifecycle events, and the command table that outlives
+//! sessions.
 //!
 //! # Driving contract
 //!
