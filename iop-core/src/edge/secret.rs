@@ -6,8 +6,10 @@ use std::fmt;
 ///
 /// `Debug` prints `<redacted>`; the bytes are overwritten with zeros when the value
 /// is dropped (a best-effort wipe without `unsafe`: copies made by the allocator or
-/// by encoding a hello frame are outside its reach).
-#[derive(Clone, Default, PartialEq, Eq)]
+/// by encoding a hello frame are outside its reach). There is deliberately no
+/// `PartialEq`: a secret is never compared here, and a naive comparison would leak
+/// timing.
+#[derive(Clone, Default)]
 pub struct Secret(Vec<u8>);
 
 impl Secret {
