@@ -30,7 +30,7 @@
 //!
 //! Outputs:
 //! - [`Edge::poll_transmit`] appends bytes to write to the transport and returns
-//!   [`Transmit::Data`]; [`Transmit::Nothing`] when there is nothing; [`Transmit::Close`]
+//!   [`Transmit::Bytes`]; [`Transmit::Idle`] when there is nothing; [`Transmit::Close`]
 //!   once everything of a session the Edge decided to end has been written: the
 //!   driver then closes the transport and calls [`Edge::handle_closed`].
 //! - [`Edge::poll_event`]: [`EdgeEvent`]s for the application. Every connection ends
@@ -72,7 +72,7 @@
 //! assert_eq!(edge.poll_connect_at(), Some(now));
 //! edge.handle_connected(now)?;
 //! let mut wire = Vec::new();
-//! while let Transmit::Data(_) = edge.poll_transmit(&mut wire) {}
+//! while let Transmit::Bytes(_) = edge.poll_transmit(&mut wire) {}
 //!
 //! // What the CP reads: the hello.
 //! let mut cp = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
@@ -86,7 +86,7 @@
 //! edge.handle_bytes(now, &reply);
 //! assert!(matches!(edge.poll_event(), Some(EdgeEvent::Connected { session_id: 7, .. })));
 //! let mut wire = Vec::new();
-//! while let Transmit::Data(_) = edge.poll_transmit(&mut wire) {}
+//! while let Transmit::Bytes(_) = edge.poll_transmit(&mut wire) {}
 //! let ready = cp.decode(&mut wire.as_slice())?.unwrap();
 //! assert!(matches!(ready.body, Some(Body::NodeEvent(ref e)) if e.sequence == 1));
 //!

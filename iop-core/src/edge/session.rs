@@ -27,9 +27,9 @@ const TRANSMIT_CHUNK: usize = 64 * 1024;
 #[must_use]
 pub enum Transmit {
     /// Nothing to write now.
-    Nothing,
+    Idle,
     /// This many bytes were appended to the buffer: write them, then poll again.
-    Data(usize),
+    Bytes(usize),
     /// Everything for this connection has been written: close the transport now,
     /// then call [`Edge::handle_closed`].
     Close,
@@ -267,8 +267,8 @@ impl<R: EdgeRegistry> Edge<R> {
         let limit = buf.len().saturating_add(TRANSMIT_CHUNK);
         match self.outbound.write_to(buf, limit) {
             0 if matches!(self.conn, Conn::Closing { .. }) => Transmit::Close,
-            0 => Transmit::Nothing,
-            n => Transmit::Data(n),
+            0 => Transmit::Idle,
+            n => Transmit::Bytes(n),
         }
     }
 

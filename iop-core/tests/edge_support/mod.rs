@@ -160,12 +160,12 @@ impl<R: EdgeRegistry> Harness<R> {
         let mut wire = Vec::new();
         loop {
             match self.edge.poll_transmit(&mut wire) {
-                Transmit::Data(n) => assert!(n > 0),
+                Transmit::Bytes(n) => assert!(n > 0),
                 Transmit::Close => {
                     self.close_requested = true;
                     break;
                 }
-                Transmit::Nothing => break,
+                Transmit::Idle => break,
             }
         }
         let mut input = wire.as_slice();
