@@ -184,6 +184,15 @@ proptest! {
 #[test]
 fn the_credential_only_ever_appears_in_the_hello() {
     let mut h = Harness::default_edge();
+    // Debug of an Edge holding the unsent hello.
+    h.edge.handle_connected(h.now).unwrap();
+    let debug = format!("{:?}", h.edge);
+    let bytes_debug = format!("{:?}", b"s3cret-credential".to_vec());
+    assert!(!debug.contains("s3cret"));
+    assert!(!debug.contains(bytes_debug.trim_matches(['[', ']'])));
+    assert!(debug.contains("<redacted>"));
+    h.edge.handle_closed(h.now);
+    h.now = h.edge.poll_connect_at().unwrap();
     h.connect_and_accept(1);
     h.command(cmd("c1", "node.restart", "*"));
     h.deliver(Envelope::correlated(1, EdgeStatusRequest::default()));
