@@ -457,4 +457,13 @@ fn the_hello_stays_under_the_pre_hello_limit_with_many_held_ids() {
     // Running commands first, then the most recently finished.
     assert_eq!(listed[..5], (0..5).map(id).collect::<Vec<_>>()[..]);
     assert_eq!(listed[5], id(599));
+    // Only listed commands get their latest event replayed.
+    let frames = h.accept_with(accepted(2, 1_000));
+    let replayed: Vec<String> = frames[1..]
+        .iter()
+        .map(|f| as_command_event(f).command_id.clone())
+        .collect();
+    let mut expected = listed.clone();
+    expected.sort();
+    assert_eq!(replayed, expected);
 }

@@ -144,9 +144,12 @@ impl Commands {
         ids
     }
 
-    /// The latest event of every held command, in id order.
-    pub(crate) fn latest_events(&self) -> Vec<EdgeCommandEvent> {
-        self.held.values().map(|h| h.latest.clone()).collect()
+    /// The latest event of each of `ids` still held, in id order.
+    pub(crate) fn latest_events(&self, ids: &BTreeSet<String>) -> Vec<EdgeCommandEvent> {
+        ids.iter()
+            .filter_map(|id| self.held.get(id))
+            .map(|h| h.latest.clone())
+            .collect()
     }
 
     /// Holds a newly accepted command; returns its response and ACCEPTED event.

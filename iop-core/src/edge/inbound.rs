@@ -106,7 +106,10 @@ impl<R: EdgeRegistry> Edge<R> {
         if self.draining {
             self.send_edge_event(now, NodeEventKind::EdgeDraining, "edge is draining");
         }
-        for event in self.commands.latest_events() {
+        // Only commands the hello listed: the CP accepts replayed events before a
+        // response only for those.
+        let listed = std::mem::take(&mut self.hello_listed);
+        for event in self.commands.latest_events(&listed) {
             self.send_command_event(now, event);
         }
     }

@@ -55,7 +55,7 @@
 //! Commands keep running across reconnects: the next hello lists every held command in
 //! `inflight_command_ids` (running first, then most recently finished, as many as fit
 //! the CP's 64 KiB pre-hello frame limit), and after acceptance the latest event of
-//! each is re-sent.
+//! each listed command is re-sent.
 //!
 //! # Example
 //!

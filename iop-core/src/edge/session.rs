@@ -1,6 +1,6 @@
 //! The [`Edge`] state machine: connection lifecycle, timers, transmit.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use iop_proto::{
@@ -84,6 +84,8 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     pub(crate) draining: bool,
     pub(crate) shut_down: bool,
     instance_id: String,
+    /// Command ids listed in the last hello's `inflight_command_ids`.
+    pub(crate) hello_listed: BTreeSet<String>,
     pub(crate) stats: EdgeStats,
 }
 
@@ -112,6 +114,7 @@ impl<R: EdgeRegistry> Edge<R> {
             draining: false,
             shut_down: false,
             instance_id,
+            hello_listed: BTreeSet::new(),
             stats: EdgeStats::default(),
             config,
         })
@@ -165,6 +168,7 @@ impl<R: EdgeRegistry> Edge<R> {
         self.outbound.clear();
         self.outbound.set_max_frame_len(PRE_HELLO_MAX_FRAME_LEN);
         let hello = self.build_hello();
+        self.hello_listed = hello.inflight_command_ids.iter().cloned().collect();
         self.conn = Conn::AwaitingHello;
         self.timers = [None; TIMER_COUNT];
         self.set_timer(Timer::Hello, Some(now + self.config.hello_timeout));
