@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use proptest::prelude::*;
+
 use iop_core::Instant;
 use iop_core::cp::{
     self, CommandOutcome, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent,
@@ -22,6 +24,9 @@ struct Pair {
     next_conn: u64,
     /// Bytes from the Edge are lost (a one-way partition).
     edge_to_cp_blocked: bool,
+    /// A connection that lost Edge bytes: TCP never delivers later bytes past a lost
+    /// one, so nothing more from the Edge arrives on it, even once the partition heals.
+    broken: Option<ConnectionId>,
     cp_events: Vec<CpEvent>,
     edge_events: Vec<EdgeEvent>,
 }
@@ -44,6 +49,7 @@ impl Pair {
             conn: None,
             next_conn: 0,
             edge_to_cp_blocked: false,
+            broken: None,
             cp_events: Vec::new(),
             edge_events: Vec::new(),
         }
@@ -82,9 +88,13 @@ impl Pair {
                         }
                     }
                 }
-                if !buf.is_empty() && !self.edge_to_cp_blocked {
-                    self.cp.handle_bytes(self.now, c, &buf);
-                    moved = true;
+                if !buf.is_empty() {
+                    if self.edge_to_cp_blocked || self.broken == Some(c) {
+                        self.broken = Some(c);
+                    } else {
+                        self.cp.handle_bytes(self.now, c, &buf);
+                        moved = true;
+                    }
                 }
                 let mut buf = Vec::new();
                 loop {
@@ -331,4 +341,111 @@ fn a_restarted_cp_drops_replays_of_commands_it_never_knew() {
     let stats = p.cp.stats();
     assert_eq!(stats.protocol_errors, 0);
     assert_eq!(stats.unknown_command_ids, 1, "the replayed ACCEPTED event");
+}
+
+// ----- random weather: drops, half-open links, partitions, restarts ------------------
+
+#[derive(Debug, Clone)]
+enum Weather {
+    Wait(u32),
+    Send,
+    Report(usize, bool),
+    Status,
+    Drop,
+    HalfOpen,
+    Partition(bool),
+    EdgeRestart,
+}
+
+fn weather() -> impl Strategy<Value = Weather> {
+    prop_oneof![
+        4 => (1u32..20_000).prop_map(Weather::Wait),
+        3 => Just(Weather::Send),
+        3 => (any::<usize>(), any::<bool>()).prop_map(|(i, f)| Weather::Report(i, f)),
+        1 => Just(Weather::Status),
+        1 => Just(Weather::Drop),
+        1 => Just(Weather::HalfOpen),
+        1 => any::<bool>().prop_map(Weather::Partition),
+        1 => Just(Weather::EdgeRestart),
+    ]
+}
+
+fn received(p: &Pair) -> Vec<String> {
+    p.edge_events
+        .iter()
+        .filter_map(|e| match e {
+            EdgeEvent::CommandReceived { command_id, .. } => Some(command_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Whatever the weather, neither end sees a protocol error from the other, and
+    /// once it clears every command the CP sent has exactly one final outcome.
+    #[test]
+    fn every_command_ends_whatever_the_weather(steps in prop::collection::vec(weather(), 1..40)) {
+        let mut p = Pair::new();
+        p.advance(Duration::from_millis(10));
+        let mut sent = Vec::new();
+        for step in steps {
+            match step {
+                Weather::Wait(ms) => p.advance(Duration::from_millis(u64::from(ms))),
+                Weather::Send => {
+                    let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+                    if let Ok(id) = p.cp.send_command(p.now, EDGE, spec, None) {
+                        sent.push(id);
+                    }
+                    p.advance(Duration::from_millis(1));
+                }
+                Weather::Report(i, finish) => {
+                    let ids = received(&p);
+                    if !ids.is_empty() {
+                        let id = &ids[i % ids.len()];
+                        let _ = if finish {
+                            p.edge.report_outcome(p.now, id, Outcome::Succeeded, "", Default::default())
+                        } else {
+                            p.edge.report_running(p.now, id, "", Default::default())
+                        };
+                        p.advance(Duration::from_millis(1));
+                    }
+                }
+                Weather::Status => {
+                    let _ = p.cp.request_status(p.now, EDGE, vec![]);
+                    p.advance(Duration::from_millis(1));
+                }
+                Weather::Drop => p.drop_transport(),
+                Weather::HalfOpen => {
+                    if p.conn.take().is_some() {
+                        p.edge.handle_closed(p.now);
+                    }
+                }
+                Weather::Partition(on) => p.edge_to_cp_blocked = on,
+                Weather::EdgeRestart => {
+                    p.drop_transport();
+                    let fresh = Pair::new();
+                    p.edge = fresh.edge;
+                    p.edge_events.clear();
+                }
+            }
+        }
+        // The weather clears: every command the Edge holds finishes.
+        p.edge_to_cp_blocked = false;
+        p.advance(Duration::from_secs(40));
+        for id in received(&p) {
+            let _ = p.edge.report_outcome(p.now, &id, Outcome::Succeeded, "", Default::default());
+        }
+        p.advance(Duration::from_secs(90));
+        prop_assert_eq!(p.cp.stats().protocol_errors, 0, "{:#?}", p.cp_events);
+        let edge_saw_protocol_error = p.edge_events.iter().any(|e| matches!(e,
+            EdgeEvent::Closed { reason: edge::CloseReason::ProtocolError(_), .. }));
+        prop_assert!(!edge_saw_protocol_error, "{:#?}", p.edge_events);
+        prop_assert_eq!(p.view().reachability, Reachability::Connected);
+        for id in &sent {
+            let st = p.cp.command(EDGE, id).unwrap();
+            prop_assert!(st.outcome.is_some(), "{}: {:?}", id, st);
+        }
+    }
 }
