@@ -61,7 +61,7 @@ fn session_bytes(i: usize) -> Vec<u8> {
 fn an_idle_enrolled_session_costs_well_under_4_kib() {
     const N: usize = 2_000;
     let inputs: Vec<Vec<u8>> = (0..N).map(session_bytes).collect();
-    let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny);
+    let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny).unwrap();
     let mut buf = Vec::with_capacity(64 * 1024);
     let now = Instant::from_millis(1);
 

@@ -43,7 +43,7 @@ impl Pair {
         ));
         let _ = registry.configure(node, 0).unwrap();
         Pair {
-            cp: ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny),
+            cp: ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny).unwrap(),
             edge: Edge::new(config, registry).unwrap(),
             now: Instant::ZERO,
             conn: None,
@@ -332,7 +332,7 @@ fn a_restarted_cp_drops_replays_of_commands_it_never_knew() {
     p.drop_transport();
     let mut config = CpConfig::default();
     config.session_id_floor = 1_000;
-    p.cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny);
+    p.cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny).unwrap();
     p.cp_events.clear();
     p.advance(Duration::from_secs(40));
     assert_eq!(p.view().reachability, Reachability::Connected);

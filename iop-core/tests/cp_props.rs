@@ -42,7 +42,7 @@ fn script() -> Vec<u8> {
 
 /// Feeds `wire` cut at `cuts`, draining after every read; returns events and bytes out.
 fn run_split(wire: &[u8], cuts: &[usize]) -> (Vec<CpEvent>, Vec<u8>) {
-    let mut cp = ControlPlane::new(cfg(), EnrolmentPolicy::AcceptAny);
+    let mut cp = ControlPlane::new(cfg(), EnrolmentPolicy::AcceptAny).unwrap();
     let conn = ConnectionId(1);
     let now = Instant::from_millis(5);
     cp.handle_connect(now, conn).unwrap();
@@ -167,7 +167,7 @@ fn action() -> impl Strategy<Value = Action> {
 /// Runs `actions` on a fresh CP (three connection slots, reused after close).
 /// Returns everything observable.
 fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>) {
-    let mut cp = ControlPlane::new(cfg(), EnrolmentPolicy::AcceptAny);
+    let mut cp = ControlPlane::new(cfg(), EnrolmentPolicy::AcceptAny).unwrap();
     let mut now = Instant::from_millis(1);
     let mut next = 0u64;
     let mut slots: [Option<ConnectionId>; 3] = [None, None, None];

@@ -126,7 +126,65 @@ impl Default for CpConfig {
     }
 }
 
+/// Why a [`CpConfig`] cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CpConfigError {
+    /// A frame limit is 0.
+    #[error("frame limits must be above 0")]
+    ZeroFrameLimit,
+    /// `max_frame_len` is below `pre_hello_max_frame_len`.
+    #[error("max_frame_len {max} is below the pre-hello limit {pre_hello}")]
+    FrameLimitBelowPreHello {
+        /// `max_frame_len`.
+        max: u32,
+        /// `pre_hello_max_frame_len`.
+        pre_hello: u32,
+    },
+    /// `liveness_intervals` or `unreachable_intervals` is 0: every session would end
+    /// (or be unreachable) at once.
+    #[error("liveness and unreachable intervals must be above 0")]
+    ZeroIntervals,
+    /// The protocol version range is empty or starts at 0.
+    #[error("protocol versions {min}..={max} are not a range of versions above 0")]
+    ProtocolRange {
+        /// `min_protocol_version`.
+        min: u32,
+        /// `max_protocol_version`.
+        max: u32,
+    },
+    /// `max_connections` is 0: every connection would be refused.
+    #[error("max_connections must be above 0")]
+    ZeroConnections,
+}
+
 impl CpConfig {
+    /// Checks the values that would make the endpoint useless.
+    pub fn validate(&self) -> Result<(), CpConfigError> {
+        if self.max_frame_len == 0 || self.pre_hello_max_frame_len == 0 {
+            return Err(CpConfigError::ZeroFrameLimit);
+        }
+        if self.max_frame_len < self.pre_hello_max_frame_len {
+            return Err(CpConfigError::FrameLimitBelowPreHello {
+                max: self.max_frame_len,
+                pre_hello: self.pre_hello_max_frame_len,
+            });
+        }
+        if self.liveness_intervals == 0 || self.unreachable_intervals == 0 {
+            return Err(CpConfigError::ZeroIntervals);
+        }
+        if self.min_protocol_version == 0 || self.min_protocol_version > self.max_protocol_version {
+            return Err(CpConfigError::ProtocolRange {
+                min: self.min_protocol_version,
+                max: self.max_protocol_version,
+            });
+        }
+        if self.max_connections == 0 {
+            return Err(CpConfigError::ZeroConnections);
+        }
+        Ok(())
+    }
+
     /// The heartbeat interval actually offered: clamped to 1–60 s.
     pub fn negotiated_heartbeat_interval(&self) -> Duration {
         self.heartbeat_interval.clamp(
@@ -139,4 +197,46 @@ impl CpConfig {
 /// A duration as wire milliseconds, saturating at `u32::MAX`.
 pub(crate) fn ms_u32(d: Duration) -> u32 {
     u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_nonsense_is_refused() {
+        let d = CpConfig::default;
+        assert_eq!(d().validate(), Ok(()));
+        let c = CpConfig {
+            max_frame_len: 1024,
+            ..d()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(CpConfigError::FrameLimitBelowPreHello { .. })
+        ));
+        let c = CpConfig {
+            liveness_intervals: 0,
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(CpConfigError::ZeroIntervals));
+        let c = CpConfig {
+            min_protocol_version: 2,
+            ..d()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(CpConfigError::ProtocolRange { min: 2, max: 1 })
+        ));
+        let c = CpConfig {
+            max_connections: 0,
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(CpConfigError::ZeroConnections));
+        let c = CpConfig {
+            pre_hello_max_frame_len: 0,
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(CpConfigError::ZeroFrameLimit));
+    }
 }

@@ -8,7 +8,7 @@ use crate::outbound::OutboundError;
 use crate::time::Instant;
 
 use super::command::CommandBook;
-use super::config::{CpConfig, ms_u32};
+use super::config::{CpConfig, CpConfigError, ms_u32};
 use super::conn::{Conn, ConnState, FlapHistory};
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
@@ -65,9 +65,11 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// A Control Plane with `config` and enrolment `policy`.
-    pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Self {
-        Self {
+    /// A Control Plane with `config` (checked by [`CpConfig::validate`]) and enrolment
+    /// `policy`.
+    pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, CpConfigError> {
+        config.validate()?;
+        Ok(Self {
             last_session_id: config.session_id_floor,
             config,
             policy,
@@ -80,7 +82,7 @@ impl ControlPlane {
             draining: false,
             shut_down: false,
             stats: CpStats::default(),
-        }
+        })
     }
 
     /// The configuration.

@@ -84,7 +84,7 @@
 //! use iop_core::proto::{self, EdgeHelloRequest, Envelope, FrameDecoder};
 //! use iop_core::Instant;
 //!
-//! let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny);
+//! let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny)?;
 //! let conn = ConnectionId(1);
 //! let now = Instant::ZERO;
 //! cp.handle_connect(now, conn)?;
@@ -132,7 +132,7 @@ mod timer;
 mod view;
 
 pub use command::{CommandAnswer, CommandState};
-pub use config::{CpConfig, DuplicatePolicy};
+pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
 pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};

@@ -46,7 +46,7 @@ impl Harness {
 
     pub fn with(config: CpConfig, policy: EnrolmentPolicy) -> Self {
         Self {
-            cp: ControlPlane::new(config, policy),
+            cp: ControlPlane::new(config, policy).unwrap(),
             now: Instant::from_millis(1_000),
             events: Vec::new(),
             peers: BTreeMap::new(),
