@@ -46,9 +46,9 @@
 //! * **Hello** (SPEC §4.1): the first frame must be `hello_request` (frames ≤ 64 KiB
 //!   until accepted). Checks in order: `EMPTY_EDGE_ID`, `INVALID_HELLO` (id grammar,
 //!   version 0, §7 hello limits; an id over 128 bytes never gets here: the decoder's
-//!   limits refuse the frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`, `UNKNOWN_EDGE` /
-//!   `BAD_CREDENTIAL` ([`EnrolmentPolicy`]; SHA-256 hashes compared in constant time),
-//!   `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
+//!   limits refuse the frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`,
+//!   `UNKNOWN_EDGE` / `BAD_CREDENTIAL` ([`EnrolmentPolicy`]; SHA-256 hashes compared
+//!   in constant time), `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
 //!   closes. Session ids strictly increase per CP (a fencing epoch); a superseded
 //!   session's close never disconnects the live Edge. Every accepted session emits
 //!   [`CpEvent::ResyncNeeded`] and (by default) asks for a full status.
@@ -69,13 +69,18 @@
 //!   order), and commands believed accepted (answered, or with events seen) that the
 //!   hello does not list become [`CpEvent::CommandLost`] (FAILED). Generated command
 //!   ids read `cmd-<command_id_epoch hex>-<n>`.
+//! * **Node events** (§4.5): sequence must increase (else protocol error), and
+//!   `edge_id` must be the session's; a gap, or a first event that is not
+//!   `EDGE_READY`, is a resync point ([`CpEvent::ResyncNeeded`]), not an error. Only a
+//!   full status requested at or after the latest resync point makes the view fresh.
 //! * **Memory**: an idle session holds no frame buffer (a decoder buffer over 1 KiB
 //!   and the outbound queue's slots are released between frames); an idle enrolled
 //!   session, its Edge view included, measures about 1.1 KiB of heap
 //!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
 //!   command books outlive sessions until [`ControlPlane::forget_edge`].
-//! * **Node events** (§4.5): sequence must increase (else protocol error); a gap, or a
-//!   first event that is not `EDGE_READY`, is a resync point, not an error.
+//!
+//! `tests/cp_pair.rs` wires a `ControlPlane` to the real [`Edge`](crate::edge::Edge)
+//! in memory with a fake clock; it is the reference for a runtime's loop.
 //!
 //! # Example
 //!
