@@ -237,6 +237,16 @@ fn reject_policy_refuses_the_duplicate_and_keeps_the_live_session() {
             .any(|e| matches!(e, CpEvent::EdgeDisconnected { .. }))
     );
     assert_eq!(t.cp.edge("edge-1").unwrap().session_id, sid);
+    // DRAINING comes before the duplicate check.
+    t.cp.drain(t.now);
+    let (_, resp) = t.hello_with(hello("edge-1", &[]));
+    assert_eq!(resp.reject_reason(), HelloRejectReason::Draining);
+    let mut t = {
+        let mut c = cfg();
+        c.duplicate_policy = DuplicatePolicy::Reject;
+        Harness::with(c, EnrolmentPolicy::AcceptAny)
+    };
+    let (live, _) = t.enrol("edge-1", &[]);
     // Once the live one ends, the Edge may come back.
     t.drop_transport(live);
     assert!(t.hello_with(hello("edge-1", &[])).1.accepted);

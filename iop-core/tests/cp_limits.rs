@@ -80,3 +80,35 @@ fn frames_and_bytes_are_counted() {
     assert!(after.bytes_out > before.bytes_out);
     assert_eq!((after.connections, after.live_sessions), (1, 1));
 }
+
+#[test]
+fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
+    let mut c = cfg();
+    c.pre_hello_max_frame_len = 1024;
+    c.max_frame_len = 2048;
+    let mut t = Harness::with(c, Default::default());
+    let (conn, _) = t.enrol("edge-1", &["op"]);
+    let ids: Vec<String> = (0..100).map(|i| format!("node-{i:030}")).collect();
+    assert!(matches!(
+        t.cp.request_status(t.now, "edge-1", ids),
+        Err(iop_core::cp::StatusError::TooLarge(_))
+    ));
+    let mut spec = iop_core::cp::CommandSpec {
+        operation: "op".into(),
+        ..Default::default()
+    };
+    spec.metadata.insert("blob".into(), "x".repeat(4_000));
+    assert!(matches!(
+        t.cp.send_command(t.now, "edge-1", spec, Some("c1".into())),
+        Err(iop_core::cp::CommandError::TooLarge(_))
+    ));
+    assert!(
+        t.cp.command("edge-1", "c1").is_none(),
+        "a refused command is not tracked"
+    );
+    // The session is unharmed and the next correlation id is still fresh.
+    t.pump(None);
+    assert!(!t.is_closed(conn));
+    let next = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    assert_eq!(next.correlation_id, 3);
+}
