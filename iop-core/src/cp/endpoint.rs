@@ -180,6 +180,11 @@ impl ControlPlane {
                 c.indexed_at = None;
             }
             self.on_conn_timeout(now, conn);
+            // Every due timer was handled (or re-armed later); stopping any left makes
+            // sure this loop always ends.
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.timers.stop_expired(now);
+            }
             self.reindex(conn);
         }
     }

@@ -46,6 +46,15 @@ impl TimerTable {
         self.get(timer).is_some_and(|at| at <= now)
     }
 
+    /// Stops every timer due at `now` (after they were handled).
+    pub(crate) fn stop_expired(&mut self, now: Instant) {
+        for slot in &mut self.deadlines {
+            if slot.is_some_and(|at| at <= now) {
+                *slot = None;
+            }
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.deadlines = [None; 4];
     }
