@@ -15,6 +15,7 @@
 
 pub use iop_proto as proto;
 
+pub mod cp;
 pub mod edge;
 pub mod ids;
 pub mod limits;
