@@ -117,7 +117,7 @@ pub fn compare<A, B>(
     let mut base_ns = Vec::with_capacity(rounds);
     let mut ratios = Vec::with_capacity(rounds);
     for round in 0..rounds {
-        let (a, b) = if round % 2 == 0 {
+        let (a, b) = if round.is_multiple_of(2) {
             let a = time_batch(iterations, &mut ours);
             (a, time_batch(iterations, &mut baseline))
         } else {
