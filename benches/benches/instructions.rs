@@ -12,7 +12,10 @@ use std::process::ExitCode;
 
 use iop_bench::callgrind::{self, SCENARIO_VAR, measured};
 use iop_bench::fixtures::{registry, status_response_envelope};
-use iop_bench::proto::{Envelope, HeartbeatAck, LENGTH_PREFIX_LEN};
+use iop_bench::proto::{
+    DEFAULT_MAX_FRAME_LEN, Envelope, FrameDecoder, HeartbeatAck, LENGTH_PREFIX_LEN, Message,
+    encode_frame,
+};
 use iop_bench::session::{
     CpSession, command_envelopes, frame, heartbeat_frame, ping_spec, prost_share,
 };
@@ -66,6 +69,77 @@ const SCENARIOS: &[Scenario] = &[
         goal: None,
     },
 ];
+
+/// The frame codec against prost on the same bytes, in instructions (stable where
+/// timings of a few nanoseconds are not).
+const CODEC_SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "decode-request",
+        what: "decode status request, all nodes (8 B frame)",
+        calls: 1_000,
+        goal: None,
+    },
+    Scenario {
+        name: "encode-request",
+        what: "encode status request, all nodes",
+        calls: 1_000,
+        goal: None,
+    },
+    Scenario {
+        name: "decode-response",
+        what: "decode status response 1 000 nodes × 4 providers",
+        calls: 3,
+        goal: None,
+    },
+    Scenario {
+        name: "encode-response",
+        what: "encode status response 1 000 nodes × 4 providers",
+        calls: 3,
+        goal: None,
+    },
+];
+
+/// Framing may add at most 2 %.
+const FRAMING_GOAL: f64 = 1.02;
+
+/// Decodes or encodes (`prost`: with prost alone) the codec scenario's envelope.
+fn run_codec(name: &str, calls: usize, prost: bool) {
+    let envelope = if name.ends_with("request") {
+        iop_bench::fixtures::full_status_request(42)
+    } else {
+        status_response_envelope(&registry(1_000, 4), 42)
+    };
+    let wire = frame(&envelope);
+    let body = &wire[LENGTH_PREFIX_LEN..];
+    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+    let mut out = Vec::with_capacity(wire.len());
+    for i in 0..WARM_UP + calls {
+        let mut op = || {
+            out.clear();
+            match (name.starts_with("decode"), prost) {
+                (true, true) => usize::from(Envelope::decode(body).is_ok()),
+                (true, false) => {
+                    let mut input = wire.as_slice();
+                    let mut frames = 0;
+                    while let Ok(Some(e)) = decoder.decode(&mut input) {
+                        drop(e);
+                        frames += 1;
+                    }
+                    frames
+                }
+                (false, true) => usize::from(envelope.encode(&mut out).is_ok()),
+                (false, false) => {
+                    encode_frame(&envelope, DEFAULT_MAX_FRAME_LEN, &mut out).unwrap_or(0)
+                }
+            }
+        };
+        if i < WARM_UP {
+            op();
+        } else {
+            measured(op);
+        }
+    }
+}
 
 /// A status scenario's session and response frames (correlation ids in order).
 fn status_fixture(reg: &NodeRegistry, calls: usize) -> (CpSession, Vec<Vec<u8>>) {
@@ -173,6 +247,7 @@ fn run(name: &str, calls: usize, prost: bool) {
                 }
             }
         }
+        codec if CODEC_SCENARIOS.iter().any(|c| c.name == codec) => run_codec(codec, calls, prost),
         other => eprintln!("unknown scenario {other}"),
     }
 }
@@ -262,7 +337,41 @@ fn main() -> ExitCode {
         ));
         eprintln!("{}: profile in {}", sc.name, path.display());
     }
+    let mut codec = Table::new(
+        "Frame codec vs plain prost, in instructions (callgrind)",
+        "ours",
+        "prost",
+    );
+    for sc in CODEC_SCENARIOS
+        .iter()
+        .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
+    {
+        let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
+        let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
+        let prost = count(
+            &format!("{}:{}:prost", sc.name, sc.calls),
+            &format!("{}.prost", sc.name),
+        );
+        let ((ours, _), (prost, _)) = match (ours, prost) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("scenario {}: {e}", sc.name);
+                return ExitCode::FAILURE;
+            }
+        };
+        let (ours, prost) = (per_call(ours), per_call(prost));
+        let ratio = ours as f64 / prost.max(1) as f64;
+        codec.push(Row::new(
+            sc.what,
+            format_count(ours),
+            format_count(prost),
+            format!("{ratio:.3}"),
+            format!("≤ {FRAMING_GOAL:.2}"),
+            Some(ratio <= FRAMING_GOAL),
+        ));
+    }
     println!("{table}");
+    println!("{codec}");
     println!(
         "Per call, averaged over the measured calls after {WARM_UP} warm-up calls; the \
          cost of an empty measured call ({overhead} instructions) is subtracted. \
