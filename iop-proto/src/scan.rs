@@ -290,6 +290,12 @@ impl<'l> Scan<'l> {
             let key = varint(&mut buf)?;
             let number = key >> 3;
             let wire_type = key & 7;
+            // Scalars (most fields of a provider or node) are skipped in place: this
+            // walk runs over every byte of every frame.
+            if wire_type == 0 {
+                varint(&mut buf)?;
+                continue;
+            }
             let known = if wire_type == 2 {
                 field(msg, number)
             } else {
