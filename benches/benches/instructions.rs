@@ -21,6 +21,7 @@ use iop_bench::session::{
 };
 use iop_bench::table::{Row, Table, format_count};
 use iop_core::NodeRegistry;
+use iop_core::cp::CpEvent;
 
 /// Unmeasured iterations before the measured ones (allocator pools, first-use paths).
 const WARM_UP: usize = 20;
@@ -114,7 +115,7 @@ fn run_codec(name: &str, calls: usize, prost: bool) {
     let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
     let mut out = Vec::with_capacity(wire.len());
     for i in 0..WARM_UP + calls {
-        let mut op = || {
+        let op = || {
             out.clear();
             match (name.starts_with("decode"), prost) {
                 (true, true) => usize::from(Envelope::decode(body).is_ok()),
@@ -133,12 +134,21 @@ fn run_codec(name: &str, calls: usize, prost: bool) {
                 }
             }
         };
-        if i < WARM_UP {
-            op();
-        } else {
-            measured(op);
-        }
+        let done = step(i, op);
+        assert!(
+            if name.starts_with("decode") {
+                done == 1
+            } else {
+                done > 0
+            },
+            "{name}: the operation failed"
+        );
     }
+}
+
+/// Runs `op` as a warm-up call (the first [`WARM_UP`]) or as a measured one.
+fn step<R>(i: usize, op: impl FnOnce() -> R) -> R {
+    if i < WARM_UP { op() } else { measured(op) }
 }
 
 /// A status scenario's session and response frames (correlation ids in order).
@@ -177,18 +187,15 @@ fn run(name: &str, calls: usize, prost: bool) {
             let mut s = CpSession::enrolled();
             for (i, f) in frames.iter().enumerate() {
                 let body = &f[LENGTH_PREFIX_LEN..];
-                let mut op = || {
+                let op = || {
                     if prost {
                         prost_share(&[body], std::slice::from_ref(&acks[i]), &mut out)
                     } else {
                         s.heartbeat(f)
                     }
                 };
-                if i < WARM_UP {
-                    op();
-                } else {
-                    measured(op);
-                }
+                let done = step(i, op);
+                assert!(done > 0, "heartbeat: no ack");
             }
         }
         "status-0" | "status-1x4" | "status-1000x4" => {
@@ -200,18 +207,19 @@ fn run(name: &str, calls: usize, prost: bool) {
                 .collect();
             for (i, f) in frames.iter().enumerate() {
                 let body = &f[LENGTH_PREFIX_LEN..];
-                let mut op = || {
+                let op = || {
                     if prost {
-                        prost_share(&[body], std::slice::from_ref(&requests[i]), &mut out);
+                        prost_share(&[body], std::slice::from_ref(&requests[i]), &mut out)
                     } else {
-                        drop(s.status_exchange(f));
+                        // The event is dropped inside the measured call.
+                        usize::from(matches!(
+                            s.status_exchange(f),
+                            Some(CpEvent::StatusReceived { .. })
+                        ))
                     }
                 };
-                if i < WARM_UP {
-                    op();
-                } else {
-                    measured(op);
-                }
+                let done = step(i, op);
+                assert!(done > 0, "{name}: no StatusReceived");
             }
         }
         "command" => {
@@ -240,11 +248,11 @@ fn run(name: &str, calls: usize, prost: bool) {
                         s.command_lifecycle(spec, id, fs)
                     }
                 };
-                if i < WARM_UP {
-                    op();
-                } else {
-                    measured(op);
-                }
+                let done = step(i, op);
+                assert!(
+                    if prost { done > 0 } else { done == 4 },
+                    "command: {done} events"
+                );
             }
         }
         codec if CODEC_SCENARIOS.iter().any(|c| c.name == codec) => run_codec(codec, calls, prost),
