@@ -96,6 +96,9 @@ fn decode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &
         &c,
         Some(FRAMING_GOAL),
     ));
+    // A decoder error is sticky and would make every later call return at once.
+    assert!(decoder.error().is_none(), "{what}: the decoder failed");
+    assert!(decoder.is_at_boundary());
 }
 
 fn encode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &Envelope) {
