@@ -48,6 +48,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod runtime;
 
 pub use runtime::Tokio;
