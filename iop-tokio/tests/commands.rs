@@ -74,7 +74,7 @@ async fn status_round_trip_reports_the_edges_nodes() {
     server.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn command_phases_flow_through_the_tracker_and_the_record_book() {
     let server = ControlPlaneServer::bind(localhost(), fast_server())
         .await
@@ -82,12 +82,17 @@ async fn command_phases_flow_through_the_tracker_and_the_record_book() {
     let cp = server.handle();
     let mut events = cp.subscribe();
     let edge = EdgeClient::new(fast_edge("edge-c"))
-        .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
-            assert_eq!(ctx.operation(), "edge.ping");
-            let who = ctx.metadata().get("who").cloned().unwrap_or_default();
-            ctx.running("step 1", BTreeMap::new()).unwrap();
-            ctx.running("step 2", BTreeMap::new()).unwrap();
-            CommandResult::succeeded(format!("pong {who}")).with_detail("rtt", "1")
+        .operation("edge.ping", TargetLevel::Edge, |ctx| {
+            // The synchronous part of a handler may call back into the Edge.
+            ctx.running("queued", BTreeMap::new()).unwrap();
+            async move {
+                assert_eq!(ctx.operation(), "edge.ping");
+                let who = ctx.metadata().get("who").cloned().unwrap_or_default();
+                ctx.running("step 1", BTreeMap::new()).unwrap();
+                tokio::task::yield_now().await;
+                ctx.running("step 2", BTreeMap::new()).unwrap();
+                CommandResult::succeeded(format!("pong {who}")).with_detail("rtt", "1")
+            }
         })
         .connect(server.local_addr())
         .unwrap();
@@ -116,6 +121,7 @@ async fn command_phases_flow_through_the_tracker_and_the_record_book() {
         phases(&updates),
         [
             CommandPhase::Accepted,
+            CommandPhase::Running,
             CommandPhase::Running,
             CommandPhase::Running,
             CommandPhase::Succeeded
@@ -177,7 +183,7 @@ async fn node_events_reach_a_subscriber() {
     server.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_running_across_a_reconnect_reports_its_outcome() {
     let server = ControlPlaneServer::bind(localhost(), fast_server())
         .await
@@ -282,6 +288,52 @@ async fn a_handler_past_its_deadline_is_ignored_cleanly() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     let id = tracker.command_id();
     assert_eq!(cp.command(id).unwrap().updates, updates);
+    edge.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_lagging_subscriber_is_told_and_never_blocks_the_control_plane() {
+    let mut config = fast_server();
+    config.subscriber_capacity = 4;
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+    let cp = server.handle();
+    let mut slow = cp.subscribe();
+    let mut events = cp.subscribe();
+    let edge = EdgeClient::new(fast_edge("edge-l"))
+        .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
+            for i in 0..20 {
+                ctx.running(format!("step {i}"), BTreeMap::new()).unwrap();
+            }
+            CommandResult::succeeded("done")
+        })
+        .connect(server.local_addr())
+        .unwrap();
+    next_cp(&mut events, "session", |e| {
+        matches!(e, CpEvent::SessionAccepted { .. }).then_some(())
+    })
+    .await;
+    let mut tracker = cp.send_command("edge-l", ping()).unwrap();
+    let count = bounded("tracker", async {
+        let mut n = 0;
+        while tracker.next().await.is_some() {
+            n += 1;
+        }
+        n
+    })
+    .await;
+    assert_eq!(count, 1 + 22, "response, ACCEPTED, 20 RUNNING, SUCCEEDED");
+
+    let mut delivered = 0;
+    let mut lagged = 0;
+    while let Some(notice) = slow.try_next() {
+        match notice {
+            iop_tokio::Notice::Event(_) => delivered += 1,
+            iop_tokio::Notice::Lagged(n) => lagged += n,
+        }
+    }
+    assert_eq!(delivered, 4);
+    assert!(lagged >= 22, "lost {lagged}");
     edge.shutdown().await;
     server.shutdown().await;
 }

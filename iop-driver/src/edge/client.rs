@@ -119,6 +119,7 @@ impl<R: Runtime> EdgeClient<R> {
         let shared = Arc::new(EdgeShared::<R> {
             state: Mutex::new(EdgeState {
                 edge,
+                starts: Vec::new(),
                 events: Publisher::default(),
                 done: false,
                 done_waiters: Vec::new(),
@@ -140,6 +141,9 @@ impl<R: Runtime> EdgeClient<R> {
 
 struct EdgeState {
     edge: Edge<NodeRegistry>,
+    /// Handlers to start once the lock is released (a handler's synchronous part may
+    /// call back into the Edge).
+    starts: Vec<(Handler, CommandContext)>,
     events: Publisher<EdgeEvent>,
     /// The driver task ended.
     done: bool,
@@ -161,11 +165,24 @@ struct EdgeShared<R: Runtime> {
 impl<R: Runtime> EdgeShared<R> {
     /// Runs `f` on the Edge from the driver itself, then routes its events.
     fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<NodeRegistry>, Instant) -> T) -> T {
-        let mut state = lock(&self.state);
-        let now = self.clock.now();
-        let out = f(&mut state.edge, now);
-        self.pump(&mut state);
+        let (out, starts) = {
+            let mut state = lock(&self.state);
+            let now = self.clock.now();
+            let out = f(&mut state.edge, now);
+            self.pump(&mut state);
+            (out, std::mem::take(&mut state.starts))
+        };
+        self.start_handlers(starts);
         out
+    }
+
+    fn start_handlers(self: &Arc<Self>, starts: Vec<(Handler, CommandContext)>) {
+        for (handler, ctx) in starts {
+            let command_id = ctx.command_id.clone();
+            let span = tracing::info_span!("command", command_id = %command_id);
+            let fut = span.in_scope(|| handler(ctx));
+            R::spawn(run_handler(self.clone(), command_id, fut).instrument(span));
+        }
     }
 
     /// Runs `f` for the application, then wakes the driver to send what it queued.
@@ -195,13 +212,7 @@ impl<R: Runtime> EdgeShared<R> {
                     reporter: Arc::new(Link(Arc::downgrade(self))),
                 };
                 match self.handlers.get(operation) {
-                    Some(handler) => {
-                        let fut = handler(ctx);
-                        let span = tracing::info_span!("command", command_id = %command_id);
-                        R::spawn(
-                            run_handler(self.clone(), command_id.clone(), fut).instrument(span),
-                        );
-                    }
+                    Some(handler) => state.starts.push((handler.clone(), ctx)),
                     None => {
                         let now = self.clock.now();
                         let _ = state.edge.report_outcome(
@@ -467,6 +478,8 @@ impl<R: Runtime> EdgeHandle<R> {
             let now = self.shared.clock.now();
             state.edge.shutdown(now);
             self.shared.pump(&mut state);
+            // Shutdown cancels every command: nothing is left to start.
+            state.starts.clear();
         }
         self.shared.wake.notify();
         let deadline = std::time::Instant::now() + self.shared.shutdown_grace;
