@@ -94,6 +94,10 @@ where
             }
             if core.pull(&mut out, PULL_BATCH) == Pull::Close {
                 closing = true;
+                // The final bytes get a bounded time: a peer that reads nothing must
+                // not hold the task forever.
+                let at = std::time::Instant::now() + CLOSE_BOUND;
+                sleep = Some((at, Box::pin(R::sleep_until(at))));
                 if out.is_empty() {
                     close_bounded::<R, S>(stream).await;
                     return Ended::ByCore;
@@ -107,7 +111,11 @@ where
                 }
             }
         }
-        let deadline = core.deadline();
+        let deadline = if closing {
+            sleep.as_ref().map(|(at, _)| *at)
+        } else {
+            core.deadline()
+        };
         match (&sleep, deadline) {
             (Some((at, _)), Some(d)) if *at == d => {}
             (_, Some(d)) => sleep = Some((d, Box::pin(R::sleep_until(d)))),
@@ -147,6 +155,10 @@ where
             Step::Read(n) => core.handle_bytes(read_buf.get(..n).unwrap_or_default()),
             Step::Wrote(n) => written += n,
             Step::Woken => {}
+            Step::Timeout if closing => {
+                tracing::debug!("peer did not take the final bytes in time");
+                return Ended::ByCore;
+            }
             Step::Timeout => {
                 sleep = None;
                 core.handle_timeout();

@@ -322,3 +322,62 @@ async fn drain_refuses_new_sessions_and_keeps_live_ones() {
     edge.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_stricter_policy_and_revocation_end_the_session_and_refuse_the_edge() {
+    use iop_tokio::core::cp::{AllowList, Credential, EnrolmentPolicy};
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut config = fast_edge("edge-v");
+    config.credential = edge::Secret::new("s3cret");
+    let edge = EdgeClient::new(config)
+        .connect(server.local_addr())
+        .unwrap();
+    let mut edge_events = edge.events();
+    next_edge(&mut edge_events, "connected", |e| {
+        matches!(e, EdgeEvent::Connected { .. }).then_some(())
+    })
+    .await;
+
+    // A policy the live session no longer passes ends it.
+    let allow = AllowList::new().with("edge-v", &Credential::new("another secret"));
+    cp.set_enrolment_policy(EnrolmentPolicy::AllowList(allow));
+    let reason = next_edge(&mut edge_events, "revoked", |e| match e {
+        EdgeEvent::Closed { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert!(
+        matches!(
+            reason,
+            edge::CloseReason::GoAway {
+                reason: GoAwayReason::CredentialRevoked,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+    let rejected = next_edge(&mut edge_events, "refused on reconnect", |e| match e {
+        EdgeEvent::HelloRejected { reason, .. } => Some(*reason),
+        _ => None,
+    })
+    .await;
+    assert_eq!(rejected, HelloRejectReason::BadCredential);
+
+    // Revoking takes it off the allow list altogether.
+    cp.revoke("edge-v").unwrap();
+    let rejected = next_edge(&mut edge_events, "unknown on reconnect", |e| match e {
+        EdgeEvent::HelloRejected { reason, .. } => Some(*reason),
+        _ => None,
+    })
+    .await;
+    assert_eq!(rejected, HelloRejectReason::UnknownEdge);
+    assert!(matches!(
+        cp.revoke("nobody"),
+        Err(iop_tokio::core::cp::RevokeError::UnknownEdge(_))
+    ));
+    edge.shutdown().await;
+    server.shutdown().await;
+}

@@ -98,7 +98,10 @@ pub(crate) struct CpState {
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
     pub(crate) stopped: bool,
-    /// Told when the last connection is gone after `stopped`.
+    /// The accept loop ended (the listener is closed).
+    accept_done: bool,
+    /// Told when the last connection is gone (and the listener closed) after
+    /// `stopped`.
     pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
 }
 
@@ -145,7 +148,7 @@ impl<R: Runtime> CpShared<R> {
             state.timer_armed = next;
             self.timer.notify();
         }
-        if state.stopped && state.conns.is_empty() {
+        if state.stopped && state.conns.is_empty() && state.accept_done {
             for waiter in state.idle_waiters.drain(..) {
                 let _ = waiter.send(());
             }
@@ -299,6 +302,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 book: CommandBook::new(config.command_book),
                 events: Publisher::default(),
                 stopped: false,
+                accept_done: false,
                 idle_waiters: Vec::new(),
             }),
             clock,
@@ -374,6 +378,8 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
         );
         R::spawn(conn_task(shared.clone(), conn, slot, stream).instrument(span));
     }
+    drop(listener);
+    shared.with(|state, _| state.accept_done = true);
     tracing::debug!("accept loop stopped");
 }
 
