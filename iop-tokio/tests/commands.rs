@@ -337,3 +337,65 @@ async fn a_lagging_subscriber_is_told_and_never_blocks_the_control_plane() {
     edge.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_command_the_edge_forgot_across_a_reconnect_is_lost() {
+    use iop_tokio::core::proto::{Body, EdgeCommandEvent, EdgeCommandResponse, Envelope};
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut raw = RawClient::connect(server.local_addr()).await;
+    raw.send_hello_with("edge-x", &["edge.ping"]).await;
+    assert!(matches!(raw.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
+
+    let mut tracker = cp.send_command("edge-x", ping()).unwrap();
+    let command_id = bounded("the request", async {
+        loop {
+            match raw.next_body().await {
+                Some(Body::CommandRequest(req)) => return req.command_id,
+                Some(_) => {}
+                None => panic!("closed"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(command_id, tracker.command_id());
+    raw.send(Envelope::new(EdgeCommandResponse {
+        command_id: command_id.clone(),
+        accepted: true,
+        ..Default::default()
+    }))
+    .await;
+    raw.send(Envelope::new(EdgeCommandEvent {
+        command_id: command_id.clone(),
+        phase: CommandPhase::Accepted as i32,
+        sequence: 1,
+        ..Default::default()
+    }))
+    .await;
+    assert!(matches!(
+        bounded("response", tracker.next()).await,
+        Some(CommandUpdate::Response(r)) if r.accepted
+    ));
+    assert!(matches!(
+        bounded("ACCEPTED", tracker.next()).await,
+        Some(CommandUpdate::Event(e)) if e.phase() == CommandPhase::Accepted
+    ));
+
+    // The Edge comes back as a new process that holds no command.
+    drop(raw);
+    let mut raw = RawClient::connect(server.local_addr()).await;
+    raw.send_hello_with("edge-x", &["edge.ping"]).await;
+    assert!(matches!(raw.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
+    assert_eq!(
+        bounded("lost", tracker.next()).await,
+        Some(CommandUpdate::Lost)
+    );
+    assert_eq!(bounded("end", tracker.next()).await, None);
+    assert_eq!(
+        cp.command(&command_id).unwrap().outcome,
+        Some(CommandOutcome::Lost)
+    );
+    server.shutdown().await;
+}

@@ -69,6 +69,10 @@ async fn a_silent_edge_is_unreachable_then_timed_out() {
     assert!(resp.accepted);
     let start = Instant::now();
     // Say nothing more (not even the status the CP asks for).
+    let status = tokio::spawn({
+        let cp = cp.clone();
+        async move { cp.request_status("edge-quiet", vec![]).await }
+    });
     next_cp(&mut events, "unreachable", |e| {
         matches!(e, CpEvent::EdgeUnreachable { .. }).then_some(())
     })
@@ -83,6 +87,11 @@ async fn a_silent_edge_is_unreachable_then_timed_out() {
     })
     .await;
     assert_eq!(reason, CloseReason::HeartbeatTimeout);
+    // status_timeout (2 s) came before the end of the session (3 s).
+    assert_eq!(
+        status.await.unwrap(),
+        Err(iop_tokio::StatusRequestError::TimedOut)
+    );
     // 3 intervals of 1 s.
     assert!(
         start.elapsed() >= Duration::from_millis(2_500),

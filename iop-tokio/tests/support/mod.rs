@@ -115,13 +115,22 @@ impl RawClient {
     }
 
     pub async fn send_hello(&mut self, edge_id: &str) {
-        let hello = Envelope::new(EdgeHelloRequest {
+        self.send_hello_with(edge_id, &[]).await;
+    }
+
+    pub async fn send_hello_with(&mut self, edge_id: &str, operations: &[&str]) {
+        self.send(Envelope::new(EdgeHelloRequest {
             edge_id: edge_id.into(),
             protocol_version: proto::PROTOCOL_VERSION,
+            operations: operations.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
-        });
+        }))
+        .await;
+    }
+
+    pub async fn send(&mut self, envelope: Envelope) {
         let mut wire = Vec::new();
-        proto::encode_frame(&hello, proto::PRE_HELLO_MAX_FRAME_LEN, &mut wire).unwrap();
+        proto::encode_frame(&envelope, proto::PRE_HELLO_MAX_FRAME_LEN, &mut wire).unwrap();
         self.stream.write_all(&wire).await.unwrap();
     }
 
