@@ -126,6 +126,7 @@ impl<R: Runtime> EdgeClient<R> {
             }),
             clock,
             wake: Signal::new(),
+            stop: Signal::new(),
             aborted: AtomicBool::new(false),
             handlers: self.handlers,
             event_capacity: self.event_capacity,
@@ -154,6 +155,8 @@ struct EdgeShared<R: Runtime> {
     state: Mutex<EdgeState>,
     clock: Clock,
     wake: Signal,
+    /// Told by shutdown: a dial in progress is abandoned.
+    stop: Signal,
     aborted: AtomicBool,
     handlers: HashMap<String, Handler>,
     event_capacity: usize,
@@ -329,23 +332,31 @@ async fn driver<R: Runtime>(shared: Arc<EdgeShared<R>>) {
                 continue;
             }
         }
-        let dial = futures_lite::future::or(async { Some(R::connect(shared.addr).await) }, async {
-            R::sleep_until(std::time::Instant::now() + CONNECT_TIMEOUT).await;
-            None
-        })
+        let dial = futures_lite::future::or(
+            futures_lite::future::or(async { Dial::Done(R::connect(shared.addr).await) }, async {
+                R::sleep_until(std::time::Instant::now() + CONNECT_TIMEOUT).await;
+                Dial::TimedOut
+            }),
+            async {
+                shared.stop.wait().await;
+                Dial::Stopped
+            },
+        )
         .await;
         let mut stream = match dial {
-            Some(Ok(stream)) => stream,
-            Some(Err(e)) => {
+            Dial::Done(Ok(stream)) => stream,
+            Dial::Done(Err(e)) => {
                 tracing::debug!(error = %e, "dial failed");
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
-            None => {
+            Dial::TimedOut => {
                 tracing::debug!("dial timed out");
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
+            // Shut down while dialling: the loop sees it and ends.
+            Dial::Stopped => continue,
         };
         if let Err(e) = shared.with_inner(|edge, now| edge.handle_connected(now)) {
             tracing::debug!(error = %e, "not connecting");
@@ -364,6 +375,12 @@ async fn driver<R: Runtime>(shared: Arc<EdgeShared<R>>) {
     }
     state.events.close();
     tracing::debug!("edge driver stopped");
+}
+
+enum Dial<S> {
+    Done(std::io::Result<S>),
+    TimedOut,
+    Stopped,
 }
 
 struct EdgeConn<'a, R: Runtime> {
@@ -482,6 +499,7 @@ impl<R: Runtime> EdgeHandle<R> {
             state.starts.clear();
         }
         self.shared.wake.notify();
+        self.shared.stop.notify();
         let deadline = std::time::Instant::now() + self.shared.shutdown_grace;
         let done = futures_lite::future::or(
             async {
