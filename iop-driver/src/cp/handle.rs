@@ -154,14 +154,14 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         lock(&self.shared.state).events.subscribe(capacity)
     }
 
-    /// Ends `edge_id`'s session with `GoAway{CREDENTIAL_REVOKED}`. Also take it out of
-    /// the enrolment policy, or it may come back.
+    /// Ends `edge_id`'s session with `GoAway{CREDENTIAL_REVOKED}` and removes it from
+    /// the allow list (with [`EnrolmentPolicy::AcceptAny`] it may enrol again).
     pub fn revoke(&self, edge_id: &str) -> Result<(), RevokeError> {
         self.shared.with(|state, now| state.cp.revoke(now, edge_id))
     }
 
-    /// Replaces the enrolment policy (for new hellos; use [`revoke`](Self::revoke) for
-    /// live sessions).
+    /// Replaces the enrolment policy. Live sessions that no longer pass it end with
+    /// `GoAway{CREDENTIAL_REVOKED}`.
     pub fn set_enrolment_policy(&self, policy: EnrolmentPolicy) {
         self.shared
             .with(|state, now| state.cp.set_enrolment_policy(now, policy));

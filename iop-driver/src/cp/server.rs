@@ -28,8 +28,9 @@ use crate::{Clock, Runtime};
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServerConfig {
-    /// The core's configuration. `wall_clock`, and `session_id_floor` /
-    /// `command_id_epoch` when left at 0, are filled in from the real clock at bind.
+    /// The core's configuration. `wall_clock`, and `session_id_floor` and
+    /// `command_id_epoch` (both Unix ns) when left at 0, are filled in from the real clock
+    /// at bind.
     pub cp: CpConfig,
     /// Who may connect.
     pub enrolment: EnrolmentPolicy,
@@ -97,7 +98,10 @@ pub(crate) struct CpState {
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
     pub(crate) stopped: bool,
-    /// Told when the last connection is gone after `stopped`.
+    /// The accept loop ended (the listener is closed).
+    accept_done: bool,
+    /// Told when the last connection is gone (and the listener closed) after
+    /// `stopped`.
     pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
 }
 
@@ -144,7 +148,7 @@ impl<R: Runtime> CpShared<R> {
             state.timer_armed = next;
             self.timer.notify();
         }
-        if state.stopped && state.conns.is_empty() {
+        if state.stopped && state.conns.is_empty() && state.accept_done {
             for waiter in state.idle_waiters.drain(..) {
                 let _ = waiter.send(());
             }
@@ -271,12 +275,19 @@ impl<R: Runtime> ControlPlaneServer<R> {
         let clock = Clock::new();
         let mut cp_config = config.cp;
         cp_config.wall_clock = clock.wall_clock();
-        // Fencing epochs that grow across restarts (see CpConfig::session_id_floor).
+        // Fencing epochs that grow across restarts (see CpConfig::session_id_floor):
+        // Unix nanoseconds, so even a restart within the same millisecond moves on
+        // (a CP would need more sessions than nanoseconds lived to overlap the next).
+        // The same for generated command ids, which the Edge keys commands by.
+        let unix_nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 2))
+            .unwrap_or(0);
         if cp_config.session_id_floor == 0 {
-            cp_config.session_id_floor = clock.origin_unix_ms().saturating_mul(1_000);
+            cp_config.session_id_floor = unix_nanos;
         }
         if cp_config.command_id_epoch == 0 {
-            cp_config.command_id_epoch = clock.origin_unix_ms();
+            cp_config.command_id_epoch = unix_nanos;
         }
         let cp = ControlPlane::new(cp_config, config.enrolment)?;
         let listener = R::bind(addr).await?;
@@ -291,6 +302,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 book: CommandBook::new(config.command_book),
                 events: Publisher::default(),
                 stopped: false,
+                accept_done: false,
                 idle_waiters: Vec::new(),
             }),
             clock,
@@ -358,9 +370,16 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
             Some(conn)
         });
         let Some(conn) = conn else { break };
-        let span = tracing::info_span!("cp_conn", conn = conn.0, %peer);
+        let span = tracing::info_span!(
+            "cp_conn",
+            conn = conn.0,
+            %peer,
+            edge_id = tracing::field::Empty
+        );
         R::spawn(conn_task(shared.clone(), conn, slot, stream).instrument(span));
     }
+    drop(listener);
+    shared.with(|state, _| state.accept_done = true);
     tracing::debug!("accept loop stopped");
 }
 
@@ -375,6 +394,7 @@ async fn conn_task<R: Runtime>(
         shared: &shared,
         conn,
         slot: &slot,
+        labelled: AtomicBool::new(false),
     };
     let ended = io::drive::<R, _, _>(&mut stream, &core, &slot.wake).await;
     drop(stream);
@@ -391,12 +411,23 @@ struct CpConn<'a, R: Runtime> {
     shared: &'a CpShared<R>,
     conn: ConnectionId,
     slot: &'a ConnSlot,
+    /// The span got its `edge_id`.
+    labelled: AtomicBool,
 }
 
 impl<R: Runtime> ConnCore for CpConn<'_, R> {
     fn handle_bytes(&self, bytes: &[u8]) {
-        self.shared
-            .with(|state, now| state.cp.handle_bytes(now, self.conn, bytes));
+        let edge_id = self.shared.with(|state, now| {
+            state.cp.handle_bytes(now, self.conn, bytes);
+            if self.labelled.load(Ordering::Relaxed) {
+                return None;
+            }
+            state.cp.session_of(self.conn).map(|(id, _)| id.to_owned())
+        });
+        if let Some(edge_id) = edge_id {
+            self.labelled.store(true, Ordering::Relaxed);
+            tracing::Span::current().record("edge_id", edge_id.as_str());
+        }
     }
 
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {

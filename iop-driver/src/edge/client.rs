@@ -119,12 +119,14 @@ impl<R: Runtime> EdgeClient<R> {
         let shared = Arc::new(EdgeShared::<R> {
             state: Mutex::new(EdgeState {
                 edge,
+                starts: Vec::new(),
                 events: Publisher::default(),
                 done: false,
                 done_waiters: Vec::new(),
             }),
             clock,
             wake: Signal::new(),
+            stop: Signal::new(),
             aborted: AtomicBool::new(false),
             handlers: self.handlers,
             event_capacity: self.event_capacity,
@@ -140,6 +142,9 @@ impl<R: Runtime> EdgeClient<R> {
 
 struct EdgeState {
     edge: Edge<NodeRegistry>,
+    /// Handlers to start once the lock is released (a handler's synchronous part may
+    /// call back into the Edge).
+    starts: Vec<(Handler, CommandContext)>,
     events: Publisher<EdgeEvent>,
     /// The driver task ended.
     done: bool,
@@ -150,6 +155,8 @@ struct EdgeShared<R: Runtime> {
     state: Mutex<EdgeState>,
     clock: Clock,
     wake: Signal,
+    /// Told by shutdown: a dial in progress is abandoned.
+    stop: Signal,
     aborted: AtomicBool,
     handlers: HashMap<String, Handler>,
     event_capacity: usize,
@@ -161,11 +168,24 @@ struct EdgeShared<R: Runtime> {
 impl<R: Runtime> EdgeShared<R> {
     /// Runs `f` on the Edge from the driver itself, then routes its events.
     fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<NodeRegistry>, Instant) -> T) -> T {
-        let mut state = lock(&self.state);
-        let now = self.clock.now();
-        let out = f(&mut state.edge, now);
-        self.pump(&mut state);
+        let (out, starts) = {
+            let mut state = lock(&self.state);
+            let now = self.clock.now();
+            let out = f(&mut state.edge, now);
+            self.pump(&mut state);
+            (out, std::mem::take(&mut state.starts))
+        };
+        self.start_handlers(starts);
         out
+    }
+
+    fn start_handlers(self: &Arc<Self>, starts: Vec<(Handler, CommandContext)>) {
+        for (handler, ctx) in starts {
+            let command_id = ctx.command_id.clone();
+            let span = tracing::info_span!("command", command_id = %command_id);
+            let fut = span.in_scope(|| handler(ctx));
+            R::spawn(run_handler(self.clone(), command_id, fut).instrument(span));
+        }
     }
 
     /// Runs `f` for the application, then wakes the driver to send what it queued.
@@ -195,13 +215,7 @@ impl<R: Runtime> EdgeShared<R> {
                     reporter: Arc::new(Link(Arc::downgrade(self))),
                 };
                 match self.handlers.get(operation) {
-                    Some(handler) => {
-                        let fut = handler(ctx);
-                        let span = tracing::info_span!("command", command_id = %command_id);
-                        R::spawn(
-                            run_handler(self.clone(), command_id.clone(), fut).instrument(span),
-                        );
-                    }
+                    Some(handler) => state.starts.push((handler.clone(), ctx)),
                     None => {
                         let now = self.clock.now();
                         let _ = state.edge.report_outcome(
@@ -318,23 +332,31 @@ async fn driver<R: Runtime>(shared: Arc<EdgeShared<R>>) {
                 continue;
             }
         }
-        let dial = futures_lite::future::or(async { Some(R::connect(shared.addr).await) }, async {
-            R::sleep_until(std::time::Instant::now() + CONNECT_TIMEOUT).await;
-            None
-        })
+        let dial = futures_lite::future::or(
+            futures_lite::future::or(async { Dial::Done(R::connect(shared.addr).await) }, async {
+                R::sleep_until(std::time::Instant::now() + CONNECT_TIMEOUT).await;
+                Dial::TimedOut
+            }),
+            async {
+                shared.stop.wait().await;
+                Dial::Stopped
+            },
+        )
         .await;
         let mut stream = match dial {
-            Some(Ok(stream)) => stream,
-            Some(Err(e)) => {
+            Dial::Done(Ok(stream)) => stream,
+            Dial::Done(Err(e)) => {
                 tracing::debug!(error = %e, "dial failed");
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
-            None => {
+            Dial::TimedOut => {
                 tracing::debug!("dial timed out");
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
+            // Shut down while dialling: the loop sees it and ends.
+            Dial::Stopped => continue,
         };
         if let Err(e) = shared.with_inner(|edge, now| edge.handle_connected(now)) {
             tracing::debug!(error = %e, "not connecting");
@@ -353,6 +375,12 @@ async fn driver<R: Runtime>(shared: Arc<EdgeShared<R>>) {
     }
     state.events.close();
     tracing::debug!("edge driver stopped");
+}
+
+enum Dial<S> {
+    Done(std::io::Result<S>),
+    TimedOut,
+    Stopped,
 }
 
 struct EdgeConn<'a, R: Runtime> {
@@ -467,8 +495,11 @@ impl<R: Runtime> EdgeHandle<R> {
             let now = self.shared.clock.now();
             state.edge.shutdown(now);
             self.shared.pump(&mut state);
+            // Shutdown cancels every command: nothing is left to start.
+            state.starts.clear();
         }
         self.shared.wake.notify();
+        self.shared.stop.notify();
         let deadline = std::time::Instant::now() + self.shared.shutdown_grace;
         let done = futures_lite::future::or(
             async {
