@@ -349,3 +349,28 @@ fn enrolment_file_admits_the_right_credential_only() {
     let log = std::fs::read_to_string(&bad_log).unwrap();
     assert!(!log.contains("not-the-secret"), "{log}");
 }
+
+#[test]
+fn simulated_nodes_show_life_in_status_and_events() {
+    let cp = control_plane(&[]);
+    let config = temp_file("edge.toml", &edge_config(true));
+    let mut sse = Sse::open(cp.admin, "/v1/events");
+    let (_edge, _) = edge(
+        cp.edges,
+        "edge-sim",
+        &config,
+        &["--simulate", "--seed", "9", "--simulate-interval-ms", "20"],
+    );
+    sse.wait_for("NODE_EVENT_KIND_NODE_READY");
+    wait_connected(cp.admin, "edge-sim");
+    let status = wait_until("a ready node in status", || {
+        let a = get(cp.admin, "/v1/edges/edge-sim/status");
+        let v = a.json();
+        let ready = v["nodes"]
+            .as_array()?
+            .iter()
+            .any(|n| n["connected"] == true && n["state"] == "NODE_STATE_READY");
+        ready.then_some(a.body)
+    });
+    assert_no_secret("simulated status", &status);
+}
