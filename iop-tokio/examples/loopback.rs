@@ -70,7 +70,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         while tracker.next().await.is_some() {}
         commands.push(t.elapsed());
     }
-    println!("status round trip (8 nodes), {rounds} sequential: {}", percentiles(status));
+    println!(
+        "status round trip (8 nodes), {rounds} sequential: {}",
+        percentiles(status)
+    );
     println!(
         "command to terminal phase, {rounds} sequential: {}",
         percentiles(commands)
