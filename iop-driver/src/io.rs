@@ -12,7 +12,7 @@ use futures_lite::AsyncWriteExt;
 use crate::Runtime;
 use crate::signal::Signal;
 
-/// Bytes read per `poll_read`: small so an idle connection holds little.
+/// Bytes read per `poll_read` (a stack buffer, held only during the poll).
 const READ_CHUNK: usize = 2 * 1024;
 /// Bytes pulled from the core before writing them out.
 const PULL_BATCH: usize = 64 * 1024;
@@ -59,7 +59,7 @@ pub(crate) trait ConnCore {
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 enum Step {
-    Read(usize),
+    Read,
     Wrote(usize),
     Eof,
     Failed(std::io::Error),
@@ -73,7 +73,6 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
     C: ConnCore,
 {
-    let mut read_buf = [0u8; READ_CHUNK];
     let mut out: Vec<u8> = Vec::new();
     let mut written = 0usize;
     let mut closing = false;
@@ -131,11 +130,17 @@ where
                     Poll::Pending => {}
                 }
             }
-            // Read while writes are pending; a closing connection reads no more.
+            // Read while writes are pending; a closing connection reads no more. The
+            // buffer lives on the stack of this poll only, and the bytes go to the core
+            // at once: an idle connection's task holds no read buffer.
             if !closing {
+                let mut read_buf = [0u8; READ_CHUNK];
                 match Pin::new(&mut *stream).poll_read(cx, &mut read_buf) {
                     Poll::Ready(Ok(0)) => return Poll::Ready(Step::Eof),
-                    Poll::Ready(Ok(n)) => return Poll::Ready(Step::Read(n)),
+                    Poll::Ready(Ok(n)) => {
+                        core.handle_bytes(read_buf.get(..n).unwrap_or_default());
+                        return Poll::Ready(Step::Read);
+                    }
                     Poll::Ready(Err(e)) => return Poll::Ready(Step::Failed(e)),
                     Poll::Pending => {}
                 }
@@ -152,7 +157,7 @@ where
         })
         .await;
         match step {
-            Step::Read(n) => core.handle_bytes(read_buf.get(..n).unwrap_or_default()),
+            Step::Read => {}
             Step::Wrote(n) => written += n,
             Step::Woken => {}
             Step::Timeout if closing => {
@@ -242,9 +247,9 @@ mod tests {
         let mut stream = futures_lite::io::Cursor::new(Vec::new());
         let wake = Signal::new();
         let fut = drive::<Nop, _, _>(&mut stream, &core, &wake);
-        // The 2 KiB read buffer plus a few words: no frame-sized buffer.
+        // A few words: no read buffer, no frame-sized buffer.
         let size = std::mem::size_of_val(&fut);
-        assert!(size <= READ_CHUNK + 512, "driver future is {size} bytes");
+        assert!(size <= 512, "driver future is {size} bytes");
     }
 
     #[test]

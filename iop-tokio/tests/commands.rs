@@ -399,3 +399,51 @@ async fn a_command_the_edge_forgot_across_a_reconnect_is_lost() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_operation_without_handler_fails_and_a_panicking_handler_fails_its_command() {
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut events = cp.subscribe();
+    let config = fast_edge("edge-p").with_operation("edge.unhandled", TargetLevel::Edge);
+    let edge = EdgeClient::new(config)
+        .operation("edge.ping", TargetLevel::Edge, |_ctx| async move {
+            panic!("handler bug");
+        })
+        .connect(server.local_addr())
+        .unwrap();
+    next_cp(&mut events, "session", |e| {
+        matches!(e, CpEvent::SessionAccepted { .. }).then_some(())
+    })
+    .await;
+
+    let record = bounded(
+        "panicking handler",
+        cp.send_command("edge-p", ping()).unwrap().finish(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        record.outcome,
+        Some(CommandOutcome::Finished(CommandPhase::Failed))
+    );
+    assert_eq!(record.events().last().unwrap().message, "handler panicked");
+
+    let mut spec = ping();
+    spec.operation = "edge.unhandled".into();
+    let record = bounded(
+        "no handler",
+        cp.send_command("edge-p", spec).unwrap().finish(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        record.outcome,
+        Some(CommandOutcome::Finished(CommandPhase::Failed))
+    );
+    assert!(record.response().unwrap().accepted);
+    edge.shutdown().await;
+    server.shutdown().await;
+}

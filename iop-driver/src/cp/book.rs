@@ -227,6 +227,16 @@ impl<R: Runtime> CommandTracker<R> {
         &self.edge_id
     }
 
+    /// Waits until the command is finished (or the tracker ends otherwise) and returns
+    /// its record: response, every event, outcome.
+    pub async fn finish(mut self) -> Option<CommandRecord> {
+        while futures_lite::future::poll_fn(|cx| Pin::new(&mut self).poll_next(cx))
+            .await
+            .is_some()
+        {}
+        self.record()
+    }
+
     /// The command's record so far.
     pub fn record(&self) -> Option<CommandRecord> {
         let state = lock(&self.shared.state);

@@ -257,7 +257,15 @@ async fn run_handler<R: Runtime>(
     command_id: String,
     fut: super::handler::HandlerFuture,
 ) {
-    let result = fut.await;
+    // A panicking handler fails its command at once instead of leaving it to time out.
+    let result =
+        match futures_lite::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(fut)).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::warn!("handler panicked");
+                CommandResult::failed("handler panicked")
+            }
+        };
     let outcome = result.outcome;
     let reported = shared.with_app(|edge, now| {
         edge.report_outcome(now, &command_id, outcome, result.message, result.detail)
