@@ -377,3 +377,40 @@ fn simulated_nodes_show_life_in_status_and_events() {
     });
     assert_no_secret("simulated status", &status);
 }
+
+/// Sends SIGTERM to a child we started (by its pid) and returns its exit code.
+#[cfg(unix)]
+fn terminate(proc: &mut cli_support::Proc) -> Option<i32> {
+    let pid = proc.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(status) = proc.0.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "did not stop on SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_both_binaries_gracefully() {
+    let mut cp = control_plane(&[]);
+    let config = temp_file("edge.toml", &edge_config(false));
+    let mut sse = Sse::open(cp.admin, "/v1/events");
+    let (mut edge_proc, _) = edge(cp.edges, "edge-term", &config, &[]);
+    wait_connected(cp.admin, "edge-term");
+    // The Edge says goodbye (GoAway SHUTDOWN) rather than just vanishing.
+    assert_eq!(terminate(&mut edge_proc), Some(0));
+    sse.wait_for("event: edge_disconnected");
+    assert!(sse.seen.contains("PeerGoAway"), "{}", sse.seen);
+    assert_eq!(terminate(&mut cp.proc), Some(0));
+}

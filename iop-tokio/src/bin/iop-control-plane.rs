@@ -1,6 +1,7 @@
 //! `iop-control-plane`: an IOP Control Plane with an HTTP admin API.
 #![forbid(unsafe_code)]
 
+use std::future::IntoFuture as _;
 use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,6 +13,9 @@ use iop_tokio::cli::admin::{self, AdminState};
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
 use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging};
 use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
+
+/// How long open admin connections may take to finish once stopping.
+const ADMIN_GRACE: Duration = Duration::from_secs(3);
 
 /// An IOP Control Plane: accepts Edge connections (TCP, length-prefixed protobuf
 /// frames) and serves an HTTP admin API (`/v1/edges`, `/v1/commands`, `/v1/events`,
@@ -150,12 +154,43 @@ async fn serve(
     drop(out);
 
     let app = admin::router(state);
-    let result = axum::serve(admin_listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await;
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut admin_task = tokio::spawn(
+        axum::serve(admin_listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            })
+            .into_future(),
+    );
+    let early = tokio::select! {
+        () = shutdown_signal() => None,
+        ended = &mut admin_task => Some(ended),
+    };
     tracing::info!("stopping");
+    // Shutting the control plane down first ends the event streams, so the admin
+    // server's graceful shutdown does not wait on them.
+    let cp = server.handle();
+    cp.shutdown().await;
+    let result = match early {
+        Some(ended) => ended,
+        None => {
+            let _ = stop_tx.send(true);
+            match tokio::time::timeout(ADMIN_GRACE, &mut admin_task).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    tracing::warn!("admin connections still open after the grace period: dropped");
+                    admin_task.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
     server.shutdown().await;
-    result.map_err(|e| Failure::Runtime(format!("admin API: {e}")))
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::Runtime(format!("admin API: {e}"))),
+        Err(e) => Err(Failure::Runtime(format!("admin API task: {e}"))),
+    }
 }
 
 fn hash_credential() -> Result<(), Failure> {

@@ -3,6 +3,37 @@
 //! Edge's built-in operations and simulated nodes, the demo walkthrough, tables and
 //! logging. Public so the binaries stay thin and so tests (and other tools) can reuse
 //! the pieces.
+//!
+//! # Example
+//!
+//! Read an Edge config file and show its nodes as a table:
+//!
+//! ```
+//! use std::path::Path;
+//! use iop_tokio::cli::{EdgeFile, Table};
+//!
+//! let text = r#"
+//! [[nodes]]
+//! id = "gpu-1"
+//! labels = { zone = "a" }
+//! token = "never-shown"
+//!
+//! [[nodes.providers]]
+//! id = "llama"
+//! category = "local_inference"
+//! capacity = 4
+//! "#;
+//! let file = EdgeFile::parse(Path::new("edge.toml"), text)?;
+//! let mut table = Table::new(["node", "providers"]);
+//! for node in &file.nodes {
+//!     table.row([node.node_id.clone(), node.providers.len().to_string()]);
+//! }
+//! assert_eq!(table.to_string().lines().nth(2), Some("gpu-1  1"));
+//! // Typos are errors naming the file and line.
+//! let err = EdgeFile::parse(Path::new("edge.toml"), "[[nodes]]\nid = \"n\"\ncapacty = 1\n").unwrap_err();
+//! assert!(err.to_string().starts_with("edge.toml:3: unknown field `capacty`"));
+//! # Ok::<(), iop_tokio::cli::FileError>(())
+//! ```
 
 pub mod admin;
 pub mod demo;

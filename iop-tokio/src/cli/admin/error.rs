@@ -132,3 +132,57 @@ impl IntoResponse for ApiError {
             .into_response()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_failures_map_to_their_http_status() {
+        let cases = [
+            (
+                StatusRequestError::Refused(StatusError::NotConnected("e".into())),
+                409,
+                "not_connected",
+            ),
+            (StatusRequestError::TimedOut, 504, "timeout"),
+            (StatusRequestError::Abandoned, 503, "session_ended"),
+            (StatusRequestError::Stopped, 503, "shutting_down"),
+            (
+                StatusRequestError::Refused(StatusError::TooManyInFlight { limit: 64 }),
+                503,
+                "busy",
+            ),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from_status("e", &error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn command_failures_map_to_their_http_status() {
+        let cases = [
+            (
+                SendCommandError::Refused(CommandError::NotConnected("e".into())),
+                409,
+                "not_connected",
+            ),
+            (
+                SendCommandError::Refused(CommandError::OperationNotAdvertised("x".into())),
+                400,
+                "unknown_operation",
+            ),
+            (
+                SendCommandError::Refused(CommandError::TooManyInFlight { limit: 256 }),
+                503,
+                "busy",
+            ),
+            (SendCommandError::Stopped, 503, "shutting_down"),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from_command("e", &error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
+        }
+    }
+}
