@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Json;
 use axum::Router;
@@ -108,10 +108,9 @@ async fn post_command(
     if s.cp.edge(&edge_id).is_none() {
         return Err(ApiError::unknown_edge(&edge_id));
     }
-    let wait = match request.timeout_ms {
-        0 => s.command_answer_timeout,
-        ms => Duration::from_millis(u64::from(ms)).min(s.command_answer_timeout),
-    };
+    // `timeout_ms` bounds the command's run on the Edge, not its answer: the answer
+    // (accepted or rejected) is awaited for `command_answer_timeout`.
+    let wait = s.command_answer_timeout;
     let spec = CommandSpec {
         operation: request.operation,
         target_selector: request.target_selector,
