@@ -390,3 +390,57 @@ async fn a_stricter_policy_and_revocation_end_the_session_and_refuse_the_edge() 
     edge.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_dropped_as_slow_and_others_carry_on() {
+    use iop_tokio::core::cp::CommandSpec;
+    let mut config = fast_server();
+    config.cp.outbound_cap = 1024 * 1024;
+    config.cp.max_inflight_commands = 10_000;
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+    let cp = server.handle();
+    let mut events = cp.subscribe();
+    let healthy = EdgeClient::new(fast_edge("edge-ok"))
+        .connect(server.local_addr())
+        .unwrap();
+    let mut slow = RawClient::connect(server.local_addr()).await;
+    slow.send_hello_with("edge-slow", &["edge.ping"]).await;
+    assert!(matches!(slow.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
+
+    // 64 KiB commands to a peer that reads nothing, until its session is dropped.
+    let mut spec = CommandSpec {
+        operation: "edge.ping".into(),
+        ..Default::default()
+    };
+    spec.metadata.insert("blob".into(), "x".repeat(64 * 1024));
+    let mut sent = 0;
+    while cp.send_command("edge-slow", spec.clone()).is_ok() {
+        sent += 1;
+        assert!(sent < 2_000, "never dropped");
+        tokio::task::yield_now().await;
+    }
+    let reason = next_cp(&mut events, "slow peer closed", |e| match e {
+        CpEvent::Closed {
+            edge_id, reason, ..
+        } if edge_id.as_deref() == Some("edge-slow") => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, CloseReason::SlowPeer);
+    assert_eq!(cp.stats().slow_peers, 1);
+    // (Its task would otherwise spend the 2 s close bound on bytes nobody reads.)
+    drop(slow);
+
+    // The other Edge never noticed.
+    bounded("healthy session", async {
+        while !healthy.is_connected() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    bounded("status", cp.request_status("edge-ok", vec![]))
+        .await
+        .unwrap();
+    healthy.shutdown().await;
+    server.shutdown().await;
+}
