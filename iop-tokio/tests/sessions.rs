@@ -17,10 +17,10 @@ async fn hello_accepted_then_listed_as_connected() {
         .await
         .unwrap();
     let cp = server.handle();
-    let edge = EdgeClient::new(fast_edge("edge-a"))
-        .connect(server.local_addr())
-        .unwrap();
-    let mut edge_events = edge.events();
+    // Subscribed before the start: nothing can be missed.
+    let mut client = EdgeClient::new(fast_edge("edge-a"));
+    let mut edge_events = client.events();
+    let edge = client.connect(server.local_addr()).unwrap();
     next_edge(&mut edge_events, "connected", |e| {
         matches!(e, EdgeEvent::Connected { .. }).then_some(())
     })
