@@ -331,6 +331,11 @@ impl<R: Runtime> ControlPlaneServer<R> {
         self.handle.clone()
     }
 
+    /// Stops accepting new sessions; see [`ControlPlaneHandle::drain`].
+    pub fn drain(&self) {
+        self.handle.drain();
+    }
+
     /// Graceful shutdown; see [`ControlPlaneHandle::shutdown`].
     pub async fn shutdown(self) {
         self.handle.shutdown().await;
