@@ -444,3 +444,37 @@ async fn a_peer_that_stops_reading_is_dropped_as_slow_and_others_carry_on() {
     healthy.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn garbage_gets_protocol_error_and_silence_gets_hello_timeout() {
+    let mut config = fast_server();
+    config.cp.hello_timeout = Duration::from_millis(300);
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+
+    // A zero-length frame is invalid (SPEC §2).
+    let mut garbage = RawClient::connect(server.local_addr()).await;
+    tokio::io::AsyncWriteExt::write_all(&mut garbage.stream, &[0, 0, 0, 0])
+        .await
+        .unwrap();
+    let bodies = garbage.read_to_end().await;
+    assert!(
+        matches!(bodies.as_slice(), [Body::GoAway(g)] if g.reason() == GoAwayReason::ProtocolError),
+        "{bodies:?}"
+    );
+
+    let mut silent = RawClient::connect(server.local_addr()).await;
+    let bodies = silent.read_to_end().await;
+    assert!(
+        matches!(bodies.as_slice(), [Body::GoAway(g)] if g.reason() == GoAwayReason::HelloTimeout),
+        "{bodies:?}"
+    );
+    let stats = server.handle().stats();
+    assert_eq!((stats.protocol_errors, stats.hello_timeouts), (1, 1));
+    bounded("connections released", async {
+        while server.handle().connection_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    server.shutdown().await;
+}
