@@ -295,6 +295,12 @@ async fn graceful_shutdown_tells_every_edge_and_ends_streams() {
         while events.next().await.is_some() {}
     })
     .await;
+    // A late subscription ends at once.
+    bounded("late subscription end", async {
+        use futures_lite::StreamExt;
+        assert!(cp.subscribe().next().await.is_none());
+    })
+    .await;
     // New work is refused.
     assert!(matches!(
         cp.request_status("edge-g", vec![]).await,
@@ -303,6 +309,11 @@ async fn graceful_shutdown_tells_every_edge_and_ends_streams() {
     // The Edge's own shutdown is also graceful (it is disconnected now).
     bounded("edge shutdown", edge.shutdown()).await;
     assert!(!edge.is_connected());
+    bounded("edge events end", async {
+        use futures_lite::StreamExt;
+        assert!(edge.events().next().await.is_none());
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -98,6 +98,8 @@ pub(crate) struct CpState {
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
     pub(crate) stopped: bool,
+    /// Shutdown completed: subscriptions are closed.
+    pub(crate) finished: bool,
     /// The accept loop ended (the listener is closed).
     accept_done: bool,
     /// Told when the last connection is gone (and the listener closed) after
@@ -302,6 +304,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 book: CommandBook::new(config.command_book),
                 events: Publisher::default(),
                 stopped: false,
+                finished: false,
                 accept_done: false,
                 idle_waiters: Vec::new(),
             }),

@@ -470,7 +470,12 @@ impl<R: Runtime> EdgeHandle<R> {
     /// [`Notice::Lagged`](crate::Notice::Lagged)). Ends when the Edge stops.
     pub fn events(&self) -> Subscription<EdgeEvent> {
         let capacity = self.shared.event_capacity;
-        lock(&self.shared.state).events.subscribe(capacity)
+        let mut state = lock(&self.shared.state);
+        let subscription = state.events.subscribe(capacity);
+        if state.done {
+            state.events.close();
+        }
+        subscription
     }
 
     /// Whether a session with the Control Plane is up.
