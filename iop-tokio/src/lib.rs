@@ -43,8 +43,27 @@
 //! # }
 //! ```
 //!
-//! The types are those of [`iop_driver`] with the runtime fixed to [`Tokio`]; the
-//! `iop-smol` crate has the same names for smol.
+//! # What is here
+//!
+//! * [`ControlPlaneServer::bind`] starts a Control Plane (accept loop, timer, one task
+//!   per connection) configured by [`ServerConfig`] (the core's [`CpConfig`], the
+//!   [`EnrolmentPolicy`], shutdown grace, record book and subscriber sizes).
+//! * [`ControlPlaneHandle`] (cloneable): `edges`, `edge`, `stats`, `request_status`
+//!   (typed [`StatusRequestError`], timeout included), `send_command` → a
+//!   [`CommandTracker`] stream of [`CommandUpdate`]s, `command` (its
+//!   [`CommandRecord`]), `subscribe` (a bounded [`Subscription`] of
+//!   [`CpEvent`](core::cp::CpEvent)s; a slow subscriber gets [`Notice::Lagged`]),
+//!   `revoke`, `set_enrolment_policy`, `drain`, `shutdown`.
+//! * [`EdgeClient`] builds an Edge from an [`EdgeConfig`]: `operation(name, level,
+//!   async handler)`, then `connect(addr)` dials and keeps reconnecting with the core's
+//!   backoff; [`EdgeHandle`] (cloneable): `with_registry`, `events`, `is_connected`,
+//!   `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
+//!   progress) and return a [`CommandResult`].
+//!
+//! Everything must run inside a tokio runtime (it uses `tokio::spawn`). The types are
+//! those of [`iop_driver`] with the runtime fixed to [`Tokio`]; the `iop-smol` crate
+//! has the same names for smol. The default `cli` feature adds the reference binaries;
+//! `default-features = false` gives the library alone.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

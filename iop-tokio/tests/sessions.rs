@@ -17,10 +17,10 @@ async fn hello_accepted_then_listed_as_connected() {
         .await
         .unwrap();
     let cp = server.handle();
-    let edge = EdgeClient::new(fast_edge("edge-a"))
-        .connect(server.local_addr())
-        .unwrap();
-    let mut edge_events = edge.events();
+    // Subscribed before the start: nothing can be missed.
+    let mut client = EdgeClient::new(fast_edge("edge-a"));
+    let mut edge_events = client.events();
+    let edge = client.connect(server.local_addr()).unwrap();
     next_edge(&mut edge_events, "connected", |e| {
         matches!(e, EdgeEvent::Connected { .. }).then_some(())
     })
@@ -295,6 +295,12 @@ async fn graceful_shutdown_tells_every_edge_and_ends_streams() {
         while events.next().await.is_some() {}
     })
     .await;
+    // A late subscription ends at once.
+    bounded("late subscription end", async {
+        use futures_lite::StreamExt;
+        assert!(cp.subscribe().next().await.is_none());
+    })
+    .await;
     // New work is refused.
     assert!(matches!(
         cp.request_status("edge-g", vec![]).await,
@@ -303,6 +309,11 @@ async fn graceful_shutdown_tells_every_edge_and_ends_streams() {
     // The Edge's own shutdown is also graceful (it is disconnected now).
     bounded("edge shutdown", edge.shutdown()).await;
     assert!(!edge.is_connected());
+    bounded("edge events end", async {
+        use futures_lite::StreamExt;
+        assert!(edge.events().next().await.is_none());
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -388,5 +399,93 @@ async fn a_stricter_policy_and_revocation_end_the_session_and_refuse_the_edge() 
         Err(iop_tokio::core::cp::RevokeError::UnknownEdge(_))
     ));
     edge.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_dropped_as_slow_and_others_carry_on() {
+    use iop_tokio::core::cp::CommandSpec;
+    let mut config = fast_server();
+    config.cp.outbound_cap = 1024 * 1024;
+    config.cp.max_inflight_commands = 10_000;
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+    let cp = server.handle();
+    let mut events = cp.subscribe();
+    let healthy = EdgeClient::new(fast_edge("edge-ok"))
+        .connect(server.local_addr())
+        .unwrap();
+    let mut slow = RawClient::connect(server.local_addr()).await;
+    slow.send_hello_with("edge-slow", &["edge.ping"]).await;
+    assert!(matches!(slow.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
+
+    // 64 KiB commands to a peer that reads nothing, until its session is dropped.
+    let mut spec = CommandSpec {
+        operation: "edge.ping".into(),
+        ..Default::default()
+    };
+    spec.metadata.insert("blob".into(), "x".repeat(64 * 1024));
+    let mut sent = 0;
+    while cp.send_command("edge-slow", spec.clone()).is_ok() {
+        sent += 1;
+        assert!(sent < 2_000, "never dropped");
+        tokio::task::yield_now().await;
+    }
+    let reason = next_cp(&mut events, "slow peer closed", |e| match e {
+        CpEvent::Closed {
+            edge_id, reason, ..
+        } if edge_id.as_deref() == Some("edge-slow") => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, CloseReason::SlowPeer);
+    assert_eq!(cp.stats().slow_peers, 1);
+    // (Its task would otherwise spend the 2 s close bound on bytes nobody reads.)
+    drop(slow);
+
+    // The other Edge never noticed.
+    bounded("healthy session", async {
+        while !healthy.is_connected() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    bounded("status", cp.request_status("edge-ok", vec![]))
+        .await
+        .unwrap();
+    healthy.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn garbage_gets_protocol_error_and_silence_gets_hello_timeout() {
+    let mut config = fast_server();
+    config.cp.hello_timeout = Duration::from_millis(300);
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+
+    // A zero-length frame is invalid (SPEC §2).
+    let mut garbage = RawClient::connect(server.local_addr()).await;
+    tokio::io::AsyncWriteExt::write_all(&mut garbage.stream, &[0, 0, 0, 0])
+        .await
+        .unwrap();
+    let bodies = garbage.read_to_end().await;
+    assert!(
+        matches!(bodies.as_slice(), [Body::GoAway(g)] if g.reason() == GoAwayReason::ProtocolError),
+        "{bodies:?}"
+    );
+
+    let mut silent = RawClient::connect(server.local_addr()).await;
+    let bodies = silent.read_to_end().await;
+    assert!(
+        matches!(bodies.as_slice(), [Body::GoAway(g)] if g.reason() == GoAwayReason::HelloTimeout),
+        "{bodies:?}"
+    );
+    let stats = server.handle().stats();
+    assert_eq!((stats.protocol_errors, stats.hello_timeouts), (1, 1));
+    bounded("connections released", async {
+        while server.handle().connection_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     server.shutdown().await;
 }

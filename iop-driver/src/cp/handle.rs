@@ -151,7 +151,13 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// undelivered (then [`Notice::Lagged`](crate::Notice::Lagged)). Ends at shutdown.
     pub fn subscribe(&self) -> Subscription<CpEvent> {
         let capacity = self.shared.subscriber_capacity;
-        lock(&self.shared.state).events.subscribe(capacity)
+        let mut state = lock(&self.shared.state);
+        let subscription = state.events.subscribe(capacity);
+        if state.finished {
+            // Nothing will ever be published: end it at once.
+            state.events.close();
+        }
+        subscription
     }
 
     /// Ends `edge_id`'s session with `GoAway{CREDENTIAL_REVOKED}` and removes it from
@@ -235,6 +241,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             let _ = waiter.send(Err(StatusRequestError::Stopped));
         }
         state.book.wake_all();
+        state.finished = true;
         state.events.close();
         drop(state);
         self.shared.timer.notify();

@@ -98,6 +98,8 @@ pub(crate) struct CpState {
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
     pub(crate) stopped: bool,
+    /// Shutdown completed: subscriptions are closed.
+    pub(crate) finished: bool,
     /// The accept loop ended (the listener is closed).
     accept_done: bool,
     /// Told when the last connection is gone (and the listener closed) after
@@ -302,6 +304,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 book: CommandBook::new(config.command_book),
                 events: Publisher::default(),
                 stopped: false,
+                finished: false,
                 accept_done: false,
                 idle_waiters: Vec::new(),
             }),
@@ -329,6 +332,11 @@ impl<R: Runtime> ControlPlaneServer<R> {
     /// A handle to the running server.
     pub fn handle(&self) -> ControlPlaneHandle<R> {
         self.handle.clone()
+    }
+
+    /// Stops accepting new sessions; see [`ControlPlaneHandle::drain`].
+    pub fn drain(&self) {
+        self.handle.drain();
     }
 
     /// Graceful shutdown; see [`ControlPlaneHandle::shutdown`].

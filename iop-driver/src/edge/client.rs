@@ -32,6 +32,7 @@ pub struct EdgeClient<R: Runtime> {
     config: EdgeConfig,
     registry: NodeRegistry,
     handlers: HashMap<String, Handler>,
+    events: Publisher<EdgeEvent>,
     event_capacity: usize,
     shutdown_grace: Duration,
     _runtime: PhantomData<fn() -> R>,
@@ -55,6 +56,7 @@ impl<R: Runtime> EdgeClient<R> {
             config,
             registry: NodeRegistry::new(),
             handlers: HashMap::new(),
+            events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
             _runtime: PhantomData,
@@ -71,6 +73,12 @@ impl<R: Runtime> EdgeClient<R> {
     pub fn with_event_capacity(mut self, capacity: usize) -> Self {
         self.event_capacity = capacity;
         self
+    }
+
+    /// The Edge's events from its very start (see [`EdgeHandle::events`] for later
+    /// subscribers). Set the capacity first.
+    pub fn events(&mut self) -> Subscription<EdgeEvent> {
+        self.events.subscribe(self.event_capacity)
     }
 
     /// How long [`EdgeHandle::shutdown`] waits for the final frames (default 5 s).
@@ -120,7 +128,7 @@ impl<R: Runtime> EdgeClient<R> {
             state: Mutex::new(EdgeState {
                 edge,
                 starts: Vec::new(),
-                events: Publisher::default(),
+                events: self.events,
                 done: false,
                 done_waiters: Vec::new(),
             }),
@@ -452,7 +460,8 @@ impl<R: Runtime> std::fmt::Debug for EdgeHandle<R> {
 
 impl<R: Runtime> EdgeHandle<R> {
     /// Changes (or reads) the node registry under the Edge's lock, then wakes the
-    /// driver so the resulting node events go out. Keep `f` short: it blocks the Edge.
+    /// driver so the resulting node events go out. Keep `f` short (it blocks the Edge)
+    /// and do not call this handle from inside it (the lock is not re-entrant).
     pub fn with_registry<T>(&self, f: impl FnOnce(&mut NodeRegistry) -> T) -> T {
         self.shared.with_app(|edge, _| f(edge.registry_mut()))
     }
@@ -461,7 +470,12 @@ impl<R: Runtime> EdgeHandle<R> {
     /// [`Notice::Lagged`](crate::Notice::Lagged)). Ends when the Edge stops.
     pub fn events(&self) -> Subscription<EdgeEvent> {
         let capacity = self.shared.event_capacity;
-        lock(&self.shared.state).events.subscribe(capacity)
+        let mut state = lock(&self.shared.state);
+        let subscription = state.events.subscribe(capacity);
+        if state.done {
+            state.events.close();
+        }
+        subscription
     }
 
     /// Whether a session with the Control Plane is up.
