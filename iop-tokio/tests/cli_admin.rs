@@ -222,6 +222,27 @@ fn admin_api_end_to_end_over_the_binaries() {
     assert_eq!(ids, ["cpu-2", "gpu-1"]);
     sse.wait_for("NODE_EVENT_KIND_NODE_CONFIGURED");
 
+    // A broken file: the refresh FAILS naming file and line, and nothing changes.
+    std::fs::write(&config, "[[nodes]]\nid = \"gpu-1\"\ncolour = \"red\"\n").unwrap();
+    let sent = post(
+        admin,
+        "/v1/edges/edge-1/commands",
+        r#"{"operation":"provider-pool.refresh"}"#,
+    );
+    let record = finished_record(admin, sent.json()["commandId"].as_str().unwrap());
+    assert_eq!(
+        phases(&record),
+        ["ACCEPTED", "RUNNING", "FAILED"],
+        "{record}"
+    );
+    let message = record["events"][2]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{}:3: unknown field `colour`", config.display())),
+        "{message}"
+    );
+    let s = get(admin, "/v1/edges/edge-1/status").json();
+    assert_eq!(s["nodes"].as_array().unwrap().len(), 2);
+
     // Errors: JSON bodies with the right status.
     let err = get(admin, "/v1/edges/nope");
     assert_eq!(err.status, 404);
@@ -268,7 +289,7 @@ fn admin_api_end_to_end_over_the_binaries() {
         "iop_bytes_received_total ",
         "iop_protocol_errors_total 0",
         "# TYPE iop_admin_status_request_duration_seconds histogram",
-        "iop_admin_status_request_duration_seconds_count{result=\"ok\"} 2",
+        "iop_admin_status_request_duration_seconds_count{result=\"ok\"} 3",
     ] {
         assert!(
             metrics.body.contains(needle),
