@@ -31,8 +31,8 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     control_plane: String,
 
-    /// This Edge's id ([A-Za-z0-9._-]{1,128}); an empty id is refused by the Control
-    /// Plane (EMPTY_EDGE_ID).
+    /// This Edge's id ([A-Za-z0-9._-]{1,128}); an empty or invalid id is refused at
+    /// start (exit code 2), before dialling.
     #[arg(long, value_name = "ID")]
     edge_id: String,
 
