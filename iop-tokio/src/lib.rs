@@ -88,7 +88,8 @@ pub type ControlPlaneServer = iop_driver::ControlPlaneServer<Tokio>;
 pub type ControlPlaneHandle = iop_driver::ControlPlaneHandle<Tokio>;
 /// Follows one command's response and phases.
 pub type CommandTracker = iop_driver::CommandTracker<Tokio>;
-/// Builds and starts an Edge on tokio.
-pub type EdgeClient = iop_driver::EdgeClient<Tokio>;
+/// Builds and starts an Edge on tokio (with a [`NodeRegistry`](core::NodeRegistry)
+/// unless built by `with_edge_registry`).
+pub type EdgeClient<G = iop_driver::iop_core::NodeRegistry> = iop_driver::EdgeClient<Tokio, G>;
 /// A cloneable handle to a running Edge.
-pub type EdgeHandle = iop_driver::EdgeHandle<Tokio>;
+pub type EdgeHandle<G = iop_driver::iop_core::NodeRegistry> = iop_driver::EdgeHandle<Tokio, G>;

@@ -447,3 +447,40 @@ async fn an_operation_without_handler_fails_and_a_panicking_handler_fails_its_co
     edge.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_edge_with_a_custom_registry_reports_its_nodes() {
+    // `()` is the registry of an Edge with no nodes.
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut events = cp.subscribe();
+    let edge: iop_tokio::EdgeHandle<()> = EdgeClient::with_edge_registry(fast_edge("edge-0"), ())
+        .operation("edge.ping", TargetLevel::Edge, |_ctx| async {
+            CommandResult::succeeded("pong")
+        })
+        .connect(server.local_addr())
+        .unwrap();
+    next_cp(&mut events, "session", |e| {
+        matches!(e, CpEvent::SessionAccepted { .. }).then_some(())
+    })
+    .await;
+    let status = bounded("status", cp.request_status("edge-0", vec![]))
+        .await
+        .unwrap();
+    assert!(status.nodes.is_empty());
+    let record = bounded(
+        "command",
+        cp.send_command("edge-0", ping()).unwrap().finish(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        record.outcome,
+        Some(CommandOutcome::Finished(CommandPhase::Succeeded))
+    );
+    edge.with_registry(|()| {});
+    edge.shutdown().await;
+    server.shutdown().await;
+}

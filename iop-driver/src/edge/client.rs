@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use iop_core::Instant;
 use iop_core::NodeRegistry;
+use iop_core::edge::EdgeRegistry;
 use iop_core::edge::{
     ConfigError, Edge, EdgeConfig, EdgeEvent, EdgeStats, ReportError, TargetLevel, Transmit,
 };
@@ -28,9 +29,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Builds an Edge: its config, node registry and operation handlers; then
 /// [`connect`](Self::connect) starts it.
-pub struct EdgeClient<R: Runtime> {
+pub struct EdgeClient<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     config: EdgeConfig,
-    registry: NodeRegistry,
+    registry: G,
     handlers: HashMap<String, Handler>,
     events: Publisher<EdgeEvent>,
     event_capacity: usize,
@@ -38,7 +39,7 @@ pub struct EdgeClient<R: Runtime> {
     _runtime: PhantomData<fn() -> R>,
 }
 
-impl<R: Runtime> std::fmt::Debug for EdgeClient<R> {
+impl<R: Runtime, G: EdgeRegistry> std::fmt::Debug for EdgeClient<R, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeClient")
             .field("config", &self.config)
@@ -47,7 +48,7 @@ impl<R: Runtime> std::fmt::Debug for EdgeClient<R> {
     }
 }
 
-impl<R: Runtime> EdgeClient<R> {
+impl<R: Runtime> EdgeClient<R, NodeRegistry> {
     /// An Edge with `config` and an empty [`NodeRegistry`]. The config's `wall_clock`
     /// is set from the real clock when it starts, and a zero `seed` (backoff jitter)
     /// from the time.
@@ -67,6 +68,22 @@ impl<R: Runtime> EdgeClient<R> {
     pub fn with_node_registry(mut self, registry: NodeRegistry) -> Self {
         self.registry = registry;
         self
+    }
+}
+
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
+    /// An Edge with `config` and any [`EdgeRegistry`] (`()` is an Edge with no nodes);
+    /// see [`new`](EdgeClient::new) for the config fields filled in at start.
+    pub fn with_edge_registry(config: EdgeConfig, registry: G) -> Self {
+        Self {
+            config,
+            registry,
+            handlers: HashMap::new(),
+            events: Publisher::default(),
+            event_capacity: 1_024,
+            shutdown_grace: Duration::from_secs(5),
+            _runtime: PhantomData,
+        }
     }
 
     /// Undelivered events an [`EdgeHandle::events`] subscriber may hold (default 1 024).
@@ -111,7 +128,7 @@ impl<R: Runtime> EdgeClient<R> {
     /// Starts the Edge: dials `addr` now, and again after every disconnection (with
     /// the core's backoff) until [`EdgeHandle::shutdown`]. Must be called within the
     /// runtime `R`.
-    pub fn connect(self, addr: SocketAddr) -> Result<EdgeHandle<R>, ConfigError> {
+    pub fn connect(self, addr: SocketAddr) -> Result<EdgeHandle<R, G>, ConfigError> {
         let clock = Clock::new();
         let mut config = self.config;
         config.wall_clock = clock.wall_clock();
@@ -124,7 +141,7 @@ impl<R: Runtime> EdgeClient<R> {
         }
         let edge_id = config.edge_id.clone();
         let edge = Edge::new(config, self.registry)?;
-        let shared = Arc::new(EdgeShared::<R> {
+        let shared = Arc::new(EdgeShared::<R, G> {
             state: Mutex::new(EdgeState {
                 edge,
                 starts: Vec::new(),
@@ -148,8 +165,8 @@ impl<R: Runtime> EdgeClient<R> {
     }
 }
 
-struct EdgeState {
-    edge: Edge<NodeRegistry>,
+struct EdgeState<G: EdgeRegistry> {
+    edge: Edge<G>,
     /// Handlers to start once the lock is released (a handler's synchronous part may
     /// call back into the Edge).
     starts: Vec<(Handler, CommandContext)>,
@@ -159,8 +176,8 @@ struct EdgeState {
     done_waiters: Vec<oneshot::Sender<()>>,
 }
 
-struct EdgeShared<R: Runtime> {
-    state: Mutex<EdgeState>,
+struct EdgeShared<R: Runtime, G: EdgeRegistry> {
+    state: Mutex<EdgeState<G>>,
     clock: Clock,
     wake: Signal,
     /// Told by shutdown: a dial in progress is abandoned.
@@ -173,9 +190,9 @@ struct EdgeShared<R: Runtime> {
     _runtime: PhantomData<fn() -> R>,
 }
 
-impl<R: Runtime> EdgeShared<R> {
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     /// Runs `f` on the Edge from the driver itself, then routes its events.
-    fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<NodeRegistry>, Instant) -> T) -> T {
+    fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<G>, Instant) -> T) -> T {
         let (out, starts) = {
             let mut state = lock(&self.state);
             let now = self.clock.now();
@@ -197,13 +214,13 @@ impl<R: Runtime> EdgeShared<R> {
     }
 
     /// Runs `f` for the application, then wakes the driver to send what it queued.
-    fn with_app<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<NodeRegistry>, Instant) -> T) -> T {
+    fn with_app<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<G>, Instant) -> T) -> T {
         let out = self.with_inner(f);
         self.wake.notify();
         out
     }
 
-    fn pump(self: &Arc<Self>, state: &mut EdgeState) {
+    fn pump(self: &Arc<Self>, state: &mut EdgeState<G>) {
         while let Some(event) = state.edge.poll_event() {
             log_event(&event);
             if let EdgeEvent::CommandReceived {
@@ -244,9 +261,9 @@ impl<R: Runtime> EdgeShared<R> {
 }
 
 /// A handler's way back to the Edge (weak: a finished Edge ignores late reports).
-struct Link<R: Runtime>(std::sync::Weak<EdgeShared<R>>);
+struct Link<R: Runtime, G: EdgeRegistry>(std::sync::Weak<EdgeShared<R, G>>);
 
-impl<R: Runtime> Reporter for Link<R> {
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> Reporter for Link<R, G> {
     fn running(
         &self,
         command_id: &str,
@@ -260,8 +277,8 @@ impl<R: Runtime> Reporter for Link<R> {
     }
 }
 
-async fn run_handler<R: Runtime>(
-    shared: Arc<EdgeShared<R>>,
+async fn run_handler<R: Runtime, G: EdgeRegistry + Send + 'static>(
+    shared: Arc<EdgeShared<R, G>>,
     command_id: String,
     fut: super::handler::HandlerFuture,
 ) {
@@ -312,7 +329,7 @@ fn log_event(event: &EdgeEvent) {
     }
 }
 
-async fn driver<R: Runtime>(shared: Arc<EdgeShared<R>>) {
+async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeShared<R, G>>) {
     loop {
         if shared.aborted.load(Ordering::Acquire) {
             break;
@@ -399,11 +416,11 @@ enum Dial<S> {
     Stopped,
 }
 
-struct EdgeConn<'a, R: Runtime> {
-    shared: &'a Arc<EdgeShared<R>>,
+struct EdgeConn<'a, R: Runtime, G: EdgeRegistry> {
+    shared: &'a Arc<EdgeShared<R, G>>,
 }
 
-impl<R: Runtime> ConnCore for EdgeConn<'_, R> {
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> ConnCore for EdgeConn<'_, R, G> {
     fn handle_bytes(&self, bytes: &[u8]) {
         self.shared
             .with_inner(|edge, now| edge.handle_bytes(now, bytes));
@@ -437,11 +454,11 @@ impl<R: Runtime> ConnCore for EdgeConn<'_, R> {
 }
 
 /// A cloneable handle to a running Edge.
-pub struct EdgeHandle<R: Runtime> {
-    shared: Arc<EdgeShared<R>>,
+pub struct EdgeHandle<R: Runtime, G: EdgeRegistry = NodeRegistry> {
+    shared: Arc<EdgeShared<R, G>>,
 }
 
-impl<R: Runtime> Clone for EdgeHandle<R> {
+impl<R: Runtime, G: EdgeRegistry> Clone for EdgeHandle<R, G> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
@@ -449,7 +466,7 @@ impl<R: Runtime> Clone for EdgeHandle<R> {
     }
 }
 
-impl<R: Runtime> std::fmt::Debug for EdgeHandle<R> {
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> std::fmt::Debug for EdgeHandle<R, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeHandle")
             .field("control_plane", &self.shared.addr)
@@ -458,11 +475,11 @@ impl<R: Runtime> std::fmt::Debug for EdgeHandle<R> {
     }
 }
 
-impl<R: Runtime> EdgeHandle<R> {
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
     /// Changes (or reads) the node registry under the Edge's lock, then wakes the
     /// driver so the resulting node events go out. Keep `f` short (it blocks the Edge)
     /// and do not call this handle from inside it (the lock is not re-entrant).
-    pub fn with_registry<T>(&self, f: impl FnOnce(&mut NodeRegistry) -> T) -> T {
+    pub fn with_registry<T>(&self, f: impl FnOnce(&mut G) -> T) -> T {
         self.shared.with_app(|edge, _| f(edge.registry_mut()))
     }
 
