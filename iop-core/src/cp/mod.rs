@@ -146,6 +146,6 @@ pub use event::{
     RequestId, ResyncCause, Transmit,
 };
 pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
-pub use inbound::INSTANCE_ID_KEY;
+pub use crate::limits::INSTANCE_ID_KEY;
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};
