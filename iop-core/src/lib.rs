@@ -21,6 +21,8 @@ pub mod ids;
 pub mod limits;
 pub mod outbound;
 pub mod registry;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 
 pub use registry::NodeRegistry;

@@ -136,6 +136,7 @@ mod status;
 mod timer;
 mod view;
 
+pub use crate::limits::INSTANCE_ID_KEY;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
 pub use endpoint::{ConnBuffers, ControlPlane};
@@ -146,6 +147,5 @@ pub use event::{
     RequestId, ResyncCause, Transmit,
 };
 pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
-pub use crate::limits::INSTANCE_ID_KEY;
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};
