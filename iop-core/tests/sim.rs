@@ -5,9 +5,13 @@
 //! * `cargo test -p iop-core --test sim` — 1 000 seeds (CI).
 //! * `IOP_SIM_SEEDS=100000 cargo test -p iop-core --test sim` — more.
 //! * `IOP_SIM_SEED=n cargo test -p iop-core --test sim` — one seed, to replay a failure.
-//! * `IOP_SIM_STEPS=n` — steps per seed (default 60).
+//! * `IOP_SIM_STEPS=n` — steps per seed (default 150).
 
 use iop_core::testing::{Sim, SimConfig};
+
+/// Random steps per seed: 1 000 seeds, twice each, take about half a minute in the
+/// debug build on two cores.
+const STEPS: u64 = 150;
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
@@ -15,7 +19,7 @@ fn env_u64(name: &str) -> Option<u64> {
 
 #[test]
 fn random_fault_schedules_keep_every_invariant() {
-    let steps = env_u64("IOP_SIM_STEPS").unwrap_or(60) as usize;
+    let steps = env_u64("IOP_SIM_STEPS").unwrap_or(STEPS) as usize;
     let seeds: Vec<u64> = match env_u64("IOP_SIM_SEED") {
         Some(seed) => vec![seed],
         None => (0..env_u64("IOP_SIM_SEEDS").unwrap_or(1_000)).collect(),
@@ -46,4 +50,22 @@ fn random_fault_schedules_keep_every_invariant() {
         started.elapsed(),
         sim_ms / 3_600_000
     );
+}
+
+#[test]
+#[ignore]
+fn debug_seed() {
+    let seed = env_u64("IOP_SIM_SEED").unwrap_or(3);
+    let steps = env_u64("IOP_SIM_STEPS").unwrap_or(STEPS) as usize;
+    let mut sim = Sim::new(SimConfig::new(seed, steps)).unwrap();
+    let r = sim.execute();
+    for e in &sim.pair().cp_events {
+        eprintln!("CP {e:?}");
+    }
+    for (i, p) in sim.pair().edges.iter().enumerate() {
+        for e in &p.events {
+            eprintln!("E{i} {e:?}");
+        }
+    }
+    eprintln!("{:#?}", r.violations);
 }

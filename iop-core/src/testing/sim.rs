@@ -81,6 +81,7 @@ struct NodeSide {
 pub struct Sim {
     pair: Pair,
     rng: SimRng,
+    config: SimConfig,
     /// Process index → the commands its handler holds.
     held: BTreeMap<usize, Vec<(String, Plan)>>,
     /// Process index → events already read.
@@ -88,9 +89,11 @@ pub struct Sim {
     nodes: BTreeMap<usize, NodeSide>,
     /// Process index of each Edge id's main process.
     mains: Vec<usize>,
-    /// Duplicate processes (same id as a main one) alive now.
-    duplicates: Vec<usize>,
+    /// Duplicate processes alive now: (Edge id index, process index).
+    duplicates: Vec<(usize, usize)>,
     commands: usize,
+    /// Edge id index → commands sent to it.
+    sent: BTreeMap<usize, Vec<String>>,
 }
 
 fn edge_id(k: usize) -> String {
@@ -140,12 +143,14 @@ impl Sim {
         let mut sim = Self {
             pair: Pair::new(rng.next_u64(), cp, net)?,
             rng,
+            config,
             held: BTreeMap::new(),
             cursor: BTreeMap::new(),
             nodes: BTreeMap::new(),
             mains: Vec::new(),
             duplicates: Vec::new(),
             commands: 0,
+            sent: BTreeMap::new(),
         };
         for k in 0..config.edges.max(1) {
             if let Some(i) = sim.spawn(k) {
@@ -158,36 +163,38 @@ impl Sim {
     /// Runs `config.steps` random steps, then lets every fault clear and checks the
     /// end-of-run invariants.
     pub fn run(config: SimConfig) -> SimReport {
-        let mut sim = match Self::new(config) {
-            Ok(sim) => sim,
-            Err(e) => {
-                return SimReport {
-                    seed: config.seed,
-                    hash: 0,
-                    violations: vec![format!("CP config refused: {e}")],
-                    sim_ms: 0,
-                    commands: 0,
-                    sessions: 0,
-                };
-            }
-        };
-        sim.pair.advance(Duration::from_millis(10));
-        for _ in 0..config.steps {
-            sim.step();
-            if !sim.pair.monitor().violations().is_empty() {
+        match Self::new(config) {
+            Ok(mut sim) => sim.execute(),
+            Err(e) => SimReport {
+                seed: config.seed,
+                hash: 0,
+                violations: vec![format!("CP config refused: {e}")],
+                sim_ms: 0,
+                commands: 0,
+                sessions: 0,
+            },
+        }
+    }
+
+    /// Runs this simulation (see [`Sim::run`]); the pair stays for inspection.
+    pub fn execute(&mut self) -> SimReport {
+        self.pair.advance(Duration::from_millis(10));
+        for _ in 0..self.config.steps {
+            self.step();
+            if !self.pair.monitor().violations().is_empty() {
                 break;
             }
         }
-        if sim.pair.monitor().violations().is_empty() {
-            sim.settle();
+        if self.pair.monitor().violations().is_empty() {
+            self.settle();
         }
         SimReport {
-            seed: config.seed,
-            hash: sim.pair.hash(),
-            violations: sim.pair.monitor().violations().to_vec(),
-            sim_ms: sim.pair.now.as_millis(),
-            commands: sim.commands,
-            sessions: sim.pair.cp.stats().sessions_accepted,
+            seed: self.config.seed,
+            hash: self.pair.hash(),
+            violations: self.pair.monitor().violations().to_vec(),
+            sim_ms: self.pair.now.as_millis(),
+            commands: self.commands,
+            sessions: self.pair.cp.stats().sessions_accepted,
         }
     }
 
@@ -278,6 +285,11 @@ impl Sim {
 
     fn send_command(&mut self) {
         let k = self.rng.index(self.mains.len());
+        if self.duplicate_of(k) {
+            // Two live processes with one id would both run it (SPEC §4.4: "runs
+            // once" holds within one process); the sim keeps commands away from them.
+            return;
+        }
         let (operation, target_selector) = if self.rng.chance(1, 2) {
             ("edge.ping", String::new())
         } else {
@@ -291,8 +303,9 @@ impl Sim {
             timeout_ms,
             ..Default::default()
         };
-        if self.pair.send_command(&edge_id(k), spec, None).is_ok() {
+        if let Ok(id) = self.pair.send_command(&edge_id(k), spec, None) {
             self.commands += 1;
+            self.sent.entry(k).or_default().push(id);
         }
         self.advance_ms(1);
     }
@@ -423,14 +436,25 @@ impl Sim {
 
     /// Starts a second process with a main process's id, or kills one.
     fn duplicate(&mut self) {
-        if let Some(i) = self.duplicates.pop() {
+        if let Some((_, i)) = self.duplicates.pop() {
             let fin = self.rng.chance(1, 2);
             self.pair.crash(i, fin);
             self.held.remove(&i);
         } else {
+            // Only once every command of that id has ended at the CP, so none is
+            // re-sent to (and run by) both processes.
             let k = self.rng.index(self.mains.len());
-            if let Some(i) = self.spawn(k) {
-                self.duplicates.push(i);
+            let id = edge_id(k);
+            let all_ended = self.sent.get(&k).is_none_or(|ids| {
+                ids.iter().all(|c| {
+                    self.pair
+                        .cp
+                        .command(&id, c)
+                        .is_none_or(|st| st.outcome.is_some())
+                })
+            });
+            if all_ended && let Some(i) = self.spawn(k) {
+                self.duplicates.push((k, i));
             }
         }
         self.advance_ms(1);
@@ -457,6 +481,10 @@ impl Sim {
         self.nodes.remove(&i);
         self.cursor.remove(&i);
         self.advance_ms(1);
+    }
+
+    fn duplicate_of(&self, k: usize) -> bool {
+        self.duplicates.iter().any(|(d, _)| *d == k)
     }
 
     /// Hands every newly received command to its process's handler.
@@ -491,7 +519,7 @@ impl Sim {
         for i in 0..self.pair.edges.len() {
             self.pair.partition(i, false);
         }
-        while let Some(i) = self.duplicates.pop() {
+        while let Some((_, i)) = self.duplicates.pop() {
             self.pair.crash(i, true);
             self.held.remove(&i);
         }
