@@ -24,6 +24,8 @@ fn random_fault_schedules_keep_every_invariant() {
         Some(seed) => vec![seed],
         None => (0..env_u64("IOP_SIM_SEEDS").unwrap_or(1_000)).collect(),
     };
+    // Wall time, only to report how long the run took.
+    #[allow(clippy::disallowed_methods)]
     let started = std::time::Instant::now();
     let (mut commands, mut sessions, mut sim_ms) = (0, 0, 0);
     for seed in seeds.iter().copied() {
@@ -52,9 +54,11 @@ fn random_fault_schedules_keep_every_invariant() {
     );
 }
 
+/// Prints the whole event log of one seed (`IOP_SIM_SEED`, default 3), to study a
+/// failure: `IOP_SIM_SEED=n cargo test -p iop-core --test sim event_log -- --ignored --nocapture`.
 #[test]
 #[ignore]
-fn debug_seed() {
+fn event_log() {
     let seed = env_u64("IOP_SIM_SEED").unwrap_or(3);
     let steps = env_u64("IOP_SIM_STEPS").unwrap_or(STEPS) as usize;
     let mut sim = Sim::new(SimConfig::new(seed, steps)).unwrap();

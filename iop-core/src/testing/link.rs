@@ -109,10 +109,7 @@ impl FrameTap {
     pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<TappedFrame> {
         self.buf.extend_from_slice(bytes);
         let mut frames = Vec::new();
-        loop {
-            let Some(prefix) = self.buf.get(..LENGTH_PREFIX_LEN) else {
-                break;
-            };
+        while let Some(prefix) = self.buf.get(..LENGTH_PREFIX_LEN) {
             let mut len_bytes = [0u8; 4];
             len_bytes.copy_from_slice(prefix);
             let len = u32::from_be_bytes(len_bytes) as usize;

@@ -137,9 +137,11 @@ impl Sim {
             latency_max: Duration::from_millis(rng.range(5, 200)),
             split_reads: rng.chance(1, 2),
         };
-        let mut cp = CpConfig::default();
-        cp.wall_clock = WallClock::new(ORIGIN_UNIX_MS);
-        cp.command_id_epoch = config.seed;
+        let cp = CpConfig {
+            wall_clock: WallClock::new(ORIGIN_UNIX_MS),
+            command_id_epoch: config.seed,
+            ..CpConfig::default()
+        };
         let mut sim = Self {
             pair: Pair::new(rng.next_u64(), cp, net)?,
             rng,
@@ -239,7 +241,7 @@ impl Sim {
                 let nodes = if self.rng.chance(1, 2) {
                     Vec::new()
                 } else {
-                    vec![NODES[self.rng.index(NODES.len())].to_owned()]
+                    vec![self.node().to_owned()]
                 };
                 let _ = self.pair.request_status(&edge_id(k), nodes);
                 self.advance_ms(1);
@@ -293,10 +295,16 @@ impl Sim {
         let (operation, target_selector) = if self.rng.chance(1, 2) {
             ("edge.ping", String::new())
         } else {
-            let s = SELECTORS[self.rng.index(SELECTORS.len())];
+            let s = SELECTORS
+                .get(self.rng.index(SELECTORS.len()))
+                .copied()
+                .unwrap_or("*");
             ("node.restart", s.to_owned())
         };
-        let timeout_ms = [0, 3_000, 20_000][self.rng.index(3)];
+        let timeout_ms = [0, 3_000, 20_000]
+            .get(self.rng.index(3))
+            .copied()
+            .unwrap_or(0);
         let spec = CommandSpec {
             operation: operation.into(),
             target_selector,
@@ -352,7 +360,7 @@ impl Sim {
     /// marks / remove and reconfigure, on one process's registry.
     fn node_activity(&mut self) {
         let i = self.any_process();
-        let node = NODES[self.rng.index(NODES.len())];
+        let node = self.node();
         let op = self.rng.range(0, 11);
         let kind = if self.rng.chance(1, 3) {
             LeaseKind::LongContext
@@ -401,7 +409,7 @@ impl Sim {
                 }
             }
             9 => {
-                if !side.tickets.is_empty() && pick % 2 == 0 {
+                if !side.tickets.is_empty() && pick.is_multiple_of(2) {
                     let t = side.tickets.swap_remove(pick % side.tickets.len());
                     let _ = reg.dequeue(t);
                 } else if let Ok(t) = reg.enqueue(kind, vec![Candidate::new(node, "p0")]) {
@@ -409,8 +417,8 @@ impl Sim {
                 }
             }
             10 => {
-                if pick % 2 == 0 {
-                    let _ = reg.set_provider_online(node, "p0", pick % 4 == 0);
+                if pick.is_multiple_of(2) {
+                    let _ = reg.set_provider_online(node, "p0", pick.is_multiple_of(4));
                 } else {
                     let _ = reg.set_provider_healthy(node, "p0", pick % 4 == 1);
                 }
@@ -481,6 +489,13 @@ impl Sim {
         self.nodes.remove(&i);
         self.cursor.remove(&i);
         self.advance_ms(1);
+    }
+
+    fn node(&mut self) -> &'static str {
+        NODES
+            .get(self.rng.index(NODES.len()))
+            .copied()
+            .unwrap_or("n0")
     }
 
     fn duplicate_of(&self, k: usize) -> bool {
