@@ -75,8 +75,8 @@ struct NodeSide {
 }
 
 /// A seeded simulation: a [`Pair`] with `edges` Edge ids, driven through random steps
-/// of application activity and faults, then left to settle; the [`Monitor`]
-/// (super::Monitor) checks every invariant throughout and at the end.
+/// of application activity and faults, then left to settle; the
+/// [`Monitor`](super::Monitor) checks every invariant throughout and at the end.
 #[derive(Debug)]
 pub struct Sim {
     pair: Pair,
