@@ -64,7 +64,9 @@
 //!   answer to the re-sent request); sequence strictly increasing (gaps allowed),
 //!   sequence 1 is ACCEPTED, phases forward-only, RUNNING may repeat, one terminal
 //!   phase and nothing after it; a repeat of the last `(command_id, sequence)` is
-//!   dropped as a duplicate. Unknown ids are counted and dropped. On every new
+//!   dropped as a duplicate, and so is a replay (the first event of a command the
+//!   hello listed) of a sequence already passed — two processes that briefly shared
+//!   the id may each have reported it (`tests/cp_replay.rs`). Unknown ids are counted and dropped. On every new
 //!   session of an Edge, commands never answered are re-sent (same id, original
 //!   order), and commands believed accepted (answered, or with events seen) that the
 //!   hello does not list become [`CpEvent::CommandLost`] (FAILED). Generated command
