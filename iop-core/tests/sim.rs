@@ -73,3 +73,43 @@ fn event_log() {
     }
     eprintln!("{:#?}", r.violations);
 }
+
+/// The schedules exercise what they claim: across a few seeds every kind of fault
+/// and every way a command can end actually happens.
+#[test]
+fn the_schedules_exercise_every_fault_and_ending() {
+    let mut total = std::collections::BTreeMap::<String, u64>::new();
+    for seed in 0..100 {
+        let r = Sim::run(SimConfig::new(seed, STEPS as usize));
+        assert!(r.violations.is_empty(), "seed {seed}: {:#?}", r.violations);
+        for (k, n) in r.tally {
+            *total.entry(k).or_default() += n;
+        }
+    }
+    eprintln!("{total:#?}");
+    for k in [
+        "cp.SessionAccepted",
+        "cp.EdgeSuperseded",
+        "cp.EdgeUnreachable",
+        "cp.EdgeDisconnected",
+        "cp.StatusReceived",
+        "cp.StatusTimedOut",
+        "cp.StatusAbandoned",
+        "cp.ResyncNeeded",
+        "cp.NodeEvent",
+        "end.COMMAND_PHASE_SUCCEEDED",
+        "end.COMMAND_PHASE_FAILED",
+        "end.COMMAND_PHASE_CANCELLED",
+        "end.COMMAND_PHASE_TIMED_OUT",
+        "end.Lost",
+        "end.Rejected",
+        "edge.close.PeerSilent",
+        "edge.close.TransportClosed",
+        "edge.close.GoAway",
+    ] {
+        assert!(
+            total.get(k).is_some_and(|n| *n > 0),
+            "{k} never happened: {total:#?}"
+        );
+    }
+}

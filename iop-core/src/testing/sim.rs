@@ -6,13 +6,14 @@ use std::time::Duration;
 use super::monitor::Violation;
 use super::pair::{NetConfig, Pair, Side};
 use super::rng::SimRng;
-use crate::WallClock;
-use crate::cp::{CommandSpec, CpConfig, CpConfigError};
+use crate::cp::{CommandSpec, CpConfig, CpConfigError, CpEvent};
 use crate::edge::{EdgeConfig, EdgeEvent, Outcome, TargetLevel};
+use crate::proto::CommandPhase;
 use crate::registry::{
     Candidate, Generation, Lease, LeaseKind, NodeConfig, NodeRegistry, ProviderCategory,
     ProviderConfig, QueueTicket,
 };
+use crate::{Instant, WallClock};
 
 /// Wall-clock origin of every simulated Edge and CP.
 const ORIGIN_UNIX_MS: u64 = 1_800_000_000_000;
@@ -56,11 +57,17 @@ pub struct SimReport {
     pub commands: usize,
     /// Sessions the CP accepted.
     pub sessions: u64,
+    /// How often each thing happened: CP events by kind (`cp.<Variant>`), command
+    /// ends by phase (`end.<PHASE>`, `end.Lost`, `end.Rejected`), Edge closes by
+    /// reason (`edge.close.<Reason>`). Shows what a run exercised.
+    pub tally: BTreeMap<String, u64>,
 }
 
 /// How the simulated handler runs one command.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
+    /// When the handler reports next.
+    next_at: Instant,
     running_reports: u8,
     /// `None`: the handler hangs and the Edge times the command out.
     outcome: Option<Outcome>,
@@ -174,6 +181,7 @@ impl Sim {
                 sim_ms: 0,
                 commands: 0,
                 sessions: 0,
+                tally: BTreeMap::new(),
             },
         }
     }
@@ -197,7 +205,42 @@ impl Sim {
             sim_ms: self.pair.now.as_millis(),
             commands: self.commands,
             sessions: self.pair.cp.stats().sessions_accepted,
+            tally: self.tally(),
         }
+    }
+
+    fn tally(&self) -> BTreeMap<String, u64> {
+        let mut t = BTreeMap::new();
+        let mut bump = |k: String| *t.entry(k).or_insert(0) += 1;
+        for e in &self.pair.cp_events {
+            let kind = format!("{e:?}");
+            let name = kind.split([' ', '(', '{']).next().unwrap_or("");
+            bump(format!("cp.{name}"));
+            match e {
+                CpEvent::CommandEvent { event, .. } => {
+                    if let Ok(phase) = CommandPhase::try_from(event.phase)
+                        && !matches!(phase, CommandPhase::Accepted | CommandPhase::Running)
+                    {
+                        bump(format!("end.{}", phase.as_str_name()));
+                    }
+                }
+                CpEvent::CommandLost { .. } => bump("end.Lost".into()),
+                CpEvent::CommandResponded {
+                    accepted: false, ..
+                } => bump("end.Rejected".into()),
+                _ => {}
+            }
+        }
+        for p in &self.pair.edges {
+            for e in &p.events {
+                if let EdgeEvent::Closed { reason, .. } = e {
+                    let kind = format!("{reason:?}");
+                    let name = kind.split([' ', '(', '{']).next().unwrap_or("");
+                    bump(format!("edge.close.{name}"));
+                }
+            }
+        }
+        t
     }
 
     /// The pair, to look at after a run.
@@ -210,9 +253,86 @@ impl Sim {
         self.pair.add_edge(edge_config(k, seed), registry()).ok()
     }
 
+    /// Lets `ms` pass; handlers report when their plans say.
     fn advance_ms(&mut self, ms: u64) {
-        self.pair.advance(Duration::from_millis(ms));
+        let end = self.pair.now + Duration::from_millis(ms);
+        loop {
+            self.read_edge_events();
+            let due = self
+                .held
+                .values()
+                .flatten()
+                .map(|(_, plan)| plan.next_at)
+                .min();
+            match due {
+                Some(at) if at <= end => {
+                    let wait = at.saturating_duration_since(self.pair.now);
+                    if !wait.is_zero() {
+                        self.pair.advance(wait);
+                    }
+                    self.run_due_handlers();
+                }
+                _ => break,
+            }
+        }
+        self.pair
+            .advance(end.saturating_duration_since(self.pair.now));
         self.read_edge_events();
+    }
+
+    fn run_due_handlers(&mut self) {
+        let now = self.pair.now;
+        let due: Vec<(usize, String)> = self
+            .held
+            .iter()
+            .flat_map(|(i, held)| {
+                held.iter()
+                    .filter(|(_, plan)| plan.next_at <= now)
+                    .map(|(id, _)| (*i, id.clone()))
+            })
+            .collect();
+        for (i, id) in due {
+            self.act(i, &id);
+        }
+        self.pair.pump();
+    }
+
+    /// The handler of `id` on process `i` takes its next step: a RUNNING report, its
+    /// outcome, or (a hung handler) nothing ever again.
+    fn act(&mut self, i: usize, id: &str) {
+        let now = self.pair.now;
+        let delay = self.rng.range(50, 4_000);
+        let Some(held) = self.held.get_mut(&i) else {
+            return;
+        };
+        let Some(j) = held.iter().position(|(h, _)| h == id) else {
+            return;
+        };
+        let Some((_, plan)) = held.get_mut(j) else {
+            return;
+        };
+        let Some(p) = self.pair.edges.get_mut(i) else {
+            held.remove(j);
+            return;
+        };
+        let done = if plan.running_reports > 0 {
+            plan.running_reports -= 1;
+            plan.next_at = now + Duration::from_millis(delay);
+            p.edge
+                .report_running(now, id, "working", BTreeMap::new())
+                .is_err()
+        } else if let Some(outcome) = plan.outcome {
+            let _ = p
+                .edge
+                .report_outcome(now, id, outcome, "done", BTreeMap::new());
+            true
+        } else {
+            // A hung handler: the Edge's own deadline ends it.
+            true
+        };
+        if done {
+            held.remove(j);
+        }
     }
 
     fn any_process(&mut self) -> usize {
@@ -318,41 +438,19 @@ impl Sim {
         self.advance_ms(1);
     }
 
-    /// A handler makes progress on one command it holds.
+    /// A handler makes progress on one command it holds, ahead of its plan.
     fn work(&mut self) {
         let i = self.any_process();
-        let Some(held) = self.held.get_mut(&i) else {
+        let Some(held) = self.held.get(&i).filter(|h| !h.is_empty()) else {
             return;
         };
-        if held.is_empty() {
-            return;
-        }
-        let j = self.rng.index(held.len());
-        let Some((id, plan)) = held.get_mut(j) else {
-            return;
-        };
-        let id = id.clone();
-        let now = self.pair.now;
-        let Some(p) = self.pair.edges.get_mut(i) else {
+        let Some(id) = held
+            .get(self.rng.index(held.len()))
+            .map(|(id, _)| id.clone())
+        else {
             return;
         };
-        let done = if plan.running_reports > 0 {
-            plan.running_reports -= 1;
-            p.edge
-                .report_running(now, &id, "working", BTreeMap::new())
-                .is_err()
-        } else if let Some(outcome) = plan.outcome {
-            let _ = p
-                .edge
-                .report_outcome(now, &id, outcome, "done", BTreeMap::new());
-            true
-        } else {
-            // A hung handler: the Edge's own deadline ends it.
-            true
-        };
-        if done {
-            held.remove(j);
-        }
+        self.act(i, &id);
         self.advance_ms(1);
     }
 
@@ -515,6 +613,7 @@ impl Sim {
                         _ => Some(Outcome::Succeeded),
                     };
                     let plan = Plan {
+                        next_at: self.pair.now + Duration::from_millis(self.rng.range(10, 4_000)),
                         running_reports: self.rng.range(0, 3) as u8,
                         outcome,
                     };
