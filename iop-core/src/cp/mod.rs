@@ -81,8 +81,9 @@
 //!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
 //!   command books outlive sessions until [`ControlPlane::forget_edge`].
 //!
-//! `tests/cp_pair.rs` wires a `ControlPlane` to the real [`Edge`](crate::edge::Edge)
-//! in memory with a fake clock; it is the reference for a runtime's loop.
+//! `iop_core::testing::Pair` (cargo feature `testing`) wires a `ControlPlane` to real
+//! [`Edge`](crate::edge::Edge) processes in memory with a fake clock; it is the
+//! reference for a runtime's loop (`tests/cp_pair.rs`, `tests/sim.rs` use it).
 //!
 //! # Example
 //!
