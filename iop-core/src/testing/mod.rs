@@ -22,9 +22,13 @@
 //! assert_eq!(a.hash, Sim::run(SimConfig::new(7, 40)).hash);
 //! ```
 
+mod drive;
+mod faults;
+mod handlers;
 mod hash;
 mod link;
 mod monitor;
+mod node_side;
 mod pair;
 mod rng;
 mod sim;

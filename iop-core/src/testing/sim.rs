@@ -3,21 +3,20 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::handlers::Plan;
 use super::monitor::Violation;
+use super::node_side::NodeSide;
 use super::pair::{NetConfig, Pair, Side};
 use super::rng::SimRng;
+use crate::WallClock;
 use crate::cp::{CommandSpec, CpConfig, CpConfigError, CpEvent};
 use crate::edge::{EdgeConfig, EdgeEvent, Outcome, TargetLevel};
 use crate::proto::CommandPhase;
-use crate::registry::{
-    Candidate, Generation, Lease, LeaseKind, NodeConfig, NodeRegistry, ProviderCategory,
-    ProviderConfig, QueueTicket,
-};
-use crate::{Instant, WallClock};
+use crate::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
 
 /// Wall-clock origin of every simulated Edge and CP.
-const ORIGIN_UNIX_MS: u64 = 1_800_000_000_000;
-const NODES: [&str; 2] = ["n0", "n1"];
+pub(super) const ORIGIN_UNIX_MS: u64 = 1_800_000_000_000;
+pub(super) const NODES: [&str; 2] = ["n0", "n1"];
 const SELECTORS: [&str; 5] = ["*", "node:n0", "node:n1", "node:gone", "not a selector"];
 
 /// What one simulation run does.
@@ -63,51 +62,33 @@ pub struct SimReport {
     pub tally: BTreeMap<String, u64>,
 }
 
-/// How the simulated handler runs one command.
-#[derive(Debug, Clone, Copy)]
-struct Plan {
-    /// When the handler reports next.
-    next_at: Instant,
-    running_reports: u8,
-    /// `None`: the handler hangs and the Edge times the command out.
-    outcome: Option<Outcome>,
-}
-
-/// What the simulated node side of one Edge process holds.
-#[derive(Debug, Default)]
-struct NodeSide {
-    generations: BTreeMap<&'static str, Vec<Generation>>,
-    leases: Vec<Lease>,
-    tickets: Vec<QueueTicket>,
-}
-
 /// A seeded simulation: a [`Pair`] with `edges` Edge ids, driven through random steps
 /// of application activity and faults, then left to settle; the
 /// [`Monitor`](super::Monitor) checks every invariant throughout and at the end.
 #[derive(Debug)]
 pub struct Sim {
-    pair: Pair,
-    rng: SimRng,
-    config: SimConfig,
+    pub(super) pair: Pair,
+    pub(super) rng: SimRng,
+    pub(super) config: SimConfig,
     /// Process index → the commands its handler holds.
-    held: BTreeMap<usize, Vec<(String, Plan)>>,
+    pub(super) held: BTreeMap<usize, Vec<(String, Plan)>>,
     /// Process index → events already read.
-    cursor: BTreeMap<usize, usize>,
-    nodes: BTreeMap<usize, NodeSide>,
+    pub(super) cursor: BTreeMap<usize, usize>,
+    pub(super) nodes: BTreeMap<usize, NodeSide>,
     /// Process index of each Edge id's main process.
-    mains: Vec<usize>,
+    pub(super) mains: Vec<usize>,
     /// Duplicate processes alive now: (Edge id index, process index).
-    duplicates: Vec<(usize, usize)>,
-    commands: usize,
+    pub(super) duplicates: Vec<(usize, usize)>,
+    pub(super) commands: usize,
     /// Edge id index → commands sent to it.
-    sent: BTreeMap<usize, Vec<String>>,
+    pub(super) sent: BTreeMap<usize, Vec<String>>,
 }
 
-fn edge_id(k: usize) -> String {
+pub(super) fn edge_id(k: usize) -> String {
     format!("edge-{k}")
 }
 
-fn edge_config(k: usize, seed: u64) -> EdgeConfig {
+pub(super) fn edge_config(k: usize, seed: u64) -> EdgeConfig {
     let mut c = EdgeConfig::new(edge_id(k))
         .with_operation("edge.ping", TargetLevel::Edge)
         .with_operation("node.restart", TargetLevel::Node);
@@ -116,7 +97,7 @@ fn edge_config(k: usize, seed: u64) -> EdgeConfig {
     c
 }
 
-fn node_config(id: &str) -> NodeConfig {
+pub(super) fn node_config(id: &str) -> NodeConfig {
     NodeConfig::new(id)
         .with_label("zone", "a")
         .with_provider(ProviderConfig::new(
@@ -127,7 +108,7 @@ fn node_config(id: &str) -> NodeConfig {
         ))
 }
 
-fn registry() -> NodeRegistry {
+pub(super) fn registry() -> NodeRegistry {
     let mut r = NodeRegistry::new();
     for id in NODES {
         let _ = r.configure(node_config(id), ORIGIN_UNIX_MS);
@@ -253,89 +234,7 @@ impl Sim {
         self.pair.add_edge(edge_config(k, seed), registry()).ok()
     }
 
-    /// Lets `ms` pass; handlers report when their plans say.
-    fn advance_ms(&mut self, ms: u64) {
-        let end = self.pair.now + Duration::from_millis(ms);
-        loop {
-            self.read_edge_events();
-            let due = self
-                .held
-                .values()
-                .flatten()
-                .map(|(_, plan)| plan.next_at)
-                .min();
-            match due {
-                Some(at) if at <= end => {
-                    let wait = at.saturating_duration_since(self.pair.now);
-                    if !wait.is_zero() {
-                        self.pair.advance(wait);
-                    }
-                    self.run_due_handlers();
-                }
-                _ => break,
-            }
-        }
-        self.pair
-            .advance(end.saturating_duration_since(self.pair.now));
-        self.read_edge_events();
-    }
-
-    fn run_due_handlers(&mut self) {
-        let now = self.pair.now;
-        let due: Vec<(usize, String)> = self
-            .held
-            .iter()
-            .flat_map(|(i, held)| {
-                held.iter()
-                    .filter(|(_, plan)| plan.next_at <= now)
-                    .map(|(id, _)| (*i, id.clone()))
-            })
-            .collect();
-        for (i, id) in due {
-            self.act(i, &id);
-        }
-        self.pair.pump();
-    }
-
-    /// The handler of `id` on process `i` takes its next step: a RUNNING report, its
-    /// outcome, or (a hung handler) nothing ever again.
-    fn act(&mut self, i: usize, id: &str) {
-        let now = self.pair.now;
-        let delay = self.rng.range(50, 4_000);
-        let Some(held) = self.held.get_mut(&i) else {
-            return;
-        };
-        let Some(j) = held.iter().position(|(h, _)| h == id) else {
-            return;
-        };
-        let Some((_, plan)) = held.get_mut(j) else {
-            return;
-        };
-        let Some(p) = self.pair.edges.get_mut(i) else {
-            held.remove(j);
-            return;
-        };
-        let done = if plan.running_reports > 0 {
-            plan.running_reports -= 1;
-            plan.next_at = now + Duration::from_millis(delay);
-            p.edge
-                .report_running(now, id, "working", BTreeMap::new())
-                .is_err()
-        } else if let Some(outcome) = plan.outcome {
-            let _ = p
-                .edge
-                .report_outcome(now, id, outcome, "done", BTreeMap::new());
-            true
-        } else {
-            // A hung handler: the Edge's own deadline ends it.
-            true
-        };
-        if done {
-            held.remove(j);
-        }
-    }
-
-    fn any_process(&mut self) -> usize {
+    pub(super) fn any_process(&mut self) -> usize {
         let alive: Vec<usize> = (0..self.pair.edges.len())
             .filter(|i| self.pair.edges.get(*i).is_some_and(|p| p.alive))
             .collect();
@@ -438,108 +337,6 @@ impl Sim {
         self.advance_ms(1);
     }
 
-    /// A handler makes progress on one command it holds, ahead of its plan.
-    fn work(&mut self) {
-        let i = self.any_process();
-        let Some(held) = self.held.get(&i).filter(|h| !h.is_empty()) else {
-            return;
-        };
-        let Some(id) = held
-            .get(self.rng.index(held.len()))
-            .map(|(id, _)| id.clone())
-        else {
-            return;
-        };
-        self.act(i, &id);
-        self.advance_ms(1);
-    }
-
-    /// Node connect / ready / close (current or stale) / lease / queue / provider
-    /// marks / remove and reconfigure, on one process's registry.
-    fn node_activity(&mut self) {
-        let i = self.any_process();
-        let node = self.node();
-        let op = self.rng.range(0, 11);
-        let kind = if self.rng.chance(1, 3) {
-            LeaseKind::LongContext
-        } else {
-            LeaseKind::Normal
-        };
-        let pick = self.rng.next_u64() as usize;
-        let side = self.nodes.entry(i).or_default();
-        let Some(p) = self.pair.edges.get_mut(i) else {
-            return;
-        };
-        let reg = p.edge.registry_mut();
-        let ms = ORIGIN_UNIX_MS + self.pair.now.as_millis();
-        let gens = side.generations.entry(node).or_default();
-        match op {
-            0 | 1 => {
-                if let Ok(g) = reg.connect(node, ms) {
-                    gens.push(g);
-                }
-            }
-            2 | 3 => {
-                if let Some(g) = gens.last() {
-                    let _ = reg.mark_ready(node, *g, ms);
-                }
-            }
-            4 => {
-                if let Some(g) = gens.last() {
-                    let _ = reg.close(node, *g, "node went away", ms);
-                }
-            }
-            5 => {
-                // A stale close: a generation that is not (or no longer) the owner's.
-                if let Some(g) = gens.first() {
-                    let _ = reg.close(node, *g, "stale", ms);
-                }
-            }
-            6 | 7 => {
-                if let Ok(lease) = reg.admit(node, "p0", kind) {
-                    side.leases.push(lease);
-                }
-            }
-            8 => {
-                if !side.leases.is_empty() {
-                    let lease = side.leases.swap_remove(pick % side.leases.len());
-                    let _ = reg.release(lease);
-                }
-            }
-            9 => {
-                if !side.tickets.is_empty() && pick.is_multiple_of(2) {
-                    let t = side.tickets.swap_remove(pick % side.tickets.len());
-                    let _ = reg.dequeue(t);
-                } else if let Ok(t) = reg.enqueue(kind, vec![Candidate::new(node, "p0")]) {
-                    side.tickets.push(t);
-                }
-            }
-            10 => {
-                if pick.is_multiple_of(2) {
-                    let _ = reg.set_provider_online(node, "p0", pick.is_multiple_of(4));
-                } else {
-                    let _ = reg.set_provider_healthy(node, "p0", pick % 4 == 1);
-                }
-            }
-            _ => {
-                if reg.contains(node) {
-                    let _ = reg.remove(node, ms);
-                } else {
-                    let _ = reg.configure(node_config(node), ms);
-                }
-            }
-        }
-        let edge = p
-            .edge
-            .registry()
-            .snapshot("sim", ms, &[] as &[&str], usize::MAX);
-        let at = self.pair.now.as_millis();
-        self.pair
-            .monitor_mut()
-            .on_snapshot(at, &format!("process {i}"), &edge);
-        self.advance_ms(1);
-    }
-
     /// Starts a second process with a main process's id, or kills one.
     fn duplicate(&mut self) {
         if let Some((_, i)) = self.duplicates.pop() {
@@ -589,42 +386,8 @@ impl Sim {
         self.advance_ms(1);
     }
 
-    fn node(&mut self) -> &'static str {
-        NODES
-            .get(self.rng.index(NODES.len()))
-            .copied()
-            .unwrap_or("n0")
-    }
-
     fn duplicate_of(&self, k: usize) -> bool {
         self.duplicates.iter().any(|(d, _)| *d == k)
-    }
-
-    /// Hands every newly received command to its process's handler.
-    fn read_edge_events(&mut self) {
-        for (i, p) in self.pair.edges.iter().enumerate() {
-            let from = self.cursor.get(&i).copied().unwrap_or(0);
-            for e in p.events.iter().skip(from) {
-                if let EdgeEvent::CommandReceived { command_id, .. } = e {
-                    let outcome = match self.rng.range(0, 5) {
-                        0 => None,
-                        1 => Some(Outcome::Failed),
-                        2 => Some(Outcome::Cancelled),
-                        _ => Some(Outcome::Succeeded),
-                    };
-                    let plan = Plan {
-                        next_at: self.pair.now + Duration::from_millis(self.rng.range(10, 4_000)),
-                        running_reports: self.rng.range(0, 3) as u8,
-                        outcome,
-                    };
-                    self.held
-                        .entry(i)
-                        .or_default()
-                        .push((command_id.clone(), plan));
-                }
-            }
-            self.cursor.insert(i, p.events.len());
-        }
     }
 
     /// Faults stop: partitions heal, duplicates die, the CP wakes, handlers finish;
