@@ -106,6 +106,9 @@ fn the_schedules_exercise_every_fault_and_ending() {
         "edge.close.PeerSilent",
         "edge.close.TransportClosed",
         "edge.close.GoAway",
+        "reject.COMMAND_REJECT_REASON_DRAINING",
+        "reject.COMMAND_REJECT_REASON_INVALID_SELECTOR",
+        "reject.COMMAND_REJECT_REASON_NO_MATCHING_TARGET",
     ] {
         assert!(
             total.get(k).is_some_and(|n| *n > 0),

@@ -76,6 +76,11 @@ impl Monitor {
             .push(format!("t={at_ms}ms: {}", what.into()));
     }
 
+    /// The highest session id the CP has accepted.
+    pub fn last_session_id(&self) -> u64 {
+        self.last_session_id
+    }
+
     /// Status requests issued but not ended.
     pub fn pending_status(&self) -> usize {
         self.pending_status.len()

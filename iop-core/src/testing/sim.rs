@@ -54,10 +54,11 @@ pub struct SimReport {
     pub sim_ms: u64,
     /// Commands the CP sent.
     pub commands: usize,
-    /// Sessions the CP accepted.
+    /// Sessions the CP (or CPs, across restarts) accepted.
     pub sessions: u64,
     /// How often each thing happened: CP events by kind (`cp.<Variant>`), command
-    /// ends by phase (`end.<PHASE>`, `end.Lost`, `end.Rejected`), Edge closes by
+    /// ends by phase (`end.<PHASE>`, `end.Lost`, `end.Rejected`), rejections by reason
+    /// (`reject.<REASON>`), Edge closes by
     /// reason (`edge.close.<Reason>`). Shows what a run exercised.
     pub tally: BTreeMap<String, u64>,
 }
@@ -82,6 +83,8 @@ pub struct Sim {
     pub(super) commands: usize,
     /// Edge id index → commands sent to it.
     pub(super) sent: BTreeMap<usize, Vec<String>>,
+    /// CP restarts so far.
+    cp_restarts: u64,
 }
 
 pub(super) fn edge_id(k: usize) -> String {
@@ -141,6 +144,7 @@ impl Sim {
             duplicates: Vec::new(),
             commands: 0,
             sent: BTreeMap::new(),
+            cp_restarts: 0,
         };
         for k in 0..config.edges.max(1) {
             if let Some(i) = sim.spawn(k) {
@@ -179,14 +183,15 @@ impl Sim {
         if self.pair.monitor().violations().is_empty() {
             self.settle();
         }
+        let tally = self.tally();
         SimReport {
             seed: self.config.seed,
             hash: self.pair.hash(),
             violations: self.pair.monitor().violations().to_vec(),
             sim_ms: self.pair.now.as_millis(),
             commands: self.commands,
-            sessions: self.pair.cp.stats().sessions_accepted,
-            tally: self.tally(),
+            sessions: tally.get("cp.SessionAccepted").copied().unwrap_or(0),
+            tally,
         }
     }
 
@@ -207,8 +212,13 @@ impl Sim {
                 }
                 CpEvent::CommandLost { .. } => bump("end.Lost".into()),
                 CpEvent::CommandResponded {
-                    accepted: false, ..
-                } => bump("end.Rejected".into()),
+                    accepted: false,
+                    reject_reason,
+                    ..
+                } => {
+                    bump("end.Rejected".into());
+                    bump(format!("reject.{}", reject_reason.as_str_name()));
+                }
                 _ => {}
             }
         }
@@ -300,7 +310,8 @@ impl Sim {
                 self.read_edge_events();
             }
             95..=96 => self.restart(false),
-            _ => self.restart(true),
+            97..=98 => self.restart(true),
+            _ => self.restart_cp(),
         }
     }
 
@@ -371,6 +382,15 @@ impl Sim {
             return;
         };
         if graceful {
+            if self.rng.chance(1, 2) {
+                // Drains first: new commands are refused DRAINING, EDGE_DRAINING is sent.
+                let now = self.pair.now;
+                if let Some(p) = self.pair.edges.get_mut(i) {
+                    p.edge.drain(now);
+                }
+                let ms = self.rng.range(100, 10_000);
+                self.advance_ms(ms);
+            }
             let now = self.pair.now;
             if let Some(p) = self.pair.edges.get_mut(i) {
                 p.edge.shutdown(now);
@@ -383,6 +403,31 @@ impl Sim {
         self.held.remove(&i);
         self.nodes.remove(&i);
         self.cursor.remove(&i);
+        self.advance_ms(1);
+    }
+
+    /// The CP restarts: every connection drops, and the new CP knows no session or
+    /// command (replays of old commands are counted and dropped). Session ids stay
+    /// above the old ones, command ids come from a new epoch.
+    fn restart_cp(&mut self) {
+        self.cp_restarts += 1;
+        let cp = CpConfig {
+            wall_clock: WallClock::new(ORIGIN_UNIX_MS),
+            command_id_epoch: self
+                .config
+                .seed
+                .wrapping_mul(1_000)
+                .wrapping_add(self.cp_restarts),
+            session_id_floor: self.pair.monitor().last_session_id() + 1,
+            ..CpConfig::default()
+        };
+        if let Err(e) = self.pair.restart_cp(cp) {
+            let at = self.pair.now.as_millis();
+            self.pair
+                .monitor_mut()
+                .fail(at, format!("CP restart refused: {e}"));
+        }
+        self.sent.clear();
         self.advance_ms(1);
     }
 
