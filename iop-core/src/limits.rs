@@ -54,6 +54,10 @@ pub fn negotiated_heartbeat_interval(heartbeat_interval_ms: u32) -> Duration {
         .clamp(MIN_HEARTBEAT_INTERVAL, MAX_HEARTBEAT_INTERVAL)
 }
 
+/// Hello metadata key of the random per-process instance id that tells two Edge
+/// processes with one `edge_id` apart (SPEC §4.1.2). The Edge sets it; the CP reads it.
+pub const INSTANCE_ID_KEY: &str = "iop.instance_id";
+
 #[cfg(test)]
 mod tests {
     use super::*;
