@@ -54,7 +54,7 @@
 //! assert!(cp_events.iter().any(|e| matches!(e, CpEvent::StatusReceived { request: r, .. } if *r == request)));
 //!
 //! // A command: the Edge's handler reports RUNNING, then SUCCEEDED.
-//! let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+//! let spec = CommandSpec::new("edge.ping");
 //! let id = cp.send_command(now, "edge-1", spec, None)?;
 //! pump(now, conn, &mut cp, &mut edge, &mut cp_events, &mut edge_events);
 //! assert!(edge_events.iter().any(|e| matches!(e, EdgeEvent::CommandReceived { command_id, .. } if *command_id == id)));

@@ -29,7 +29,7 @@
 //! // Wait for the session, then send a command and follow it.
 //! while !matches!(events.next().await, Some(iop_tokio::Notice::Event(
 //!     iop_tokio::core::cp::CpEvent::SessionAccepted { .. }))) {}
-//! let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+//! let spec = CommandSpec::new("edge.ping");
 //! let mut tracker = cp.send_command("edge-1", spec)?;
 //! let mut last = None;
 //! while let Some(update) = tracker.next().await {
