@@ -95,6 +95,14 @@
 //! becomes a `GoAway` and one typed `Closed` event; `Err` is only for the
 //! application's own misuse.
 //!
+//! # Features
+//!
+//! * `testing` (off): the `testing` module (the in-memory `Pair`, the invariant
+//!   `Monitor`, the seeded `Sim`), for tests and fuzz targets. No dependency added.
+//!
+//! Without features the crate depends on `iop-proto`, `thiserror`, `sha2` and
+//! `subtle` only: no async runtime, socket or clock crate (`tests/sans_io.rs`).
+//!
 //! **Determinism**: identical inputs give identical outputs, bit for bit — ordered
 //! maps only, no clock, no threads, randomness only from a seed in the config. The
 //! pair as a whole is tested for it (`tests/pair_determinism.rs`, and every seed of

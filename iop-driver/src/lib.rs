@@ -14,7 +14,7 @@
 //!   [`CommandResult`]), graceful shutdown.
 //!
 //! Applications use a runtime crate (`iop-tokio`, `iop-smol`), which names these types
-//! for its runtime.
+//! for its runtime. This crate has no cargo features.
 //!
 //! # Driving contract, as implemented
 //!
