@@ -20,7 +20,15 @@ const CLI_ONLY: &[&str] = &[
 fn normal_deps(features: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["tree", "-p", "iop-tokio", "-e", "normal", "--prefix", "none"])
+        .args([
+            "tree",
+            "-p",
+            "iop-tokio",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
         .args(["--format", "{p}", "--offline"])
         .args(features)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -41,7 +49,10 @@ fn normal_deps(features: &[&str]) -> Vec<String> {
 #[test]
 fn without_cli_the_library_has_none_of_the_binaries_dependencies() {
     let lean = normal_deps(&["--no-default-features"]);
-    assert!(lean.iter().any(|c| c == "tokio"), "unexpected tree: {lean:?}");
+    assert!(
+        lean.iter().any(|c| c == "tokio"),
+        "unexpected tree: {lean:?}"
+    );
     for cli_only in CLI_ONLY {
         assert!(
             !lean.iter().any(|c| c == cli_only),
