@@ -22,7 +22,6 @@
 //! run::<iop_smol::Smol, iop_tokio::Tokio, _>(binds::<iop_smol::Smol>());
 //! ```
 #![forbid(unsafe_code)]
-#![allow(clippy::unwrap_used, clippy::panic)]
 
 mod cp_binary;
 mod proxy;
