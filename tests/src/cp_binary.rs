@@ -10,7 +10,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// Builds (if needed) and locates `iop-control-plane`.
 pub fn control_plane_binary() -> PathBuf {
@@ -85,11 +84,23 @@ impl Drop for ControlPlaneProcess {
 
 /// `GET path` over a fresh connection (`Connection: close`): the status code and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    http(addr, "GET", path, "")
+}
+
+/// `POST path` with a JSON `body` over a fresh connection: the status code and body.
+pub fn http_post(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
+    http(addr, "POST", path, body)
+}
+
+/// One HTTP/1.1 request with `Connection: close`; the answer is read to EOF.
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
     let mut s = TcpStream::connect_timeout(&addr, crate::WAIT).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s.set_read_timeout(Some(crate::WAIT)).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut raw = String::new();
