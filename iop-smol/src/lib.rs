@@ -63,6 +63,10 @@
 //!   `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
 //!   progress) and return a [`CommandResult`].
 //!
+//! A complete smol Edge with nodes and a custom operation:
+//! `cargo run -p iop-smol --example smol_edge` (`examples/smol_edge.rs`). This crate
+//! has no cargo features.
+//!
 //! # Executors
 //!
 //! Sockets and timers are `async-io`'s and tasks are spawned onto smol's global
