@@ -79,6 +79,13 @@
 //! futures-core (`tests/lean_library.rs` checks it). Credential hashing needs no
 //! feature: [`core::cp::Credential`], [`core::cp::CredentialHash`] (`from_hex`,
 //! `to_hex`).
+//!
+//! # Examples
+//!
+//! `cargo run -p iop-tokio --example control_plane`: a Control Plane embedded in an
+//! application that reacts to node events. `cargo run -p iop-tokio --example
+//! edge_inventory`: an Edge fed from the application's inventory, with a custom
+//! operation reporting RUNNING then SUCCEEDED or FAILED. Both stop on their own.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
