@@ -1,0 +1,104 @@
+//! Seed inputs for every target, built from the golden vectors (see
+//! `examples/seed_corpus.rs`, which writes them to `fuzz/corpus/`).
+
+/// One golden vector: its name and its whole frame (length prefix included).
+#[derive(Debug, Clone)]
+pub struct Vector {
+    /// The `[name]` of the vector.
+    pub name: String,
+    /// The frame, length prefix included.
+    pub frame: Vec<u8>,
+}
+
+impl Vector {
+    /// The frame body (the protobuf `Envelope`), without the length prefix.
+    pub fn body(&self) -> &[u8] {
+        self.frame.get(4..).unwrap_or_default()
+    }
+}
+
+/// One seed file.
+#[derive(Debug, Clone)]
+pub struct Seed {
+    /// File name.
+    pub name: String,
+    /// File contents.
+    pub data: Vec<u8>,
+}
+
+fn seed(name: impl Into<String>, parts: &[&[u8]]) -> Seed {
+    Seed {
+        name: name.into(),
+        data: parts.concat(),
+    }
+}
+
+/// Parses `golden.txt`: `[name]` lines each followed (after a description) by a
+/// `frame: <hex>` line.
+pub fn parse_golden(text: &str) -> Result<Vec<Vector>, String> {
+    let mut vectors = Vec::new();
+    let mut name = None;
+    for line in text.lines() {
+        if let Some(n) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            name = Some(n.to_owned());
+        } else if let Some(hex) = line.strip_prefix("frame: ") {
+            let name = name.take().ok_or("frame: line before any [name]")?;
+            vectors.push(Vector {
+                frame: decode_hex(hex.trim()).ok_or_else(|| format!("bad hex in {name}"))?,
+                name,
+            });
+        }
+    }
+    if vectors.is_empty() {
+        return Err("no vectors found".into());
+    }
+    Ok(vectors)
+}
+
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The seeds of every target, by target name.
+pub fn all(vectors: &[Vector]) -> Vec<(&'static str, Vec<Seed>)> {
+    vec![
+        ("frame_decode", frame_decode(vectors)),
+        ("envelope_roundtrip", envelope_roundtrip(vectors)),
+    ]
+}
+
+/// Config byte, split header, stream (see `targets::frame_decode`).
+fn frame_decode(vectors: &[Vector]) -> Vec<Seed> {
+    let mut seeds: Vec<Seed> = vectors
+        .iter()
+        .map(|v| seed(&v.name, &[&[0, 0], &v.frame]))
+        .collect();
+    let all: Vec<u8> = vectors.iter().flat_map(|v| v.frame.clone()).collect();
+    seeds.push(seed("all_one_read", &[&[0, 0], &all]));
+    seeds.push(seed("all_bytewise", &[&[0, 1, 1], &all]));
+    seeds.push(seed("all_split_0_3_255", &[&[0, 3, 0, 3, 255], &all]));
+    seeds.push(seed("all_split_2_7", &[&[0, 2, 2, 7], &all]));
+    seeds.push(seed("all_tight_limits", &[&[4, 2, 5, 1], &all]));
+    seeds.push(seed("all_max_64", &[&[2, 1, 9], &all]));
+    seeds.push(seed("all_pre_hello_then_raised", &[&[9, 1, 17], &all]));
+    seeds.push(seed("zero_length", &[&[0, 0], &[0, 0, 0, 0]]));
+    seeds.push(seed("too_large", &[&[1, 1, 2], &[0, 1, 0, 1, 0x12]]));
+    seeds.push(seed("truncated", &[&[0, 0], &[0, 0, 0, 9, 0x62, 0x02]]));
+    seeds
+}
+
+/// Config byte, body (see `targets::envelope_roundtrip`).
+fn envelope_roundtrip(vectors: &[Vector]) -> Vec<Seed> {
+    let mut seeds = Vec::new();
+    for v in vectors {
+        seeds.push(seed(&v.name, &[&[0], v.body()]));
+        seeds.push(seed(format!("{}_tight", v.name), &[&[1], v.body()]));
+    }
+    seeds
+}
