@@ -15,9 +15,13 @@
 
 pub use iop_proto as proto;
 
+pub mod cp;
+pub mod edge;
 pub mod ids;
 pub mod limits;
 pub mod outbound;
+pub mod registry;
 pub mod time;
 
+pub use registry::NodeRegistry;
 pub use time::{Instant, WallClock};

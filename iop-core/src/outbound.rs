@@ -126,6 +126,14 @@ impl Outbound {
         self.queued_bytes
     }
 
+    /// Releases the queue's slots when it is empty and holds more than `keep`, so an
+    /// idle connection does not keep the memory of its largest burst.
+    pub(crate) fn shrink_idle(&mut self, keep: usize) {
+        if self.frames.is_empty() && self.frames.capacity() > keep {
+            self.frames = VecDeque::new();
+        }
+    }
+
     /// Drops everything queued.
     pub(crate) fn clear(&mut self) {
         self.frames.clear();

@@ -1,0 +1,290 @@
+//! Commands of one Edge across its sessions (SPEC §4.4): response-before-events,
+//! forward-only phases, de-duplication, re-send and lost-marking on reconnect.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use iop_proto::{
+    CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
+};
+
+use super::event::{CommandOrderRule, CommandOutcome, ProtocolViolation};
+
+/// The Edge's answer to a command, as far as the Control Plane knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandAnswer {
+    /// No response yet.
+    Pending,
+    /// Accepted.
+    Accepted,
+    /// Rejected with this reason.
+    Rejected(CommandRejectReason),
+}
+
+/// What the Control Plane knows about one command
+/// ([`ControlPlane::command`](super::ControlPlane::command)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommandState {
+    /// The command id.
+    pub command_id: String,
+    /// Its operation.
+    pub operation: String,
+    /// The Edge's answer.
+    pub answer: CommandAnswer,
+    /// The latest phase seen (UNSPECIFIED before any event).
+    pub phase: CommandPhase,
+    /// The latest event sequence seen (0 before any event).
+    pub last_sequence: u32,
+    /// Set once the command is finished for good.
+    pub outcome: Option<CommandOutcome>,
+}
+
+#[derive(Debug)]
+struct Tracked {
+    order: u64,
+    request: EdgeCommandRequest,
+    /// A request was sent on the current session and not yet answered on it.
+    awaiting_response: bool,
+    answer: CommandAnswer,
+    /// Listed in the current session's `inflight_command_ids`: the Edge holds it, so
+    /// its (replayed) events may come before the response to the re-sent request.
+    held_by_edge: bool,
+    last_seq: u32,
+    phase: CommandPhase,
+    outcome: Option<CommandOutcome>,
+}
+
+/// What a command response means for the application.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ResponseEffect {
+    /// No such command: count and drop.
+    Unknown,
+    /// The first answer: tell the application.
+    First,
+    /// A repeat of an answer already known (a re-sent request): nothing new.
+    Repeat,
+}
+
+/// What a command event means for the application.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum EventEffect {
+    /// No such command (or one already marked lost): count and drop.
+    Unknown,
+    /// Already seen `(command_id, sequence)`: drop.
+    Duplicate,
+    /// A new event: tell the application.
+    New,
+}
+
+/// Commands of one Edge.
+#[derive(Debug, Default)]
+pub(crate) struct CommandBook {
+    commands: BTreeMap<String, Tracked>,
+    /// Finished command ids, oldest first, for retention.
+    finished: VecDeque<String>,
+    next_order: u64,
+}
+
+fn rank(phase: CommandPhase) -> u8 {
+    match phase {
+        CommandPhase::Unspecified => 0,
+        CommandPhase::Accepted => 1,
+        CommandPhase::Running => 2,
+        CommandPhase::Succeeded
+        | CommandPhase::Failed
+        | CommandPhase::Cancelled
+        | CommandPhase::TimedOut => 3,
+    }
+}
+
+impl CommandBook {
+    pub(crate) fn contains(&self, command_id: &str) -> bool {
+        self.commands.contains_key(command_id)
+    }
+
+    /// Commands without a final outcome.
+    pub(crate) fn unfinished(&self) -> usize {
+        self.commands.len() - self.finished.len()
+    }
+
+    /// Tracks a command just sent on the current session.
+    pub(crate) fn insert(&mut self, request: EdgeCommandRequest) {
+        self.next_order += 1;
+        self.commands.insert(
+            request.command_id.clone(),
+            Tracked {
+                order: self.next_order,
+                request,
+                awaiting_response: true,
+                answer: CommandAnswer::Pending,
+                held_by_edge: false,
+                last_seq: 0,
+                phase: CommandPhase::Unspecified,
+                outcome: None,
+            },
+        );
+    }
+
+    pub(crate) fn state(&self, command_id: &str) -> Option<CommandState> {
+        self.commands.get(command_id).map(|t| CommandState {
+            command_id: t.request.command_id.clone(),
+            operation: t.request.operation.clone(),
+            answer: t.answer,
+            phase: t.phase,
+            last_sequence: t.last_seq,
+            outcome: t.outcome.clone(),
+        })
+    }
+
+    fn finish(&mut self, command_id: &str, outcome: CommandOutcome, retention: usize) {
+        if let Some(t) = self.commands.get_mut(command_id) {
+            // `awaiting_response` stays: a command held by the Edge may finish (through
+            // its replayed events) before the answer to its re-sent request arrives.
+            t.outcome = Some(outcome);
+            self.finished.push_back(command_id.to_owned());
+        }
+        while self.finished.len() > retention {
+            if let Some(old) = self.finished.pop_front() {
+                self.commands.remove(&old);
+            }
+        }
+    }
+
+    /// A command response arrived on the current session.
+    pub(crate) fn on_response(
+        &mut self,
+        resp: &EdgeCommandResponse,
+        retention: usize,
+    ) -> Result<ResponseEffect, ProtocolViolation> {
+        let Some(t) = self.commands.get_mut(&resp.command_id) else {
+            return Ok(ResponseEffect::Unknown);
+        };
+        if !t.awaiting_response {
+            return Err(ProtocolViolation::UnsolicitedCommandResponse {
+                command_id: resp.command_id.clone(),
+            });
+        }
+        t.awaiting_response = false;
+        if t.answer != CommandAnswer::Pending {
+            return Ok(ResponseEffect::Repeat);
+        }
+        if resp.accepted {
+            t.answer = CommandAnswer::Accepted;
+            return Ok(ResponseEffect::First);
+        }
+        if t.last_seq > 0 {
+            return Err(ProtocolViolation::ContradictoryCommandResponse {
+                command_id: resp.command_id.clone(),
+            });
+        }
+        let reason = CommandRejectReason::try_from(resp.reject_reason)
+            .unwrap_or(CommandRejectReason::Unspecified);
+        t.answer = CommandAnswer::Rejected(reason);
+        self.finish(
+            &resp.command_id,
+            CommandOutcome::Rejected(reason),
+            retention,
+        );
+        Ok(ResponseEffect::First)
+    }
+
+    /// A command event arrived on the current session.
+    pub(crate) fn on_event(
+        &mut self,
+        ev: &EdgeCommandEvent,
+        retention: usize,
+    ) -> Result<EventEffect, ProtocolViolation> {
+        let Some(t) = self.commands.get_mut(&ev.command_id) else {
+            return Ok(EventEffect::Unknown);
+        };
+        let violation = |rule| ProtocolViolation::CommandEventOrder {
+            command_id: ev.command_id.clone(),
+            rule,
+        };
+        match (&t.outcome, t.answer) {
+            (Some(CommandOutcome::Lost), _) => return Ok(EventEffect::Unknown),
+            (_, CommandAnswer::Rejected(_)) => {
+                return Err(ProtocolViolation::CommandEventAfterRejection {
+                    command_id: ev.command_id.clone(),
+                });
+            }
+            (_, CommandAnswer::Pending) if !t.held_by_edge => {
+                return Err(ProtocolViolation::CommandEventBeforeResponse {
+                    command_id: ev.command_id.clone(),
+                });
+            }
+            _ => {}
+        }
+        if ev.sequence != 0 && ev.sequence == t.last_seq {
+            return Ok(EventEffect::Duplicate);
+        }
+        if ev.sequence == 0 || ev.sequence < t.last_seq {
+            return Err(violation(CommandOrderRule::SequenceOrder));
+        }
+        if t.outcome.is_some() {
+            return Err(violation(CommandOrderRule::AfterTerminal));
+        }
+        let phase = match CommandPhase::try_from(ev.phase) {
+            Ok(CommandPhase::Unspecified) | Err(_) => {
+                return Err(violation(CommandOrderRule::UnknownPhase));
+            }
+            Ok(p) => p,
+        };
+        if ev.sequence == 1 && phase != CommandPhase::Accepted {
+            return Err(violation(CommandOrderRule::FirstNotAccepted));
+        }
+        let (old, new) = (rank(t.phase), rank(phase));
+        if new < old || (new == old && phase != CommandPhase::Running) {
+            return Err(violation(CommandOrderRule::PhaseBackwards));
+        }
+        t.last_seq = ev.sequence;
+        t.phase = phase;
+        if rank(phase) == 3 {
+            self.finish(&ev.command_id, CommandOutcome::Finished(phase), retention);
+        }
+        Ok(EventEffect::New)
+    }
+
+    /// A new session was accepted whose hello listed `inflight`. Returns the requests
+    /// to re-send (never answered) in their original order, and the ids of commands
+    /// believed accepted and unfinished that the Edge no longer holds (now lost).
+    pub(crate) fn on_new_session(
+        &mut self,
+        inflight: &[String],
+        retention: usize,
+    ) -> (Vec<EdgeCommandRequest>, Vec<String>) {
+        let held: BTreeSet<&str> = inflight.iter().map(String::as_str).collect();
+        let mut open: Vec<(u64, String)> = self
+            .commands
+            .iter()
+            .filter(|(_, t)| t.outcome.is_none())
+            .map(|(id, t)| (t.order, id.clone()))
+            .collect();
+        open.sort();
+        let mut resend = Vec::new();
+        let mut lost = Vec::new();
+        for (_, id) in open {
+            let Some(t) = self.commands.get_mut(&id) else {
+                continue;
+            };
+            t.held_by_edge = held.contains(id.as_str());
+            t.awaiting_response = false;
+            // Events seen without an answer (replays of a held command) mean the Edge
+            // accepted it: a restarted Edge that forgot it must not run it again from
+            // sequence 1 under the same id.
+            let believed_accepted = t.answer == CommandAnswer::Accepted || t.last_seq > 0;
+            if believed_accepted && !t.held_by_edge {
+                t.phase = CommandPhase::Failed;
+                lost.push(id);
+            } else if t.answer == CommandAnswer::Pending {
+                t.awaiting_response = true;
+                resend.push(t.request.clone());
+            }
+        }
+        for id in &lost {
+            self.finish(id, CommandOutcome::Lost, retention);
+        }
+        (resend, lost)
+    }
+}

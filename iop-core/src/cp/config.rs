@@ -1,0 +1,242 @@
+//! Every limit, timeout and policy knob of the Control Plane endpoint.
+
+use std::time::Duration;
+
+use crate::limits;
+use crate::time::WallClock;
+
+/// What the Control Plane does when a hello arrives for an `edge_id` that already has a
+/// live session (SPEC §4.1.2 step 6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DuplicatePolicy {
+    /// Accept the new session; the old one gets `GoAway{SUPERSEDED, retry_after_ms}` and
+    /// is closed. The default: a reconnecting Edge whose old connection is half-open is
+    /// never locked out.
+    #[default]
+    Replace,
+    /// Refuse the new hello with `DUPLICATE_EDGE` and `retry_after_ms`.
+    Reject,
+}
+
+/// Configuration of a [`ControlPlane`](super::ControlPlane).
+///
+/// `Default` gives the SPEC §7 defaults. The enrolment policy is not here: it is
+/// passed to [`ControlPlane::new`](super::ControlPlane::new) and can be replaced at
+/// run time.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CpConfig {
+    /// Largest frame body accepted once the hello is accepted, sent to the Edge as
+    /// `max_frame_len` in the hello response. Also the largest frame sent.
+    pub max_frame_len: u32,
+    /// Largest frame body accepted before the hello is accepted (64 KiB).
+    pub pre_hello_max_frame_len: u32,
+    /// Caps checked on every frame before it is decoded (SPEC §7 amplification caps).
+    pub decode_limits: iop_proto::DecodeLimits,
+    /// How long a new connection may take to send its hello.
+    pub hello_timeout: Duration,
+    /// Heartbeat interval offered to Edges (clamped to 1–60 s).
+    pub heartbeat_interval: Duration,
+    /// Silent intervals after which the CP shows an Edge as
+    /// [`Reachability::Unreachable`](super::Reachability::Unreachable). Must be below
+    /// `liveness_intervals` to have any effect.
+    pub unreachable_intervals: u32,
+    /// Silent intervals after which the session ends with `GoAway{HEARTBEAT_TIMEOUT}`.
+    pub liveness_intervals: u32,
+    /// How long a status request may stay unanswered.
+    pub status_timeout: Duration,
+    /// Status requests in flight per session.
+    pub max_inflight_status: usize,
+    /// Unfinished commands per Edge (carried-over ones included).
+    pub max_inflight_commands: usize,
+    /// Finished commands remembered per Edge (to de-duplicate replayed events and to
+    /// answer [`ControlPlane::command`](super::ControlPlane::command)); the oldest is
+    /// forgotten first.
+    pub finished_command_retention: usize,
+    /// Encoded bytes queued for one connection before its peer is dropped as too slow.
+    pub outbound_cap: usize,
+    /// Soft limit of bytes appended by one `poll_transmit` call.
+    pub transmit_chunk: usize,
+    /// Connections held at once; past it a new connection gets `GoAway{OVERLOADED}`.
+    pub max_connections: usize,
+    /// What to do with a second live session for one `edge_id`.
+    pub duplicate_policy: DuplicatePolicy,
+    /// `retry_after_ms` sent with `GoAway{SUPERSEDED}`.
+    pub retry_after_superseded: Duration,
+    /// `retry_after_ms` sent with a `DUPLICATE_EDGE` rejection.
+    pub retry_after_duplicate: Duration,
+    /// `retry_after_ms` sent with a `DRAINING` rejection.
+    pub retry_after_draining: Duration,
+    /// `retry_after_ms` sent with `GoAway{OVERLOADED}`.
+    pub retry_after_overloaded: Duration,
+    /// Lowest protocol version accepted.
+    pub min_protocol_version: u32,
+    /// Highest protocol version spoken.
+    pub max_protocol_version: u32,
+    /// Ask for a full status at once when a session is accepted and when an event gap
+    /// is seen (SPEC §4.1.6, §4.5). On by default.
+    pub auto_status_on_resync: bool,
+    /// Window in which supersessions of one `edge_id` are counted for flapping.
+    pub flap_window: Duration,
+    /// Supersessions within `flap_window` that make an `edge_id` flapping.
+    pub flap_threshold: u32,
+    /// Session ids start just above this. A runtime that restarts should pass something
+    /// that grows across restarts (e.g. Unix ms at start × 1000) so that `session_id`
+    /// stays a fencing epoch across CP restarts too.
+    pub session_id_floor: u64,
+    /// Epoch that makes generated command ids unique across CP restarts: generated ids
+    /// read `cmd-<epoch hex>-<n>`, `n` counting from 1 per CP.
+    pub command_id_epoch: u64,
+    /// Maps `now` to Unix milliseconds for the view's timestamps.
+    pub wall_clock: WallClock,
+}
+
+impl Default for CpConfig {
+    fn default() -> Self {
+        Self {
+            max_frame_len: limits::DEFAULT_MAX_FRAME_LEN,
+            pre_hello_max_frame_len: limits::PRE_HELLO_MAX_FRAME_LEN,
+            decode_limits: iop_proto::DecodeLimits::default(),
+            hello_timeout: limits::DEFAULT_HELLO_TIMEOUT,
+            heartbeat_interval: limits::DEFAULT_HEARTBEAT_INTERVAL,
+            unreachable_intervals: 2,
+            liveness_intervals: limits::LIVENESS_INTERVALS,
+            status_timeout: limits::DEFAULT_STATUS_TIMEOUT,
+            max_inflight_status: limits::DEFAULT_MAX_INFLIGHT_STATUS,
+            max_inflight_commands: limits::DEFAULT_MAX_INFLIGHT_COMMANDS,
+            finished_command_retention: 256,
+            outbound_cap: limits::DEFAULT_OUTBOUND_CAP,
+            transmit_chunk: 64 * 1024,
+            max_connections: limits::DEFAULT_MAX_CONNECTIONS,
+            duplicate_policy: DuplicatePolicy::Replace,
+            retry_after_superseded: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
+            retry_after_duplicate: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
+            retry_after_draining: limits::DEFAULT_RETRY_AFTER_DRAINING,
+            retry_after_overloaded: limits::DEFAULT_RETRY_AFTER_OVERLOADED,
+            min_protocol_version: limits::PROTOCOL_VERSION,
+            max_protocol_version: limits::PROTOCOL_VERSION,
+            auto_status_on_resync: true,
+            flap_window: Duration::from_secs(60),
+            flap_threshold: 3,
+            session_id_floor: 0,
+            command_id_epoch: 0,
+            wall_clock: WallClock::default(),
+        }
+    }
+}
+
+/// Why a [`CpConfig`] cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CpConfigError {
+    /// A frame limit is 0.
+    #[error("frame limits must be above 0")]
+    ZeroFrameLimit,
+    /// `max_frame_len` is below `pre_hello_max_frame_len`.
+    #[error("max_frame_len {max} is below the pre-hello limit {pre_hello}")]
+    FrameLimitBelowPreHello {
+        /// `max_frame_len`.
+        max: u32,
+        /// `pre_hello_max_frame_len`.
+        pre_hello: u32,
+    },
+    /// `liveness_intervals` or `unreachable_intervals` is 0: every session would end
+    /// (or be unreachable) at once.
+    #[error("liveness and unreachable intervals must be above 0")]
+    ZeroIntervals,
+    /// The protocol version range is empty or starts at 0.
+    #[error("protocol versions {min}..={max} are not a range of versions above 0")]
+    ProtocolRange {
+        /// `min_protocol_version`.
+        min: u32,
+        /// `max_protocol_version`.
+        max: u32,
+    },
+    /// `max_connections` is 0: every connection would be refused.
+    #[error("max_connections must be above 0")]
+    ZeroConnections,
+}
+
+impl CpConfig {
+    /// Checks the values that would make the endpoint useless.
+    pub fn validate(&self) -> Result<(), CpConfigError> {
+        if self.max_frame_len == 0 || self.pre_hello_max_frame_len == 0 {
+            return Err(CpConfigError::ZeroFrameLimit);
+        }
+        if self.max_frame_len < self.pre_hello_max_frame_len {
+            return Err(CpConfigError::FrameLimitBelowPreHello {
+                max: self.max_frame_len,
+                pre_hello: self.pre_hello_max_frame_len,
+            });
+        }
+        if self.liveness_intervals == 0 || self.unreachable_intervals == 0 {
+            return Err(CpConfigError::ZeroIntervals);
+        }
+        if self.min_protocol_version == 0 || self.min_protocol_version > self.max_protocol_version {
+            return Err(CpConfigError::ProtocolRange {
+                min: self.min_protocol_version,
+                max: self.max_protocol_version,
+            });
+        }
+        if self.max_connections == 0 {
+            return Err(CpConfigError::ZeroConnections);
+        }
+        Ok(())
+    }
+
+    /// The heartbeat interval actually offered: clamped to 1–60 s.
+    pub fn negotiated_heartbeat_interval(&self) -> Duration {
+        self.heartbeat_interval.clamp(
+            limits::MIN_HEARTBEAT_INTERVAL,
+            limits::MAX_HEARTBEAT_INTERVAL,
+        )
+    }
+}
+
+/// A duration as wire milliseconds, saturating at `u32::MAX`.
+pub(crate) fn ms_u32(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_nonsense_is_refused() {
+        let d = CpConfig::default;
+        assert_eq!(d().validate(), Ok(()));
+        let c = CpConfig {
+            max_frame_len: 1024,
+            ..d()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(CpConfigError::FrameLimitBelowPreHello { .. })
+        ));
+        let c = CpConfig {
+            liveness_intervals: 0,
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(CpConfigError::ZeroIntervals));
+        let c = CpConfig {
+            min_protocol_version: 2,
+            ..d()
+        };
+        assert!(matches!(
+            c.validate(),
+            Err(CpConfigError::ProtocolRange { min: 2, max: 1 })
+        ));
+        let c = CpConfig {
+            max_connections: 0,
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(CpConfigError::ZeroConnections));
+        let c = CpConfig {
+            pre_hello_max_frame_len: 0,
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(CpConfigError::ZeroFrameLimit));
+    }
+}

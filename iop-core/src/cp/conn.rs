@@ -1,0 +1,148 @@
+//! One transport connection: its decoder, outbound queue, timers and session state.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use iop_proto::FrameDecoder;
+
+use crate::outbound::Outbound;
+use crate::time::Instant;
+
+use super::enrolment::CredentialHash;
+use super::status::StatusBook;
+use super::timer::TimerTable;
+
+/// An accepted Edge session on one connection.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) edge_id: String,
+    pub(crate) session_id: u64,
+    /// Hash of the credential the hello presented, to re-check on policy changes.
+    pub(crate) credential: CredentialHash,
+    /// `iop.instance_id` from the hello metadata.
+    pub(crate) instance_id: Option<String>,
+    pub(crate) heartbeat_interval: Duration,
+    pub(crate) unreachable: bool,
+    pub(crate) status: StatusBook,
+    /// Last node event sequence seen on this session (0: none yet).
+    pub(crate) last_event_seq: u64,
+    /// Only a full status requested with this correlation id or later makes the view
+    /// fresh: earlier ones may predate the latest resync point.
+    pub(crate) fresh_floor: u64,
+}
+
+/// Where a connection is in its life.
+#[derive(Debug)]
+pub(crate) enum ConnState {
+    /// Waiting for the hello.
+    AwaitingHello,
+    /// A session was accepted.
+    Active(Box<Session>),
+    /// Ended: the final bytes are being handed out, then `Transmit::Close`.
+    Closing,
+}
+
+/// One connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub(crate) decoder: FrameDecoder,
+    pub(crate) outbound: Outbound,
+    pub(crate) timers: TimerTable,
+    /// The deadline under which this connection sits in the endpoint's timer index.
+    pub(crate) indexed_at: Option<Instant>,
+    pub(crate) state: ConnState,
+}
+
+impl Conn {
+    pub(crate) fn new(
+        pre_hello_max: u32,
+        limits: iop_proto::DecodeLimits,
+        outbound_cap: usize,
+        max_frame_len: u32,
+    ) -> Self {
+        Self {
+            decoder: FrameDecoder::with_limits(pre_hello_max, limits),
+            outbound: Outbound::new(outbound_cap, max_frame_len),
+            timers: TimerTable::default(),
+            indexed_at: None,
+            state: ConnState::AwaitingHello,
+        }
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        !matches!(self.state, ConnState::Closing)
+    }
+
+    pub(crate) fn session(&self) -> Option<&Session> {
+        match &self.state {
+            ConnState::Active(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn session_mut(&mut self) -> Option<&mut Session> {
+        match &mut self.state {
+            ConnState::Active(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Supersession history of one Edge id, for flapping detection.
+#[derive(Debug, Default)]
+pub(crate) struct FlapHistory {
+    pub(crate) total: u64,
+    recent: VecDeque<Instant>,
+}
+
+impl FlapHistory {
+    /// Records a supersession at `now`; true when at least `threshold` happened within
+    /// `window`.
+    pub(crate) fn record(&mut self, now: Instant, window: Duration, threshold: u32) -> bool {
+        self.total += 1;
+        self.recent.push_back(now);
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > window)
+        {
+            self.recent.pop_front();
+        }
+        let keep = threshold.max(1) as usize;
+        while self.recent.len() > keep {
+            self.recent.pop_front();
+        }
+        threshold > 0 && self.recent.len() >= threshold as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_connection_is_small() {
+        // Inline size of a connection and its boxed session; their heap besides is the
+        // edge id and instance id strings (and an empty decoder/outbound/status book).
+        let inline = std::mem::size_of::<Conn>() + std::mem::size_of::<Session>();
+        assert!(inline < 1024, "{inline} bytes");
+        // Worst case kept by an idle connection: the decoder's retained buffer and the
+        // outbound queue's retained slots (see `ControlPlane::poll_transmit`).
+        let slots = super::super::endpoint::IDLE_OUTBOUND_SLOTS
+            * (std::mem::size_of::<iop_proto::Envelope>() + std::mem::size_of::<usize>());
+        let worst = inline + super::super::endpoint::IDLE_DECODER_CAPACITY + slots;
+        assert!(worst < 3 * 1024, "{worst} bytes");
+    }
+
+    #[test]
+    fn flapping_needs_threshold_supersessions_within_the_window() {
+        let mut h = FlapHistory::default();
+        let w = Duration::from_secs(60);
+        assert!(!h.record(Instant::from_millis(0), w, 3));
+        assert!(!h.record(Instant::from_millis(1_000), w, 3));
+        assert!(!h.record(Instant::from_millis(120_000), w, 3));
+        assert!(!h.record(Instant::from_millis(121_000), w, 3));
+        assert!(h.record(Instant::from_millis(122_000), w, 3));
+        assert_eq!(h.total, 5);
+    }
+}

@@ -1,0 +1,492 @@
+//! The [`ControlPlane`] endpoint: connections, timers and the pull-based outputs.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use iop_proto::{Envelope, GoAwayReason};
+
+use crate::outbound::OutboundError;
+use crate::time::Instant;
+
+use super::command::CommandBook;
+use super::config::{CpConfig, CpConfigError, ms_u32};
+use super::conn::{Conn, ConnState, FlapHistory};
+use super::enrolment::EnrolmentPolicy;
+use super::error::ConnectError;
+use super::event::{CloseReason, ConnectionId, CpEvent, RequestId, Transmit};
+use super::stats::CpStats;
+use super::timer::Timer;
+use super::view::{EdgeView, Reachability};
+
+/// Receive buffer capacity an idle connection may keep.
+pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
+/// Outbound queue slots an idle connection may keep (each is an `Envelope`, 168
+/// bytes: keeping none costs one small allocation per burst).
+pub(crate) const IDLE_OUTBOUND_SLOTS: usize = 0;
+
+/// Buffer usage of one connection, for metrics and memory checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnBuffers {
+    /// Heap bytes held by the frame decoder for a partial frame.
+    pub decoder_capacity: usize,
+    /// Encoded bytes queued for sending.
+    pub outbound_queued: usize,
+}
+
+/// What the Control Plane holds about one Edge id.
+#[derive(Debug)]
+pub(crate) struct EdgeEntry {
+    pub(crate) view: EdgeView,
+    /// The connection of its live session.
+    pub(crate) live: Option<ConnectionId>,
+    pub(crate) commands: CommandBook,
+    pub(crate) flaps: FlapHistory,
+}
+
+/// The Control Plane endpoint: every Edge connection's session, and the view of every
+/// Edge. Sans-IO: see the [module docs](super) for the driving contract.
+#[derive(Debug)]
+pub struct ControlPlane {
+    pub(crate) config: CpConfig,
+    pub(crate) policy: EnrolmentPolicy,
+    /// Boxed values: B-tree nodes hold 11 slots, so large inline values would waste
+    /// most of a node per entry.
+    pub(crate) conns: BTreeMap<ConnectionId, Box<Conn>>,
+    pub(crate) edges: BTreeMap<String, Box<EdgeEntry>>,
+    /// (deadline, connection): the earliest timer of every connection that has one.
+    pub(crate) timers: BTreeSet<(Instant, ConnectionId)>,
+    pub(crate) events: VecDeque<CpEvent>,
+    pub(crate) wakeups: BTreeSet<ConnectionId>,
+    pub(crate) last_session_id: u64,
+    pub(crate) last_command_n: u64,
+    pub(crate) draining: bool,
+    pub(crate) shut_down: bool,
+    pub(crate) stats: CpStats,
+}
+
+impl ControlPlane {
+    /// A Control Plane with `config` (checked by [`CpConfig::validate`]) and enrolment
+    /// `policy`.
+    pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, CpConfigError> {
+        config.validate()?;
+        Ok(Self {
+            last_session_id: config.session_id_floor,
+            config,
+            policy,
+            conns: BTreeMap::new(),
+            edges: BTreeMap::new(),
+            timers: BTreeSet::new(),
+            events: VecDeque::new(),
+            wakeups: BTreeSet::new(),
+            last_command_n: 0,
+            draining: false,
+            shut_down: false,
+            stats: CpStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CpConfig {
+        &self.config
+    }
+
+    /// A transport connection was accepted. Over the connection cap (or after
+    /// [`shutdown`](Self::shutdown)) it is refused at once with a `GoAway`.
+    pub fn handle_connect(&mut self, now: Instant, conn: ConnectionId) -> Result<(), ConnectError> {
+        if self.conns.contains_key(&conn) {
+            return Err(ConnectError::DuplicateConnectionId(conn));
+        }
+        self.stats.connections_accepted += 1;
+        let over = self.conns.len() >= self.config.max_connections;
+        let mut c = Conn::new(
+            self.config.pre_hello_max_frame_len,
+            self.config.decode_limits,
+            self.config.outbound_cap,
+            self.config.max_frame_len,
+        );
+        c.timers.set(Timer::Hello, now + self.config.hello_timeout);
+        self.conns.insert(conn, Box::new(c));
+        if self.shut_down {
+            self.close(conn, CloseReason::Shutdown);
+        } else if over {
+            self.close(conn, CloseReason::Overloaded);
+        }
+        self.reindex(conn);
+        Ok(())
+    }
+
+    /// Bytes arrived on `conn`. Bytes for an unknown or closing connection are
+    /// dropped.
+    pub fn handle_bytes(&mut self, now: Instant, conn: ConnectionId, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !c.is_open() || bytes.is_empty() {
+            return;
+        }
+        self.stats.bytes_in += bytes.len() as u64;
+        self.heard_from(now, conn);
+        let mut input = bytes;
+        loop {
+            let decoded = match self.conns.get_mut(&conn) {
+                Some(c) if c.is_open() => c.decoder.decode(&mut input),
+                _ => break,
+            };
+            match decoded {
+                Ok(Some(envelope)) => {
+                    self.stats.frames_in += 1;
+                    self.on_frame(now, conn, envelope);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.protocol_error(conn, super::ProtocolViolation::Frame(e));
+                    break;
+                }
+            }
+        }
+        // An idle connection keeps no large receive buffer: between frames a fresh
+        // decoder is equivalent to the old one.
+        if let Some(c) = self.conns.get_mut(&conn)
+            && c.is_open()
+            && c.decoder.is_at_boundary()
+            && c.decoder.capacity() > IDLE_DECODER_CAPACITY
+        {
+            c.decoder = iop_proto::FrameDecoder::with_limits(
+                c.decoder.max_frame_len(),
+                *c.decoder.limits(),
+            );
+        }
+        self.reindex(conn);
+    }
+
+    /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
+    /// Control Plane already closed or forgot.
+    pub fn handle_closed(&mut self, _now: Instant, conn: ConnectionId) {
+        let open = self.conns.get(&conn).is_some_and(|c| c.is_open());
+        if open {
+            self.close(conn, CloseReason::TransportClosed);
+        }
+        self.forget(conn);
+    }
+
+    /// Fires every timer due at `now`. Extra calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(at, conn)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.indexed_at = None;
+            }
+            self.on_conn_timeout(now, conn);
+            // Every due timer was handled (or re-armed later); stopping any left makes
+            // sure this loop always ends.
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.timers.stop_expired(now);
+            }
+            self.reindex(conn);
+        }
+    }
+
+    /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must be
+    /// called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.first().map(|(at, _)| *at)
+    }
+
+    /// Appends bytes for `conn` to `buf` (about `transmit_chunk` at most per call).
+    /// Returns [`Transmit::Close`] once a closing connection has handed out every final
+    /// byte — the Control Plane then forgets it — and for an unknown connection.
+    pub fn poll_transmit(&mut self, conn: ConnectionId, buf: &mut Vec<u8>) -> Transmit {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Transmit::Close;
+        };
+        if !c.outbound.is_empty() {
+            let limit = buf.len().saturating_add(self.config.transmit_chunk);
+            let n = c.outbound.write_to(buf, limit);
+            c.outbound.shrink_idle(IDLE_OUTBOUND_SLOTS);
+            self.stats.bytes_out += n as u64;
+            return Transmit::Bytes(n);
+        }
+        if c.is_open() {
+            return Transmit::Idle;
+        }
+        self.forget(conn);
+        Transmit::Close
+    }
+
+    /// The next connection that got output (or a pending close) from an input on
+    /// *another* connection, or from an application call: wake its task so it calls
+    /// `poll_transmit`. Each connection is listed once until polled.
+    pub fn poll_wakeup(&mut self) -> Option<ConnectionId> {
+        self.wakeups.pop_first()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<CpEvent> {
+        self.events.pop_front()
+    }
+
+    /// Counters for metrics.
+    pub fn stats(&self) -> CpStats {
+        let mut stats = self.stats.clone();
+        stats.connections = self.conns.len();
+        stats.live_sessions = self.edges.values().filter(|e| e.live.is_some()).count();
+        stats
+    }
+
+    /// Buffer usage of `conn`.
+    pub fn connection_buffers(&self, conn: ConnectionId) -> Option<ConnBuffers> {
+        self.conns.get(&conn).map(|c| ConnBuffers {
+            decoder_capacity: c.decoder.capacity(),
+            outbound_queued: c.outbound.queued_bytes(),
+        })
+    }
+
+    /// Connections held (open or closing).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    // ----- internals -------------------------------------------------------------
+
+    /// Queues `envelope` for `conn`. On a full buffer the connection is dropped as a
+    /// slow peer.
+    pub(crate) fn send(
+        &mut self,
+        conn: ConnectionId,
+        envelope: Envelope,
+    ) -> Result<(), OutboundError> {
+        // Nothing is queued behind a closing connection's final frames.
+        let Some(c) = self.conns.get_mut(&conn).filter(|c| c.is_open()) else {
+            return Ok(());
+        };
+        match c.outbound.push(envelope) {
+            Ok(()) => {
+                self.stats.frames_out += 1;
+                self.wakeups.insert(conn);
+                Ok(())
+            }
+            Err(e @ OutboundError::Full { .. }) => {
+                self.close(conn, CloseReason::SlowPeer);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn protocol_error(
+        &mut self,
+        conn: ConnectionId,
+        violation: super::ProtocolViolation,
+    ) {
+        self.close(conn, CloseReason::ProtocolError(violation));
+    }
+
+    /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
+    /// the one `Closed` event. No effect on a connection already closing.
+    pub(crate) fn close(&mut self, conn: ConnectionId, reason: CloseReason) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !c.is_open() {
+            return;
+        }
+        let state = std::mem::replace(&mut c.state, ConnState::Closing);
+        c.timers.clear();
+        // Release any partial frame: nothing more is read.
+        c.decoder = iop_proto::FrameDecoder::new(0);
+        if reason == CloseReason::SlowPeer {
+            c.outbound.clear();
+        } else if let Some(go_away) = reason.go_away() {
+            let retry = match go_away {
+                GoAwayReason::Superseded => self.config.retry_after_superseded,
+                GoAwayReason::Overloaded => self.config.retry_after_overloaded,
+                _ => std::time::Duration::ZERO,
+            };
+            let message = close_message(&reason);
+            let frame = Envelope::go_away(go_away, message, ms_u32(retry));
+            if c.outbound.push(frame.clone()).is_err() {
+                c.outbound.clear();
+                let _ = c.outbound.push(frame);
+            }
+            self.stats.frames_out += 1;
+        }
+        match &reason {
+            CloseReason::ProtocolError(_) => self.stats.protocol_errors += 1,
+            CloseReason::HelloTimeout => self.stats.hello_timeouts += 1,
+            CloseReason::HeartbeatTimeout => self.stats.heartbeat_timeouts += 1,
+            CloseReason::Overloaded => self.stats.overloaded += 1,
+            CloseReason::SlowPeer => self.stats.slow_peers += 1,
+            _ => {}
+        }
+        self.wakeups.insert(conn);
+        let (edge_id, session_id) = match state {
+            ConnState::Active(session) => {
+                let mut session = *session;
+                for correlation_id in session.status.abandon_all() {
+                    self.events.push_back(CpEvent::StatusAbandoned {
+                        edge_id: session.edge_id.clone(),
+                        request: RequestId {
+                            session_id: session.session_id,
+                            correlation_id,
+                        },
+                    });
+                }
+                if let Some(entry) = self.edges.get_mut(&session.edge_id) {
+                    // Stale-close suppression: only the live session's end disconnects.
+                    if entry.live == Some(conn) {
+                        entry.live = None;
+                        entry.view.reachability = Reachability::Disconnected;
+                        entry.view.fresh = false;
+                        self.events.push_back(CpEvent::EdgeDisconnected {
+                            edge_id: session.edge_id.clone(),
+                            session_id: session.session_id,
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+                (Some(session.edge_id), Some(session.session_id))
+            }
+            _ => (None, None),
+        };
+        self.events.push_back(CpEvent::Closed {
+            conn,
+            edge_id,
+            session_id,
+            reason,
+        });
+        self.reindex(conn);
+    }
+
+    /// Removes `conn` entirely.
+    pub(crate) fn forget(&mut self, conn: ConnectionId) {
+        if let Some(c) = self.conns.remove(&conn)
+            && let Some(at) = c.indexed_at
+        {
+            self.timers.remove(&(at, conn));
+        }
+    }
+
+    /// Puts `conn` in the timer index under its earliest deadline.
+    pub(crate) fn reindex(&mut self, conn: ConnectionId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let next = c.timers.next();
+        if next == c.indexed_at {
+            return;
+        }
+        if let Some(old) = c.indexed_at {
+            self.timers.remove(&(old, conn));
+        }
+        if let Some(at) = next {
+            self.timers.insert((at, conn));
+        }
+        c.indexed_at = next;
+    }
+
+    /// Any byte is proof of life: push the liveness deadlines out.
+    fn heard_from(&mut self, now: Instant, conn: ConnectionId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let ConnState::Active(session) = &mut c.state else {
+            return;
+        };
+        let interval = session.heartbeat_interval;
+        c.timers.set(
+            Timer::Unreachable,
+            now + interval * self.config.unreachable_intervals,
+        );
+        c.timers.set(
+            Timer::Liveness,
+            now + interval * self.config.liveness_intervals,
+        );
+        if session.unreachable {
+            session.unreachable = false;
+            let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+            if let Some(entry) = self.edges.get_mut(&edge_id) {
+                entry.view.reachability = Reachability::Connected;
+            }
+            self.events.push_back(CpEvent::EdgeReachable {
+                edge_id,
+                session_id,
+            });
+        }
+    }
+
+    fn on_conn_timeout(&mut self, now: Instant, conn: ConnectionId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.timers.is_expired(Timer::Hello, now) {
+            self.close(conn, CloseReason::HelloTimeout);
+            return;
+        }
+        if c.timers.is_expired(Timer::Status, now) {
+            self.expire_status(now, conn);
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.timers.is_expired(Timer::Liveness, now) {
+            self.close(conn, CloseReason::HeartbeatTimeout);
+            return;
+        }
+        if c.timers.is_expired(Timer::Unreachable, now) {
+            c.timers.stop(Timer::Unreachable);
+            if let ConnState::Active(session) = &mut c.state {
+                session.unreachable = true;
+                let silent_for = session.heartbeat_interval * self.config.unreachable_intervals;
+                let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+                if let Some(entry) = self.edges.get_mut(&edge_id) {
+                    entry.view.reachability = Reachability::Unreachable;
+                }
+                self.events.push_back(CpEvent::EdgeUnreachable {
+                    edge_id,
+                    session_id,
+                    silent_for,
+                });
+            }
+        }
+    }
+
+    fn expire_status(&mut self, now: Instant, conn: ConnectionId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let ConnState::Active(session) = &mut c.state else {
+            return;
+        };
+        let expired = session.status.expire(now);
+        c.timers
+            .set_opt(Timer::Status, session.status.next_deadline());
+        for correlation_id in expired {
+            self.stats.status_timeouts += 1;
+            self.events.push_back(CpEvent::StatusTimedOut {
+                edge_id: session.edge_id.clone(),
+                request: RequestId {
+                    session_id: session.session_id,
+                    correlation_id,
+                },
+            });
+        }
+    }
+}
+
+fn close_message(reason: &CloseReason) -> String {
+    match reason {
+        CloseReason::ProtocolError(v) => format!("protocol error: {v}"),
+        CloseReason::HelloTimeout => "no hello within the hello timeout".into(),
+        CloseReason::HeartbeatTimeout => "nothing received within the liveness window".into(),
+        CloseReason::Superseded { by_session_id } => {
+            format!("superseded by session {by_session_id}")
+        }
+        CloseReason::CredentialRevoked => "credential revoked".into(),
+        CloseReason::Shutdown => "control plane shutting down".into(),
+        CloseReason::Overloaded => "too many connections".into(),
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,93 @@
+//! Errors for the application's own misuse. Peer misbehaviour is never an `Err`: it
+//! closes the connection with a [`CloseReason`](super::CloseReason).
+
+use crate::ids::IdError;
+use crate::outbound::OutboundError;
+
+use super::ConnectionId;
+
+/// Why [`ControlPlane::handle_connect`](super::ControlPlane::handle_connect) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The runtime reused the id of a connection the Control Plane still holds.
+    #[error("{0} is already in use")]
+    DuplicateConnectionId(ConnectionId),
+}
+
+/// Why [`ControlPlane::request_status`](super::ControlPlane::request_status) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatusError {
+    /// The Edge has no live session.
+    #[error("edge {0} is not connected")]
+    NotConnected(String),
+    /// A node id breaks the id grammar.
+    #[error("invalid node id: {0}")]
+    InvalidNodeId(IdError),
+    /// The session already has the maximum of status requests in flight.
+    #[error("{limit} status requests are already in flight on this session")]
+    TooManyInFlight {
+        /// The limit (`max_inflight_status`).
+        limit: usize,
+    },
+    /// The request does not fit in one frame.
+    #[error("the request does not fit in a frame: {0}")]
+    TooLarge(OutboundError),
+    /// The peer read too slowly; the session was dropped instead.
+    #[error("the session was dropped: its peer reads too slowly")]
+    SlowPeer,
+}
+
+/// What the application asks an Edge to do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// An operation the Edge advertised in its hello.
+    pub operation: String,
+    /// A target selector (SPEC §6), interpreted by the Edge.
+    pub target_selector: String,
+    /// Free-form metadata for the Edge's handler.
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// Timeout on the Edge; 0 means its default.
+    pub timeout_ms: u32,
+}
+
+/// Why [`ControlPlane::send_command`](super::ControlPlane::send_command) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// The Edge has no live session.
+    #[error("edge {0} is not connected")]
+    NotConnected(String),
+    /// The Edge did not advertise this operation in its hello.
+    #[error("edge did not advertise operation {0:?}")]
+    OperationNotAdvertised(String),
+    /// The command id is empty or longer than 128 bytes.
+    #[error("command id must be 1 to 128 bytes")]
+    InvalidCommandId,
+    /// The command id is already in use for this Edge.
+    #[error("command id {0:?} is already in use for this edge")]
+    DuplicateCommandId(String),
+    /// The Edge already has the maximum of unfinished commands.
+    #[error("{limit} commands are already unfinished for this edge")]
+    TooManyInFlight {
+        /// The limit (`max_inflight_commands`).
+        limit: usize,
+    },
+    /// The request does not fit in one frame.
+    #[error("the command does not fit in a frame: {0}")]
+    TooLarge(OutboundError),
+    /// The peer read too slowly; the session was dropped instead. The command is kept
+    /// and will be sent on the Edge's next session.
+    #[error("the session was dropped: its peer reads too slowly")]
+    SlowPeer,
+}
+
+/// Why [`ControlPlane::revoke`](super::ControlPlane::revoke) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RevokeError {
+    /// The Edge is neither connected nor on the allow list.
+    #[error("edge {0} is neither connected nor enrolled")]
+    UnknownEdge(String),
+}

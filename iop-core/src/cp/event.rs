@@ -1,0 +1,366 @@
+//! What the Control Plane tells the application: events, close reasons, ids.
+
+use std::time::Duration;
+
+use iop_proto::{
+    BodyKind, CommandRejectReason, EdgeCommandEvent, EdgeNodeEvent, EdgeStatusResponse, FrameError,
+    GoAwayReason, HelloRejectReason,
+};
+
+/// One transport connection, named by the runtime (any `u64` it has not used for a
+/// connection the Control Plane still holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionId(pub u64);
+
+impl std::fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "conn#{}", self.0)
+    }
+}
+
+/// Names one status request: the session it was sent on and its correlation id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId {
+    /// The session (fencing epoch) the request was sent on.
+    pub session_id: u64,
+    /// The `correlation_id` on the wire, strictly increasing per session, never 0.
+    pub correlation_id: u64,
+}
+
+/// What `poll_transmit` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Transmit {
+    /// This many bytes were appended to the buffer; write them and call again.
+    Bytes(usize),
+    /// Nothing to send now; wait for a wakeup or new input.
+    Idle,
+    /// Every final byte has been handed out: write what you hold, then close the
+    /// transport. The Control Plane has forgotten the connection.
+    Close,
+}
+
+/// Why a connection ended. Each connection ends with exactly one
+/// [`CpEvent::Closed`] carrying one of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The transport reported EOF or an error (`handle_closed`).
+    TransportClosed,
+    /// The hello was refused with this reason (the response was sent).
+    HelloRejected(HelloRejectReason),
+    /// No hello arrived in time (`GoAway{HELLO_TIMEOUT}` sent).
+    HelloTimeout,
+    /// Nothing was received for the liveness window (`GoAway{HEARTBEAT_TIMEOUT}` sent).
+    HeartbeatTimeout,
+    /// The peer broke the protocol (`GoAway{PROTOCOL_ERROR}` sent).
+    ProtocolError(ProtocolViolation),
+    /// A newer session of the same Edge replaced this one (`GoAway{SUPERSEDED}` sent).
+    Superseded {
+        /// The session that replaced it.
+        by_session_id: u64,
+    },
+    /// The Edge's credential was revoked (`GoAway{CREDENTIAL_REVOKED}` sent).
+    CredentialRevoked,
+    /// The Control Plane shut down (`GoAway{SHUTDOWN}` sent).
+    Shutdown,
+    /// The connection cap was reached (`GoAway{OVERLOADED}` sent).
+    Overloaded,
+    /// The peer read too slowly: its outbound buffer passed the cap. Nothing more is
+    /// sent to it.
+    SlowPeer,
+    /// The Edge sent a `GoAway` (reason as on the wire, message).
+    PeerGoAway {
+        /// The wire reason (`GoAwayReason` as `i32`, may be unknown to this version).
+        reason: i32,
+        /// The Edge's message.
+        message: String,
+    },
+}
+
+/// A protocol rule the peer broke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// The byte stream did not decode into frames.
+    #[error("bad frame: {0}")]
+    Frame(FrameError),
+    /// A frame other than the hello came first (`Empty` for an unknown body).
+    #[error("{0} before the hello")]
+    BeforeHello(BodyKind),
+    /// A second hello on an accepted session.
+    #[error("second hello on an accepted session")]
+    SecondHello,
+    /// A frame only the Control Plane sends.
+    #[error("{0} is never sent by an Edge")]
+    WrongDirection(BodyKind),
+    /// A status response with a correlation id never issued on this session.
+    #[error("status response for correlation id {0}, never issued on this session")]
+    NeverIssuedCorrelationId(u64),
+    /// A status response for another Edge.
+    #[error("status response names another edge_id")]
+    StatusEdgeIdMismatch,
+    /// A node event for another Edge.
+    #[error("node event names another edge_id")]
+    NodeEventEdgeIdMismatch,
+    /// A node event with sequence 0 or not above the last one.
+    #[error("node event sequence {got} after {last}")]
+    NodeEventSequence {
+        /// The last sequence seen this session.
+        last: u64,
+        /// The offending sequence.
+        got: u64,
+    },
+    /// A command response when none was awaited for that id on this session.
+    #[error("unsolicited command response for {command_id}")]
+    UnsolicitedCommandResponse {
+        /// The command.
+        command_id: String,
+    },
+    /// A command response contradicting what the Edge said before.
+    #[error("command response for {command_id} contradicts earlier events")]
+    ContradictoryCommandResponse {
+        /// The command.
+        command_id: String,
+    },
+    /// A command event arrived before the command's response.
+    #[error("command event for {command_id} before its response")]
+    CommandEventBeforeResponse {
+        /// The command.
+        command_id: String,
+    },
+    /// A command event for a rejected command.
+    #[error("command event for rejected command {command_id}")]
+    CommandEventAfterRejection {
+        /// The command.
+        command_id: String,
+    },
+    /// A command event broke the phase/sequence rules of SPEC §4.4.
+    #[error("command {command_id}: {rule}")]
+    CommandEventOrder {
+        /// The command.
+        command_id: String,
+        /// Which rule.
+        rule: CommandOrderRule,
+    },
+}
+
+/// The command event rules of SPEC §4.4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandOrderRule {
+    /// Sequence 0, or a sequence below the last one seen (a reordering).
+    #[error("sequence must strictly increase from 1")]
+    SequenceOrder,
+    /// The event with sequence 1 was not ACCEPTED.
+    #[error("sequence 1 must be ACCEPTED")]
+    FirstNotAccepted,
+    /// The phase is UNSPECIFIED or unknown.
+    #[error("phase is unspecified or unknown")]
+    UnknownPhase,
+    /// The phase went backwards, or ACCEPTED repeated.
+    #[error("phase went backwards")]
+    PhaseBackwards,
+    /// Something followed the terminal phase.
+    #[error("event after the terminal phase")]
+    AfterTerminal,
+}
+
+/// Why the Control Plane's view of an Edge must be rebuilt from a fresh status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResyncCause {
+    /// A new session was accepted: transitions while disconnected are not replayed.
+    NewSession,
+    /// Node event sequence numbers were skipped: events were lost.
+    EventGap {
+        /// The sequence expected.
+        expected: u64,
+        /// The sequence received.
+        got: u64,
+    },
+    /// The session's first event was not `EDGE_READY`.
+    MissingEdgeReady,
+}
+
+/// How a command left the Control Plane's books for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandOutcome {
+    /// The Edge rejected it.
+    Rejected(CommandRejectReason),
+    /// A terminal event arrived with this phase.
+    Finished(iop_proto::CommandPhase),
+    /// The Edge reconnected without listing this accepted, unfinished command: it was
+    /// lost by the Edge (treated as FAILED).
+    Lost,
+}
+
+/// Something the application should know. Pull with
+/// [`ControlPlane::poll_event`](super::ControlPlane::poll_event).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CpEvent {
+    /// A hello was accepted: a new session (and a resync point, SPEC §4.1.6).
+    SessionAccepted {
+        /// The connection.
+        conn: ConnectionId,
+        /// The Edge.
+        edge_id: String,
+        /// Its new session id (fencing epoch).
+        session_id: u64,
+        /// The session it replaced, if any.
+        superseded_session_id: Option<u64>,
+    },
+    /// A new session replaced a live one of the same Edge.
+    EdgeSuperseded {
+        /// The Edge.
+        edge_id: String,
+        /// The replaced session.
+        old_session_id: u64,
+        /// The new session.
+        new_session_id: u64,
+        /// `iop.instance_id` of the old session's hello, if given.
+        old_instance_id: Option<String>,
+        /// `iop.instance_id` of the new session's hello, if given.
+        new_instance_id: Option<String>,
+        /// Supersessions of this id since the Control Plane started.
+        total_supersessions: u64,
+        /// True when at least `flap_threshold` supersessions happened within
+        /// `flap_window`: likely two live processes sharing one id.
+        flapping: bool,
+    },
+    /// The view of an Edge is unknown until a fresh status arrives.
+    ResyncNeeded {
+        /// The Edge.
+        edge_id: String,
+        /// Its session.
+        session_id: u64,
+        /// Why.
+        cause: ResyncCause,
+        /// The status request sent automatically, if `auto_status_on_resync`.
+        request: Option<RequestId>,
+    },
+    /// The live session of an Edge has been silent for `unreachable_intervals`
+    /// heartbeat intervals. This is the CP's own verdict, not the Edge's word on its nodes.
+    EdgeUnreachable {
+        /// The Edge.
+        edge_id: String,
+        /// Its session.
+        session_id: u64,
+        /// How long it has been silent.
+        silent_for: Duration,
+    },
+    /// An unreachable Edge was heard from again.
+    EdgeReachable {
+        /// The Edge.
+        edge_id: String,
+        /// Its session.
+        session_id: u64,
+    },
+    /// The live session of an Edge ended; the Edge is disconnected. Never emitted for
+    /// a superseded or rejected session.
+    EdgeDisconnected {
+        /// The Edge.
+        edge_id: String,
+        /// The session that ended.
+        session_id: u64,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// A status response.
+    StatusReceived {
+        /// The Edge.
+        edge_id: String,
+        /// The request it answers.
+        request: RequestId,
+        /// The response.
+        response: EdgeStatusResponse,
+    },
+    /// A status request went unanswered for `status_timeout`.
+    StatusTimedOut {
+        /// The Edge.
+        edge_id: String,
+        /// The request.
+        request: RequestId,
+    },
+    /// The session ended before the status request was answered.
+    StatusAbandoned {
+        /// The Edge.
+        edge_id: String,
+        /// The request.
+        request: RequestId,
+    },
+    /// The Edge answered a command (first answer only).
+    CommandResponded {
+        /// The Edge.
+        edge_id: String,
+        /// The session it arrived on.
+        session_id: u64,
+        /// The command.
+        command_id: String,
+        /// True when accepted.
+        accepted: bool,
+        /// The reason when rejected.
+        reject_reason: CommandRejectReason,
+        /// The Edge's message.
+        message: String,
+    },
+    /// A new (not duplicate) command event, in order.
+    CommandEvent {
+        /// The Edge.
+        edge_id: String,
+        /// The session it arrived on.
+        session_id: u64,
+        /// The event.
+        event: EdgeCommandEvent,
+    },
+    /// A command the CP believed accepted and unfinished was not listed in the Edge's
+    /// new hello: it is marked FAILED, lost by the Edge.
+    CommandLost {
+        /// The Edge.
+        edge_id: String,
+        /// The command.
+        command_id: String,
+    },
+    /// A node or edge lifecycle event, in sequence order.
+    NodeEvent {
+        /// The Edge.
+        edge_id: String,
+        /// The session it arrived on.
+        session_id: u64,
+        /// The event.
+        event: EdgeNodeEvent,
+    },
+    /// A connection ended. Exactly one per connection; the runtime should close it
+    /// once `poll_transmit` returns [`Transmit::Close`] (if it has not already).
+    Closed {
+        /// The connection.
+        conn: ConnectionId,
+        /// Its Edge, when a hello was accepted on it.
+        edge_id: Option<String>,
+        /// Its session, when a hello was accepted on it.
+        session_id: Option<u64>,
+        /// Why.
+        reason: CloseReason,
+    },
+}
+
+impl CloseReason {
+    /// The `GoAway` the Control Plane sends for this reason, if any.
+    pub(crate) fn go_away(&self) -> Option<GoAwayReason> {
+        match self {
+            CloseReason::HelloTimeout => Some(GoAwayReason::HelloTimeout),
+            CloseReason::HeartbeatTimeout => Some(GoAwayReason::HeartbeatTimeout),
+            CloseReason::ProtocolError(_) => Some(GoAwayReason::ProtocolError),
+            CloseReason::Superseded { .. } => Some(GoAwayReason::Superseded),
+            CloseReason::CredentialRevoked => Some(GoAwayReason::CredentialRevoked),
+            CloseReason::Shutdown => Some(GoAwayReason::Shutdown),
+            CloseReason::Overloaded => Some(GoAwayReason::Overloaded),
+            CloseReason::TransportClosed
+            | CloseReason::HelloRejected(_)
+            | CloseReason::SlowPeer
+            | CloseReason::PeerGoAway { .. } => None,
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The Control Plane side of the CP ⇄ Edge wire, Sans-IO (SPEC §4, §5.3, §7).
+//!
+//! One [`ControlPlane`] holds every Edge connection (named by a runtime-chosen
+//! [`ConnectionId`]), runs the hello / liveness / status / command / event rules on
+//! each, and keeps the CP's *view* of every Edge ([`EdgeView`]) — never the store of
+//! record.
+//!
+//! # Driving contract
+//!
+//! * **Inputs** — every input takes `now` (a monotonic [`Instant`](crate::Instant)):
+//!   [`handle_connect`](ControlPlane::handle_connect) when a transport connection is
+//!   accepted, [`handle_bytes`](ControlPlane::handle_bytes) for every read (any split),
+//!   [`handle_closed`](ControlPlane::handle_closed) on EOF or a transport error,
+//!   [`handle_timeout`](ControlPlane::handle_timeout) when the deadline from
+//!   [`poll_timeout`](ControlPlane::poll_timeout) passes (extra calls are harmless), and
+//!   application calls ([`request_status`](ControlPlane::request_status),
+//!   [`send_command`](ControlPlane::send_command), [`drain`](ControlPlane::drain),
+//!   [`shutdown`](ControlPlane::shutdown), [`revoke`](ControlPlane::revoke),
+//!   [`set_enrolment_policy`](ControlPlane::set_enrolment_policy)).
+//! * **Outputs are pulled**, after every input, until empty; their order does not
+//!   matter:
+//!   - [`poll_transmit(conn, &mut buf)`](ControlPlane::poll_transmit) appends bytes for
+//!     one connection ([`Transmit::Bytes`]); [`Transmit::Idle`] means nothing now;
+//!     [`Transmit::Close`] means every final byte was handed out — write what you hold,
+//!     then close the transport (the CP has already forgotten the connection);
+//!   - [`poll_wakeup`](ControlPlane::poll_wakeup) names connections that got output
+//!     or a pending close from an input on *another* connection or from an application
+//!     call (a supersede, a revoke, a command): wake their tasks so they pull;
+//!   - [`poll_event`](ControlPlane::poll_event) gives [`CpEvent`]s;
+//!   - [`poll_timeout`](ControlPlane::poll_timeout) is the earliest deadline.
+//! * **Peer misbehaviour never returns `Err`**: it queues a `GoAway` (PROTOCOL_ERROR or
+//!   the fitting reason) and emits the connection's one [`CpEvent::Closed`] with a typed
+//!   [`CloseReason`]; the driver closes after `Transmit::Close`. `Err` is only for the
+//!   application's own misuse ([`ConnectError`], [`StatusError`], [`CommandError`],
+//!   [`RevokeError`]).
+//! * **Deterministic**: the same inputs give the same outputs, bit for bit (ordered
+//!   maps only, no clock, no randomness).
+//!
+//! A typical runtime keeps the `ControlPlane` behind a mutex, runs one task per TCP
+//! connection (read → `handle_bytes` → pull `poll_transmit` → write; on wakeup pull
+//! again), one timer task (`handle_timeout` at `poll_timeout`), and routes
+//! `poll_wakeup` to the connection tasks.
+//!
+//! # Rules in force
+//!
+//! * **Hello** (SPEC §4.1): the first frame must be `hello_request` (frames ≤ 64 KiB
+//!   until accepted). Checks in order: `EMPTY_EDGE_ID`, `INVALID_HELLO` (id grammar,
+//!   version 0, §7 hello limits; an id over 128 bytes never gets here: the decoder's
+//!   limits refuse the frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`,
+//!   `UNKNOWN_EDGE` / `BAD_CREDENTIAL` ([`EnrolmentPolicy`]; SHA-256 hashes compared
+//!   in constant time), `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
+//!   closes. Session ids strictly increase per CP (a fencing epoch); a superseded
+//!   session's close never disconnects the live Edge. Every accepted session emits
+//!   [`CpEvent::ResyncNeeded`] and (by default) asks for a full status.
+//! * **Liveness** (§4.2): every heartbeat is acked. With heartbeat interval `I`, silence
+//!   for `2·I` makes the Edge [`Reachability::Unreachable`] (the CP's verdict; node
+//!   `connected` flags are untouched), `3·I` ends the session with
+//!   `GoAway{HEARTBEAT_TIMEOUT}`.
+//! * **Status** (§4.3): correlation ids from 1 per session; each request ends in exactly
+//!   one of `StatusReceived` / `StatusTimedOut` / `StatusAbandoned`. Late responses are
+//!   counted and dropped; never-issued ids and a wrong `edge_id` are protocol errors.
+//! * **Commands** (§4.4): response before events (except for a command the Edge listed
+//!   in its hello's `inflight_command_ids`, whose replayed events may precede the
+//!   answer to the re-sent request); sequence strictly increasing (gaps allowed),
+//!   sequence 1 is ACCEPTED, phases forward-only, RUNNING may repeat, one terminal
+//!   phase and nothing after it; a repeat of the last `(command_id, sequence)` is
+//!   dropped as a duplicate. Unknown ids are counted and dropped. On every new
+//!   session of an Edge, commands never answered are re-sent (same id, original
+//!   order), and commands believed accepted (answered, or with events seen) that the
+//!   hello does not list become [`CpEvent::CommandLost`] (FAILED). Generated command
+//!   ids read `cmd-<command_id_epoch hex>-<n>`.
+//! * **Node events** (§4.5): sequence must increase (else protocol error), and
+//!   `edge_id` must be the session's; a gap, or a first event that is not
+//!   `EDGE_READY`, is a resync point ([`CpEvent::ResyncNeeded`]), not an error. Only a
+//!   full status requested at or after the latest resync point makes the view fresh.
+//! * **Memory**: an idle session holds no frame buffer (a decoder buffer over 1 KiB
+//!   and the outbound queue's slots are released between frames); an idle enrolled
+//!   session, its Edge view included, measures about 1.1 KiB of heap
+//!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
+//!   command books outlive sessions until [`ControlPlane::forget_edge`].
+//!
+//! `tests/cp_pair.rs` wires a `ControlPlane` to the real [`Edge`](crate::edge::Edge)
+//! in memory with a fake clock; it is the reference for a runtime's loop.
+//!
+//! # Example
+//!
+//! ```
+//! use iop_core::cp::{ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, Transmit};
+//! use iop_core::proto::{self, EdgeHelloRequest, Envelope, FrameDecoder};
+//! use iop_core::Instant;
+//!
+//! let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny)?;
+//! let conn = ConnectionId(1);
+//! let now = Instant::ZERO;
+//! cp.handle_connect(now, conn)?;
+//!
+//! // The Edge's first frame: its hello.
+//! let hello = Envelope::new(EdgeHelloRequest {
+//!     edge_id: "edge-1".into(),
+//!     protocol_version: proto::PROTOCOL_VERSION,
+//!     operations: vec!["edge.ping".into()],
+//!     ..Default::default()
+//! });
+//! let mut wire = Vec::new();
+//! proto::encode_frame(&hello, proto::PRE_HELLO_MAX_FRAME_LEN, &mut wire)?;
+//! cp.handle_bytes(now, conn, &wire);
+//!
+//! // Drain the outputs: bytes to write, then events.
+//! let mut out = Vec::new();
+//! while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut out) {}
+//! let mut decoder = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
+//! let mut input = out.as_slice();
+//! let Some(proto::Body::HelloResponse(resp)) = decoder.decode(&mut input)?.and_then(|e| e.body) else {
+//!     panic!("expected a hello response");
+//! };
+//! assert!(resp.accepted);
+//! // ... followed by the automatic status request of the resync point.
+//! assert!(matches!(cp.poll_event(), Some(CpEvent::SessionAccepted { .. })));
+//! assert!(matches!(cp.poll_event(), Some(CpEvent::ResyncNeeded { .. })));
+//! assert!(cp.poll_timeout().is_some());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod api;
+mod command;
+mod config;
+mod conn;
+mod endpoint;
+mod enrolment;
+mod error;
+mod event;
+mod hello;
+mod inbound;
+mod stats;
+mod status;
+mod timer;
+mod view;
+
+pub use command::{CommandAnswer, CommandState};
+pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
+pub use endpoint::{ConnBuffers, ControlPlane};
+pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
+pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
+pub use event::{
+    CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, ProtocolViolation,
+    RequestId, ResyncCause, Transmit,
+};
+pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
+pub use inbound::INSTANCE_ID_KEY;
+pub use stats::CpStats;
+pub use view::{EdgeView, Reachability, StatusSummary};

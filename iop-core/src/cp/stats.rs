@@ -1,0 +1,53 @@
+//! Counters for metrics.
+
+/// Monotonic counters (and two gauges) of a Control Plane, for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CpStats {
+    /// Connections held now (gauge).
+    pub connections: usize,
+    /// Live Edge sessions now (gauge).
+    pub live_sessions: usize,
+    /// Connections ever handed to `handle_connect`.
+    pub connections_accepted: u64,
+    /// Frames decoded.
+    pub frames_in: u64,
+    /// Frames queued for sending.
+    pub frames_out: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes handed out by `poll_transmit`.
+    pub bytes_out: u64,
+    /// Sessions accepted.
+    pub sessions_accepted: u64,
+    /// Hellos refused.
+    pub hello_rejections: u64,
+    /// Connections closed for breaking the protocol.
+    pub protocol_errors: u64,
+    /// Connections closed for not sending a hello in time.
+    pub hello_timeouts: u64,
+    /// Sessions ended by the liveness window.
+    pub heartbeat_timeouts: u64,
+    /// Sessions replaced by a newer one of the same Edge.
+    pub supersessions: u64,
+    /// Connections refused at the connection cap.
+    pub overloaded: u64,
+    /// Connections dropped because their peer read too slowly.
+    pub slow_peers: u64,
+    /// Envelopes with no or an unknown body, ignored.
+    pub unknown_bodies: u64,
+    /// Status responses that came after their request timed out.
+    pub late_status_responses: u64,
+    /// Status requests that timed out.
+    pub status_timeouts: u64,
+    /// Command responses and events for command ids the CP does not know, dropped.
+    pub unknown_command_ids: u64,
+    /// Command events dropped as duplicates of one already seen.
+    pub duplicate_command_events: u64,
+    /// Commands re-sent on a new session.
+    pub commands_resent: u64,
+    /// Commands marked lost by the Edge.
+    pub commands_lost: u64,
+    /// Node event gaps seen.
+    pub event_gaps: u64,
+}

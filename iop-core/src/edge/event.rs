@@ -1,0 +1,142 @@
+//! What the Edge tells its application and driver.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use iop_proto::{BodyKind, FrameError, GoAwayReason, HelloRejectReason};
+
+use crate::Instant;
+use crate::registry::Target;
+
+/// An event for the application, pulled with [`Edge::poll_event`](super::Edge::poll_event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EdgeEvent {
+    /// The CP accepted the hello: a session is up.
+    Connected {
+        /// CP-assigned session id (fencing epoch).
+        session_id: u64,
+        /// Negotiated heartbeat interval.
+        heartbeat_interval: Duration,
+        /// Largest frame body the CP accepts.
+        max_frame_len: u32,
+    },
+    /// The CP rejected the hello. A [`EdgeEvent::Closed`] follows.
+    HelloRejected {
+        /// Why.
+        reason: HelloRejectReason,
+        /// CP's message.
+        message: String,
+        /// No new attempt before this long.
+        retry_after: Duration,
+    },
+    /// Log-worthy: the CP replaced this session with a newer one for the same edge id.
+    /// If it repeats, another process is probably running with this id ("conflict:
+    /// another process with this id?"). A [`EdgeEvent::Closed`] follows.
+    Superseded {
+        /// CP's message.
+        message: String,
+        /// No new attempt before this long.
+        retry_after: Duration,
+    },
+    /// A command was accepted: run it, then report through
+    /// [`Edge::report_running`](super::Edge::report_running) and
+    /// [`Edge::report_outcome`](super::Edge::report_outcome).
+    CommandReceived {
+        /// The idempotency key, used to report phases.
+        command_id: String,
+        /// One of the configured operations.
+        operation: String,
+        /// Resolved targets.
+        target: Target,
+        /// Request metadata.
+        metadata: BTreeMap<String, String>,
+        /// When the Edge emits TIMED_OUT if no outcome was reported.
+        deadline: Instant,
+    },
+    /// The session ended (once per transport connection). After flushing
+    /// [`poll_transmit`](super::Edge::poll_transmit) the driver closes the transport.
+    Closed {
+        /// Why.
+        reason: CloseReason,
+        /// When the Edge wants to dial again ([`None`] after shutdown).
+        reconnect_at: Option<Instant>,
+    },
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The transport closed (or failed) without a GoAway.
+    TransportClosed,
+    /// The CP rejected the hello.
+    HelloRejected(HelloRejectReason),
+    /// The CP did not answer the hello within `hello_timeout`.
+    HelloTimeout,
+    /// The CP sent a GoAway.
+    GoAway {
+        /// Its reason.
+        reason: GoAwayReason,
+        /// Its message.
+        message: String,
+    },
+    /// Nothing was received for 3 heartbeat intervals.
+    PeerSilent,
+    /// The CP broke the protocol; the Edge sent `GoAway{PROTOCOL_ERROR}`.
+    ProtocolError(ProtocolError),
+    /// The outbound queue reached its cap: the CP does not read fast enough.
+    SlowPeer,
+    /// The application shut the Edge down.
+    Shutdown,
+}
+
+/// How the CP broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// A frame could not be decoded.
+    #[error("bad frame: {0}")]
+    Frame(#[from] FrameError),
+    /// A message the CP never sends to an Edge, or not at this point.
+    #[error("unexpected {0} from the CP")]
+    Unexpected(BodyKind),
+    /// A frame with no known body before the hello was answered.
+    #[error("empty or unknown body before the hello was answered")]
+    EmptyBeforeHello,
+    /// The accepted protocol version is not one this Edge speaks.
+    #[error("CP accepted with protocol version {0}, which this Edge does not speak")]
+    ProtocolVersion(u32),
+}
+
+/// Why [`Edge::handle_connected`](super::Edge::handle_connected) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// A transport is already up; report it closed first.
+    #[error("a transport is already connected")]
+    AlreadyConnected,
+    /// Dialled before the time given by `poll_connect_at` (a retry_after would be broken).
+    #[error("connected before the allowed reconnect time")]
+    TooEarly {
+        /// The earliest allowed time.
+        at: Instant,
+    },
+    /// The Edge has shut down.
+    #[error("the Edge has shut down")]
+    ShutDown,
+}
+
+/// Cumulative counters, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EdgeStats {
+    /// Frames with an empty or unknown body, ignored after the hello.
+    pub ignored_frames: u64,
+    /// Node events dropped (disconnected, or outbound queue full).
+    pub dropped_node_events: u64,
+    /// Hellos sent.
+    pub hellos_sent: u64,
+    /// Sessions accepted.
+    pub sessions_accepted: u64,
+}

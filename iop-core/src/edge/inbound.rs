@@ -1,0 +1,245 @@
+//! Frames from the CP: hello answer, GoAway, status requests, command requests.
+
+use std::time::Duration;
+
+use iop_proto::{
+    Body, CommandRejectReason, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeCommandResponse,
+    EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway, GoAwayReason, HelloRejectReason,
+    Message, NodeEventKind, PROTOCOL_VERSION,
+};
+
+use super::commands::Known;
+use super::event::{CloseReason, EdgeEvent, ProtocolError};
+use super::registry_seam::EdgeRegistry;
+use super::session::{Conn, Edge};
+use crate::Instant;
+use crate::limits::{MAX_COMMAND_ID_LEN, negotiated_heartbeat_interval};
+use crate::registry::{
+    ResolveError, STATUS_ENVELOPE_OVERHEAD, Selector, Target, TargetError, TargetLevel,
+};
+
+impl<R: EdgeRegistry> Edge<R> {
+    pub(crate) fn handle_envelope(&mut self, now: Instant, envelope: Envelope) {
+        let awaiting = matches!(self.conn, Conn::AwaitingHello);
+        let correlation_id = envelope.correlation_id;
+        match envelope.body {
+            Some(Body::GoAway(go_away)) => self.handle_go_away(now, go_away),
+            Some(Body::HelloResponse(response)) if awaiting => {
+                self.handle_hello_response(now, response)
+            }
+            None if awaiting => self.protocol_error(now, ProtocolError::EmptyBeforeHello),
+            None => self.stats.ignored_frames += 1,
+            Some(body) if awaiting => {
+                self.protocol_error(now, ProtocolError::Unexpected(body.kind()))
+            }
+            Some(Body::HeartbeatAck(_)) => {}
+            Some(Body::StatusRequest(request)) => {
+                self.handle_status_request(now, correlation_id, request)
+            }
+            Some(Body::CommandRequest(request)) => self.handle_command_request(now, request),
+            Some(body) => self.protocol_error(now, ProtocolError::Unexpected(body.kind())),
+        }
+    }
+
+    fn handle_go_away(&mut self, now: Instant, go_away: GoAway) {
+        let reason = GoAwayReason::try_from(go_away.reason).unwrap_or(GoAwayReason::Unspecified);
+        let retry_after = Duration::from_millis(u64::from(go_away.retry_after_ms));
+        self.note_retry_after(now, retry_after);
+        if reason == GoAwayReason::Superseded {
+            self.events.push_back(EdgeEvent::Superseded {
+                message: go_away.message.clone(),
+                retry_after,
+            });
+        }
+        self.close(
+            now,
+            CloseReason::GoAway {
+                reason,
+                message: go_away.message,
+            },
+            None,
+        );
+    }
+
+    fn note_retry_after(&mut self, now: Instant, retry_after: Duration) {
+        if retry_after > Duration::ZERO {
+            let until = now + retry_after;
+            self.retry_not_before = Some(self.retry_not_before.map_or(until, |t| t.max(until)));
+        }
+    }
+
+    fn handle_hello_response(&mut self, now: Instant, response: EdgeHelloResponse) {
+        if !response.accepted {
+            let reason = HelloRejectReason::try_from(response.reject_reason)
+                .unwrap_or(HelloRejectReason::Unspecified);
+            let retry_after = Duration::from_millis(u64::from(response.retry_after_ms));
+            self.note_retry_after(now, retry_after);
+            self.events.push_back(EdgeEvent::HelloRejected {
+                reason,
+                message: response.message,
+                retry_after,
+            });
+            self.close(now, CloseReason::HelloRejected(reason), None);
+            return;
+        }
+        // 0 is read as "the version we offered", for lenient peers.
+        if response.protocol_version > PROTOCOL_VERSION {
+            self.protocol_error(
+                now,
+                ProtocolError::ProtocolVersion(response.protocol_version),
+            );
+            return;
+        }
+        let interval = negotiated_heartbeat_interval(response.heartbeat_interval_ms);
+        let max_frame_len = match response.max_frame_len {
+            0 => DEFAULT_MAX_FRAME_LEN,
+            n => n,
+        };
+        self.activate(now, interval, max_frame_len);
+        self.events.push_back(EdgeEvent::Connected {
+            session_id: response.session_id,
+            heartbeat_interval: interval,
+            max_frame_len,
+        });
+        // Transitions from before this session are not replayed; EDGE_READY comes first.
+        self.send_edge_event(now, NodeEventKind::EdgeReady, "session accepted");
+        if self.draining {
+            self.send_edge_event(now, NodeEventKind::EdgeDraining, "edge is draining");
+        }
+        // Only commands the hello listed: the CP accepts replayed events before a
+        // response only for those.
+        let listed = std::mem::take(&mut self.hello_listed);
+        for event in self.commands.latest_events(&listed) {
+            self.send_command_event(now, event);
+        }
+    }
+
+    fn handle_status_request(
+        &mut self,
+        now: Instant,
+        correlation_id: u64,
+        request: EdgeStatusRequest,
+    ) {
+        // Everything the registry reported before this request goes out first.
+        self.pump_registry();
+        let unix_ms = self.config.wall_clock.unix_ms(now);
+        let max = self.outbound.max_frame_len() as usize;
+        let budget = max.saturating_sub(STATUS_ENVELOPE_OVERHEAD);
+        let mut response =
+            self.registry
+                .snapshot(&self.config.edge_id, &request.node_ids, unix_ms, budget);
+        response.edge_id.clone_from(&self.config.edge_id);
+        response.observed_at_unix_ms = unix_ms;
+        if response.encoded_len() > budget {
+            // The registry overshot its budget: send no nodes rather than nothing.
+            response.nodes.clear();
+            response.truncated = true;
+        }
+        self.send(now, Envelope::correlated(correlation_id, response));
+    }
+
+    fn reject_command(
+        &mut self,
+        now: Instant,
+        command_id: String,
+        reason: CommandRejectReason,
+        message: impl Into<String>,
+    ) {
+        let response = EdgeCommandResponse {
+            command_id,
+            accepted: false,
+            reject_reason: reason as i32,
+            message: message.into(),
+        };
+        self.send(now, Envelope::new(response));
+    }
+
+    fn handle_command_request(&mut self, now: Instant, request: EdgeCommandRequest) {
+        self.commands.evict(now);
+        let id = request.command_id.clone();
+        if id.is_empty() || id.len() > MAX_COMMAND_ID_LEN {
+            // Echo no more than a peer's decoder accepts (cut at a char boundary).
+            let mut echo = id;
+            let mut cut = MAX_COMMAND_ID_LEN.min(echo.len());
+            while !echo.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            echo.truncate(cut);
+            let message = "command_id must be 1-128 bytes";
+            return self.reject_command(now, echo, CommandRejectReason::InvalidCommand, message);
+        }
+        match self.commands.known(&request) {
+            Known::Same(response, latest) => {
+                let (response, latest) = (response.clone(), latest.clone());
+                if self.send(now, Envelope::new(response)) {
+                    self.send(now, Envelope::new(latest));
+                }
+                return;
+            }
+            Known::Conflict => {
+                let message = "command_id already used for a different request";
+                return self.reject_command(now, id, CommandRejectReason::InvalidCommand, message);
+            }
+            Known::New => {}
+        }
+        if self.draining {
+            return self.reject_command(now, id, CommandRejectReason::Draining, "edge is draining");
+        }
+        let Some(level) = self.config.operations.get(&request.operation).copied() else {
+            let message = format!(
+                "operation {:?} is not offered by this edge",
+                request.operation
+            );
+            return self.reject_command(now, id, CommandRejectReason::UnknownOperation, message);
+        };
+        let target = match self.resolve_target(&request.target_selector, level) {
+            Ok(target) => target,
+            Err(err) => {
+                let message = err.to_string();
+                return self.reject_command(now, id, err.reject_reason(), message);
+            }
+        };
+        if self.commands.running() >= self.config.max_inflight_commands {
+            let message = "too many commands in flight";
+            return self.reject_command(now, id, CommandRejectReason::Busy, message);
+        }
+        let unix_ms = self.config.wall_clock.unix_ms(now);
+        let operation = request.operation.clone();
+        let metadata = request.metadata.clone();
+        let deadline = now + self.command_timeout(request.timeout_ms);
+        let (response, accepted) = self.commands.accept(now, unix_ms, request);
+        if self.send(now, Envelope::new(response)) {
+            self.send(now, Envelope::new(accepted));
+        }
+        self.events.push_back(EdgeEvent::CommandReceived {
+            command_id: id,
+            operation,
+            target,
+            metadata,
+            deadline,
+        });
+    }
+
+    /// Parses `selector`, checks it against the operation's level (an edge-level
+    /// operation takes empty or `*`), and resolves it against the registry.
+    fn resolve_target(&self, selector: &str, level: TargetLevel) -> Result<Target, TargetError> {
+        let parsed = Selector::parse(selector)?;
+        match (level, &parsed) {
+            (TargetLevel::Edge, Selector::Edge | Selector::All) => Ok(Target::Edge),
+            (TargetLevel::Edge, _) | (TargetLevel::Node, Selector::Edge) => {
+                Err(TargetError::WrongLevel { level })
+            }
+            (TargetLevel::Node, _) => self
+                .registry
+                .resolve(&parsed)
+                .map_err(|ResolveError::NoMatchingTarget| TargetError::NoMatchingTarget),
+        }
+    }
+
+    fn command_timeout(&self, timeout_ms: u32) -> Duration {
+        match timeout_ms {
+            0 => self.config.default_command_timeout,
+            ms => Duration::from_millis(u64::from(ms)),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The Edge side of the Edge ⇄ CP session (SPEC §4), Sans-IO.
+//!
+//! One [`Edge`] is one Edge process's link to its Control Plane, across reconnects. It
+//! owns the Edge's node registry — a [`NodeRegistry`](crate::NodeRegistry) by default,
+//! changed through [`Edge::registry_mut`]; anything implementing [`EdgeRegistry`] plugs
+//! in, and `()` is an Edge with no nodes — plus the hello and heartbeats, reconnect
+//! backoff, status answers, lifecycle events, and the command table that outlives
+//! sessions.
+//!
+//! # Driving contract
+//!
+//! The Edge owns no socket and reads no clock. The driver feeds it inputs, each with
+//! the current monotonic time `now` ([`Instant`](crate::Instant)), then drains its
+//! outputs until each is empty; the order of the `poll_*` calls does not matter.
+//!
+//! Inputs:
+//! - [`Edge::handle_connected`]: a transport to the CP is up (queues the hello).
+//!   Refused with a typed error before [`Edge::poll_connect_at`], or when one is
+//!   already up.
+//! - [`Edge::handle_connect_failed`]: a dial failed (schedules the next one).
+//! - [`Edge::handle_bytes`]: bytes read from the transport, any split.
+//! - [`Edge::handle_closed`]: the transport is gone (either side closed it, or it
+//!   failed). Harmless when repeated.
+//! - [`Edge::handle_timeout`]: at or after [`Edge::poll_timeout`]; extra calls are
+//!   harmless.
+//! - Application calls: [`Edge::report_running`], [`Edge::report_outcome`],
+//!   [`Edge::drain`], [`Edge::shutdown`], and registry changes through
+//!   [`Edge::registry_mut`]. Only these return `Err`, for the application's own
+//!   misuse (unknown command id, a second terminal phase, ...).
+//!
+//! Outputs:
+//! - [`Edge::poll_transmit`] appends bytes to write to the transport and returns
+//!   [`Transmit::Bytes`]; [`Transmit::Idle`] when there is nothing; [`Transmit::Close`]
+//!   once everything of a session the Edge decided to end has been written: the
+//!   driver then closes the transport and calls [`Edge::handle_closed`].
+//! - [`Edge::poll_event`]: [`EdgeEvent`]s for the application. Every connection ends
+//!   with exactly one [`EdgeEvent::Closed`] (typed [`CloseReason`]), whoever ended it.
+//! - [`Edge::poll_timeout`]: the earliest deadline for [`Edge::handle_timeout`]
+//!   (hello timeout, heartbeat, liveness, command deadlines, retention).
+//! - [`Edge::poll_connect_at`]: while disconnected, **when to dial** the CP again
+//!   (full-jitter backoff, never before a `retry_after_ms` the CP gave); [`None`]
+//!   while a transport is up and after shutdown. A new Edge says "now" (its
+//!   [`Instant::ZERO`](crate::Instant::ZERO)). The same time is in
+//!   [`EdgeEvent::Closed::reconnect_at`](EdgeEvent::Closed).
+//!
+//! Peer misbehaviour never returns `Err`: the Edge queues `GoAway{PROTOCOL_ERROR}`,
+//! emits `Closed { reason: ProtocolError(..) }` and asks for the close through
+//! [`Transmit::Close`]. Identical inputs (config and seed included) give identical
+//! outputs, bit for bit.
+//!
+//! # Sessions and commands
+//!
+//! The first `node_event` of every accepted session is `EDGE_READY` (sequence 1);
+//! registry transitions while disconnected are dropped (the next status carries them).
+//! Commands keep running across reconnects: the next hello lists every held command in
+//! `inflight_command_ids` (running first, then most recently finished, as many as fit
+//! the CP's 64 KiB pre-hello frame limit), and after acceptance the latest event of
+//! each listed command is re-sent.
+//!
+//! # Example
+//!
+//! ```
+//! use iop_core::edge::{Edge, EdgeConfig, EdgeEvent, TargetLevel, Transmit};
+//! use iop_core::proto::{self, Body, EdgeHelloResponse, Envelope, FrameDecoder};
+//! use iop_core::Instant;
+//!
+//! let config = EdgeConfig::new("edge-1").with_operation("edge.ping", TargetLevel::Edge);
+//! let mut edge = Edge::new(config, ())?;
+//! let now = Instant::ZERO;
+//!
+//! // The driver dials when asked, then reports the transport up.
+//! assert_eq!(edge.poll_connect_at(), Some(now));
+//! edge.handle_connected(now)?;
+//! let mut wire = Vec::new();
+//! while let Transmit::Bytes(_) = edge.poll_transmit(&mut wire) {}
+//!
+//! // What the CP reads: the hello.
+//! let mut cp = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
+//! let hello = cp.decode(&mut wire.as_slice())?.unwrap();
+//! assert!(matches!(hello.body, Some(Body::HelloRequest(ref h)) if h.edge_id == "edge-1"));
+//!
+//! // The CP accepts; the Edge reports the session and sends EDGE_READY.
+//! let mut reply = Vec::new();
+//! let accept = EdgeHelloResponse { accepted: true, protocol_version: 1, session_id: 7, ..Default::default() };
+//! proto::encode_frame(&Envelope::new(accept), proto::DEFAULT_MAX_FRAME_LEN, &mut reply)?;
+//! edge.handle_bytes(now, &reply);
+//! assert!(matches!(edge.poll_event(), Some(EdgeEvent::Connected { session_id: 7, .. })));
+//! let mut wire = Vec::new();
+//! while let Transmit::Bytes(_) = edge.poll_transmit(&mut wire) {}
+//! let ready = cp.decode(&mut wire.as_slice())?.unwrap();
+//! assert!(matches!(ready.body, Some(Body::NodeEvent(ref e)) if e.sequence == 1));
+//!
+//! // Next heartbeat due after the (default 5 s) interval.
+//! assert!(edge.poll_timeout().is_some());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod app;
+mod backoff;
+mod commands;
+mod config;
+mod event;
+mod inbound;
+mod registry_seam;
+mod rng;
+mod secret;
+mod session;
+
+pub use commands::{Outcome, ReportError};
+pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
+pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolError};
+pub use registry_seam::{EdgeRegistry, LifecycleEvent};
+pub use secret::Secret;
+pub use session::{Edge, Transmit};
+
+// The selector and target vocabulary is the registry's (SPEC §6).
+pub use crate::registry::{Selector, SelectorError, Target, TargetLevel};

@@ -1,0 +1,120 @@
+//! The seam between the Edge session and the Edge's node registry.
+//!
+//! The session needs three things from the registry: a status snapshot, the nodes a
+//! selector matches, and the lifecycle transitions to relay as `node_event`s. Any
+//! registry implementing [`EdgeRegistry`] plugs in; `()` is an Edge with no nodes.
+
+use iop_proto::{EdgeStatusResponse, NodeEventKind};
+
+use crate::registry::{NodeRegistry, ResolveError, Selector, Target};
+
+/// A lifecycle transition of the registry, before the session stamps it with the
+/// Edge id and a per-session sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleEvent {
+    /// The node (empty for an edge-level event).
+    pub node_id: String,
+    /// What happened.
+    pub kind: NodeEventKind,
+    /// The node's ownership generation.
+    pub generation: u64,
+    /// When it happened, wall-clock ms.
+    pub occurred_at_unix_ms: u64,
+    /// Human-readable reason (no secrets).
+    pub reason: String,
+}
+
+/// What the Edge session needs from the node registry.
+pub trait EdgeRegistry {
+    /// A status snapshot of the nodes in `node_ids` (all when empty), whose encoding
+    /// fits in `max_encoded_len` bytes: when it would not, it holds complete nodes
+    /// only and sets `truncated`. `edge_id` and `observed_at_unix_ms` are filled in.
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse;
+
+    /// Resolves a parsed selector against the configured nodes, whatever their state
+    /// (as [`NodeRegistry::resolve`] does). The Edge checks the operation's level first.
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError>;
+
+    /// The next lifecycle transition to relay, oldest first.
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent>;
+
+    /// Transitions the registry could not queue (its event queue was full) since the
+    /// last call. The session consumes that many sequence numbers, so the CP sees a
+    /// gap and asks for a fresh status (SPEC §4.5).
+    fn take_dropped_events(&mut self) -> u64 {
+        0
+    }
+}
+
+/// An Edge with no nodes: empty snapshots, no node-level matches, no lifecycle events.
+impl EdgeRegistry for () {
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        _node_ids: &[String],
+        observed_at_unix_ms: u64,
+        _max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            nodes: Vec::new(),
+            observed_at_unix_ms,
+            registry_revision: 0,
+            truncated: false,
+        }
+    }
+
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
+        match selector {
+            Selector::Edge => Ok(Target::Edge),
+            _ => Err(ResolveError::NoMatchingTarget),
+        }
+    }
+
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
+        None
+    }
+}
+
+/// The Edge's node registry (SPEC §5).
+impl EdgeRegistry for NodeRegistry {
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        NodeRegistry::snapshot(
+            self,
+            edge_id,
+            observed_at_unix_ms,
+            node_ids,
+            max_encoded_len,
+        )
+    }
+
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
+        NodeRegistry::resolve(self, selector)
+    }
+
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
+        self.poll_event().map(|event| LifecycleEvent {
+            node_id: event.node_id,
+            kind: event.kind.to_wire(),
+            generation: event.generation.get(),
+            occurred_at_unix_ms: event.occurred_at_unix_ms,
+            reason: event.reason,
+        })
+    }
+
+    fn take_dropped_events(&mut self) -> u64 {
+        NodeRegistry::take_dropped_events(self)
+    }
+}

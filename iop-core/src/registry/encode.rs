@@ -1,0 +1,282 @@
+//! Encoding a status snapshot straight from the registry into a caller's buffer.
+//!
+//! Produces exactly the bytes `snapshot(..).encode_to_vec()` would (same fields, same
+//! order, proto3 defaults skipped), without building the message: no per-node or
+//! per-provider allocation, only the output buffer grows. Lengths are computed before
+//! writing, so a node either goes in whole or not at all.
+
+use super::NodeRegistry;
+use super::node::NodeEntry;
+use super::provider::ProviderEntry;
+
+/// Most bytes an `Envelope` adds around an encoded `EdgeStatusResponse`: the
+/// `correlation_id` field (1 + 10) and the `status_response` tag and length (1 + 5).
+/// Budget a status response with `max_frame_len - STATUS_ENVELOPE_OVERHEAD`.
+pub const STATUS_ENVELOPE_OVERHEAD: usize = 17;
+
+/// What [`NodeRegistry::encode_snapshot`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedSnapshot {
+    /// Nodes written.
+    pub nodes: usize,
+    /// Whether a requested node was left out for lack of budget.
+    pub truncated: bool,
+    /// Bytes appended to the buffer.
+    pub len: usize,
+}
+
+const LEN: u8 = 2;
+const VARINT: u8 = 0;
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_key(out: &mut Vec<u8>, field: u8, wire_type: u8) {
+    // Every field number here is < 16: the key is one byte.
+    out.push((field << 3) | wire_type);
+}
+
+/// Length of a length-delimited field holding `len` bytes.
+pub(crate) fn delimited_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
+/// Length of a proto3 string field (skipped when empty).
+fn str_len(s: &str) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        delimited_len(s.len())
+    }
+}
+
+/// Length of a proto3 varint field (skipped when zero).
+fn uint_len(v: u64) -> usize {
+    if v == 0 { 0 } else { 1 + varint_len(v) }
+}
+
+fn put_str(out: &mut Vec<u8>, field: u8, s: &str) {
+    if !s.is_empty() {
+        put_key(out, field, LEN);
+        put_varint(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// A repeated string element is written even when empty.
+fn put_repeated_str(out: &mut Vec<u8>, field: u8, s: &str) {
+    put_key(out, field, LEN);
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_uint(out: &mut Vec<u8>, field: u8, v: u64) {
+    if v != 0 {
+        put_key(out, field, VARINT);
+        put_varint(out, v);
+    }
+}
+
+fn repeated_str_len(items: &[String]) -> usize {
+    items.iter().map(|s| delimited_len(s.len())).sum()
+}
+
+fn enum_value(v: i32) -> u64 {
+    // Wire enums here are non-negative.
+    u64::try_from(v).unwrap_or_default()
+}
+
+fn provider_len(p: &ProviderEntry, view: super::provider::NodeView) -> usize {
+    let n = p.numbers(view);
+    str_len(&p.config.provider_id)
+        + uint_len(enum_value(p.config.category.to_wire() as i32))
+        + uint_len(enum_value(n.status as i32))
+        + uint_len(enum_value(n.health as i32))
+        + uint_len(u64::from(n.capacity))
+        + uint_len(u64::from(n.in_flight))
+        + uint_len(u64::from(n.queued))
+        + uint_len(u64::from(n.long_context_capacity))
+        + uint_len(u64::from(n.long_context_in_flight))
+        + uint_len(u64::from(n.long_context_queued))
+        + repeated_str_len(&p.config.models)
+        + if n.admission_eligible { 2 } else { 0 }
+}
+
+fn put_provider(out: &mut Vec<u8>, p: &ProviderEntry, view: super::provider::NodeView) {
+    let n = p.numbers(view);
+    put_str(out, 1, &p.config.provider_id);
+    put_uint(out, 2, enum_value(p.config.category.to_wire() as i32));
+    put_uint(out, 3, enum_value(n.status as i32));
+    put_uint(out, 4, enum_value(n.health as i32));
+    put_uint(out, 5, u64::from(n.capacity));
+    put_uint(out, 6, u64::from(n.in_flight));
+    put_uint(out, 7, u64::from(n.queued));
+    put_uint(out, 8, u64::from(n.long_context_capacity));
+    put_uint(out, 9, u64::from(n.long_context_in_flight));
+    put_uint(out, 10, u64::from(n.long_context_queued));
+    for m in &p.config.models {
+        put_repeated_str(out, 11, m);
+    }
+    put_uint(out, 12, u64::from(n.admission_eligible));
+}
+
+fn summary_len(e: &NodeEntry) -> usize {
+    str_len(&e.config.revision)
+        + e.providers
+            .iter()
+            .map(|p| delimited_len(p.config.provider_id.len()))
+            .sum::<usize>()
+        + repeated_str_len(&e.config.models)
+}
+
+fn label_len(key: &str, value: &str) -> usize {
+    str_len(key) + str_len(value)
+}
+
+/// Encoded length of one `EdgeNodeSnapshot` (without its field key and length).
+fn node_len(e: &NodeEntry) -> usize {
+    let view = e.view();
+    str_len(&e.config.node_id)
+        + if view.ready { 2 } else { 0 }
+        + delimited_len(summary_len(e))
+        + e.providers
+            .iter()
+            .map(|p| delimited_len(provider_len(p, view)))
+            .sum::<usize>()
+        + uint_len(enum_value(e.ownership.state as i32))
+        + uint_len(e.ownership.generation.get())
+        + uint_len(e.ownership.last_transition_unix_ms)
+        + e.config
+            .labels
+            .iter()
+            .map(|(k, v)| delimited_len(label_len(k, v)))
+            .sum::<usize>()
+}
+
+fn put_node(out: &mut Vec<u8>, e: &NodeEntry, len: usize) {
+    let view = e.view();
+    put_key(out, 2, LEN);
+    put_varint(out, len as u64);
+    put_str(out, 1, &e.config.node_id);
+    put_uint(out, 2, u64::from(view.ready));
+    put_key(out, 3, LEN);
+    put_varint(out, summary_len(e) as u64);
+    put_str(out, 1, &e.config.revision);
+    for p in &e.providers {
+        put_repeated_str(out, 2, &p.config.provider_id);
+    }
+    for m in &e.config.models {
+        put_repeated_str(out, 3, m);
+    }
+    for p in &e.providers {
+        put_key(out, 4, LEN);
+        put_varint(out, provider_len(p, view) as u64);
+        put_provider(out, p, view);
+    }
+    put_uint(out, 5, enum_value(e.ownership.state as i32));
+    put_uint(out, 6, e.ownership.generation.get());
+    put_uint(out, 7, e.ownership.last_transition_unix_ms);
+    for (k, v) in &e.config.labels {
+        put_key(out, 8, LEN);
+        put_varint(out, label_len(k, v) as u64);
+        put_str(out, 1, k);
+        put_str(out, 2, v);
+    }
+}
+
+impl NodeRegistry {
+    /// Appends the encoded `EdgeStatusResponse` that
+    /// [`snapshot`](Self::snapshot) would return for the same arguments to `out`,
+    /// byte for byte, without building the message.
+    pub fn encode_snapshot<S: AsRef<str>>(
+        &self,
+        edge_id: &str,
+        observed_at_unix_ms: u64,
+        node_ids: &[S],
+        max_encoded_len: usize,
+        out: &mut Vec<u8>,
+    ) -> EncodedSnapshot {
+        let start = out.len();
+        if node_ids.is_empty() {
+            self.encode_nodes(
+                edge_id,
+                observed_at_unix_ms,
+                self.nodes.values(),
+                max_encoded_len,
+                out,
+            )
+        } else {
+            let mut wanted: Vec<&str> = node_ids.iter().map(AsRef::as_ref).collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let entries = wanted.into_iter().filter_map(|id| self.nodes.get(id));
+            self.encode_nodes(edge_id, observed_at_unix_ms, entries, max_encoded_len, out)
+        }
+        .with_len(out.len().saturating_sub(start))
+    }
+
+    fn encode_nodes<'a>(
+        &self,
+        edge_id: &str,
+        observed_at_unix_ms: u64,
+        entries: impl Iterator<Item = &'a NodeEntry>,
+        budget: usize,
+        out: &mut Vec<u8>,
+    ) -> EncodedSnapshot {
+        let mut used = str_len(edge_id) + uint_len(observed_at_unix_ms) + uint_len(self.revision);
+        put_str(out, 1, edge_id);
+        let mut nodes = 0;
+        let mut truncated = false;
+        // Where the last node written starts, to take it back if the
+        // `truncated` flag does not fit after it.
+        let mut last: Option<usize> = None;
+        for e in entries {
+            let len = node_len(e);
+            let field = delimited_len(len);
+            if used.saturating_add(field) > budget {
+                truncated = true;
+                break;
+            }
+            last = Some(out.len());
+            put_node(out, e, len);
+            used += field;
+            nodes += 1;
+        }
+        if truncated && used + 2 > budget {
+            // One node is at least two bytes: taking back the last one is enough.
+            if let Some(at) = last {
+                out.truncate(at);
+                nodes -= 1;
+            }
+        }
+        put_uint(out, 3, observed_at_unix_ms);
+        put_uint(out, 4, self.revision);
+        put_uint(out, 5, u64::from(truncated));
+        EncodedSnapshot {
+            nodes,
+            truncated,
+            len: 0,
+        }
+    }
+}
+
+impl EncodedSnapshot {
+    fn with_len(mut self, len: usize) -> Self {
+        self.len = len;
+        self
+    }
+}

@@ -1,0 +1,102 @@
+//! Building `EdgeStatusResponse`s from the registry (SPEC §5), within a size budget.
+//!
+//! One pass over the requested nodes in id order; each node's message is built once with
+//! pre-sized vectors, measured, and kept only if it fits. No maps or hashing per
+//! provider.
+
+use crate::proto::{EdgeNodeSnapshot, EdgeStatusResponse, Message, NodeConfigSummary};
+
+use super::NodeRegistry;
+use super::encode::delimited_len;
+use super::node::NodeEntry;
+
+impl NodeEntry {
+    pub(crate) fn snapshot(&self) -> EdgeNodeSnapshot {
+        let view = self.view();
+        let mut providers = Vec::with_capacity(self.providers.len());
+        let mut provider_ids = Vec::with_capacity(self.providers.len());
+        for p in &self.providers {
+            providers.push(p.snapshot(view));
+            provider_ids.push(p.config.provider_id.clone());
+        }
+        EdgeNodeSnapshot {
+            node_id: self.config.node_id.clone(),
+            connected: view.ready,
+            config: Some(NodeConfigSummary {
+                revision: self.config.revision.clone(),
+                provider_ids,
+                models: self.config.models.clone(),
+            }),
+            provider_snapshots: providers,
+            state: self.ownership.state as i32,
+            generation: self.ownership.generation.get(),
+            last_transition_unix_ms: self.ownership.last_transition_unix_ms,
+            labels: self.config.labels.clone(),
+        }
+    }
+}
+
+impl NodeRegistry {
+    /// The status of the nodes named in `node_ids` (all nodes when empty; unknown ids are
+    /// simply absent; repeats count once), sorted by node id.
+    ///
+    /// The response's encoded length stays within `max_encoded_len`: nodes are added in
+    /// order while the next one fits; when one is left out, `truncated` is set and the
+    /// nodes present are complete. (If not even an empty response fits, the response
+    /// has no nodes.) Pass `usize::MAX` for no budget.
+    pub fn snapshot<S: AsRef<str>>(
+        &self,
+        edge_id: &str,
+        observed_at_unix_ms: u64,
+        node_ids: &[S],
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        let mut response = EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            nodes: Vec::new(),
+            observed_at_unix_ms,
+            registry_revision: self.revision,
+            truncated: false,
+        };
+        if node_ids.is_empty() {
+            response.nodes.reserve_exact(self.nodes.len());
+            fill(&mut response, self.nodes.values(), max_encoded_len);
+        } else {
+            let mut wanted: Vec<&str> = node_ids.iter().map(AsRef::as_ref).collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let entries = wanted.into_iter().filter_map(|id| self.nodes.get(id));
+            fill(&mut response, entries, max_encoded_len);
+        }
+        response
+    }
+}
+
+/// Appends node snapshots while they fit; sets `truncated` when one does not.
+fn fill<'a>(
+    response: &mut EdgeStatusResponse,
+    entries: impl Iterator<Item = &'a NodeEntry>,
+    budget: usize,
+) {
+    // `truncated = true` costs two bytes; reserve them only when needed.
+    let mut used = response.encoded_len();
+    for entry in entries {
+        let node = entry.snapshot();
+        let len = delimited_len(node.encoded_len());
+        if used.saturating_add(len) > budget {
+            response.truncated = true;
+            break;
+        }
+        used += len;
+        response.nodes.push(node);
+    }
+    if response.truncated {
+        used += 2;
+        while used > budget {
+            let Some(last) = response.nodes.pop() else {
+                break;
+            };
+            used = used.saturating_sub(delimited_len(last.encoded_len()));
+        }
+    }
+}

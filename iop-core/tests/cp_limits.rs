@@ -1,0 +1,114 @@
+//! SPEC §7: outbound cap (slow peers), idle memory.
+
+mod cp_support;
+
+use cp_support::*;
+use iop_core::cp::{CloseReason, CpEvent, Transmit};
+use iop_core::proto::{self, Envelope};
+
+#[test]
+fn a_peer_that_does_not_read_is_dropped_as_slow() {
+    let mut c = cfg();
+    c.outbound_cap = 256;
+    let mut t = Harness::with(c, Default::default());
+    let (conn, sid) = t.enrol("edge-1", &[]);
+    // 200 heartbeats in one read, and the runtime does not pull in between.
+    let mut wire = Vec::new();
+    for seq in 1..=200 {
+        proto::encode_frame(&heartbeat(seq), u32::MAX, &mut wire).unwrap();
+    }
+    t.cp.handle_bytes(t.now, conn, &wire);
+    let mut buf = Vec::new();
+    assert_eq!(t.cp.poll_transmit(conn, &mut buf), Transmit::Close);
+    assert!(buf.is_empty(), "nothing more is sent to a slow peer");
+    t.peers.get_mut(&conn).unwrap().closed = true;
+    t.pump(None);
+    let events = t.take_events();
+    assert!(events.contains(&CpEvent::EdgeDisconnected {
+        edge_id: "edge-1".into(),
+        session_id: sid,
+        reason: CloseReason::SlowPeer
+    }));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, CpEvent::Closed { .. }))
+            .count(),
+        1
+    );
+    assert_eq!(t.cp.stats().slow_peers, 1);
+}
+
+#[test]
+fn an_idle_session_keeps_no_large_receive_buffer() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &[]);
+    // A 100 KiB status response arriving in two reads is buffered, then released.
+    let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    t.pump(None);
+    t.take_frames(conn);
+    let ev = big_status_response(req.correlation_id, "edge-1", 100 * 1024);
+    let mut wire = Vec::new();
+    proto::encode_frame(&ev, u32::MAX, &mut wire).unwrap();
+    let (head, tail) = wire.split_at(50 * 1024);
+    t.send_raw(conn, head);
+    assert!(t.cp.connection_buffers(conn).unwrap().decoder_capacity > 40 * 1024);
+    t.send_raw(conn, tail);
+    assert!(!t.is_closed(conn));
+    let b = t.cp.connection_buffers(conn).unwrap();
+    assert_eq!((b.decoder_capacity, b.outbound_queued), (0, 0));
+    assert!(
+        t.events
+            .iter()
+            .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
+    );
+}
+
+#[test]
+fn frames_and_bytes_are_counted() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &[]);
+    let before = t.cp.stats();
+    let env: Envelope = heartbeat(1);
+    let mut wire = Vec::new();
+    proto::encode_frame(&env, u32::MAX, &mut wire).unwrap();
+    t.send_raw(conn, &wire);
+    let after = t.cp.stats();
+    assert_eq!(after.frames_in - before.frames_in, 1);
+    assert_eq!(after.bytes_in - before.bytes_in, wire.len() as u64);
+    assert_eq!(after.frames_out - before.frames_out, 1);
+    assert!(after.bytes_out > before.bytes_out);
+    assert_eq!((after.connections, after.live_sessions), (1, 1));
+}
+
+#[test]
+fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
+    let mut c = cfg();
+    c.pre_hello_max_frame_len = 1024;
+    c.max_frame_len = 2048;
+    let mut t = Harness::with(c, Default::default());
+    let (conn, _) = t.enrol("edge-1", &["op"]);
+    let ids: Vec<String> = (0..100).map(|i| format!("node-{i:030}")).collect();
+    assert!(matches!(
+        t.cp.request_status(t.now, "edge-1", ids),
+        Err(iop_core::cp::StatusError::TooLarge(_))
+    ));
+    let mut spec = iop_core::cp::CommandSpec {
+        operation: "op".into(),
+        ..Default::default()
+    };
+    spec.metadata.insert("blob".into(), "x".repeat(4_000));
+    assert!(matches!(
+        t.cp.send_command(t.now, "edge-1", spec, Some("c1".into())),
+        Err(iop_core::cp::CommandError::TooLarge(_))
+    ));
+    assert!(
+        t.cp.command("edge-1", "c1").is_none(),
+        "a refused command is not tracked"
+    );
+    // The session is unharmed and the next correlation id is still fresh.
+    t.pump(None);
+    assert!(!t.is_closed(conn));
+    let next = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    assert_eq!(next.correlation_id, 3);
+}

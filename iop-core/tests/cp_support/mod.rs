@@ -1,0 +1,324 @@
+//! A scripted fake Edge and a harness driving a `ControlPlane` with a fake clock,
+//! following the driving contract: after every input, drain every output.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use iop_core::Instant;
+use iop_core::cp::{
+    ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, RequestId, Transmit,
+};
+use iop_core::proto::{
+    self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest,
+    EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, FrameDecoder, Heartbeat,
+    NodeEventKind,
+};
+
+/// What one fake Edge has received from the CP.
+#[derive(Debug)]
+pub struct Peer {
+    decoder: FrameDecoder,
+    pub frames: Vec<Envelope>,
+    pub closed: bool,
+    pub bytes: Vec<u8>,
+}
+
+/// Drives one `ControlPlane`.
+pub struct Harness {
+    pub cp: ControlPlane,
+    pub now: Instant,
+    pub events: Vec<CpEvent>,
+    pub peers: BTreeMap<ConnectionId, Peer>,
+    next_conn: u64,
+    /// Read split used by `send`: `None` = all at once.
+    pub chunk: Option<usize>,
+}
+
+pub fn cfg() -> CpConfig {
+    CpConfig::default()
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        Self::with(cfg(), EnrolmentPolicy::AcceptAny)
+    }
+
+    pub fn with(config: CpConfig, policy: EnrolmentPolicy) -> Self {
+        Self {
+            cp: ControlPlane::new(config, policy).unwrap(),
+            now: Instant::from_millis(1_000),
+            events: Vec::new(),
+            peers: BTreeMap::new(),
+            next_conn: 1,
+            chunk: None,
+        }
+    }
+
+    /// Opens a new connection.
+    pub fn connect(&mut self) -> ConnectionId {
+        let id = ConnectionId(self.next_conn);
+        self.next_conn += 1;
+        self.peers.insert(
+            id,
+            Peer {
+                decoder: FrameDecoder::new(u32::MAX),
+                frames: Vec::new(),
+                closed: false,
+                bytes: Vec::new(),
+            },
+        );
+        self.cp.handle_connect(self.now, id).unwrap();
+        self.pump(Some(id));
+        id
+    }
+
+    /// Sends an envelope from the fake Edge on `conn`.
+    pub fn send(&mut self, conn: ConnectionId, env: impl Into<Envelope>) {
+        let mut wire = Vec::new();
+        match proto::encode_frame(&env.into(), u32::MAX, &mut wire) {
+            // An envelope that encodes to nothing cannot be on the wire.
+            Err(proto::EncodeError::Empty) => {}
+            r => {
+                r.unwrap();
+                self.send_raw(conn, &wire);
+            }
+        }
+    }
+
+    pub fn send_raw(&mut self, conn: ConnectionId, bytes: &[u8]) {
+        match self.chunk {
+            None => self.cp.handle_bytes(self.now, conn, bytes),
+            Some(n) => {
+                for c in bytes.chunks(n.max(1)) {
+                    self.cp.handle_bytes(self.now, conn, c);
+                }
+            }
+        }
+        self.pump(Some(conn));
+    }
+
+    /// The transport of `conn` went away.
+    pub fn drop_transport(&mut self, conn: ConnectionId) {
+        self.cp.handle_closed(self.now, conn);
+        if let Some(p) = self.peers.get_mut(&conn) {
+            p.closed = true;
+        }
+        self.pump(Some(conn));
+    }
+
+    /// Lets time pass, firing every timer on the way at its own deadline.
+    pub fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        while let Some(at) = self.cp.poll_timeout() {
+            if at > end {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.cp.handle_timeout(self.now);
+            self.pump(None);
+        }
+        self.now = end;
+        self.cp.handle_timeout(self.now);
+        self.pump(None);
+    }
+
+    /// Drains every output. A connection that got bytes other than `input` must have
+    /// been listed by `poll_wakeup`.
+    pub fn pump(&mut self, input: Option<ConnectionId>) {
+        let mut woken = BTreeSet::new();
+        while let Some(c) = self.cp.poll_wakeup() {
+            woken.insert(c);
+        }
+        let ids: Vec<ConnectionId> = self.peers.keys().copied().collect();
+        for id in ids {
+            let peer = self.peers.get_mut(&id).unwrap();
+            if peer.closed {
+                continue;
+            }
+            let mut buf = Vec::new();
+            loop {
+                match self.cp.poll_transmit(id, &mut buf) {
+                    Transmit::Bytes(n) => assert!(n > 0),
+                    Transmit::Idle => break,
+                    Transmit::Close => {
+                        peer.closed = true;
+                        break;
+                    }
+                }
+            }
+            if (!buf.is_empty() || peer.closed) && Some(id) != input {
+                assert!(woken.contains(&id), "{id} got output without a wakeup");
+            }
+            peer.bytes.extend_from_slice(&buf);
+            let mut input = buf.as_slice();
+            while let Some(env) = peer.decoder.decode(&mut input).unwrap() {
+                peer.frames.push(env);
+            }
+        }
+        while let Some(e) = self.cp.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    pub fn take_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
+        std::mem::take(&mut self.peers.get_mut(&conn).unwrap().frames)
+    }
+
+    pub fn take_events(&mut self) -> Vec<CpEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    pub fn is_closed(&self, conn: ConnectionId) -> bool {
+        self.peers[&conn].closed
+    }
+
+    /// Connects and sends `hello`; returns the connection and the hello response.
+    /// Other frames sent at once (status request, re-sent commands) stay queued.
+    pub fn hello_with(&mut self, hello: EdgeHelloRequest) -> (ConnectionId, EdgeHelloResponse) {
+        let conn = self.connect();
+        self.send(conn, hello);
+        let frames = self.take_frames(conn);
+        let mut rest = Vec::new();
+        let mut resp = None;
+        for f in frames {
+            match f.body {
+                Some(Body::HelloResponse(r)) if resp.is_none() => resp = Some(r),
+                _ => rest.push(f),
+            }
+        }
+        self.peers.get_mut(&conn).unwrap().frames = rest;
+        (conn, resp.expect("a hello response"))
+    }
+
+    /// An accepted session for `edge_id` advertising `ops`; the automatic status
+    /// request is answered and all events so far are discarded.
+    pub fn enrol(&mut self, edge_id: &str, ops: &[&str]) -> (ConnectionId, u64) {
+        let (conn, resp) = self.hello_with(hello(edge_id, ops));
+        assert!(resp.accepted, "{resp:?}");
+        for f in self.take_frames(conn) {
+            if let Some(Body::StatusRequest(_)) = f.body {
+                self.send(conn, status_response(f.correlation_id, edge_id, 1));
+            }
+        }
+        self.send(conn, node_event(edge_id, NodeEventKind::EdgeReady, 1));
+        self.take_frames(conn);
+        self.take_events();
+        (conn, resp.session_id)
+    }
+
+    pub fn closed_events(&self) -> Vec<&CpEvent> {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, CpEvent::Closed { .. }))
+            .collect()
+    }
+}
+
+// ----- fake Edge frames -------------------------------------------------------------
+
+pub fn hello(edge_id: &str, ops: &[&str]) -> EdgeHelloRequest {
+    EdgeHelloRequest {
+        edge_id: edge_id.into(),
+        protocol_version: proto::PROTOCOL_VERSION,
+        software_version: "test/1".into(),
+        operations: ops.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+pub fn heartbeat(sequence: u64) -> Envelope {
+    Envelope::new(Heartbeat {
+        sequence,
+        sent_at_unix_ms: 0,
+    })
+}
+
+pub fn status_response(correlation_id: u64, edge_id: &str, revision: u64) -> Envelope {
+    Envelope::correlated(
+        correlation_id,
+        EdgeStatusResponse {
+            edge_id: edge_id.into(),
+            nodes: Vec::new(),
+            observed_at_unix_ms: 42,
+            registry_revision: revision,
+            truncated: false,
+        },
+    )
+}
+
+/// A legitimate status response of about `approx_len` bytes on the wire.
+pub fn big_status_response(correlation_id: u64, edge_id: &str, approx_len: usize) -> Envelope {
+    let nodes = (0..approx_len / 40)
+        .map(|i| proto::EdgeNodeSnapshot {
+            node_id: format!("node-{i:030}"),
+            ..Default::default()
+        })
+        .collect();
+    Envelope::correlated(
+        correlation_id,
+        EdgeStatusResponse {
+            edge_id: edge_id.into(),
+            nodes,
+            observed_at_unix_ms: 42,
+            registry_revision: 1,
+            truncated: false,
+        },
+    )
+}
+
+pub fn cmd_response(command_id: &str, accepted: bool) -> Envelope {
+    Envelope::new(EdgeCommandResponse {
+        command_id: command_id.into(),
+        accepted,
+        reject_reason: if accepted { 0 } else { 4 },
+        message: String::new(),
+    })
+}
+
+pub fn cmd_event(command_id: &str, phase: CommandPhase, sequence: u32) -> Envelope {
+    Envelope::new(EdgeCommandEvent {
+        command_id: command_id.into(),
+        phase: phase as i32,
+        sequence,
+        message: String::new(),
+        detail: Default::default(),
+        occurred_at_unix_ms: 7,
+    })
+}
+
+pub fn node_event(edge_id: &str, kind: NodeEventKind, sequence: u64) -> Envelope {
+    Envelope::new(EdgeNodeEvent {
+        edge_id: edge_id.into(),
+        node_id: String::new(),
+        kind: kind as i32,
+        generation: 0,
+        sequence,
+        occurred_at_unix_ms: 5,
+        reason: String::new(),
+    })
+}
+
+/// The `GoAway` among `frames`, as (reason, retry_after_ms).
+pub fn go_away(frames: &[Envelope]) -> Option<(i32, u32)> {
+    frames.iter().find_map(|f| match &f.body {
+        Some(Body::GoAway(g)) => Some((g.reason, g.retry_after_ms)),
+        _ => None,
+    })
+}
+
+/// The status requests among `frames`, as correlation ids.
+pub fn status_requests(frames: &[Envelope]) -> Vec<u64> {
+    frames
+        .iter()
+        .filter(|f| matches!(f.body, Some(Body::StatusRequest(_))))
+        .map(|f| f.correlation_id)
+        .collect()
+}
+
+pub fn request_of(events: &[CpEvent]) -> Option<RequestId> {
+    events.iter().find_map(|e| match e {
+        CpEvent::ResyncNeeded { request, .. } => *request,
+        _ => None,
+    })
+}

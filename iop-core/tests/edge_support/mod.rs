@@ -1,0 +1,280 @@
+//! A scripted fake CP and a fake node registry for driving an `Edge` in tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use iop_core::edge::{
+    Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, Target, TargetLevel,
+    Transmit,
+};
+use iop_core::proto::{
+    self, Body, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeHelloRequest,
+    EdgeHelloResponse, EdgeNodeEvent, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, FrameDecoder,
+    GoAwayReason, Message, NodeEventKind, NodeState,
+};
+use iop_core::registry::ResolveError;
+use iop_core::{Instant, WallClock};
+
+pub const ORIGIN_UNIX_MS: u64 = 1_800_000_000_000;
+
+/// A registry with configured nodes (id → labels) and a queue of lifecycle events.
+#[derive(Debug, Default)]
+pub struct FakeRegistry {
+    pub nodes: BTreeMap<String, BTreeMap<String, String>>,
+    pub pending: VecDeque<LifecycleEvent>,
+    pub revision: u64,
+    /// Transitions "lost" by the registry's own queue.
+    pub dropped: u64,
+}
+
+impl FakeRegistry {
+    pub fn with_nodes(ids: &[&str]) -> Self {
+        let mut r = Self::default();
+        for id in ids {
+            r.nodes.insert((*id).to_owned(), BTreeMap::new());
+        }
+        r
+    }
+
+    /// A transition: bumps the revision and queues an event.
+    pub fn transition(&mut self, node_id: &str, kind: NodeEventKind) {
+        self.revision += 1;
+        self.pending.push_back(LifecycleEvent {
+            node_id: node_id.to_owned(),
+            kind,
+            generation: self.revision,
+            occurred_at_unix_ms: ORIGIN_UNIX_MS,
+            reason: String::new(),
+        });
+    }
+}
+
+impl EdgeRegistry for FakeRegistry {
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        let mut response = EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            nodes: Vec::new(),
+            observed_at_unix_ms,
+            registry_revision: self.revision,
+            truncated: false,
+        };
+        for (id, labels) in &self.nodes {
+            if !node_ids.is_empty() && !node_ids.contains(id) {
+                continue;
+            }
+            response.nodes.push(EdgeNodeSnapshot {
+                node_id: id.clone(),
+                connected: false,
+                state: NodeState::Configured as i32,
+                labels: labels.clone(),
+                ..Default::default()
+            });
+            if response.encoded_len() > max_encoded_len {
+                response.nodes.pop();
+                response.truncated = true;
+                break;
+            }
+        }
+        response
+    }
+
+    fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(id, labels)| match selector {
+                Selector::All => true,
+                Selector::Node(n) => *id == n,
+                Selector::Provider { node_id, .. } => *id == node_id,
+                Selector::Label { key, value } => labels.get(key) == Some(value),
+                Selector::Edge => false,
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        match selector {
+            Selector::Edge => Ok(Target::Edge),
+            _ if nodes.is_empty() => Err(ResolveError::NoMatchingTarget),
+            _ => Ok(Target::Nodes(nodes)),
+        }
+    }
+
+    fn poll_lifecycle_event(&mut self) -> Option<LifecycleEvent> {
+        self.pending.pop_front()
+    }
+
+    fn take_dropped_events(&mut self) -> u64 {
+        std::mem::take(&mut self.dropped)
+    }
+}
+
+pub fn config() -> EdgeConfig {
+    let mut c = EdgeConfig::new("edge-1")
+        .with_operation("edge.ping", TargetLevel::Edge)
+        .with_operation("node.restart", TargetLevel::Node);
+    c.credential = "s3cret-credential".into();
+    c.software_version = "test/1.0".into();
+    c.seed = 42;
+    c.wall_clock = WallClock::new(ORIGIN_UNIX_MS);
+    c
+}
+
+/// An Edge wired to a scripted CP: the test plays the CP.
+pub struct Harness<R: EdgeRegistry = FakeRegistry> {
+    pub edge: Edge<R>,
+    pub now: Instant,
+    cp: FrameDecoder,
+    /// Set when the Edge asked the driver to close the transport.
+    pub close_requested: bool,
+}
+
+impl Harness<FakeRegistry> {
+    pub fn default_edge() -> Self {
+        Self::new(config(), FakeRegistry::with_nodes(&["n1", "n2"]))
+    }
+}
+
+impl<R: EdgeRegistry> Harness<R> {
+    pub fn new(config: EdgeConfig, registry: R) -> Self {
+        Self {
+            edge: Edge::new(config, registry).unwrap(),
+            now: Instant::ZERO,
+            cp: FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN),
+            close_requested: false,
+        }
+    }
+
+    pub fn at(&mut self, ms: u64) -> Instant {
+        self.now = Instant::from_millis(ms);
+        self.now
+    }
+
+    /// Every frame the Edge wants to write, decoded as the CP would.
+    pub fn flush(&mut self) -> Vec<Envelope> {
+        let mut wire = Vec::new();
+        loop {
+            match self.edge.poll_transmit(&mut wire) {
+                Transmit::Bytes(n) => assert!(n > 0),
+                Transmit::Close => {
+                    self.close_requested = true;
+                    break;
+                }
+                Transmit::Idle => break,
+            }
+        }
+        let mut input = wire.as_slice();
+        let mut frames = Vec::new();
+        while let Some(f) = self.cp.decode(&mut input).unwrap() {
+            frames.push(f);
+        }
+        assert!(input.is_empty());
+        frames
+    }
+
+    pub fn events(&mut self) -> Vec<EdgeEvent> {
+        std::iter::from_fn(|| self.edge.poll_event()).collect()
+    }
+
+    /// Dials at the current time and returns the hello.
+    pub fn connect(&mut self) -> EdgeHelloRequest {
+        self.cp = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
+        self.close_requested = false;
+        self.edge.handle_connected(self.now).unwrap();
+        let frames = self.flush();
+        assert_eq!(frames.len(), 1, "only the hello goes first: {frames:?}");
+        match frames.into_iter().next().unwrap().body {
+            Some(Body::HelloRequest(h)) => h,
+            other => panic!("expected hello, got {other:?}"),
+        }
+    }
+
+    pub fn deliver(&mut self, envelope: Envelope) {
+        let mut wire = Vec::new();
+        proto::encode_frame(&envelope, u32::MAX, &mut wire).unwrap();
+        self.edge.handle_bytes(self.now, &wire);
+    }
+
+    pub fn accept_with(&mut self, response: EdgeHelloResponse) -> Vec<Envelope> {
+        self.deliver(Envelope::new(response));
+        self.flush()
+    }
+
+    /// Connects and accepts with a 1 s heartbeat interval; returns what followed.
+    pub fn connect_and_accept(&mut self, session_id: u64) -> Vec<Envelope> {
+        self.connect();
+        self.accept_with(accepted(session_id, 1_000))
+    }
+
+    pub fn timeout(&mut self, ms: u64) {
+        self.at(ms);
+        self.edge.handle_timeout(self.now);
+    }
+
+    /// Transport gone (the driver closed it or it dropped).
+    pub fn transport_closed(&mut self) {
+        self.edge.handle_closed(self.now);
+    }
+
+    pub fn command(&mut self, req: EdgeCommandRequest) -> Vec<Envelope> {
+        self.deliver(Envelope::new(req));
+        self.flush()
+    }
+}
+
+pub fn accepted(session_id: u64, heartbeat_interval_ms: u32) -> EdgeHelloResponse {
+    EdgeHelloResponse {
+        accepted: true,
+        protocol_version: 1,
+        heartbeat_interval_ms,
+        session_id,
+        ..Default::default()
+    }
+}
+
+pub fn cmd(id: &str, operation: &str, selector: &str) -> EdgeCommandRequest {
+    EdgeCommandRequest {
+        command_id: id.to_owned(),
+        operation: operation.to_owned(),
+        target_selector: selector.to_owned(),
+        metadata: BTreeMap::new(),
+        timeout_ms: 0,
+    }
+}
+
+pub fn as_command_response(e: &Envelope) -> &EdgeCommandResponse {
+    match &e.body {
+        Some(Body::CommandResponse(r)) => r,
+        other => panic!("expected command_response, got {other:?}"),
+    }
+}
+
+pub fn as_command_event(e: &Envelope) -> &EdgeCommandEvent {
+    match &e.body {
+        Some(Body::CommandEvent(r)) => r,
+        other => panic!("expected command_event, got {other:?}"),
+    }
+}
+
+pub fn as_node_event(e: &Envelope) -> &EdgeNodeEvent {
+    match &e.body {
+        Some(Body::NodeEvent(r)) => r,
+        other => panic!("expected node_event, got {other:?}"),
+    }
+}
+
+pub fn go_away_reason(e: &Envelope) -> GoAwayReason {
+    match &e.body {
+        Some(Body::GoAway(g)) => GoAwayReason::try_from(g.reason).unwrap(),
+        other => panic!("expected go_away, got {other:?}"),
+    }
+}
+
+pub fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
