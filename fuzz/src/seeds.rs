@@ -70,6 +70,7 @@ pub fn all(vectors: &[Vector]) -> Vec<(&'static str, Vec<Seed>)> {
     vec![
         ("frame_decode", frame_decode(vectors)),
         ("envelope_roundtrip", envelope_roundtrip(vectors)),
+        ("registry_ops", structured("registry_ops", 24)),
     ]
 }
 
@@ -101,4 +102,29 @@ fn envelope_roundtrip(vectors: &[Vector]) -> Vec<Seed> {
         seeds.push(seed(format!("{}_tight", v.name), &[&[1], v.body()]));
     }
     seeds
+}
+
+/// Seeds for a target whose input is `arbitrary`-derived: deterministic pseudo-random
+/// bytes of growing lengths, which `arbitrary` turns into op sequences of growing
+/// lengths (libFuzzer then mutates them into the interesting ones).
+fn structured(name: &str, count: usize) -> Vec<Seed> {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15 ^ name.len() as u64;
+    (0..count)
+        .map(|i| {
+            let len = 32 << (i % 6);
+            let data = (0..len).map(|_| splitmix64(&mut state) as u8).collect();
+            Seed {
+                name: format!("random_{i:02}_{len}"),
+                data,
+            }
+        })
+        .collect()
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

@@ -2,6 +2,7 @@
 
 pub mod envelope_roundtrip;
 pub mod frame_decode;
+pub mod registry_ops;
 
 use iop_proto::DecodeLimits;
 
