@@ -121,7 +121,10 @@ fn caps_hold_for_a_node_running_past_its_status_response() {
     let err = decoded.unwrap_err();
     assert!(err.to_string().contains("length"), "{err}");
     drop(err);
-    assert!(bytes > 80_000, "prost decodes the whole node first: {bytes} bytes");
+    assert!(
+        bytes > 80_000,
+        "prost decodes the whole node first: {bytes} bytes"
+    );
 
     assert_eq!(
         check_envelope(&body, &DecodeLimits::default()),
@@ -134,7 +137,10 @@ fn caps_hold_for_a_node_running_past_its_status_response() {
     wire.extend_from_slice(&body);
     let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
     let (result, bytes) = allocated(|| decoder.decode(&mut wire.as_slice()));
-    assert!(matches!(result, Err(FrameError::LimitExceeded(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(FrameError::LimitExceeded(_))),
+        "{result:?}"
+    );
     assert_eq!(bytes, 0, "refused before prost allocated anything");
 }
 
