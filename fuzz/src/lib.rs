@@ -11,5 +11,6 @@
 pub mod alloc;
 pub mod frames;
 pub mod seeds;
+pub mod session;
 pub mod split;
 pub mod targets;

@@ -71,6 +71,8 @@ pub fn all(vectors: &[Vector]) -> Vec<(&'static str, Vec<Seed>)> {
         ("frame_decode", frame_decode(vectors)),
         ("envelope_roundtrip", envelope_roundtrip(vectors)),
         ("registry_ops", structured("registry_ops", 24)),
+        ("cp_session_bytes", cp_session_bytes(vectors)),
+        ("edge_session_bytes", edge_session_bytes(vectors)),
     ]
 }
 
@@ -127,4 +129,144 @@ fn splitmix64(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+fn frame(envelope: &iop_proto::Envelope) -> Vec<u8> {
+    let mut wire = Vec::new();
+    if let Err(err) = iop_proto::encode_frame(envelope, iop_proto::DEFAULT_MAX_FRAME_LEN, &mut wire)
+    {
+        panic!("seed frame does not encode: {err}");
+    }
+    wire
+}
+
+/// What a well-behaved Edge sends after its hello was accepted: the answer to the
+/// CP's first status request (correlation id 1), EDGE_READY, a heartbeat, and an
+/// answer plus events for a command the CP does not know.
+pub fn edge_session_frames(edge_id: &str) -> Vec<u8> {
+    use iop_proto::*;
+    let envelopes = [
+        Envelope::correlated(
+            1,
+            EdgeStatusResponse {
+                edge_id: edge_id.into(),
+                observed_at_unix_ms: 1,
+                registry_revision: 1,
+                ..Default::default()
+            },
+        ),
+        Envelope::new(EdgeNodeEvent {
+            edge_id: edge_id.into(),
+            kind: NodeEventKind::EdgeReady as i32,
+            sequence: 1,
+            ..Default::default()
+        }),
+        Envelope::new(Heartbeat {
+            sequence: 1,
+            sent_at_unix_ms: 5,
+        }),
+        Envelope::new(EdgeCommandResponse {
+            command_id: "cmd-4".into(),
+            accepted: true,
+            ..Default::default()
+        }),
+        Envelope::new(EdgeCommandEvent {
+            command_id: "cmd-4".into(),
+            phase: CommandPhase::Accepted as i32,
+            sequence: 1,
+            ..Default::default()
+        }),
+    ];
+    envelopes.iter().flat_map(frame).collect()
+}
+
+/// Mode byte, split header, the Edge's stream (see `targets::cp_session_bytes`).
+fn cp_session_bytes(vectors: &[Vector]) -> Vec<Seed> {
+    use crate::targets::cp_session_bytes::{EDGE_ID, valid_hello};
+    let session = edge_session_frames(EDGE_ID);
+    let mut seeds = vec![
+        seed("hello_then_session", &[&[0, 0], &valid_hello(), &session]),
+        seed(
+            "hello_then_session_bytewise",
+            &[&[0, 1, 1], &valid_hello(), &session],
+        ),
+        seed("after_hello_session", &[&[1, 0], &session]),
+        seed("after_hello_session_time", &[&[3, 1, 9], &session]),
+        seed("after_hello_session_app", &[&[5, 2, 17, 30], &session]),
+        seed("after_hello_all_modes", &[&[15, 1, 40], &session]),
+        seed("silence_until_timeouts", &[&[3, 1, 255], &[0; 200]]),
+        seed("hello_twice", &[&[0, 0], &valid_hello(), &valid_hello()]),
+        seed("transport_closes", &[&[9, 0], &session]),
+    ];
+    for v in vectors {
+        seeds.push(seed(
+            format!("after_hello_{}", v.name),
+            &[&[1, 0], &v.frame],
+        ));
+    }
+    seeds.push(seed(
+        "first_frame_golden_hello",
+        &[&[0, 0], vectors.first().map_or(&[][..], |v| &v.frame)],
+    ));
+    seeds
+}
+
+/// What a CP sends once the hello is accepted: a status request, commands (edge-level,
+/// node-level, unknown operation, a repeat), a heartbeat ack and a GoAway.
+pub fn cp_session_frames() -> Vec<u8> {
+    use iop_proto::*;
+    let command = |id: &str, operation: &str, selector: &str| {
+        Envelope::new(EdgeCommandRequest {
+            command_id: id.into(),
+            operation: operation.into(),
+            target_selector: selector.into(),
+            ..Default::default()
+        })
+    };
+    let envelopes = [
+        Envelope::correlated(1, EdgeStatusRequest::default()),
+        command("cmd-1", "edge.ping", ""),
+        command("cmd-2", "node.drain", "label:zone=a"),
+        command("cmd-3", "no.such.op", "*"),
+        command("cmd-1", "edge.ping", ""),
+        Envelope::correlated(
+            2,
+            EdgeStatusRequest {
+                node_ids: vec!["node-b".into()],
+            },
+        ),
+        Envelope::new(HeartbeatAck { sequence: 1 }),
+        Envelope::go_away(GoAwayReason::Draining, "bye", 10_000),
+    ];
+    envelopes.iter().flat_map(frame).collect()
+}
+
+/// Mode byte, split header, the CP's stream (see `targets::edge_session_bytes`).
+fn edge_session_bytes(vectors: &[Vector]) -> Vec<Seed> {
+    use crate::targets::edge_session_bytes::accepted_hello_response;
+    let session = cp_session_frames();
+    let mut seeds = vec![
+        seed(
+            "response_then_session",
+            &[&[0, 0], &accepted_hello_response(), &session],
+        ),
+        seed(
+            "response_then_session_bytewise",
+            &[&[0, 1, 1], &accepted_hello_response(), &session],
+        ),
+        seed("after_hello_session", &[&[1, 0], &session]),
+        seed("after_hello_session_time", &[&[3, 1, 9], &session]),
+        seed("after_hello_session_app", &[&[5, 2, 17, 30], &session]),
+        seed("after_hello_all_modes", &[&[15, 1, 40], &session]),
+        seed("silence_until_timeouts", &[&[3, 1, 255], &[0; 200]]),
+        seed("transport_closes", &[&[9, 0], &session]),
+    ];
+    for v in vectors {
+        seeds.push(seed(
+            format!("after_hello_{}", v.name),
+            &[&[1, 0], &v.frame],
+        ));
+        seeds.push(seed(format!("first_{}", v.name), &[&[0, 0], &v.frame]));
+    }
+    seeds
 }

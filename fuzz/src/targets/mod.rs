@@ -1,5 +1,7 @@
 //! The logic of each fuzz target, one module per target, each with a `run(data)`.
 
+pub mod cp_session_bytes;
+pub mod edge_session_bytes;
 pub mod envelope_roundtrip;
 pub mod frame_decode;
 pub mod registry_ops;
