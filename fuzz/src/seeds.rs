@@ -73,6 +73,7 @@ pub fn all(vectors: &[Vector]) -> Vec<(&'static str, Vec<Seed>)> {
         ("registry_ops", structured("registry_ops", 24)),
         ("cp_session_bytes", cp_session_bytes(vectors)),
         ("edge_session_bytes", edge_session_bytes(vectors)),
+        ("pair_sequence", structured("pair_sequence", 16)),
     ]
 }
 
