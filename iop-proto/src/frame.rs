@@ -208,12 +208,14 @@ impl FrameDecoder {
         if let Some(err) = &self.error {
             return Err(err.clone());
         }
-        let result = self.decode_inner(input);
-        if let Err(err) = &result {
-            self.error = Some(err.clone());
-            self.body = Vec::new();
+        match self.decode_inner(input) {
+            Ok(frame) => Ok(frame),
+            Err(err) => {
+                self.error = Some(err.clone());
+                self.body = Vec::new();
+                Err(err)
+            }
         }
-        result
     }
 
     fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {

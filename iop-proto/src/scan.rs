@@ -307,12 +307,23 @@ impl<'l> Scan<'l> {
         counts: &mut Counts,
     ) -> Result<(), Stop> {
         let limit = buf.len().checked_sub(len).ok_or(Stop::Malformed)?;
-        // Counters of the singular sub-messages of this message, by field number.
-        let mut children = [[0u32; MAX_FIELD]; MAX_FIELD];
+        // Counters of the singular sub-message being merged into, with its field
+        // number. One is enough: the envelope's singular sub-messages are the `body`
+        // oneof, where prost starts a fresh value whenever another variant arrives
+        // (so its counts restart), and every other message has at most one singular
+        // sub-message field (checked by a test below). A per-field table here would
+        // zero 900 bytes for every message walked, nodes and providers included.
+        let mut child: (usize, Counts) = (0, [0; MAX_FIELD]);
         while buf.len() > limit {
             let key = varint(buf)?;
             let number = key >> 3;
             let wire_type = key & 7;
+            // Scalars (most fields of a provider or node) are skipped in place: this
+            // walk runs over every byte of every frame.
+            if wire_type == 0 {
+                varint(buf)?;
+                continue;
+            }
             let known = if wire_type == 2 {
                 field(msg, number)
             } else {
@@ -337,10 +348,12 @@ impl<'l> Scan<'l> {
                     self.push(count, self.cap(cap), name, Some(size_of::<String>()))?;
                     self.string(name, class, length_delimited(buf)?.len())?;
                 }
-                Field::Msg(child) => {
-                    let child_counts = children.get_mut(slot).ok_or(Stop::Malformed)?;
+                Field::Msg(sub) => {
+                    if child.0 != slot {
+                        child = (slot, [0; MAX_FIELD]);
+                    }
                     let len = length(buf)?;
-                    self.message(child, buf, len, child_counts)?;
+                    self.message(sub, buf, len, &mut child.1)?;
                 }
                 Field::RepMsg(name, child, cap, size) => {
                     self.push(count, self.cap(cap), name, Some(size))?;
@@ -474,4 +487,45 @@ fn varint(buf: &mut &[u8]) -> Result<u64, Stop> {
         }
     }
     Err(Stop::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Msg; 14] = [
+        Msg::Envelope,
+        Msg::HelloRequest,
+        Msg::HelloResponse,
+        Msg::StatusRequest,
+        Msg::StatusResponse,
+        Msg::NodeSnapshot,
+        Msg::ConfigSummary,
+        Msg::Provider,
+        Msg::CommandRequest,
+        Msg::CommandResponse,
+        Msg::CommandEvent,
+        Msg::NodeEvent,
+        Msg::GoAway,
+        Msg::Scalars,
+    ];
+
+    /// `Scan::message` keeps the counts of one singular sub-message at a time: exact
+    /// only while no message but the envelope (a oneof) has two such fields.
+    #[test]
+    fn one_singular_sub_message_per_message() {
+        for msg in ALL {
+            let singular = (0..=MAX_FIELD as u64 + 1)
+                .filter(|n| matches!(field(msg, *n), Some(Field::Msg(_))))
+                .count();
+            if matches!(msg, Msg::Envelope) {
+                assert_eq!(singular, 11, "the body oneof");
+            } else {
+                assert!(
+                    singular <= 1,
+                    "a second singular sub-message field needs its own counts"
+                );
+            }
+        }
+    }
 }

@@ -75,7 +75,7 @@
 //!   full status requested at or after the latest resync point makes the view fresh.
 //! * **Memory**: an idle session holds no frame buffer (a decoder buffer over 1 KiB
 //!   and the outbound queue's slots are released between frames); an idle enrolled
-//!   session, its Edge view included, measures about 1.1 KiB of heap
+//!   session, its Edge view included, measures about 1.2 KiB of heap
 //!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
 //!   command books outlive sessions until [`ControlPlane::forget_edge`].
 //!

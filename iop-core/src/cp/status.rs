@@ -1,6 +1,5 @@
 //! Status requests of one session (SPEC §4.3): correlation ids and deadlines.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -16,12 +15,28 @@ pub(crate) enum Correlation {
     NeverIssued,
 }
 
+/// Empty pending lists keep at most this many slots (24 bytes each): enough for the
+/// usual one-at-a-time exchange without an allocation per request.
+const RETAINED_SLOTS: usize = 4;
+
+/// One pending request.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: u64,
+    deadline: Instant,
+    /// It asked for every node.
+    full: bool,
+}
+
 /// The status requests of one session.
 #[derive(Debug, Default)]
 pub(crate) struct StatusBook {
     last_issued: u64,
-    /// correlation id → (deadline, asked for every node). Deadlines grow with ids.
-    pending: BTreeMap<u64, (Instant, bool)>,
+    /// Pending requests in increasing id order (ids are issued in order). At most the
+    /// in-flight limit (64 by default), so linear scans are cheap; unlike a B-tree,
+    /// whose node would be allocated and freed for every request, the few slots of
+    /// an idle session are kept (`RETAINED_SLOTS`).
+    pending: Vec<Pending>,
 }
 
 impl StatusBook {
@@ -37,7 +52,11 @@ impl StatusBook {
             return None;
         }
         self.last_issued += 1;
-        self.pending.insert(self.last_issued, (now + timeout, full));
+        self.pending.push(Pending {
+            id: self.last_issued,
+            deadline: now + timeout,
+            full,
+        });
         Some(self.last_issued)
     }
 
@@ -46,18 +65,23 @@ impl StatusBook {
         self.last_issued
     }
 
-    /// An emptied `BTreeMap` keeps its root node (hundreds of bytes): an idle session
-    /// should not.
+    /// An idle session keeps no more than a few slots.
     fn release_if_empty(&mut self) {
-        if self.pending.is_empty() {
-            self.pending = BTreeMap::new();
+        if self.pending.is_empty() && self.pending.capacity() > RETAINED_SLOTS {
+            self.pending = Vec::new();
         }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Pending> {
+        let at = self.pending.binary_search_by_key(&id, |p| p.id).ok()?;
+        let found = self.pending.remove(at);
+        self.release_if_empty();
+        Some(found)
     }
 
     /// Takes back the most recent id when its request could not be sent.
     pub(crate) fn unissue(&mut self, id: u64) {
-        self.pending.remove(&id);
-        self.release_if_empty();
+        self.remove(id);
     }
 
     /// Classifies a response's correlation id, removing it from the pending set.
@@ -65,10 +89,8 @@ impl StatusBook {
         if id == 0 || id > self.last_issued {
             return Correlation::NeverIssued;
         }
-        let found = self.pending.remove(&id);
-        self.release_if_empty();
-        match found {
-            Some((_, full)) => Correlation::Pending { full },
+        match self.remove(id) {
+            Some(p) => Correlation::Pending { full: p.full },
             None => Correlation::Late,
         }
     }
@@ -83,24 +105,27 @@ impl StatusBook {
         let expired: Vec<u64> = self
             .pending
             .iter()
-            .filter(|(_, (deadline, _))| *deadline <= now)
-            .map(|(id, _)| *id)
+            .filter(|p| p.deadline <= now)
+            .map(|p| p.id)
             .collect();
-        for id in &expired {
-            self.pending.remove(id);
+        if !expired.is_empty() {
+            self.pending.retain(|p| p.deadline > now);
+            self.release_if_empty();
         }
-        self.release_if_empty();
         expired
     }
 
     /// Removes and returns every pending request.
     pub(crate) fn abandon_all(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.pending).into_keys().collect()
+        std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|p| p.id)
+            .collect()
     }
 
     /// The earliest deadline.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.pending.values().map(|(d, _)| *d).min()
+        self.pending.iter().map(|p| p.deadline).min()
     }
 }
 
@@ -122,5 +147,26 @@ mod tests {
         assert_eq!(b.expire(Instant::from_millis(1000)), vec![2]);
         assert_eq!(b.take(2), Correlation::Late);
         assert_eq!(b.next_deadline(), None);
+    }
+
+    #[test]
+    fn an_idle_book_keeps_a_few_slots_and_no_more() {
+        let mut b = StatusBook::default();
+        let t = Duration::from_secs(1);
+        for _ in 0..10 {
+            let id = b.issue(Instant::ZERO, t, 64, true).unwrap();
+            assert_eq!(b.take(id), Correlation::Pending { full: true });
+        }
+        assert!(b.pending.capacity() <= RETAINED_SLOTS);
+        let ids: Vec<u64> = (0..20)
+            .map(|_| b.issue(Instant::ZERO, t, 64, false).unwrap())
+            .collect();
+        assert_eq!(b.next_deadline(), Some(Instant::ZERO + t));
+        // Out of order, as responses may come.
+        for id in ids.iter().rev() {
+            assert_eq!(b.take(*id), Correlation::Pending { full: false });
+        }
+        assert_eq!(b.pending.capacity(), 0);
+        assert_eq!(b.take(ids[3]), Correlation::Late);
     }
 }

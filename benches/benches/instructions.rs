@@ -1,0 +1,390 @@
+//! Instructions per Control Plane session operation, counted by valgrind's callgrind,
+//! with prost's own decode/encode of the same messages counted alike and subtracted.
+//!
+//! Run: `cargo bench -p iop-bench --bench instructions` (needs `valgrind` on the
+//! PATH). Each scenario runs in a child process under callgrind; see
+//! `iop_bench::callgrind` and `BENCHMARKS.md` for the method. Profiles are left in
+//! `target/release/callgrind/<scenario>.out` for `callgrind_annotate`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use iop_bench::callgrind::{self, SCENARIO_VAR, measured};
+use iop_bench::fixtures::{registry, status_response_envelope};
+use iop_bench::proto::{
+    DEFAULT_MAX_FRAME_LEN, Envelope, FrameDecoder, HeartbeatAck, LENGTH_PREFIX_LEN, Message,
+    encode_frame,
+};
+use iop_bench::session::{
+    CpSession, command_envelopes, frame, heartbeat_frame, ping_spec, prost_share,
+};
+use iop_bench::table::{Row, Table, format_count};
+use iop_core::NodeRegistry;
+use iop_core::cp::CpEvent;
+
+/// Unmeasured iterations before the measured ones (allocator pools, first-use paths).
+const WARM_UP: usize = 20;
+
+/// Goal: instructions outside prost per status exchange.
+const STATUS_GOAL: u64 = 1_000;
+
+/// One measured operation.
+struct Scenario {
+    name: &'static str,
+    what: &'static str,
+    /// Measured calls.
+    calls: usize,
+    goal: Option<u64>,
+}
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "heartbeat",
+        what: "heartbeat: bytes in → ack out",
+        calls: 200,
+        goal: None,
+    },
+    Scenario {
+        name: "status-0",
+        what: "status exchange, Edge with 0 nodes",
+        calls: 200,
+        goal: Some(STATUS_GOAL),
+    },
+    Scenario {
+        name: "status-1x4",
+        what: "status exchange, 1 node × 4 providers",
+        calls: 200,
+        goal: Some(STATUS_GOAL),
+    },
+    Scenario {
+        name: "status-1000x4",
+        what: "status exchange, 1 000 nodes × 4 providers",
+        calls: 5,
+        goal: None,
+    },
+    Scenario {
+        name: "command",
+        what: "command lifecycle: request out, response + 3 events in, 4 events out",
+        calls: 200,
+        goal: None,
+    },
+];
+
+/// The frame codec against prost on the same bytes, in instructions (stable where
+/// timings of a few nanoseconds are not).
+const CODEC_SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "decode-request",
+        what: "decode status request, all nodes (8 B frame)",
+        calls: 1_000,
+        goal: None,
+    },
+    Scenario {
+        name: "encode-request",
+        what: "encode status request, all nodes",
+        calls: 1_000,
+        goal: None,
+    },
+    Scenario {
+        name: "decode-response",
+        what: "decode status response 1 000 nodes × 4 providers",
+        calls: 3,
+        goal: None,
+    },
+    Scenario {
+        name: "encode-response",
+        what: "encode status response 1 000 nodes × 4 providers",
+        calls: 3,
+        goal: None,
+    },
+];
+
+/// Framing may add at most 2 %.
+const FRAMING_GOAL: f64 = 1.02;
+
+/// Decodes or encodes (`prost`: with prost alone) the codec scenario's envelope.
+fn run_codec(name: &str, calls: usize, prost: bool) {
+    let envelope = if name.ends_with("request") {
+        iop_bench::fixtures::full_status_request(42)
+    } else {
+        status_response_envelope(&registry(1_000, 4), 42)
+    };
+    let wire = frame(&envelope);
+    let body = &wire[LENGTH_PREFIX_LEN..];
+    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+    let mut out = Vec::with_capacity(wire.len());
+    for i in 0..WARM_UP + calls {
+        let op = || {
+            out.clear();
+            match (name.starts_with("decode"), prost) {
+                (true, true) => usize::from(Envelope::decode(body).is_ok()),
+                (true, false) => {
+                    let mut input = wire.as_slice();
+                    let mut frames = 0;
+                    while let Ok(Some(e)) = decoder.decode(&mut input) {
+                        drop(e);
+                        frames += 1;
+                    }
+                    frames
+                }
+                (false, true) => usize::from(envelope.encode(&mut out).is_ok()),
+                (false, false) => {
+                    encode_frame(&envelope, DEFAULT_MAX_FRAME_LEN, &mut out).unwrap_or(0)
+                }
+            }
+        };
+        let done = step(i, op);
+        assert!(
+            if name.starts_with("decode") {
+                done == 1
+            } else {
+                done > 0
+            },
+            "{name}: the operation failed"
+        );
+    }
+}
+
+/// Runs `op` as a warm-up call (the first [`WARM_UP`]) or as a measured one.
+fn step<R>(i: usize, op: impl FnOnce() -> R) -> R {
+    if i < WARM_UP { op() } else { measured(op) }
+}
+
+/// A status scenario's session and response frames (correlation ids in order).
+fn status_fixture(reg: &NodeRegistry, calls: usize) -> (CpSession, Vec<Vec<u8>>) {
+    let session = CpSession::enrolled();
+    let first = session.next_correlation_id();
+    let frames = (0..(WARM_UP + calls) as u64)
+        .map(|i| frame(&status_response_envelope(reg, first + i)))
+        .collect();
+    (session, frames)
+}
+
+fn nodes_of(name: &str) -> usize {
+    match name {
+        "status-1x4" => 1,
+        "status-1000x4" => 1_000,
+        _ => 0,
+    }
+}
+
+/// Runs one scenario (in the child process). `prost` selects prost's share.
+fn run(name: &str, calls: usize, prost: bool) {
+    let total = WARM_UP + calls;
+    let mut out = Vec::with_capacity(1 << 20);
+    match name {
+        "empty" => {
+            for _ in 0..calls {
+                measured(|| ());
+            }
+        }
+        "heartbeat" => {
+            let frames: Vec<Vec<u8>> = (0..total as u64).map(|i| heartbeat_frame(2 + i)).collect();
+            let acks: Vec<Envelope> = (0..total as u64)
+                .map(|i| Envelope::new(HeartbeatAck { sequence: 2 + i }))
+                .collect();
+            let mut s = CpSession::enrolled();
+            for (i, f) in frames.iter().enumerate() {
+                let body = &f[LENGTH_PREFIX_LEN..];
+                let op = || {
+                    if prost {
+                        prost_share(&[body], std::slice::from_ref(&acks[i]), &mut out)
+                    } else {
+                        s.heartbeat(f)
+                    }
+                };
+                let done = step(i, op);
+                assert!(done > 0, "heartbeat: no ack");
+            }
+        }
+        "status-0" | "status-1x4" | "status-1000x4" => {
+            let reg = registry(nodes_of(name), 4);
+            let (mut s, frames) = status_fixture(&reg, calls);
+            let first = s.next_correlation_id();
+            let requests: Vec<Envelope> = (0..total as u64)
+                .map(|i| iop_bench::fixtures::full_status_request(first + i))
+                .collect();
+            for (i, f) in frames.iter().enumerate() {
+                let body = &f[LENGTH_PREFIX_LEN..];
+                let op = || {
+                    if prost {
+                        prost_share(&[body], std::slice::from_ref(&requests[i]), &mut out)
+                    } else {
+                        // The event is dropped inside the measured call.
+                        usize::from(matches!(
+                            s.status_exchange(f),
+                            Some(CpEvent::StatusReceived { .. })
+                        ))
+                    }
+                };
+                let done = step(i, op);
+                assert!(done > 0, "{name}: no StatusReceived");
+            }
+        }
+        "command" => {
+            let ids: Vec<String> = (0..total).map(|i| format!("cmd-0190a3b4-{i:06}")).collect();
+            let envelopes: Vec<Vec<Envelope>> =
+                ids.iter().map(|id| command_envelopes(id)).collect();
+            let frames: Vec<Vec<Vec<u8>>> = envelopes
+                .iter()
+                .map(|es| es.iter().map(frame).collect())
+                .collect();
+            let specs: Vec<_> = (0..total).map(|_| ping_spec()).collect();
+            let mut s = CpSession::enrolled();
+            for (i, ((id, spec), fs)) in ids.into_iter().zip(specs).zip(&frames).enumerate() {
+                let request = Envelope::new(iop_bench::proto::EdgeCommandRequest {
+                    command_id: id.clone(),
+                    operation: spec.operation.clone(),
+                    target_selector: spec.target_selector.clone(),
+                    metadata: spec.metadata.clone(),
+                    timeout_ms: spec.timeout_ms,
+                });
+                let bodies: Vec<&[u8]> = fs.iter().map(|f| &f[LENGTH_PREFIX_LEN..]).collect();
+                let op = || {
+                    if prost {
+                        prost_share(&bodies, std::slice::from_ref(&request), &mut out)
+                    } else {
+                        s.command_lifecycle(spec, id, fs)
+                    }
+                };
+                let done = step(i, op);
+                assert!(
+                    if prost { done > 0 } else { done == 4 },
+                    "command: {done} events"
+                );
+            }
+        }
+        codec if CODEC_SCENARIOS.iter().any(|c| c.name == codec) => run_codec(codec, calls, prost),
+        other => eprintln!("unknown scenario {other}"),
+    }
+}
+
+fn out_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/release/deps/instructions-<hash> → target/release/callgrind
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map_or_else(std::env::temp_dir, |p| p.to_path_buf())
+        .join("callgrind")
+}
+
+fn main() -> ExitCode {
+    if let Ok(spec) = std::env::var(SCENARIO_VAR) {
+        // Child: "<name>:<calls>[:prost]".
+        let mut parts = spec.split(':');
+        let name = parts.next().unwrap_or_default();
+        let calls = parts.next().and_then(|c| c.parse().ok()).unwrap_or(1);
+        run(name, calls, parts.next() == Some("prost"));
+        return ExitCode::SUCCESS;
+    }
+
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => {
+            eprintln!("cannot find this executable: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let dir = out_dir();
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("cannot create {}: {e}", dir.display());
+        return ExitCode::FAILURE;
+    }
+    let count = |spec: &str, file: &str| {
+        let path = dir.join(format!("{file}.out"));
+        callgrind::count(&exe, spec, &path).map(|n| (n, path))
+    };
+    let empty_calls = 1_000;
+    let overhead = match count(&format!("empty:{empty_calls}"), "empty") {
+        Ok((n, _)) => n / empty_calls as u64,
+        Err(e) => {
+            eprintln!("callgrind failed ({e}); is valgrind installed? (apt-get install valgrind)");
+            return ExitCode::FAILURE;
+        }
+    };
+
+    let mut table = Table::new(
+        "Instructions per Control Plane operation (callgrind)",
+        "outside prost",
+        "prost's share",
+    );
+    for sc in SCENARIOS
+        .iter()
+        .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
+    {
+        let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
+        let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
+        let prost = count(
+            &format!("{}:{}:prost", sc.name, sc.calls),
+            &format!("{}.prost", sc.name),
+        );
+        let ((total, path), (prost, _)) = match (ours, prost) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("scenario {}: {e}", sc.name);
+                return ExitCode::FAILURE;
+            }
+        };
+        let (total, prost) = (per_call(total), per_call(prost));
+        let outside = total.saturating_sub(prost);
+        table.push(Row::new(
+            format!("{} (total {})", sc.what, format_count(total)),
+            format_count(outside),
+            format_count(prost),
+            format!("{:.2}", outside as f64 / prost.max(1) as f64),
+            sc.goal.map_or_else(
+                || "—".to_owned(),
+                |g| format!("≤ {} outside prost", format_count(g)),
+            ),
+            sc.goal.map(|g| outside <= g),
+        ));
+        eprintln!("{}: profile in {}", sc.name, path.display());
+    }
+    let mut codec = Table::new(
+        "Frame codec vs plain prost, in instructions (callgrind)",
+        "ours",
+        "prost",
+    );
+    for sc in CODEC_SCENARIOS
+        .iter()
+        .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
+    {
+        let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
+        let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
+        let prost = count(
+            &format!("{}:{}:prost", sc.name, sc.calls),
+            &format!("{}.prost", sc.name),
+        );
+        let ((ours, _), (prost, _)) = match (ours, prost) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("scenario {}: {e}", sc.name);
+                return ExitCode::FAILURE;
+            }
+        };
+        let (ours, prost) = (per_call(ours), per_call(prost));
+        let ratio = ours as f64 / prost.max(1) as f64;
+        codec.push(Row::new(
+            sc.what,
+            format_count(ours),
+            format_count(prost),
+            format!("{ratio:.3}"),
+            format!("≤ {FRAMING_GOAL:.2}"),
+            Some(ratio <= FRAMING_GOAL),
+        ));
+    }
+    println!("{table}");
+    println!("{codec}");
+    println!(
+        "Per call, averaged over the measured calls after {WARM_UP} warm-up calls; the \
+         cost of an empty measured call ({overhead} instructions) is subtracted. \
+         prost's share: decoding (and dropping) each inbound body and encoding each \
+         outbound envelope with prost alone."
+    );
+    ExitCode::SUCCESS
+}
