@@ -198,6 +198,8 @@ fn cp_session_bytes(vectors: &[Vector]) -> Vec<Seed> {
         seed("silence_until_timeouts", &[&[3, 1, 255], &[0; 200]]),
         seed("hello_twice", &[&[0, 0], &valid_hello(), &valid_hello()]),
         seed("transport_closes", &[&[9, 0], &session]),
+        seed("rival_supersedes", &[&[17, 1, 40], &session]),
+        seed("rival_supersedes_time_close", &[&[27, 1, 60], &session]),
     ];
     for v in vectors {
         seeds.push(seed(

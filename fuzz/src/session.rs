@@ -19,6 +19,9 @@ pub struct Mode {
     pub app_calls: bool,
     /// The transport closes after the last read.
     pub close_at_end: bool,
+    /// After the first read, a rival connection enrols the same Edge (CP target):
+    /// the first session, if accepted, must be superseded.
+    pub rival: bool,
 }
 
 impl Mode {
@@ -29,6 +32,7 @@ impl Mode {
             time_passes: byte & 2 != 0,
             app_calls: byte & 4 != 0,
             close_at_end: byte & 8 != 0,
+            rival: byte & 16 != 0,
         }
     }
 }

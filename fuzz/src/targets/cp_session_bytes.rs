@@ -10,7 +10,9 @@
 //! (protocol error, hello rejection or timeout, heartbeat timeout) the last frame says
 //! so; after `Closed`, `poll_transmit` hands out the last bytes then `Close`, and later
 //! bytes change nothing; an early `handle_timeout` does nothing; the same input gives
-//! the same transcript, bit for bit.
+//! the same transcript, bit for bit. In the rival variant a second connection enrols
+//! the same Edge after the first read: it is accepted, a live first session is
+//! superseded (`GoAway{SUPERSEDED}` last), and each connection closes once.
 
 use std::fmt::Write as _;
 
@@ -21,7 +23,7 @@ use iop_core::cp::{
 };
 use iop_proto::{
     Body, BodyKind, DEFAULT_MAX_FRAME_LEN, EdgeHelloRequest, Envelope, GoAwayReason,
-    PRE_HELLO_MAX_FRAME_LEN, PROTOCOL_VERSION, encode_frame,
+    HelloRejectReason, PRE_HELLO_MAX_FRAME_LEN, PROTOCOL_VERSION, encode_frame,
 };
 
 use crate::frames::OutboundFrames;
@@ -29,6 +31,8 @@ use crate::session::{FrameLog, Mode, advance, go_away_reason, kind, read_delay};
 use crate::split::Splits;
 
 const CONN: ConnectionId = ConnectionId(1);
+/// The rival connection of the supersede variant.
+const RIVAL: ConnectionId = ConnectionId(2);
 /// The Edge the valid hello prefix enrols.
 pub const EDGE_ID: &str = "edge-1";
 
@@ -65,6 +69,14 @@ struct Session {
     /// `poll_transmit` said `Close`: the CP forgot the connection.
     forgotten: bool,
     accepted: bool,
+    /// What the CP wrote on the rival connection, if one was opened.
+    rival: Option<OutboundFrames>,
+    /// The application put the CP in drain.
+    draining: bool,
+    /// `Closed` events of the rival connection.
+    rival_closed: usize,
+    /// The rival's connection was forgotten (`Transmit::Close`).
+    rival_forgotten: bool,
     transcript: String,
 }
 
@@ -87,6 +99,10 @@ impl Session {
             closed: None,
             forgotten: false,
             accepted: false,
+            rival: None,
+            draining: false,
+            rival_closed: 0,
+            rival_forgotten: false,
             transcript: String::new(),
         };
         if let Err(err) = s.cp.handle_connect(s.now, CONN) {
@@ -115,18 +131,33 @@ impl Session {
             if mode.app_calls && s.accepted && !s.forgotten {
                 s.app_call(chunk.first().copied().unwrap_or(0));
             }
+            if mode.rival && s.rival.is_none() {
+                s.enrol_rival();
+            }
         }
         if mode.close_at_end {
             s.cp.handle_closed(s.now, CONN);
+            s.cp.handle_closed(s.now, RIVAL);
             s.drain();
             assert!(
                 s.closed.is_some(),
                 "no Closed event after the transport closed"
             );
-        } else if s.closed.is_none() {
-            assert_eq!(s.cp.connection_count(), 1, "alive, yet forgotten");
+            assert_eq!(s.rival_closed, usize::from(s.rival.is_some()));
+        } else {
+            let alive = usize::from(s.closed.is_none())
+                + usize::from(s.rival.is_some() && s.rival_closed == 0);
+            assert_eq!(s.cp.connection_count(), alive, "alive, yet forgotten");
         }
+        assert!(
+            s.rival_closed <= 1,
+            "the rival closed {} times",
+            s.rival_closed
+        );
         s.out.finish();
+        if let Some(rival) = &s.rival {
+            rival.finish();
+        }
         s.transcript
     }
 
@@ -151,6 +182,25 @@ impl Session {
                 }
             }
         }
+        if let Some(rival) = &mut self.rival
+            && !self.rival_forgotten
+        {
+            let mut buf = Vec::new();
+            loop {
+                match self.cp.poll_transmit(RIVAL, &mut buf) {
+                    Transmit::Bytes(_) => {}
+                    Transmit::Idle => break,
+                    Transmit::Close => {
+                        self.rival_forgotten = true;
+                        break;
+                    }
+                }
+            }
+            if !buf.is_empty() {
+                self.transcript.push_str(&hex(&buf));
+                rival.feed(&buf);
+            }
+        }
         while self.cp.poll_wakeup().is_some() {}
         while let Some(event) = self.cp.poll_event() {
             let _ = writeln!(self.transcript, "{event:?}");
@@ -162,10 +212,12 @@ impl Session {
 
     fn on_event(&mut self, event: CpEvent) {
         match event {
+            CpEvent::SessionAccepted { conn: RIVAL, .. } => {}
             CpEvent::SessionAccepted { .. } => {
                 assert!(!self.accepted, "two sessions on one connection");
                 self.accepted = true;
             }
+            CpEvent::Closed { conn: RIVAL, .. } => self.rival_closed += 1,
             CpEvent::Closed { conn, reason, .. } => {
                 assert_eq!(conn, CONN);
                 assert!(self.closed.is_none(), "a second Closed: {reason:?}");
@@ -191,6 +243,7 @@ impl Session {
             CloseReason::ProtocolError(_) => Some(GoAwayReason::ProtocolError),
             CloseReason::HelloTimeout => Some(GoAwayReason::HelloTimeout),
             CloseReason::HeartbeatTimeout => Some(GoAwayReason::HeartbeatTimeout),
+            CloseReason::Superseded { .. } => Some(GoAwayReason::Superseded),
             CloseReason::HelloRejected(r) => {
                 match last.and_then(|f| f.body.as_ref()) {
                     Some(Body::HelloResponse(resp)) => {
@@ -229,6 +282,43 @@ impl Session {
         }
         let responses = self.log.count(BodyKind::HelloResponse);
         assert!(responses <= 1, "{responses} hello responses");
+    }
+
+    /// A second connection enrols the same Edge. With the default `Replace` policy it
+    /// is accepted, and a live first session is superseded (SPEC §4.1, §5.3); a
+    /// draining CP refuses it with DRAINING and leaves the first alone.
+    fn enrol_rival(&mut self) {
+        let live = self.accepted && self.closed.is_none();
+        if let Err(err) = self.cp.handle_connect(self.now, RIVAL) {
+            panic!("rival connect refused: {err}");
+        }
+        self.rival = Some(OutboundFrames::new(DEFAULT_MAX_FRAME_LEN));
+        self.cp.handle_bytes(self.now, RIVAL, &valid_hello());
+        self.drain();
+        let answer = self
+            .rival
+            .as_ref()
+            .and_then(|r| r.frames().first())
+            .and_then(|f| f.body.as_ref());
+        match answer {
+            Some(Body::HelloResponse(r)) if self.draining => {
+                assert_eq!(r.reject_reason(), HelloRejectReason::Draining);
+                assert!(
+                    !live || self.closed.is_none(),
+                    "a refused rival closed the live one"
+                );
+                return;
+            }
+            Some(Body::HelloResponse(r)) => assert!(r.accepted, "rival refused: {r:?}"),
+            other => panic!("the rival got {other:?}"),
+        }
+        if live {
+            assert!(
+                matches!(self.closed, Some(CloseReason::Superseded { .. })),
+                "a live session was not superseded: {:?}",
+                self.closed
+            );
+        }
     }
 
     /// Lets `by` pass: an early `handle_timeout` first (must do nothing), then every
@@ -291,6 +381,7 @@ impl Session {
                 .map_err(|e| e.to_string()),
             _ => {
                 self.cp.drain(self.now);
+                self.draining = true;
                 Ok("draining".into())
             }
         };
