@@ -3,6 +3,8 @@
 //! `protox` compiles the schema in pure Rust, so no `protoc` binary is needed.
 //! The compiled descriptor set is also written to `OUT_DIR` so tests can check the
 //! schema's contract (tombstones, numbering) against what was actually compiled.
+//! With the `serde` feature, pbjson-build writes the proto3 JSON mapping
+//! (`iop.serde.rs`) from the same descriptors.
 
 use std::path::PathBuf;
 
@@ -24,6 +26,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out_dir.join("iop_descriptor.bin"),
         prost::Message::encode_to_vec(&descriptors),
     )?;
+
+    #[cfg(feature = "serde")]
+    pbjson_build::Builder::new()
+        .register_descriptors(&prost::Message::encode_to_vec(&descriptors))?
+        .btree_map(["."])
+        .build(&[".iop"])?;
 
     prost_build::Config::new()
         // Ordered maps: the same message always encodes to the same bytes.

@@ -41,8 +41,6 @@ pub enum OutboundError {
 }
 
 /// An ordered queue of frames waiting to be written to one connection.
-// Used by the CP and Edge session state machines.
-#[allow(dead_code)]
 #[derive(Debug)]
 pub(crate) struct Outbound {
     frames: VecDeque<(Envelope, usize)>,
@@ -51,7 +49,6 @@ pub(crate) struct Outbound {
     max_frame_len: u32,
 }
 
-#[allow(dead_code)]
 impl Outbound {
     /// An empty queue holding at most `cap` encoded bytes of frames no larger than
     /// `max_frame_len`.

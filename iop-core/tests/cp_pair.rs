@@ -1,185 +1,65 @@
-//! The Control Plane and an Edge wired together in memory with a fake clock (a
-//! quinn-style `Pair`): whole flows end to end, deterministically, in milliseconds.
+//! The Control Plane and an Edge wired together in memory with a fake clock (the
+//! quinn-style [`Pair`] of `iop_core::testing`): whole flows end to end,
+//! deterministically, in milliseconds.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
 
-use iop_core::Instant;
-use iop_core::cp::{
-    self, CommandOutcome, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent,
-    EnrolmentPolicy, Reachability,
-};
-use iop_core::edge::{self, Edge, EdgeConfig, EdgeEvent, Outcome, TargetLevel};
+use iop_core::cp::{self, CommandOutcome, CommandSpec, CpConfig, CpEvent, Reachability};
+use iop_core::edge::{self, EdgeConfig, EdgeEvent, Outcome, TargetLevel};
 use iop_core::proto::{CommandPhase, NodeEventKind};
 use iop_core::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
+use iop_core::testing::{NetConfig, Pair, Side};
 
 const EDGE: &str = "edge-1";
 
-struct Pair {
-    cp: ControlPlane,
-    edge: Edge<NodeRegistry>,
-    now: Instant,
-    conn: Option<ConnectionId>,
-    next_conn: u64,
-    /// Bytes from the Edge are lost (a one-way partition).
-    edge_to_cp_blocked: bool,
-    /// A connection that lost Edge bytes: TCP never delivers later bytes past a lost
-    /// one, so nothing more from the Edge arrives on it, even once the partition heals.
-    broken: Option<ConnectionId>,
-    cp_events: Vec<CpEvent>,
-    edge_events: Vec<EdgeEvent>,
+fn edge_config() -> EdgeConfig {
+    EdgeConfig::new(EDGE).with_operation("edge.ping", TargetLevel::Edge)
 }
 
-impl Pair {
-    fn new() -> Self {
-        let config = EdgeConfig::new(EDGE).with_operation("edge.ping", TargetLevel::Edge);
-        let mut registry = NodeRegistry::new();
-        let node = NodeConfig::new("gpu-1").with_provider(ProviderConfig::new(
-            "llama",
-            ProviderCategory::LocalInference,
-            2,
-            1,
-        ));
-        let _ = registry.configure(node, 0).unwrap();
-        Pair {
-            cp: ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny).unwrap(),
-            edge: Edge::new(config, registry).unwrap(),
-            now: Instant::ZERO,
-            conn: None,
-            next_conn: 0,
-            edge_to_cp_blocked: false,
-            broken: None,
-            cp_events: Vec::new(),
-            edge_events: Vec::new(),
-        }
-    }
+fn registry() -> NodeRegistry {
+    let mut registry = NodeRegistry::new();
+    let node = NodeConfig::new("gpu-1").with_provider(ProviderConfig::new(
+        "llama",
+        ProviderCategory::LocalInference,
+        2,
+        1,
+    ));
+    let _ = registry.configure(node, 0).unwrap();
+    registry
+}
 
-    /// Both ends see the transport go away.
-    fn drop_transport(&mut self) {
-        if let Some(c) = self.conn.take() {
-            self.cp.handle_closed(self.now, c);
-            self.edge.handle_closed(self.now);
-        }
-    }
+/// A CP and one Edge process (index 0), instant network.
+fn pair() -> Pair {
+    let mut p = Pair::new(0, CpConfig::default(), NetConfig::default()).unwrap();
+    p.add_edge(edge_config(), registry()).unwrap();
+    p
+}
 
-    /// Moves bytes both ways and collects events until nothing moves.
-    fn pump(&mut self) {
-        loop {
-            let mut moved = false;
-            if self.conn.is_none() && self.edge.poll_connect_at().is_some_and(|at| at <= self.now) {
-                self.next_conn += 1;
-                let c = ConnectionId(self.next_conn);
-                self.cp.handle_connect(self.now, c).unwrap();
-                self.edge.handle_connected(self.now).unwrap();
-                self.conn = Some(c);
-                moved = true;
-            }
-            if let Some(c) = self.conn {
-                let mut close = false;
-                let mut buf = Vec::new();
-                loop {
-                    match self.edge.poll_transmit(&mut buf) {
-                        edge::Transmit::Bytes(_) => {}
-                        edge::Transmit::Idle => break,
-                        edge::Transmit::Close => {
-                            close = true;
-                            break;
-                        }
-                    }
-                }
-                if !buf.is_empty() {
-                    if self.edge_to_cp_blocked || self.broken == Some(c) {
-                        self.broken = Some(c);
-                    } else {
-                        self.cp.handle_bytes(self.now, c, &buf);
-                        moved = true;
-                    }
-                }
-                let mut buf = Vec::new();
-                loop {
-                    match self.cp.poll_transmit(c, &mut buf) {
-                        cp::Transmit::Bytes(_) => {}
-                        cp::Transmit::Idle => break,
-                        cp::Transmit::Close => {
-                            close = true;
-                            break;
-                        }
-                    }
-                }
-                if !buf.is_empty() {
-                    self.edge.handle_bytes(self.now, &buf);
-                    moved = true;
-                }
-                if close {
-                    self.drop_transport();
-                    moved = true;
-                }
-            }
-            while self.cp.poll_wakeup().is_some() {}
-            while let Some(e) = self.cp.poll_event() {
-                self.cp_events.push(e);
-                moved = true;
-            }
-            while let Some(e) = self.edge.poll_event() {
-                self.edge_events.push(e);
-                moved = true;
-            }
-            if !moved {
-                break;
-            }
-        }
-    }
+fn view(p: &Pair) -> cp::EdgeView {
+    p.cp.edge(EDGE).unwrap().clone()
+}
 
-    /// Lets `d` pass, firing both ends' timers (and the Edge's dials) on the way.
-    fn advance(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            self.pump();
-            let dial = if self.conn.is_none() {
-                self.edge.poll_connect_at()
-            } else {
-                None
-            };
-            let next = [self.cp.poll_timeout(), self.edge.poll_timeout(), dial]
-                .into_iter()
-                .flatten()
-                .min();
-            match next {
-                Some(at) if at <= end => {
-                    self.now = self.now.max(at);
-                    self.cp.handle_timeout(self.now);
-                    self.edge.handle_timeout(self.now);
-                }
-                _ => break,
-            }
-        }
-        self.now = end;
-        self.cp.handle_timeout(self.now);
-        self.edge.handle_timeout(self.now);
-        self.pump();
-    }
+fn edge_events(p: &Pair) -> &[EdgeEvent] {
+    &p.edges[0].events
+}
 
-    fn view(&self) -> cp::EdgeView {
-        self.cp.edge(EDGE).unwrap().clone()
-    }
-
-    fn node_ready(&mut self) {
-        let reg = self.edge.registry_mut();
-        let generation = reg.connect("gpu-1", 1).unwrap();
-        assert_eq!(
-            reg.mark_ready("gpu-1", generation, 2),
-            iop_core::registry::ReadyOutcome::Ready
-        );
-        self.advance(Duration::from_millis(1));
-    }
+fn node_ready(p: &mut Pair) {
+    let reg = p.edges[0].edge.registry_mut();
+    let generation = reg.connect("gpu-1", 1).unwrap();
+    assert_eq!(
+        reg.mark_ready("gpu-1", generation, 2),
+        iop_core::registry::ReadyOutcome::Ready
+    );
+    p.advance(Duration::from_millis(1));
 }
 
 #[test]
 fn an_edge_enrols_and_the_view_becomes_fresh() {
-    let mut p = Pair::new();
+    let mut p = pair();
     p.advance(Duration::from_millis(10));
-    let v = p.view();
+    let v = view(&p);
     assert_eq!(v.reachability, Reachability::Connected);
     assert!(v.fresh, "the automatic status answered");
     let s = v.last_status.unwrap();
@@ -187,54 +67,58 @@ fn an_edge_enrols_and_the_view_becomes_fresh() {
     assert!(p.cp_events.iter().any(|e| matches!(e,
         CpEvent::NodeEvent { event, .. } if event.sequence == 1 && event.kind == NodeEventKind::EdgeReady as i32)));
 
-    p.node_ready();
+    node_ready(&mut p);
     assert!(p.cp_events.iter().any(|e| matches!(e,
         CpEvent::NodeEvent { event, .. } if event.node_id == "gpu-1" && event.kind == NodeEventKind::NodeReady as i32)));
-    let req = p.cp.request_status(p.now, EDGE, vec![]).unwrap();
+    let req = p.request_status(EDGE, vec![]).unwrap();
     p.advance(Duration::from_millis(1));
     assert!(
         p.cp_events
             .iter()
             .any(|e| matches!(e, CpEvent::StatusReceived { request, .. } if *request == req))
     );
-    assert_eq!(p.view().last_status.unwrap().connected_nodes, 1);
+    assert_eq!(view(&p).last_status.unwrap().connected_nodes, 1);
     assert_eq!(p.cp.stats().protocol_errors, 0);
 }
 
 #[test]
 fn a_quiet_session_stays_up_on_heartbeats_alone() {
-    let mut p = Pair::new();
+    let mut p = pair();
     p.advance(Duration::from_millis(10));
     p.cp_events.clear();
-    p.edge_events.clear();
+    p.edges[0].events.clear();
     p.advance(Duration::from_secs(300));
     assert!(p.cp_events.is_empty(), "{:#?}", p.cp_events);
-    assert!(p.edge_events.is_empty(), "{:#?}", p.edge_events);
+    assert!(edge_events(&p).is_empty(), "{:#?}", edge_events(&p));
 }
 
 #[test]
 fn a_command_outcome_survives_a_dropped_connection() {
-    let mut p = Pair::new();
+    let mut p = pair();
     p.advance(Duration::from_millis(10));
     let spec = CommandSpec {
         operation: "edge.ping".into(),
         ..Default::default()
     };
-    let id = p.cp.send_command(p.now, EDGE, spec, None).unwrap();
+    let id = p.send_command(EDGE, spec, None).unwrap();
     p.advance(Duration::from_millis(1));
     assert!(
-        p.edge_events.iter().any(
+        edge_events(&p).iter().any(
             |e| matches!(e, EdgeEvent::CommandReceived { command_id, .. } if *command_id == id)
         )
     );
-    p.edge
-        .report_running(p.now, &id, "half way", Default::default())
+    let now = p.now;
+    p.edges[0]
+        .edge
+        .report_running(now, &id, "half way", Default::default())
         .unwrap();
     p.advance(Duration::from_millis(1));
     // The connection drops; the command finishes while the Edge is away.
-    p.drop_transport();
-    p.edge
-        .report_outcome(p.now, &id, Outcome::Succeeded, "done", Default::default())
+    p.disconnect(0);
+    let now = p.now;
+    p.edges[0]
+        .edge
+        .report_outcome(now, &id, Outcome::Succeeded, "done", Default::default())
         .unwrap();
     p.advance(Duration::from_secs(40));
     let st = p.cp.command(EDGE, &id).unwrap();
@@ -258,17 +142,17 @@ fn a_command_outcome_survives_a_dropped_connection() {
             CommandPhase::Succeeded as i32
         ]
     );
-    assert_eq!(p.view().reachability, Reachability::Connected);
+    assert_eq!(view(&p).reachability, Reachability::Connected);
     assert_eq!(p.cp.stats().protocol_errors, 0);
 }
 
 #[test]
 fn a_half_open_connection_is_superseded_by_the_reconnect() {
-    let mut p = Pair::new();
+    let mut p = pair();
     p.advance(Duration::from_millis(10));
-    let old = p.conn.take().unwrap();
+    let old = p.conn_of(0).unwrap();
     // Only the Edge notices: the CP still holds the old session.
-    p.edge.handle_closed(p.now);
+    p.half_open(0, Side::Edge);
     p.cp_events.clear();
     p.advance(Duration::from_secs(30));
     assert_eq!(p.cp.stats().supersessions, 1);
@@ -277,7 +161,7 @@ fn a_half_open_connection_is_superseded_by_the_reconnect() {
             .iter()
             .any(|e| matches!(e, CpEvent::EdgeDisconnected { .. }))
     );
-    assert_eq!(p.view().reachability, Reachability::Connected);
+    assert_eq!(view(&p).reachability, Reachability::Connected);
     // The old connection's task pulls its GoAway, then Close.
     let mut buf = Vec::new();
     while let cp::Transmit::Bytes(_) = p.cp.poll_transmit(old, &mut buf) {}
@@ -286,16 +170,16 @@ fn a_half_open_connection_is_superseded_by_the_reconnect() {
 
 #[test]
 fn unreachable_is_the_cps_verdict_and_never_a_node_state() {
-    let mut p = Pair::new();
+    let mut p = pair();
     p.advance(Duration::from_millis(10));
-    p.node_ready();
-    p.cp.request_status(p.now, EDGE, vec![]).unwrap();
+    node_ready(&mut p);
+    p.request_status(EDGE, vec![]).unwrap();
     p.advance(Duration::from_millis(1));
-    assert_eq!(p.view().last_status.unwrap().connected_nodes, 1);
+    assert_eq!(view(&p).last_status.unwrap().connected_nodes, 1);
 
-    p.edge_to_cp_blocked = true;
+    p.partition(0, true);
     p.advance(Duration::from_secs(11));
-    let v = p.view();
+    let v = view(&p);
     assert_eq!(v.reachability, Reachability::Unreachable);
     assert_eq!(
         v.last_status.unwrap().connected_nodes,
@@ -311,32 +195,32 @@ fn unreachable_is_the_cps_verdict_and_never_a_node_state() {
         }
     )));
     // The partition heals: the Edge comes back and the view is fresh again.
-    p.edge_to_cp_blocked = false;
+    p.partition(0, false);
     p.advance(Duration::from_secs(60));
-    let v = p.view();
+    let v = view(&p);
     assert_eq!(v.reachability, Reachability::Connected);
     assert!(v.fresh);
 }
 
 #[test]
 fn a_restarted_cp_drops_replays_of_commands_it_never_knew() {
-    let mut p = Pair::new();
+    let mut p = pair();
     p.advance(Duration::from_millis(10));
     let spec = CommandSpec {
         operation: "edge.ping".into(),
         ..Default::default()
     };
-    let id = p.cp.send_command(p.now, EDGE, spec, None).unwrap();
+    let id = p.send_command(EDGE, spec, None).unwrap();
     p.advance(Duration::from_millis(1));
     // The CP restarts (a new endpoint; session ids must stay above the old ones).
-    p.drop_transport();
+    p.disconnect(0);
     let mut config = CpConfig::default();
     config.session_id_floor = 1_000;
-    p.cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny).unwrap();
+    p.restart_cp(config).unwrap();
     p.cp_events.clear();
     p.advance(Duration::from_secs(40));
-    assert_eq!(p.view().reachability, Reachability::Connected);
-    assert!(p.view().session_id > 1_000);
+    assert_eq!(view(&p).reachability, Reachability::Connected);
+    assert!(view(&p).session_id > 1_000);
     assert!(p.cp.command(EDGE, &id).is_none());
     let stats = p.cp.stats();
     assert_eq!(stats.protocol_errors, 0);
@@ -371,7 +255,7 @@ fn weather() -> impl Strategy<Value = Weather> {
 }
 
 fn received(p: &Pair) -> Vec<String> {
-    p.edge_events
+    edge_events(p)
         .iter()
         .filter_map(|e| match e {
             EdgeEvent::CommandReceived { command_id, .. } => Some(command_id.clone()),
@@ -387,7 +271,7 @@ proptest! {
     /// once it clears every command the CP sent has exactly one final outcome.
     #[test]
     fn every_command_ends_whatever_the_weather(steps in prop::collection::vec(weather(), 1..40)) {
-        let mut p = Pair::new();
+        let mut p = pair();
         p.advance(Duration::from_millis(10));
         let mut sent = Vec::new();
         for step in steps {
@@ -395,7 +279,7 @@ proptest! {
                 Weather::Wait(ms) => p.advance(Duration::from_millis(u64::from(ms))),
                 Weather::Send => {
                     let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
-                    if let Ok(id) = p.cp.send_command(p.now, EDGE, spec, None) {
+                    if let Ok(id) = p.send_command(EDGE, spec, None) {
                         sent.push(id);
                     }
                     p.advance(Duration::from_millis(1));
@@ -404,45 +288,40 @@ proptest! {
                     let ids = received(&p);
                     if !ids.is_empty() {
                         let id = &ids[i % ids.len()];
+                        let now = p.now;
+                        let edge = &mut p.edges[0].edge;
                         let _ = if finish {
-                            p.edge.report_outcome(p.now, id, Outcome::Succeeded, "", Default::default())
+                            edge.report_outcome(now, id, Outcome::Succeeded, "", Default::default())
                         } else {
-                            p.edge.report_running(p.now, id, "", Default::default())
+                            edge.report_running(now, id, "", Default::default())
                         };
                         p.advance(Duration::from_millis(1));
                     }
                 }
                 Weather::Status => {
-                    let _ = p.cp.request_status(p.now, EDGE, vec![]);
+                    let _ = p.request_status(EDGE, vec![]);
                     p.advance(Duration::from_millis(1));
                 }
-                Weather::Drop => p.drop_transport(),
-                Weather::HalfOpen => {
-                    if p.conn.take().is_some() {
-                        p.edge.handle_closed(p.now);
-                    }
-                }
-                Weather::Partition(on) => p.edge_to_cp_blocked = on,
-                Weather::EdgeRestart => {
-                    p.drop_transport();
-                    let fresh = Pair::new();
-                    p.edge = fresh.edge;
-                    p.edge_events.clear();
-                }
+                Weather::Drop => p.disconnect(0),
+                Weather::HalfOpen => p.half_open(0, Side::Edge),
+                Weather::Partition(on) => p.partition(0, on),
+                Weather::EdgeRestart => p.restart_edge(0, edge_config(), registry()).unwrap(),
             }
         }
         // The weather clears: every command the Edge holds finishes.
-        p.edge_to_cp_blocked = false;
+        p.partition(0, false);
         p.advance(Duration::from_secs(40));
         for id in received(&p) {
-            let _ = p.edge.report_outcome(p.now, &id, Outcome::Succeeded, "", Default::default());
+            let now = p.now;
+            let _ = p.edges[0].edge.report_outcome(now, &id, Outcome::Succeeded, "", Default::default());
         }
         p.advance(Duration::from_secs(90));
         prop_assert_eq!(p.cp.stats().protocol_errors, 0, "{:#?}", p.cp_events);
-        let edge_saw_protocol_error = p.edge_events.iter().any(|e| matches!(e,
+        let edge_saw_protocol_error = edge_events(&p).iter().any(|e| matches!(e,
             EdgeEvent::Closed { reason: edge::CloseReason::ProtocolError(_), .. }));
-        prop_assert!(!edge_saw_protocol_error, "{:#?}", p.edge_events);
-        prop_assert_eq!(p.view().reachability, Reachability::Connected);
+        prop_assert!(!edge_saw_protocol_error, "{:#?}", edge_events(&p));
+        prop_assert!(p.monitor().violations().is_empty(), "{:#?}", p.monitor().violations());
+        prop_assert_eq!(view(&p).reachability, Reachability::Connected);
         for id in &sent {
             let st = p.cp.command(EDGE, id).unwrap();
             prop_assert!(st.outcome.is_some(), "{}: {:?}", id, st);

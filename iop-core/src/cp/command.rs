@@ -50,6 +50,12 @@ struct Tracked {
     /// Listed in the current session's `inflight_command_ids`: the Edge holds it, so
     /// its (replayed) events may come before the response to the re-sent request.
     held_by_edge: bool,
+    /// Listed in the current session's hello and no event seen on it yet: the next
+    /// event is the Edge's replay of its latest one. When two processes briefly
+    /// shared the id (SPEC §4.1) that replay may be older than what the other one
+    /// reported: an already-seen sequence is then a duplicate (SPEC §4.4 de-duplicates
+    /// by `(edge_id, command_id, sequence)`), not a reordering.
+    replay_due: bool,
     last_seq: u32,
     phase: CommandPhase,
     outcome: Option<CommandOutcome>,
@@ -119,6 +125,7 @@ impl CommandBook {
                 awaiting_response: true,
                 answer: CommandAnswer::Pending,
                 held_by_edge: false,
+                replay_due: false,
                 last_seq: 0,
                 phase: CommandPhase::Unspecified,
                 outcome: None,
@@ -216,7 +223,9 @@ impl CommandBook {
             }
             _ => {}
         }
-        if ev.sequence != 0 && ev.sequence == t.last_seq {
+        let replay = std::mem::take(&mut t.replay_due);
+        let seen = ev.sequence == t.last_seq || (replay && ev.sequence < t.last_seq);
+        if ev.sequence != 0 && seen {
             return Ok(EventEffect::Duplicate);
         }
         if ev.sequence == 0 || ev.sequence < t.last_seq {
@@ -255,6 +264,9 @@ impl CommandBook {
         retention: usize,
     ) -> (Vec<EdgeCommandRequest>, Vec<String>) {
         let held: BTreeSet<&str> = inflight.iter().map(String::as_str).collect();
+        for (id, t) in &mut self.commands {
+            t.replay_due = held.contains(id.as_str());
+        }
         let mut open: Vec<(u64, String)> = self
             .commands
             .iter()

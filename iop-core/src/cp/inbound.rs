@@ -18,8 +18,7 @@ use super::status::Correlation;
 use super::timer::Timer;
 use super::view::{EdgeView, Reachability, StatusSummary};
 
-/// Hello metadata key naming the Edge process (SPEC §4.1.2).
-pub const INSTANCE_ID_KEY: &str = "iop.instance_id";
+use crate::limits::INSTANCE_ID_KEY;
 
 impl ControlPlane {
     pub(crate) fn on_frame(&mut self, now: Instant, conn: ConnectionId, envelope: Envelope) {

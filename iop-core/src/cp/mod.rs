@@ -64,7 +64,9 @@
 //!   answer to the re-sent request); sequence strictly increasing (gaps allowed),
 //!   sequence 1 is ACCEPTED, phases forward-only, RUNNING may repeat, one terminal
 //!   phase and nothing after it; a repeat of the last `(command_id, sequence)` is
-//!   dropped as a duplicate. Unknown ids are counted and dropped. On every new
+//!   dropped as a duplicate, and so is a replay (the first event of a command the
+//!   hello listed) of a sequence already passed — two processes that briefly shared
+//!   the id may each have reported it (`tests/cp_replay.rs`). Unknown ids are counted and dropped. On every new
 //!   session of an Edge, commands never answered are re-sent (same id, original
 //!   order), and commands believed accepted (answered, or with events seen) that the
 //!   hello does not list become [`CpEvent::CommandLost`] (FAILED). Generated command
@@ -79,8 +81,9 @@
 //!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
 //!   command books outlive sessions until [`ControlPlane::forget_edge`].
 //!
-//! `tests/cp_pair.rs` wires a `ControlPlane` to the real [`Edge`](crate::edge::Edge)
-//! in memory with a fake clock; it is the reference for a runtime's loop.
+//! `iop_core::testing::Pair` (cargo feature `testing`) wires a `ControlPlane` to real
+//! [`Edge`](crate::edge::Edge) processes in memory with a fake clock; it is the
+//! reference for a runtime's loop (`tests/cp_pair.rs`, `tests/sim.rs` use it).
 //!
 //! # Example
 //!
@@ -136,6 +139,7 @@ mod status;
 mod timer;
 mod view;
 
+pub use crate::limits::INSTANCE_ID_KEY;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
 pub use endpoint::{ConnBuffers, ControlPlane};
@@ -146,6 +150,5 @@ pub use event::{
     RequestId, ResyncCause, Transmit,
 };
 pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
-pub use inbound::INSTANCE_ID_KEY;
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

@@ -110,8 +110,7 @@ pub enum ConfigError {
     ReservedMetadata(String),
 }
 
-/// Metadata key of the per-process random id (SPEC §4.1).
-pub const INSTANCE_ID_KEY: &str = "iop.instance_id";
+pub use crate::limits::INSTANCE_ID_KEY;
 
 /// Most operations a hello carries (SPEC §7).
 pub(crate) const MAX_OPERATIONS: usize = 256;

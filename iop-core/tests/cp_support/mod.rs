@@ -2,6 +2,10 @@
 //! following the driving contract: after every input, drain every output.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+#[path = "../wire_support/mod.rs"]
+mod wire;
+use wire::{Reader, frame};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -11,14 +15,13 @@ use iop_core::cp::{
 };
 use iop_core::proto::{
     self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest,
-    EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, FrameDecoder, Heartbeat,
-    NodeEventKind,
+    EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, Heartbeat, NodeEventKind,
 };
 
 /// What one fake Edge has received from the CP.
 #[derive(Debug)]
 pub struct Peer {
-    decoder: FrameDecoder,
+    reader: Reader,
     pub frames: Vec<Envelope>,
     pub closed: bool,
     pub bytes: Vec<u8>,
@@ -62,7 +65,7 @@ impl Harness {
         self.peers.insert(
             id,
             Peer {
-                decoder: FrameDecoder::new(u32::MAX),
+                reader: Reader::new(u32::MAX),
                 frames: Vec::new(),
                 closed: false,
                 bytes: Vec::new(),
@@ -75,14 +78,10 @@ impl Harness {
 
     /// Sends an envelope from the fake Edge on `conn`.
     pub fn send(&mut self, conn: ConnectionId, env: impl Into<Envelope>) {
-        let mut wire = Vec::new();
-        match proto::encode_frame(&env.into(), u32::MAX, &mut wire) {
-            // An envelope that encodes to nothing cannot be on the wire.
-            Err(proto::EncodeError::Empty) => {}
-            r => {
-                r.unwrap();
-                self.send_raw(conn, &wire);
-            }
+        let wire = frame(&env.into());
+        // An envelope that encodes to nothing cannot be on the wire.
+        if !wire.is_empty() {
+            self.send_raw(conn, &wire);
         }
     }
 
@@ -151,10 +150,8 @@ impl Harness {
                 assert!(woken.contains(&id), "{id} got output without a wakeup");
             }
             peer.bytes.extend_from_slice(&buf);
-            let mut input = buf.as_slice();
-            while let Some(env) = peer.decoder.decode(&mut input).unwrap() {
-                peer.frames.push(env);
-            }
+            let frames = peer.reader.read(&buf);
+            peer.frames.extend(frames);
         }
         while let Some(e) = self.cp.poll_event() {
             self.events.push(e);

@@ -1,6 +1,10 @@
 //! A scripted fake CP and a fake node registry for driving an `Edge` in tests.
 #![allow(dead_code, unreachable_pub)]
 
+#[path = "../wire_support/mod.rs"]
+mod wire;
+use wire::{Reader, frame};
+
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -10,8 +14,8 @@ use iop_core::edge::{
 };
 use iop_core::proto::{
     self, Body, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeHelloRequest,
-    EdgeHelloResponse, EdgeNodeEvent, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, FrameDecoder,
-    GoAwayReason, Message, NodeEventKind, NodeState,
+    EdgeHelloResponse, EdgeNodeEvent, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, GoAwayReason,
+    Message, NodeEventKind, NodeState,
 };
 use iop_core::registry::ResolveError;
 use iop_core::{Instant, WallClock};
@@ -129,7 +133,7 @@ pub fn config() -> EdgeConfig {
 pub struct Harness<R: EdgeRegistry = FakeRegistry> {
     pub edge: Edge<R>,
     pub now: Instant,
-    cp: FrameDecoder,
+    cp: Reader,
     /// Set when the Edge asked the driver to close the transport.
     pub close_requested: bool,
 }
@@ -145,7 +149,7 @@ impl<R: EdgeRegistry> Harness<R> {
         Self {
             edge: Edge::new(config, registry).unwrap(),
             now: Instant::ZERO,
-            cp: FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN),
+            cp: Reader::new(proto::DEFAULT_MAX_FRAME_LEN),
             close_requested: false,
         }
     }
@@ -168,13 +172,7 @@ impl<R: EdgeRegistry> Harness<R> {
                 Transmit::Idle => break,
             }
         }
-        let mut input = wire.as_slice();
-        let mut frames = Vec::new();
-        while let Some(f) = self.cp.decode(&mut input).unwrap() {
-            frames.push(f);
-        }
-        assert!(input.is_empty());
-        frames
+        self.cp.read(&wire)
     }
 
     pub fn events(&mut self) -> Vec<EdgeEvent> {
@@ -183,7 +181,7 @@ impl<R: EdgeRegistry> Harness<R> {
 
     /// Dials at the current time and returns the hello.
     pub fn connect(&mut self) -> EdgeHelloRequest {
-        self.cp = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
+        self.cp = Reader::new(proto::DEFAULT_MAX_FRAME_LEN);
         self.close_requested = false;
         self.edge.handle_connected(self.now).unwrap();
         let frames = self.flush();
@@ -195,9 +193,7 @@ impl<R: EdgeRegistry> Harness<R> {
     }
 
     pub fn deliver(&mut self, envelope: Envelope) {
-        let mut wire = Vec::new();
-        proto::encode_frame(&envelope, u32::MAX, &mut wire).unwrap();
-        self.edge.handle_bytes(self.now, &wire);
+        self.edge.handle_bytes(self.now, &frame(&envelope));
     }
 
     pub fn accept_with(&mut self, response: EdgeHelloResponse) -> Vec<Envelope> {

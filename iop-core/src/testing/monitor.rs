@@ -1,0 +1,473 @@
+//! The invariants of SPEC §4–§5, checked on everything the harness sees.
+//!
+//! The monitor never panics: every broken rule becomes a [`Violation`] message, so a
+//! simulation can report the seed and the first thing that went wrong.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::cp::{CloseReason, ConnectionId, CpEvent, RequestId};
+use crate::edge::{self, EdgeEvent};
+use crate::proto::{
+    Body, CommandPhase, EdgeStatusResponse, NodeEventKind, NodeState, ProviderHealth,
+};
+
+/// One broken rule, with the simulated time (ms) it was seen at.
+pub type Violation = String;
+
+/// Where a command stands, as seen from the CP's events.
+#[derive(Debug, Default, Clone)]
+struct CommandTrack {
+    responded: bool,
+    last_sequence: u32,
+    last_rank: u8,
+    ended: bool,
+}
+
+/// Tracks what both ends emitted and records every rule they break.
+#[derive(Debug, Default)]
+pub struct Monitor {
+    violations: Vec<Violation>,
+    last_session_id: u64,
+    /// The live session of each Edge id: (connection, session id).
+    live: BTreeMap<String, (ConnectionId, u64)>,
+    /// The latest accepted session of each Edge id.
+    latest: BTreeMap<String, u64>,
+    closed_conns: BTreeSet<ConnectionId>,
+    /// Status requests issued and not yet ended.
+    pending_status: BTreeSet<RequestId>,
+    /// Status requests that ended.
+    ended_status: BTreeSet<RequestId>,
+    last_correlation: BTreeMap<u64, u64>,
+    commands: BTreeMap<(String, String), CommandTrack>,
+    /// Last node-event sequence per session.
+    node_events: BTreeMap<u64, u64>,
+    /// Last status correlation id written per connection.
+    wire_correlation: BTreeMap<ConnectionId, u64>,
+    cp_protocol_errors: u64,
+    edge_protocol_errors: u64,
+}
+
+fn phase_rank(phase: i32) -> Option<(u8, bool)> {
+    match CommandPhase::try_from(phase).ok()? {
+        CommandPhase::Accepted => Some((1, false)),
+        CommandPhase::Running => Some((2, false)),
+        CommandPhase::Succeeded
+        | CommandPhase::Failed
+        | CommandPhase::Cancelled
+        | CommandPhase::TimedOut => Some((3, true)),
+        CommandPhase::Unspecified => None,
+    }
+}
+
+impl Monitor {
+    /// A monitor that has seen nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every violation so far, oldest first.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Records a violation.
+    pub fn fail(&mut self, at_ms: u64, what: impl Into<String>) {
+        self.violations
+            .push(format!("t={at_ms}ms: {}", what.into()));
+    }
+
+    /// The highest session id the CP has accepted.
+    pub fn last_session_id(&self) -> u64 {
+        self.last_session_id
+    }
+
+    /// Status requests issued but not ended.
+    pub fn pending_status(&self) -> usize {
+        self.pending_status.len()
+    }
+
+    /// The live session the monitor believes each Edge id has.
+    pub fn live_sessions(&self) -> &BTreeMap<String, (ConnectionId, u64)> {
+        &self.live
+    }
+
+    /// Protocol errors reported by the CP and by Edges.
+    pub fn protocol_errors(&self) -> (u64, u64) {
+        (self.cp_protocol_errors, self.edge_protocol_errors)
+    }
+
+    /// A status request the application issued (or the CP issued on a resync).
+    pub fn on_status_issued(&mut self, at_ms: u64, request: RequestId) {
+        let last = self.last_correlation.entry(request.session_id).or_insert(0);
+        if request.correlation_id <= *last {
+            let (l, c) = (*last, request.correlation_id);
+            self.fail(
+                at_ms,
+                format!(
+                    "session {}: correlation id {c} after {l}",
+                    request.session_id
+                ),
+            );
+        } else {
+            *last = request.correlation_id;
+        }
+        if self.ended_status.contains(&request) || !self.pending_status.insert(request) {
+            self.fail(at_ms, format!("status request {request:?} issued twice"));
+        }
+    }
+
+    fn end_status(&mut self, at_ms: u64, request: RequestId, how: &str) {
+        if !self.pending_status.remove(&request) {
+            self.fail(
+                at_ms,
+                format!("status request {request:?} ended ({how}) but was not pending"),
+            );
+        }
+        self.ended_status.insert(request);
+    }
+
+    /// Checks one event of the CP.
+    pub fn on_cp_event(&mut self, at_ms: u64, event: &CpEvent) {
+        match event {
+            CpEvent::SessionAccepted {
+                conn,
+                edge_id,
+                session_id,
+                superseded_session_id,
+            } => {
+                if *session_id <= self.last_session_id {
+                    let last = self.last_session_id;
+                    self.fail(at_ms, format!("session id {session_id} after {last}"));
+                }
+                self.last_session_id = self.last_session_id.max(*session_id);
+                let old = self.live.get(edge_id).map(|(_, s)| *s);
+                if old.is_some() && old != *superseded_session_id {
+                    self.fail(
+                        at_ms,
+                        format!(
+                            "{edge_id}: session {session_id} accepted while {old:?} is live \
+                             (names {superseded_session_id:?} as superseded)"
+                        ),
+                    );
+                }
+                self.live.insert(edge_id.clone(), (*conn, *session_id));
+                self.latest.insert(edge_id.clone(), *session_id);
+            }
+            CpEvent::EdgeDisconnected {
+                edge_id,
+                session_id,
+                ..
+            } => {
+                if self.latest.get(edge_id) != Some(session_id) {
+                    let latest = self.latest.get(edge_id).copied();
+                    self.fail(
+                        at_ms,
+                        format!(
+                            "{edge_id}: session {session_id} marked disconnected, \
+                             but the latest session is {latest:?}"
+                        ),
+                    );
+                }
+                if self.live.get(edge_id).map(|(_, s)| s) == Some(session_id) {
+                    self.live.remove(edge_id);
+                }
+            }
+            CpEvent::Closed {
+                conn,
+                edge_id,
+                session_id,
+                reason,
+            } => {
+                if !self.closed_conns.insert(*conn) {
+                    self.fail(at_ms, format!("{conn:?} closed twice"));
+                }
+                if let CloseReason::ProtocolError(v) = reason {
+                    self.cp_protocol_errors += 1;
+                    self.fail(at_ms, format!("CP saw a protocol error on {conn:?}: {v:?}"));
+                }
+                if let (Some(e), Some(s)) = (edge_id, session_id)
+                    && self.live.get(e) == Some(&(*conn, *s))
+                {
+                    self.live.remove(e);
+                }
+            }
+            CpEvent::ResyncNeeded {
+                request: Some(r), ..
+            } => self.on_status_issued(at_ms, *r),
+            CpEvent::StatusReceived {
+                edge_id,
+                request,
+                response,
+            } => {
+                self.end_status(at_ms, *request, "received");
+                if response.edge_id != *edge_id {
+                    self.fail(
+                        at_ms,
+                        format!("status of {edge_id} names {}", response.edge_id),
+                    );
+                }
+                for problem in snapshot_problems(response) {
+                    self.fail(at_ms, format!("{edge_id} status: {problem}"));
+                }
+            }
+            CpEvent::StatusTimedOut { request, .. } => {
+                self.end_status(at_ms, *request, "timed out")
+            }
+            CpEvent::StatusAbandoned { request, .. } => {
+                self.end_status(at_ms, *request, "abandoned")
+            }
+            CpEvent::CommandResponded {
+                edge_id,
+                command_id,
+                accepted,
+                ..
+            } => {
+                let key = (edge_id.clone(), command_id.clone());
+                let t = self.commands.entry(key).or_default();
+                let twice = t.responded;
+                t.responded = true;
+                // An answer may follow the end: a command the Edge held across a
+                // reconnect replays its (terminal) event before answering the re-sent
+                // request (SPEC §4.4).
+                let ended = t.ended;
+                if !accepted {
+                    t.ended = true;
+                }
+                if twice {
+                    self.fail(at_ms, format!("{command_id}: answered twice"));
+                }
+                if ended && !accepted {
+                    self.fail(at_ms, format!("{command_id}: rejected after it ended"));
+                }
+            }
+            CpEvent::CommandEvent { edge_id, event, .. } => {
+                let key = (edge_id.clone(), event.command_id.clone());
+                let t = self.commands.entry(key).or_default().clone();
+                let id = &event.command_id;
+                let Some((rank, terminal)) = phase_rank(event.phase) else {
+                    self.fail(at_ms, format!("{id}: unknown phase {}", event.phase));
+                    return;
+                };
+                if t.ended {
+                    self.fail(
+                        at_ms,
+                        format!("{id}: event {} after its end", event.sequence),
+                    );
+                }
+                if event.sequence <= t.last_sequence {
+                    let last = t.last_sequence;
+                    self.fail(
+                        at_ms,
+                        format!("{id}: sequence {} after {last}", event.sequence),
+                    );
+                }
+                if event.sequence == 1 && rank != 1 {
+                    self.fail(at_ms, format!("{id}: sequence 1 is not ACCEPTED"));
+                }
+                if rank < t.last_rank || (rank == t.last_rank && rank != 2) {
+                    self.fail(at_ms, format!("{id}: phase {} goes backwards", event.phase));
+                }
+                let entry = self
+                    .commands
+                    .entry((edge_id.clone(), id.clone()))
+                    .or_default();
+                entry.last_sequence = entry.last_sequence.max(event.sequence);
+                entry.last_rank = entry.last_rank.max(rank);
+                entry.ended |= terminal;
+            }
+            CpEvent::CommandLost {
+                edge_id,
+                command_id,
+            } => {
+                let key = (edge_id.clone(), command_id.clone());
+                let t = self.commands.entry(key).or_default();
+                let ended = t.ended;
+                t.ended = true;
+                if ended {
+                    self.fail(at_ms, format!("{command_id}: lost after it ended"));
+                }
+            }
+            CpEvent::NodeEvent {
+                edge_id,
+                session_id,
+                event,
+            } => {
+                if event.edge_id != *edge_id {
+                    self.fail(
+                        at_ms,
+                        format!("node event of {edge_id} names {}", event.edge_id),
+                    );
+                }
+                match self.node_events.get(session_id).copied() {
+                    None => {
+                        if event.sequence != 1 || event.kind != NodeEventKind::EdgeReady as i32 {
+                            self.fail(
+                                at_ms,
+                                format!(
+                                    "session {session_id}: first node event is #{} kind {}",
+                                    event.sequence, event.kind
+                                ),
+                            );
+                        }
+                    }
+                    Some(last) if event.sequence <= last => {
+                        self.fail(
+                            at_ms,
+                            format!(
+                                "session {session_id}: node event #{} after #{last}",
+                                event.sequence
+                            ),
+                        );
+                    }
+                    Some(_) => {}
+                }
+                self.node_events.insert(*session_id, event.sequence);
+            }
+            _ => {}
+        }
+    }
+
+    /// Checks one event of an Edge process.
+    pub fn on_edge_event(&mut self, at_ms: u64, process: usize, event: &EdgeEvent) {
+        if let EdgeEvent::Closed {
+            reason: edge::CloseReason::ProtocolError(e),
+            ..
+        } = event
+        {
+            self.edge_protocol_errors += 1;
+            self.fail(
+                at_ms,
+                format!("Edge process {process} saw a protocol error: {e}"),
+            );
+        }
+    }
+
+    /// Checks one frame written on `conn`: its size against the receiver's limit, that
+    /// it decodes, and the per-session order of status correlation ids.
+    pub(crate) fn on_frame(
+        &mut self,
+        at_ms: u64,
+        conn: ConnectionId,
+        from_cp: bool,
+        len: usize,
+        limit: u32,
+        envelope: Option<&crate::proto::Envelope>,
+    ) {
+        let who = if from_cp { "CP" } else { "Edge" };
+        if len == 0 || len > limit as usize {
+            self.fail(
+                at_ms,
+                format!("{who} wrote a {len}-byte frame on {conn:?} (limit {limit})"),
+            );
+        }
+        let Some(envelope) = envelope else {
+            self.fail(
+                at_ms,
+                format!("{who} wrote an undecodable frame on {conn:?}"),
+            );
+            return;
+        };
+        if from_cp && let Some(Body::StatusRequest(_)) = envelope.body {
+            let last = self.wire_correlation.entry(conn).or_insert(0);
+            let id = envelope.correlation_id;
+            if id <= *last {
+                let l = *last;
+                self.fail(
+                    at_ms,
+                    format!("{conn:?}: status correlation id {id} after {l}"),
+                );
+            } else {
+                *last = id;
+            }
+        }
+    }
+
+    /// Checks a registry snapshot taken straight from an Edge's registry.
+    pub fn on_snapshot(&mut self, at_ms: u64, who: &str, snapshot: &EdgeStatusResponse) {
+        for problem in snapshot_problems(snapshot) {
+            self.fail(at_ms, format!("{who} snapshot: {problem}"));
+        }
+    }
+
+    /// End-of-run checks once every fault has cleared and time has passed: every
+    /// status request ended, every command ended.
+    pub fn check_quiet(&mut self, at_ms: u64) {
+        let pending: Vec<RequestId> = self.pending_status.iter().copied().collect();
+        for r in pending {
+            self.fail(at_ms, format!("status request {r:?} never ended"));
+        }
+        let open: Vec<(String, String)> = self
+            .commands
+            .iter()
+            .filter(|(_, t)| !t.ended)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (edge, id) in open {
+            self.fail(at_ms, format!("{edge}: command {id} never ended"));
+        }
+    }
+
+    /// The CP restarted: forget what its events established (sessions, requests,
+    /// commands), keep the violations and the session-id floor.
+    pub fn forget_cp(&mut self) {
+        let violations = std::mem::take(&mut self.violations);
+        let last_session_id = self.last_session_id;
+        let edge_protocol_errors = self.edge_protocol_errors;
+        *self = Self {
+            violations,
+            last_session_id,
+            edge_protocol_errors,
+            ..Self::default()
+        };
+    }
+
+    /// Registers a command the CP sent, so the end-of-run check expects its end.
+    pub fn on_command_sent(&mut self, edge_id: &str, command_id: &str) {
+        self.commands
+            .entry((edge_id.to_owned(), command_id.to_owned()))
+            .or_default();
+    }
+}
+
+/// The SPEC §5 rules a snapshot breaks (empty when it keeps them all).
+pub fn snapshot_problems(s: &EdgeStatusResponse) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in &s.nodes {
+        let ready = n.state == NodeState::Ready as i32;
+        if n.connected != ready {
+            out.push(format!(
+                "{}: connected={} in state {}",
+                n.node_id, n.connected, n.state
+            ));
+        }
+        for p in &n.provider_snapshots {
+            let id = format!("{}/{}", n.node_id, p.provider_id);
+            if p.health == ProviderHealth::Offline as i32 {
+                let numbers = [
+                    p.capacity,
+                    p.in_flight,
+                    p.queued,
+                    p.long_context_capacity,
+                    p.long_context_in_flight,
+                    p.long_context_queued,
+                ];
+                if numbers.iter().any(|x| *x != 0) || p.admission_eligible {
+                    out.push(format!("{id}: offline but reports {numbers:?}"));
+                }
+            }
+            if !ready && p.health != ProviderHealth::Offline as i32 {
+                out.push(format!("{id}: node not READY but provider not OFFLINE"));
+            }
+            if p.in_flight > p.capacity || p.long_context_in_flight > p.long_context_capacity {
+                out.push(format!("{id}: in_flight over capacity: {p:?}"));
+            }
+            if p.long_context_in_flight > p.in_flight || p.long_context_queued > p.queued {
+                out.push(format!("{id}: long-context counts exceed totals: {p:?}"));
+            }
+            if p.admission_eligible && p.in_flight >= p.capacity {
+                out.push(format!("{id}: eligible with no room: {p:?}"));
+            }
+        }
+    }
+    out
+}

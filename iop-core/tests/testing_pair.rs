@@ -1,0 +1,126 @@
+//! The `iop_core::testing::Pair` faults do what they say, and both ends react as
+//! SPEC §4.1–§4.2 ask: a cut link is noticed by liveness on both sides, a half-open
+//! link by the side not told, a duplicate process supersedes and flaps, a stalled CP
+//! and a clock jump are survived.
+
+use std::time::Duration;
+
+use iop_core::cp::{self, CpConfig, CpEvent, Reachability};
+use iop_core::edge::{self, EdgeConfig, EdgeEvent, TargetLevel};
+use iop_core::registry::NodeRegistry;
+use iop_core::testing::{NetConfig, Pair, Side};
+
+const EDGE: &str = "edge-1";
+
+fn config(seed: u64) -> EdgeConfig {
+    let mut c = EdgeConfig::new(EDGE).with_operation("edge.ping", TargetLevel::Edge);
+    c.seed = seed;
+    c
+}
+
+fn pair() -> Pair {
+    let net = NetConfig {
+        latency_min: Duration::from_millis(5),
+        latency_max: Duration::from_millis(40),
+        split_reads: true,
+    };
+    let mut p = Pair::new(9, CpConfig::default(), net).unwrap();
+    p.add_edge(config(1), NodeRegistry::new()).unwrap();
+    p.advance(Duration::from_secs(1));
+    assert!(p.cp.live_conn(EDGE).is_some());
+    p
+}
+
+fn clean(p: &Pair) {
+    assert!(
+        p.monitor().violations().is_empty(),
+        "{:#?}",
+        p.monitor().violations()
+    );
+}
+
+fn edge_closed(p: &Pair, want: fn(&edge::CloseReason) -> bool) -> bool {
+    p.edges[0]
+        .events
+        .iter()
+        .any(|e| matches!(e, EdgeEvent::Closed { reason, .. } if want(reason)))
+}
+
+#[test]
+fn a_cut_link_is_noticed_by_liveness_on_both_sides() {
+    let mut p = pair();
+    let old = p.conn_of(0).unwrap();
+    p.cut(0);
+    p.advance(Duration::from_secs(20));
+    assert!(p.cp_events.iter().any(|e| matches!(e,
+        CpEvent::Closed { conn, reason: cp::CloseReason::HeartbeatTimeout, .. } if *conn == old)));
+    assert!(edge_closed(&p, |r| matches!(
+        r,
+        edge::CloseReason::PeerSilent
+    )));
+    p.advance(Duration::from_secs(30));
+    assert_ne!(p.cp.live_conn(EDGE), Some(old));
+    assert!(p.cp.live_conn(EDGE).is_some(), "the Edge came back");
+    clean(&p);
+}
+
+#[test]
+fn a_half_open_link_is_noticed_by_the_side_not_told() {
+    let mut p = pair();
+    p.half_open(0, Side::Cp);
+    assert!(p.cp.live_conn(EDGE).is_none(), "the CP was told");
+    assert!(p.edges[0].edge.is_connected(), "the Edge was not");
+    p.advance(Duration::from_secs(16));
+    assert!(edge_closed(&p, |r| matches!(
+        r,
+        edge::CloseReason::PeerSilent
+    )));
+    p.advance(Duration::from_secs(30));
+    assert_eq!(
+        p.cp.edge(EDGE).unwrap().reachability,
+        Reachability::Connected
+    );
+    clean(&p);
+}
+
+#[test]
+fn a_duplicate_process_supersedes_and_is_seen_flapping() {
+    let mut p = pair();
+    p.add_edge(config(2), NodeRegistry::new()).unwrap();
+    p.advance(Duration::from_secs(60));
+    let flapping = p.cp_events.iter().any(|e| {
+        matches!(e, CpEvent::EdgeSuperseded { flapping: true, old_instance_id: Some(a), new_instance_id: Some(b), .. } if a != b)
+    });
+    assert!(flapping, "{:#?}", p.cp_events);
+    assert!(p.edges.iter().all(|e| {
+        e.events
+            .iter()
+            .any(|e| matches!(e, EdgeEvent::Superseded { .. }))
+    }));
+    // The duplicate dies: the survivor keeps the id.
+    p.crash(1, true);
+    p.advance(Duration::from_secs(30));
+    assert!(p.cp.live_conn(EDGE).is_some());
+    clean(&p);
+}
+
+#[test]
+fn a_stalled_cp_and_a_clock_jump_are_survived() {
+    let mut p = pair();
+    p.silence_cp(Duration::from_secs(20));
+    p.advance(Duration::from_secs(25));
+    assert!(edge_closed(&p, |r| matches!(
+        r,
+        edge::CloseReason::PeerSilent
+    )));
+    p.jump(Duration::from_secs(90));
+    p.advance(Duration::from_secs(60));
+    assert!(p.cp.live_conn(EDGE).is_some());
+    p.stale_close();
+    assert!(
+        p.cp.live_conn(EDGE).is_some(),
+        "a stale close changes nothing"
+    );
+    assert_eq!(p.cp.stats().protocol_errors, 0);
+    clean(&p);
+}

@@ -1,0 +1,11 @@
+//! The Control Plane server and its handle.
+
+mod book;
+mod handle;
+mod server;
+
+pub use book::{
+    CommandRecord, CommandResponse, CommandTracker, CommandUpdate, MAX_EVENTS_PER_RECORD,
+};
+pub use handle::{ControlPlaneHandle, SendCommandError, StatusRequestError};
+pub use server::{ControlPlaneServer, ServeError, ServerConfig};

@@ -1,0 +1,497 @@
+//! The Control Plane server: listener, accept loop, timer task, one driver task per
+//! connection, all around one [`ControlPlane`] behind a mutex.
+
+use std::collections::{BTreeMap, HashMap};
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use iop_core::Instant;
+use iop_core::cp::{
+    ConnectionId, ControlPlane, CpConfig, CpConfigError, CpEvent, EnrolmentPolicy, RequestId,
+    Transmit,
+};
+use iop_core::proto::EdgeStatusResponse;
+use tracing::Instrument;
+
+use super::book::{CommandBook, CommandResponse, CommandUpdate};
+use super::handle::{ControlPlaneHandle, StatusRequestError};
+use crate::io::{self, ConnCore, Ended, Pull};
+use crate::notice::Publisher;
+use crate::signal::{Signal, lock};
+use crate::{Clock, Runtime};
+
+/// Everything a [`ControlPlaneServer`] needs besides its address.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The core's configuration. `wall_clock`, and `session_id_floor` and
+    /// `command_id_epoch` (both Unix ns) when left at 0, are filled in from the real clock
+    /// at bind.
+    pub cp: CpConfig,
+    /// Who may connect.
+    pub enrolment: EnrolmentPolicy,
+    /// How long [`ControlPlaneHandle::shutdown`] waits for connections to flush their
+    /// `GoAway` before dropping them.
+    pub shutdown_grace: Duration,
+    /// Commands remembered by [`ControlPlaneHandle::command`], oldest forgotten first.
+    pub command_book: usize,
+    /// Undelivered events a subscriber may hold before it starts losing them.
+    pub subscriber_capacity: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            cp: CpConfig::default(),
+            enrolment: EnrolmentPolicy::AcceptAny,
+            shutdown_grace: Duration::from_secs(5),
+            command_book: 4_096,
+            subscriber_capacity: 1_024,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The default configuration with `enrolment`.
+    pub fn new(enrolment: EnrolmentPolicy) -> Self {
+        Self {
+            enrolment,
+            ..Self::default()
+        }
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The configuration is invalid.
+    #[error("invalid control plane config: {0}")]
+    Config(#[from] CpConfigError),
+    /// Binding failed.
+    #[error("cannot bind: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One connection's link to its driver task.
+#[derive(Debug, Default)]
+pub(crate) struct ConnSlot {
+    pub(crate) wake: Signal,
+    pub(crate) aborted: AtomicBool,
+}
+
+pub(crate) type StatusWaiter = oneshot::Sender<Result<EdgeStatusResponse, StatusRequestError>>;
+
+/// Everything under the one lock.
+pub(crate) struct CpState {
+    pub(crate) cp: ControlPlane,
+    pub(crate) conns: HashMap<ConnectionId, Arc<ConnSlot>>,
+    next_conn: u64,
+    /// The deadline the timer task sleeps until.
+    timer_armed: Option<Instant>,
+    pub(crate) status_waiters: BTreeMap<RequestId, StatusWaiter>,
+    pub(crate) book: CommandBook,
+    pub(crate) events: Publisher<CpEvent>,
+    /// Shutdown began: no new connections, trackers end.
+    pub(crate) stopped: bool,
+    /// Shutdown completed: subscriptions are closed.
+    pub(crate) finished: bool,
+    /// The accept loop ended (the listener is closed).
+    accept_done: bool,
+    /// Told when the last connection is gone (and the listener closed) after
+    /// `stopped`.
+    pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
+}
+
+/// State shared by the server's tasks and every handle.
+pub(crate) struct CpShared<R: Runtime> {
+    pub(crate) state: Mutex<CpState>,
+    pub(crate) clock: Clock,
+    pub(crate) timer: Signal,
+    pub(crate) accept_stop: Signal,
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) subscriber_capacity: usize,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime> CpShared<R> {
+    /// Runs `f` on the state, then routes every output the core produced.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
+        let mut state = lock(&self.state);
+        let now = self.clock.now();
+        let out = f(&mut state, now);
+        self.pump(&mut state);
+        out
+    }
+
+    /// Routes wake-ups to connection tasks, events to waiters and subscribers, and
+    /// re-arms the timer when the deadline moved earlier.
+    pub(crate) fn pump(&self, state: &mut CpState) {
+        while let Some(conn) = state.cp.poll_wakeup() {
+            if let Some(slot) = state.conns.get(&conn) {
+                slot.wake.notify();
+            }
+        }
+        while let Some(event) = state.cp.poll_event() {
+            dispatch(state, event);
+        }
+        let next = state.cp.poll_timeout();
+        let earlier = match (next, state.timer_armed) {
+            (Some(n), Some(armed)) => n < armed,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if earlier {
+            state.timer_armed = next;
+            self.timer.notify();
+        }
+        if state.stopped && state.conns.is_empty() && state.accept_done {
+            for waiter in state.idle_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+}
+
+fn dispatch(state: &mut CpState, event: CpEvent) {
+    log_event(&event);
+    match &event {
+        CpEvent::StatusReceived {
+            request, response, ..
+        } => {
+            if let Some(w) = state.status_waiters.remove(request) {
+                let _ = w.send(Ok(response.clone()));
+            }
+        }
+        CpEvent::StatusTimedOut { request, .. } => {
+            if let Some(w) = state.status_waiters.remove(request) {
+                let _ = w.send(Err(StatusRequestError::TimedOut));
+            }
+        }
+        CpEvent::StatusAbandoned { request, .. } => {
+            if let Some(w) = state.status_waiters.remove(request) {
+                let _ = w.send(Err(StatusRequestError::Abandoned));
+            }
+        }
+        CpEvent::CommandResponded {
+            edge_id,
+            command_id,
+            accepted,
+            reject_reason,
+            message,
+            ..
+        } => {
+            let outcome = state
+                .cp
+                .command(edge_id, command_id)
+                .and_then(|s| s.outcome);
+            let response = CommandResponse {
+                accepted: *accepted,
+                reject_reason: *reject_reason,
+                message: message.clone(),
+            };
+            state
+                .book
+                .push(command_id, CommandUpdate::Response(response), outcome);
+        }
+        CpEvent::CommandEvent {
+            edge_id, event: ev, ..
+        } => {
+            let outcome = state
+                .cp
+                .command(edge_id, &ev.command_id)
+                .and_then(|s| s.outcome);
+            state
+                .book
+                .push(&ev.command_id, CommandUpdate::Event(ev.clone()), outcome);
+        }
+        CpEvent::CommandLost { command_id, .. } => {
+            state.book.push(
+                command_id,
+                CommandUpdate::Lost,
+                Some(iop_core::cp::CommandOutcome::Lost),
+            );
+        }
+        _ => {}
+    }
+    if !state.events.is_empty() {
+        state.events.publish(&event);
+    }
+}
+
+fn log_event(event: &CpEvent) {
+    match event {
+        CpEvent::SessionAccepted {
+            conn,
+            edge_id,
+            session_id,
+            ..
+        } => tracing::info!(conn = conn.0, edge_id, session_id, "edge session accepted"),
+        CpEvent::EdgeDisconnected {
+            edge_id,
+            session_id,
+            reason,
+        } => tracing::info!(edge_id, session_id, ?reason, "edge disconnected"),
+        CpEvent::EdgeUnreachable {
+            edge_id,
+            silent_for,
+            ..
+        } => tracing::warn!(edge_id, ?silent_for, "edge unreachable"),
+        CpEvent::EdgeSuperseded {
+            edge_id, flapping, ..
+        } => tracing::info!(edge_id, flapping, "edge session superseded"),
+        CpEvent::Closed { conn, reason, .. } => {
+            tracing::debug!(conn = conn.0, ?reason, "connection closed")
+        }
+        CpEvent::CommandLost {
+            edge_id,
+            command_id,
+        } => tracing::warn!(edge_id, command_id, "command lost"),
+        other => tracing::trace!(event = ?other, "control plane event"),
+    }
+}
+
+/// A running Control Plane: the accept loop, timer and connection tasks are spawned on
+/// the runtime `R` at [`bind`](Self::bind) and run until
+/// [`shutdown`](ControlPlaneHandle::shutdown).
+pub struct ControlPlaneServer<R: Runtime> {
+    handle: ControlPlaneHandle<R>,
+}
+
+impl<R: Runtime> std::fmt::Debug for ControlPlaneServer<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlaneServer")
+            .field("local_addr", &self.handle.local_addr())
+            .finish()
+    }
+}
+
+impl<R: Runtime> ControlPlaneServer<R> {
+    /// Binds `addr` and starts serving.
+    pub async fn bind(addr: SocketAddr, config: ServerConfig) -> Result<Self, ServeError> {
+        let clock = Clock::new();
+        let mut cp_config = config.cp;
+        cp_config.wall_clock = clock.wall_clock();
+        // Fencing epochs that grow across restarts (see CpConfig::session_id_floor):
+        // Unix nanoseconds, so even a restart within the same millisecond moves on
+        // (a CP would need more sessions than nanoseconds lived to overlap the next).
+        // The same for generated command ids, which the Edge keys commands by.
+        let unix_nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 2))
+            .unwrap_or(0);
+        if cp_config.session_id_floor == 0 {
+            cp_config.session_id_floor = unix_nanos;
+        }
+        if cp_config.command_id_epoch == 0 {
+            cp_config.command_id_epoch = unix_nanos;
+        }
+        let cp = ControlPlane::new(cp_config, config.enrolment)?;
+        let listener = R::bind(addr).await?;
+        let local_addr = R::local_addr(&listener)?;
+        let shared = Arc::new(CpShared::<R> {
+            state: Mutex::new(CpState {
+                cp,
+                conns: HashMap::new(),
+                next_conn: 0,
+                timer_armed: None,
+                status_waiters: BTreeMap::new(),
+                book: CommandBook::new(config.command_book),
+                events: Publisher::default(),
+                stopped: false,
+                finished: false,
+                accept_done: false,
+                idle_waiters: Vec::new(),
+            }),
+            clock,
+            timer: Signal::new(),
+            accept_stop: Signal::new(),
+            local_addr,
+            shutdown_grace: config.shutdown_grace,
+            subscriber_capacity: config.subscriber_capacity,
+            _runtime: PhantomData,
+        });
+        tracing::info!(%local_addr, "control plane listening");
+        R::spawn(accept_loop(shared.clone(), listener));
+        R::spawn(timer_loop(shared.clone()));
+        Ok(Self {
+            handle: ControlPlaneHandle::new(shared),
+        })
+    }
+
+    /// The bound address (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.handle.local_addr()
+    }
+
+    /// A handle to the running server.
+    pub fn handle(&self) -> ControlPlaneHandle<R> {
+        self.handle.clone()
+    }
+
+    /// Stops accepting new sessions; see [`ControlPlaneHandle::drain`].
+    pub fn drain(&self) {
+        self.handle.drain();
+    }
+
+    /// Graceful shutdown; see [`ControlPlaneHandle::shutdown`].
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await;
+    }
+}
+
+async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener) {
+    loop {
+        let accepted =
+            futures_lite::future::or(async { Some(R::accept(&listener).await) }, async {
+                shared.accept_stop.wait().await;
+                None
+            })
+            .await;
+        let (stream, peer) = match accepted {
+            None => break,
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                // Out of file descriptors and the like: back off briefly, never spin.
+                tracing::warn!(error = %e, "accept failed");
+                R::sleep_until(std::time::Instant::now() + Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let slot = Arc::new(ConnSlot::default());
+        let conn = shared.with(|state, now| {
+            if state.stopped {
+                return None;
+            }
+            state.next_conn += 1;
+            let conn = ConnectionId(state.next_conn);
+            // Ids are never reused, so this cannot fail.
+            if state.cp.handle_connect(now, conn).is_err() {
+                return None;
+            }
+            state.conns.insert(conn, slot.clone());
+            Some(conn)
+        });
+        let Some(conn) = conn else { break };
+        let span = tracing::info_span!(
+            "cp_conn",
+            conn = conn.0,
+            %peer,
+            edge_id = tracing::field::Empty
+        );
+        R::spawn(conn_task(shared.clone(), conn, slot, stream).instrument(span));
+    }
+    drop(listener);
+    shared.with(|state, _| state.accept_done = true);
+    tracing::debug!("accept loop stopped");
+}
+
+async fn conn_task<R: Runtime>(
+    shared: Arc<CpShared<R>>,
+    conn: ConnectionId,
+    slot: Arc<ConnSlot>,
+    mut stream: R::Stream,
+) {
+    tracing::debug!("connection accepted");
+    let core = CpConn {
+        shared: &shared,
+        conn,
+        slot: &slot,
+        labelled: AtomicBool::new(false),
+    };
+    let ended = io::drive::<R, _, _>(&mut stream, &core, &slot.wake).await;
+    drop(stream);
+    shared.with(|state, now| {
+        if ended != Ended::ByCore {
+            state.cp.handle_closed(now, conn);
+        }
+        state.conns.remove(&conn);
+    });
+    tracing::debug!(?ended, "connection ended");
+}
+
+struct CpConn<'a, R: Runtime> {
+    shared: &'a CpShared<R>,
+    conn: ConnectionId,
+    slot: &'a ConnSlot,
+    /// The span got its `edge_id`.
+    labelled: AtomicBool,
+}
+
+impl<R: Runtime> ConnCore for CpConn<'_, R> {
+    fn handle_bytes(&self, bytes: &[u8]) {
+        let edge_id = self.shared.with(|state, now| {
+            state.cp.handle_bytes(now, self.conn, bytes);
+            if self.labelled.load(Ordering::Relaxed) {
+                return None;
+            }
+            state.cp.session_of(self.conn).map(|(id, _)| id.to_owned())
+        });
+        if let Some(edge_id) = edge_id {
+            self.labelled.store(true, Ordering::Relaxed);
+            tracing::Span::current().record("edge_id", edge_id.as_str());
+        }
+    }
+
+    fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {
+        self.shared.with(|state, _| {
+            while out.len() < limit {
+                match state.cp.poll_transmit(self.conn, out) {
+                    Transmit::Bytes(_) => {}
+                    Transmit::Idle => return Pull::Idle,
+                    Transmit::Close => return Pull::Close,
+                }
+            }
+            Pull::Idle
+        })
+    }
+
+    fn deadline(&self) -> Option<std::time::Instant> {
+        None
+    }
+
+    fn handle_timeout(&self) {}
+
+    fn aborted(&self) -> bool {
+        self.slot.aborted.load(Ordering::Acquire)
+    }
+}
+
+async fn timer_loop<R: Runtime>(shared: Arc<CpShared<R>>) {
+    loop {
+        let (deadline, done) = {
+            let mut state = lock(&shared.state);
+            let next = state.cp.poll_timeout();
+            state.timer_armed = next;
+            (next, state.stopped && state.conns.is_empty())
+        };
+        if done {
+            break;
+        }
+        match deadline {
+            Some(at) => {
+                let fired = futures_lite::future::or(
+                    async {
+                        R::sleep_until(shared.clock.to_std(at)).await;
+                        true
+                    },
+                    async {
+                        shared.timer.wait().await;
+                        false
+                    },
+                )
+                .await;
+                if fired {
+                    shared.with(|state, now| state.cp.handle_timeout(now));
+                }
+            }
+            None => shared.timer.wait().await,
+        }
+    }
+    tracing::debug!("timer stopped");
+}

@@ -1,0 +1,269 @@
+//! The one connection loop both ends share: read while writes are pending, write what
+//! the core hands out, sleep until the core's deadline or a wake-up, never busy-poll.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_io::{AsyncRead, AsyncWrite};
+use futures_lite::AsyncWriteExt;
+
+use crate::Runtime;
+use crate::signal::Signal;
+
+/// Bytes read per `poll_read` (a stack buffer, held only during the poll).
+const READ_CHUNK: usize = 2 * 1024;
+/// Bytes pulled from the core before writing them out.
+const PULL_BATCH: usize = 64 * 1024;
+/// A write buffer above this is released once flushed.
+const IDLE_WRITE_CAPACITY: usize = 4 * 1024;
+/// How long closing the transport (flush + shutdown) may take.
+const CLOSE_BOUND: Duration = Duration::from_secs(2);
+
+/// What the core says after being asked for bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pull {
+    /// Nothing more now.
+    Idle,
+    /// Write what was handed out, then close the transport.
+    Close,
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The core asked for the close (after its final bytes were written).
+    ByCore,
+    /// The peer closed or the transport failed.
+    Transport,
+    /// The driver was told to stop at once.
+    Aborted,
+}
+
+/// The core side of one connection, called with its lock taken inside each method.
+pub(crate) trait ConnCore {
+    /// Bytes read.
+    fn handle_bytes(&self, bytes: &[u8]);
+    /// Appends bytes to write (up to `limit` total in `out`).
+    fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull;
+    /// The core's next deadline for this connection, if it wants one driven here.
+    fn deadline(&self) -> Option<std::time::Instant>;
+    /// The deadline passed.
+    fn handle_timeout(&self);
+    /// Whether the driver must stop now without flushing (forced shutdown).
+    fn aborted(&self) -> bool;
+}
+
+/// A boxed runtime timer.
+type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+enum Step {
+    Read,
+    Wrote(usize),
+    Eof,
+    Failed(std::io::Error),
+    Woken,
+    Timeout,
+}
+
+/// Drives `stream` for `core` until the connection ends.
+pub(crate) async fn drive<R: Runtime, S, C>(stream: &mut S, core: &C, wake: &Signal) -> Ended
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: ConnCore,
+{
+    let mut out: Vec<u8> = Vec::new();
+    let mut written = 0usize;
+    let mut closing = false;
+    let mut sleep: Option<(std::time::Instant, Sleep)> = None;
+    loop {
+        if core.aborted() {
+            return Ended::Aborted;
+        }
+        if written == out.len() {
+            out.clear();
+            written = 0;
+            if out.capacity() > IDLE_WRITE_CAPACITY {
+                out = Vec::new();
+            }
+            if closing {
+                close_bounded::<R, S>(stream).await;
+                return Ended::ByCore;
+            }
+            if core.pull(&mut out, PULL_BATCH) == Pull::Close {
+                closing = true;
+                // The final bytes get a bounded time: a peer that reads nothing must
+                // not hold the task forever.
+                let at = std::time::Instant::now() + CLOSE_BOUND;
+                sleep = Some((at, Box::pin(R::sleep_until(at))));
+                if out.is_empty() {
+                    close_bounded::<R, S>(stream).await;
+                    return Ended::ByCore;
+                }
+            }
+            if out.is_empty() {
+                // Everything written: make sure it left any buffering layer (TLS).
+                if let Err(e) = stream.flush().await {
+                    tracing::debug!(error = %e, "flush failed");
+                    return Ended::Transport;
+                }
+            }
+        }
+        let deadline = if closing {
+            sleep.as_ref().map(|(at, _)| *at)
+        } else {
+            core.deadline()
+        };
+        match (&sleep, deadline) {
+            (Some((at, _)), Some(d)) if *at == d => {}
+            (_, Some(d)) => sleep = Some((d, Box::pin(R::sleep_until(d)))),
+            (_, None) => sleep = None,
+        }
+        let step = futures_lite::future::poll_fn(|cx| {
+            if written < out.len() {
+                match Pin::new(&mut *stream).poll_write(cx, out.get(written..).unwrap_or_default())
+                {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Step::Eof),
+                    Poll::Ready(Ok(n)) => return Poll::Ready(Step::Wrote(n)),
+                    Poll::Ready(Err(e)) => return Poll::Ready(Step::Failed(e)),
+                    Poll::Pending => {}
+                }
+            }
+            // Read while writes are pending; a closing connection reads no more. The
+            // buffer lives on the stack of this poll only, and the bytes go to the core
+            // at once: an idle connection's task holds no read buffer.
+            if !closing {
+                let mut read_buf = [0u8; READ_CHUNK];
+                match Pin::new(&mut *stream).poll_read(cx, &mut read_buf) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Step::Eof),
+                    Poll::Ready(Ok(n)) => {
+                        core.handle_bytes(read_buf.get(..n).unwrap_or_default());
+                        return Poll::Ready(Step::Read);
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Step::Failed(e)),
+                    Poll::Pending => {}
+                }
+            }
+            if wake.poll_wait(cx).is_ready() {
+                return Poll::Ready(Step::Woken);
+            }
+            if let Some((_, s)) = sleep.as_mut()
+                && s.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Step::Timeout);
+            }
+            Poll::Pending
+        })
+        .await;
+        match step {
+            Step::Read => {}
+            Step::Wrote(n) => written += n,
+            Step::Woken => {}
+            Step::Timeout if closing => {
+                tracing::debug!("peer did not take the final bytes in time");
+                return Ended::ByCore;
+            }
+            Step::Timeout => {
+                sleep = None;
+                core.handle_timeout();
+            }
+            Step::Eof => return Ended::Transport,
+            Step::Failed(e) => {
+                tracing::debug!(error = %e, "transport failed");
+                return Ended::Transport;
+            }
+        }
+    }
+}
+
+async fn close_bounded<R: Runtime, S: AsyncWrite + Unpin>(stream: &mut S) {
+    let deadline = std::time::Instant::now() + CLOSE_BOUND;
+    let close = async {
+        let _ = stream.close().await;
+    };
+    futures_lite::future::or(close, R::sleep_until(deadline)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nop;
+    impl Runtime for Nop {
+        type Stream = futures_lite::io::Cursor<Vec<u8>>;
+        type Listener = ();
+        async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn local_addr(_: &()) -> std::io::Result<std::net::SocketAddr> {
+            Ok(([127, 0, 0, 1], 0).into())
+        }
+        async fn accept(_: &()) -> std::io::Result<(Self::Stream, std::net::SocketAddr)> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        async fn sleep_until(_: std::time::Instant) {}
+        fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
+    }
+
+    /// Echo core: every byte read is written back; closes after `close_after` bytes.
+    struct Echo {
+        pending: std::sync::Mutex<Vec<u8>>,
+        seen: std::sync::Mutex<usize>,
+        close_after: usize,
+    }
+    impl ConnCore for Echo {
+        fn handle_bytes(&self, bytes: &[u8]) {
+            self.pending.lock().unwrap().extend_from_slice(bytes);
+            *self.seen.lock().unwrap() += bytes.len();
+        }
+        fn pull(&self, out: &mut Vec<u8>, _limit: usize) -> Pull {
+            out.append(&mut self.pending.lock().unwrap());
+            if *self.seen.lock().unwrap() >= self.close_after {
+                Pull::Close
+            } else {
+                Pull::Idle
+            }
+        }
+        fn deadline(&self) -> Option<std::time::Instant> {
+            None
+        }
+        fn handle_timeout(&self) {}
+        fn aborted(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_connection_driver_holds_little_while_idle() {
+        let core = Echo {
+            pending: Default::default(),
+            seen: Default::default(),
+            close_after: usize::MAX,
+        };
+        let mut stream = futures_lite::io::Cursor::new(Vec::new());
+        let wake = Signal::new();
+        let fut = drive::<Nop, _, _>(&mut stream, &core, &wake);
+        // A few words: no read buffer, no frame-sized buffer.
+        let size = std::mem::size_of_val(&fut);
+        assert!(size <= 512, "driver future is {size} bytes");
+    }
+
+    #[test]
+    fn bytes_read_are_handed_to_the_core_and_its_output_written() {
+        let core = Echo {
+            pending: Default::default(),
+            seen: Default::default(),
+            close_after: 5,
+        };
+        let mut stream = futures_lite::io::Cursor::new(b"hello".to_vec());
+        let wake = Signal::new();
+        let ended = futures_lite::future::block_on(drive::<Nop, _, _>(&mut stream, &core, &wake));
+        assert_eq!(ended, Ended::ByCore);
+        // The cursor wrote the echo after the 5 bytes it read.
+        assert_eq!(stream.into_inner(), b"hellohello");
+    }
+}

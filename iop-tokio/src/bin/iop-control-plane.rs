@@ -1,0 +1,208 @@
+//! `iop-control-plane`: an IOP Control Plane with an HTTP admin API.
+#![forbid(unsafe_code)]
+
+use std::future::IntoFuture as _;
+use std::io::{Read as _, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use iop_tokio::cli::admin::{self, AdminState};
+use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
+use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging};
+use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
+
+/// How long open admin connections may take to finish once stopping.
+const ADMIN_GRACE: Duration = Duration::from_secs(3);
+
+/// An IOP Control Plane: accepts Edge connections (TCP, length-prefixed protobuf
+/// frames) and serves an HTTP admin API (`/v1/edges`, `/v1/commands`, `/v1/events`,
+/// `/metrics`, `/healthz`).
+///
+/// On start it prints one line to stdout, `iop-control-plane listening edges=ADDR
+/// admin=ADDR`, with the bound addresses (useful with port 0). Stops gracefully on
+/// Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 runtime error, 2 usage error
+/// (bad flag, unusable enrolment file).
+#[derive(Debug, Parser)]
+#[command(name = "iop-control-plane", version, subcommand_negates_reqs = true)]
+struct Args {
+    /// Address to accept Edge connections on, e.g. 0.0.0.0:7700 (port 0: any free port).
+    #[arg(long, value_name = "ADDR", required = true)]
+    listen: Option<SocketAddr>,
+
+    /// Address of the HTTP admin API, e.g. 127.0.0.1:7701 (port 0: any free port).
+    #[arg(long, value_name = "ADDR", required = true)]
+    admin: Option<SocketAddr>,
+
+    /// Enrolment file (TOML) listing the Edge ids allowed to enrol with the SHA-256 of
+    /// their credential (see examples/enroll.toml). Without it any valid edge id may
+    /// enrol (development only).
+    #[arg(long, value_name = "FILE")]
+    enroll: Option<PathBuf>,
+
+    /// What to do when an Edge id that already has a live session says hello again:
+    /// `replace` the old session (default: a reconnecting Edge whose old connection is
+    /// half-open is never locked out) or `reject` the new one.
+    #[arg(long, value_name = "POLICY", default_value = "replace")]
+    duplicate_policy: DuplicateArg,
+
+    /// Heartbeat interval offered to Edges, in ms (clamped to 1000..=60000). An Edge
+    /// silent for 3 intervals is disconnected.
+    #[arg(long, value_name = "N", default_value_t = 5_000)]
+    heartbeat_interval_ms: u64,
+
+    /// How long a new connection may take to send its hello, in ms.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    hello_timeout_ms: u64,
+
+    /// How long a status request may stay unanswered, in ms.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    status_timeout_ms: u64,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or `RUST_LOG`-style
+    /// directives. Default: `RUST_LOG`, else `info`. Logs go to stderr.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Reads a credential on stdin and prints its SHA-256 (hex), the form the
+    /// enrolment file stores. One trailing newline is ignored, as `iop-edge
+    /// --credential-file` does: `iop-control-plane hash-credential < edge-1.secret`.
+    HashCredential,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DuplicateArg {
+    /// Accept the new session; the old one gets GoAway{SUPERSEDED}.
+    Replace,
+    /// Refuse the new hello with DUPLICATE_EDGE.
+    Reject,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    finish("iop-control-plane", run(args))
+}
+
+fn run(args: Args) -> Result<(), Failure> {
+    if let Some(Command::HashCredential) = args.command {
+        return hash_credential();
+    }
+    logging::init(args.log_level.as_deref(), "info").map_err(Failure::Usage)?;
+    let (Some(listen), Some(admin_addr)) = (args.listen, args.admin) else {
+        return Err(Failure::Usage("--listen and --admin are required".into()));
+    };
+    let enrolment = match &args.enroll {
+        Some(path) => {
+            let file = EnrolFile::load(path).map_err(|e| Failure::Usage(e.to_string()))?;
+            tracing::info!(edges = file.edge_ids.len(), file = %path.display(), "enrolment allow list loaded");
+            EnrolmentPolicy::AllowList(file.allow_list)
+        }
+        None => {
+            tracing::warn!("no --enroll file: any edge id may enrol (development mode)");
+            EnrolmentPolicy::AcceptAny
+        }
+    };
+    let mut config = ServerConfig::new(enrolment);
+    config.cp.duplicate_policy = match args.duplicate_policy {
+        DuplicateArg::Replace => DuplicatePolicy::Replace,
+        DuplicateArg::Reject => DuplicatePolicy::Reject,
+    };
+    config.cp.heartbeat_interval =
+        Duration::from_millis(args.heartbeat_interval_ms.clamp(1_000, 60_000));
+    config.cp.hello_timeout = Duration::from_millis(args.hello_timeout_ms);
+    config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(serve(listen, admin_addr, config))
+}
+
+async fn serve(
+    listen: SocketAddr,
+    admin_addr: SocketAddr,
+    config: ServerConfig,
+) -> Result<(), Failure> {
+    let server = ControlPlaneServer::bind(listen, config)
+        .await
+        .map_err(|e| Failure::Runtime(format!("edge listener {listen}: {e}")))?;
+    let admin_listener = tokio::net::TcpListener::bind(admin_addr)
+        .await
+        .map_err(|e| Failure::Runtime(format!("admin listener {admin_addr}: cannot bind: {e}")))?;
+    let admin_bound = admin_listener
+        .local_addr()
+        .map_err(|e| Failure::Runtime(format!("admin listener: {e}")))?;
+    let state = AdminState::new(server.handle());
+    tracing::info!(edges = %server.local_addr(), admin = %admin_bound, "control plane listening");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "iop-control-plane listening edges={} admin={admin_bound}",
+        server.local_addr()
+    );
+    let _ = out.flush();
+    drop(out);
+
+    let app = admin::router(state);
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let mut admin_task = tokio::spawn(
+        axum::serve(admin_listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            })
+            .into_future(),
+    );
+    let early = tokio::select! {
+        () = shutdown_signal() => None,
+        ended = &mut admin_task => Some(ended),
+    };
+    tracing::info!("stopping");
+    // Shutting the control plane down first ends the event streams, so the admin
+    // server's graceful shutdown does not wait on them.
+    let cp = server.handle();
+    cp.shutdown().await;
+    let result = match early {
+        Some(ended) => ended,
+        None => {
+            let _ = stop_tx.send(true);
+            match tokio::time::timeout(ADMIN_GRACE, &mut admin_task).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    tracing::warn!("admin connections still open after the grace period: dropped");
+                    admin_task.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
+    server.shutdown().await;
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::Runtime(format!("admin API: {e}"))),
+        Err(e) => Err(Failure::Runtime(format!("admin API task: {e}"))),
+    }
+}
+
+fn hash_credential() -> Result<(), Failure> {
+    let mut raw = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut raw)
+        .map_err(|e| Failure::Runtime(format!("reading stdin: {e}")))?;
+    let credential = credential_bytes(&raw);
+    if credential.is_empty() {
+        return Err(Failure::Usage("empty credential on stdin".into()));
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", credential_hash_hex(credential));
+    Ok(())
+}

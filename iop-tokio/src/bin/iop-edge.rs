@@ -1,0 +1,135 @@
+//! `iop-edge`: an IOP Edge that dials its Control Plane, reports the nodes of its
+//! config file, and runs the built-in operations.
+#![forbid(unsafe_code)]
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use clap::Parser;
+use iop_core::NodeRegistry;
+use iop_core::edge::Secret;
+use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
+use iop_tokio::cli::simulate::{self, SimRates, Simulator};
+use iop_tokio::cli::{EdgeFile, credential_bytes, edge_ops, logging};
+use iop_tokio::{EdgeClient, EdgeConfig};
+
+/// An IOP Edge: dials the Control Plane (and redials forever with backoff), owns the
+/// node registry described by its config file, answers status requests from it, and
+/// runs the built-in operations `edge.ping`, `provider-pool.refresh` (re-reads the
+/// config file), `node.drain` and `node.resume`.
+///
+/// Node addresses and tokens from the config file never leave this process. Stops
+/// gracefully on Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 runtime error,
+/// 2 usage error (bad flag, unusable config or credential file).
+#[derive(Debug, Parser)]
+#[command(name = "iop-edge", version)]
+struct Args {
+    /// Control Plane address to dial, HOST:PORT (a name is resolved once, at start).
+    #[arg(long, value_name = "ADDR")]
+    control_plane: String,
+
+    /// This Edge's id ([A-Za-z0-9._-]{1,128}); an empty or invalid id is refused at
+    /// start (exit code 2), before dialling.
+    #[arg(long, value_name = "ID")]
+    edge_id: String,
+
+    /// The Edge's config file (TOML): nodes, labels, models, providers and their
+    /// private connection details (see examples/edge.toml).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+
+    /// File holding the enrolment credential sent in the hello (one trailing newline
+    /// is ignored). Its SHA-256 goes in the Control Plane's enrolment file.
+    #[arg(long, value_name = "FILE")]
+    credential_file: Option<PathBuf>,
+
+    /// Run simulated nodes: the configured nodes connect, become ready, take and
+    /// release leases, queue requests, disconnect and reconnect.
+    #[arg(long)]
+    simulate: bool,
+
+    /// Seed of the simulation (the same seed replays the same choices).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+
+    /// Milliseconds between two simulation steps.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    simulate_interval_ms: u64,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or `RUST_LOG`-style
+    /// directives. Default: `RUST_LOG`, else `info`. Logs go to stderr.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    finish("iop-edge", run(args))
+}
+
+fn resolve(addr: &str) -> Result<SocketAddr, Failure> {
+    addr.to_socket_addrs()
+        .map_err(|e| Failure::Usage(format!("--control-plane {addr:?}: {e}")))?
+        .next()
+        .ok_or_else(|| Failure::Usage(format!("--control-plane {addr:?}: no address")))
+}
+
+fn run(args: Args) -> Result<(), Failure> {
+    logging::init(args.log_level.as_deref(), "info").map_err(Failure::Usage)?;
+    let cp_addr = resolve(&args.control_plane)?;
+    let file = EdgeFile::load(&args.config).map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut config = EdgeConfig::new(args.edge_id.clone());
+    config.software_version = format!("iop-edge {}", env!("CARGO_PKG_VERSION"));
+    if let Some(path) = &args.credential_file {
+        let raw = std::fs::read(path)
+            .map_err(|e| Failure::Usage(format!("{}: cannot read: {e}", path.display())))?;
+        config.credential = Secret::new(credential_bytes(&raw).to_vec());
+    }
+    let mut registry = NodeRegistry::new();
+    let now = iop_tokio::cli::unix_ms();
+    for node in &file.nodes {
+        let _added = registry.configure(node.clone(), now).map_err(|e| {
+            Failure::Usage(format!(
+                "{}: node {}: {e}",
+                args.config.display(),
+                node.node_id
+            ))
+        })?;
+    }
+    tracing::info!(nodes = file.nodes.len(), config = %args.config.display(), "edge config loaded");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async move {
+        let slot = Arc::new(OnceLock::new());
+        let client = EdgeClient::new(config).with_node_registry(registry);
+        let client = edge_ops::register(client, slot.clone(), Some(args.config.clone()));
+        let edge = client
+            .connect(cp_addr)
+            .map_err(|e| Failure::Usage(format!("edge config: {e}")))?;
+        let _ = slot.set(edge.clone());
+        tracing::info!(control_plane = %cp_addr, edge_id = %args.edge_id, "edge started");
+        let sim = args.simulate.then(|| {
+            tracing::info!(seed = args.seed, "simulated nodes running");
+            let sim = Arc::new(Mutex::new(Simulator::new(args.seed, SimRates::default())));
+            simulate::spawn(
+                edge.clone(),
+                sim,
+                Duration::from_millis(args.simulate_interval_ms.max(10)),
+            )
+        });
+        shutdown_signal().await;
+        tracing::info!("stopping");
+        if let Some(task) = sim {
+            task.abort();
+        }
+        edge.shutdown().await;
+        Ok(())
+    })
+}

@@ -1,0 +1,188 @@
+//! JSON errors of the admin API: `{ "error": { "code": ..., "message": ... } }` with the
+//! fitting HTTP status.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use iop_core::cp::{CommandError, StatusError};
+
+use crate::{SendCommandError, StatusRequestError};
+
+/// An admin API error: an HTTP status, a stable machine-readable code, and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable code, e.g. `unknown_edge`, `not_connected`, `timeout`, `bad_request`.
+    pub code: &'static str,
+    /// Human-readable message (never a secret).
+    pub message: String,
+    /// The command concerned, when one was created (a command answer that timed out).
+    pub command_id: Option<String>,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            command_id: None,
+        }
+    }
+
+    /// 404 `unknown_edge`.
+    pub fn unknown_edge(edge_id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "unknown_edge",
+            format!("no edge {edge_id:?} is known to this control plane"),
+        )
+    }
+
+    /// 400 `bad_request`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    fn not_connected(edge_id: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "not_connected",
+            format!("edge {edge_id:?} has no live session"),
+        )
+    }
+
+    fn stopped() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the control plane is shutting down",
+        )
+    }
+
+    /// Maps a failed status round trip.
+    pub fn from_status(edge_id: &str, e: &StatusRequestError) -> Self {
+        match e {
+            StatusRequestError::Refused(StatusError::NotConnected(_)) => {
+                Self::not_connected(edge_id)
+            }
+            StatusRequestError::Refused(StatusError::InvalidNodeId(e)) => {
+                Self::bad_request(format!("node id: {e}"))
+            }
+            StatusRequestError::Refused(e) => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
+            }
+            StatusRequestError::TimedOut => Self::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!("edge {edge_id:?} did not answer the status request in time"),
+            ),
+            StatusRequestError::Abandoned => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "session_ended",
+                format!("the session of edge {edge_id:?} ended before it answered"),
+            ),
+            StatusRequestError::Stopped => Self::stopped(),
+            other => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                other.to_string(),
+            ),
+        }
+    }
+
+    /// Maps a command the control plane would not send.
+    pub fn from_command(edge_id: &str, e: &SendCommandError) -> Self {
+        match e {
+            SendCommandError::Refused(CommandError::NotConnected(_)) => {
+                Self::not_connected(edge_id)
+            }
+            SendCommandError::Refused(CommandError::OperationNotAdvertised(op)) => Self::new(
+                StatusCode::BAD_REQUEST,
+                "unknown_operation",
+                format!("edge {edge_id:?} does not advertise operation {op:?}"),
+            ),
+            SendCommandError::Refused(CommandError::TooManyInFlight { limit }) => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                format!("edge {edge_id:?} already has {limit} unfinished commands"),
+            ),
+            SendCommandError::Refused(e) => Self::bad_request(e.to_string()),
+            SendCommandError::Stopped => Self::stopped(),
+            other => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                other.to_string(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = serde_json::json!({ "code": self.code, "message": self.message });
+        if let (Some(id), Some(obj)) = (self.command_id, error.as_object_mut()) {
+            obj.insert("commandId".into(), id.into());
+        }
+        (
+            self.status,
+            axum::Json(serde_json::json!({ "error": error })),
+        )
+            .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_failures_map_to_their_http_status() {
+        let cases = [
+            (
+                StatusRequestError::Refused(StatusError::NotConnected("e".into())),
+                409,
+                "not_connected",
+            ),
+            (StatusRequestError::TimedOut, 504, "timeout"),
+            (StatusRequestError::Abandoned, 503, "session_ended"),
+            (StatusRequestError::Stopped, 503, "shutting_down"),
+            (
+                StatusRequestError::Refused(StatusError::TooManyInFlight { limit: 64 }),
+                503,
+                "busy",
+            ),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from_status("e", &error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn command_failures_map_to_their_http_status() {
+        let cases = [
+            (
+                SendCommandError::Refused(CommandError::NotConnected("e".into())),
+                409,
+                "not_connected",
+            ),
+            (
+                SendCommandError::Refused(CommandError::OperationNotAdvertised("x".into())),
+                400,
+                "unknown_operation",
+            ),
+            (
+                SendCommandError::Refused(CommandError::TooManyInFlight { limit: 256 }),
+                503,
+                "busy",
+            ),
+            (SendCommandError::Stopped, 503, "shutting_down"),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from_command("e", &error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
+        }
+    }
+}

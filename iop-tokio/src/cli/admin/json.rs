@@ -1,0 +1,171 @@
+//! JSON shapes of the admin API. Wire messages (status responses, command responses
+//! and events, node events) are written with their protobuf JSON mapping (pbjson);
+//! the control plane's own records use the same conventions: lowerCamelCase names,
+//! enums by name, 64-bit integers as strings.
+
+use iop_core::cp::{CommandOutcome, CpEvent, EdgeView, Reachability};
+use iop_core::proto::{CommandPhase, EdgeCommandResponse};
+use serde_json::{Value, json};
+
+use crate::{CommandRecord, CommandResponse};
+
+fn reachability(r: Reachability) -> &'static str {
+    match r {
+        Reachability::Connected => "CONNECTED",
+        Reachability::Unreachable => "UNREACHABLE",
+        Reachability::Disconnected => "DISCONNECTED",
+        _ => "UNKNOWN",
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// One Edge's view.
+pub fn edge_view(v: &EdgeView) -> Value {
+    let metadata: serde_json::Map<String, Value> = v
+        .metadata
+        .iter()
+        .map(|(k, val)| (k.clone(), Value::String(val.clone())))
+        .collect();
+    let last_status = v.last_status.as_ref().map(|s| {
+        json!({
+            "sessionId": s.session_id.to_string(),
+            "registryRevision": s.registry_revision.to_string(),
+            "observedAtUnixMs": s.observed_at_unix_ms.to_string(),
+            "receivedAtUnixMs": s.received_at_unix_ms.to_string(),
+            "nodeCount": s.node_count,
+            "connectedNodes": s.connected_nodes,
+            "truncated": s.truncated,
+        })
+    });
+    json!({
+        "edgeId": v.edge_id,
+        "reachability": reachability(v.reachability),
+        "connected": v.reachability != Reachability::Disconnected,
+        "sessionId": v.session_id.to_string(),
+        "softwareVersion": v.software_version,
+        "operations": v.operations,
+        "metadata": metadata,
+        "connectedSinceUnixMs": v.connected_since_unix_ms.to_string(),
+        "fresh": v.fresh,
+        "supersessions": v.supersessions.to_string(),
+        "lastStatus": last_status,
+    })
+}
+
+/// The Edge's answer to a command, as the wire's `EdgeCommandResponse`.
+pub fn command_response(command_id: &str, r: &CommandResponse) -> Value {
+    to_value(&EdgeCommandResponse {
+        command_id: command_id.to_owned(),
+        accepted: r.accepted,
+        reject_reason: r.reject_reason as i32,
+        message: r.message.clone(),
+    })
+}
+
+fn phase_name(p: CommandPhase) -> &'static str {
+    p.as_str_name()
+}
+
+/// Everything known about a command: response, every event, latest phase, outcome.
+pub fn command_record(r: &CommandRecord) -> Value {
+    let events: Vec<Value> = r.events().map(to_value).collect();
+    let last_phase = r
+        .events()
+        .last()
+        .and_then(|e| CommandPhase::try_from(e.phase).ok());
+    let lost = matches!(r.outcome, Some(CommandOutcome::Lost));
+    let phase = match (&r.outcome, last_phase) {
+        (Some(CommandOutcome::Lost), _) => phase_name(CommandPhase::Failed),
+        (_, Some(p)) => phase_name(p),
+        (_, None) => phase_name(CommandPhase::Unspecified),
+    };
+    let outcome = r.outcome.as_ref().map(|o| match o {
+        CommandOutcome::Rejected(reason) => format!("REJECTED:{}", reason.as_str_name()),
+        CommandOutcome::Finished(p) => p.as_str_name().to_owned(),
+        CommandOutcome::Lost => "LOST".to_owned(),
+        _ => "UNKNOWN".to_owned(),
+    });
+    json!({
+        "edgeId": r.edge_id,
+        "commandId": r.command_id,
+        "operation": r.operation,
+        "response": r.response().map(|resp| command_response(&r.command_id, resp)),
+        "events": events,
+        "phase": phase,
+        "terminal": r.outcome.is_some(),
+        "lost": lost,
+        "outcome": outcome,
+        "droppedEvents": r.dropped_events.to_string(),
+    })
+}
+
+/// An event of the stream `GET /v1/events`: its SSE event name and JSON data. `None`
+/// for events the stream does not show (status and command traffic, which have their
+/// own endpoints, and connection-level detail).
+pub fn cp_event(e: &CpEvent) -> Option<(&'static str, Value)> {
+    Some(match e {
+        CpEvent::SessionAccepted {
+            edge_id,
+            session_id,
+            superseded_session_id,
+            ..
+        } => (
+            "edge_connected",
+            json!({
+                "edgeId": edge_id,
+                "sessionId": session_id.to_string(),
+                "supersededSessionId": superseded_session_id.map(|s| s.to_string()),
+            }),
+        ),
+        CpEvent::EdgeDisconnected {
+            edge_id,
+            session_id,
+            reason,
+        } => (
+            "edge_disconnected",
+            json!({ "edgeId": edge_id, "sessionId": session_id.to_string(), "reason": format!("{reason:?}") }),
+        ),
+        CpEvent::EdgeUnreachable {
+            edge_id,
+            session_id,
+            silent_for,
+        } => (
+            "edge_unreachable",
+            json!({ "edgeId": edge_id, "sessionId": session_id.to_string(), "silentForMs": silent_for.as_millis().to_string() }),
+        ),
+        CpEvent::EdgeReachable {
+            edge_id,
+            session_id,
+        } => (
+            "edge_reachable",
+            json!({ "edgeId": edge_id, "sessionId": session_id.to_string() }),
+        ),
+        CpEvent::EdgeSuperseded {
+            edge_id,
+            old_session_id,
+            new_session_id,
+            flapping,
+            ..
+        } => (
+            "edge_superseded",
+            json!({
+                "edgeId": edge_id,
+                "oldSessionId": old_session_id.to_string(),
+                "newSessionId": new_session_id.to_string(),
+                "flapping": flapping,
+            }),
+        ),
+        CpEvent::NodeEvent { event, .. } => ("node_event", to_value(event)),
+        CpEvent::CommandEvent { edge_id, event, .. } => {
+            let mut v = to_value(event);
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("edgeId".into(), Value::String(edge_id.clone()));
+            }
+            ("command_event", v)
+        }
+        _ => return None,
+    })
+}

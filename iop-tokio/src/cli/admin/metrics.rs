@@ -1,0 +1,227 @@
+//! Prometheus text exposition of the control plane's counters and of the admin
+//! layer's own status round-trip latencies.
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use iop_core::cp::CpStats;
+
+/// Upper bounds (seconds) of the latency histogram buckets.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// A latency histogram with fixed buckets (cumulative when rendered).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    inner: Mutex<HistogramData>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct HistogramData {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Ok(mut h) = self.inner.lock() {
+            if let Some(i) = BUCKETS.iter().position(|b| secs <= *b)
+                && let Some(c) = h.counts.get_mut(i)
+            {
+                *c += 1;
+            }
+            h.count += 1;
+            h.sum += secs;
+        }
+    }
+
+    /// Observations so far.
+    pub fn count(&self) -> u64 {
+        self.inner.lock().map_or(0, |h| h.count)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
+        let h = self.inner.lock().map(|h| h.clone()).unwrap_or_default();
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, n) in BUCKETS.iter().zip(h.counts) {
+            cumulative += n;
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {}", h.count);
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{}}} {}",
+            labels.trim_end_matches(','),
+            h.sum
+        );
+        let _ = writeln!(
+            out,
+            "{name}_count{{{}}} {}",
+            labels.trim_end_matches(','),
+            h.count
+        );
+    }
+}
+
+/// What the admin layer measures itself.
+#[derive(Debug, Default)]
+pub struct AdminMetrics {
+    /// Status round trips answered by an Edge.
+    pub status_ok: Histogram,
+    /// Status round trips that failed (timeout, session ended, ...).
+    pub status_failed: Histogram,
+}
+
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// Renders the Prometheus text format (version 0.0.4).
+pub fn render(stats: &CpStats, edges_known: usize, admin: &AdminMetrics) -> String {
+    let mut out = String::with_capacity(4096);
+    let s = stats;
+    metric(
+        &mut out,
+        "iop_edges_connected",
+        "gauge",
+        "Edges with a live session.",
+        s.live_sessions,
+    );
+    metric(
+        &mut out,
+        "iop_edges_known",
+        "gauge",
+        "Edges the control plane has a view of, connected or not.",
+        edges_known,
+    );
+    metric(
+        &mut out,
+        "iop_connections",
+        "gauge",
+        "Transport connections held.",
+        s.connections,
+    );
+    let counters: [(&str, &str, u64); 20] = [
+        (
+            "iop_connections_accepted_total",
+            "Connections accepted.",
+            s.connections_accepted,
+        ),
+        (
+            "iop_sessions_accepted_total",
+            "Edge sessions accepted (hellos accepted).",
+            s.sessions_accepted,
+        ),
+        (
+            "iop_hello_rejections_total",
+            "Hellos refused.",
+            s.hello_rejections,
+        ),
+        ("iop_frames_received_total", "Frames decoded.", s.frames_in),
+        (
+            "iop_frames_sent_total",
+            "Frames queued for sending.",
+            s.frames_out,
+        ),
+        (
+            "iop_bytes_received_total",
+            "Bytes received from Edges.",
+            s.bytes_in,
+        ),
+        ("iop_bytes_sent_total", "Bytes sent to Edges.", s.bytes_out),
+        (
+            "iop_protocol_errors_total",
+            "Connections closed for breaking the protocol.",
+            s.protocol_errors,
+        ),
+        (
+            "iop_hello_timeouts_total",
+            "Connections closed for not sending a hello in time.",
+            s.hello_timeouts,
+        ),
+        (
+            "iop_heartbeat_timeouts_total",
+            "Sessions ended by the liveness window.",
+            s.heartbeat_timeouts,
+        ),
+        (
+            "iop_supersessions_total",
+            "Sessions replaced by a newer one of the same Edge.",
+            s.supersessions,
+        ),
+        (
+            "iop_overloaded_total",
+            "Connections refused at the connection cap.",
+            s.overloaded,
+        ),
+        (
+            "iop_slow_peers_total",
+            "Connections dropped because the Edge read too slowly.",
+            s.slow_peers,
+        ),
+        (
+            "iop_status_timeouts_total",
+            "Status requests that timed out.",
+            s.status_timeouts,
+        ),
+        (
+            "iop_late_status_responses_total",
+            "Status responses that came after their request timed out.",
+            s.late_status_responses,
+        ),
+        (
+            "iop_unknown_command_ids_total",
+            "Command responses/events for unknown command ids, dropped.",
+            s.unknown_command_ids,
+        ),
+        (
+            "iop_duplicate_command_events_total",
+            "Duplicate command events dropped.",
+            s.duplicate_command_events,
+        ),
+        (
+            "iop_commands_resent_total",
+            "Commands re-sent on a new session.",
+            s.commands_resent,
+        ),
+        (
+            "iop_commands_lost_total",
+            "Commands marked lost by the Edge.",
+            s.commands_lost,
+        ),
+        (
+            "iop_event_gaps_total",
+            "Node event sequence gaps seen.",
+            s.event_gaps,
+        ),
+    ];
+    for (name, help, value) in counters {
+        metric(&mut out, name, "counter", help, value);
+    }
+    let name = "iop_admin_status_request_duration_seconds";
+    let help = "Status round trips through the admin API, from request to answer.";
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    let mut body = String::new();
+    admin
+        .status_ok
+        .render(&mut body, name, help, "result=\"ok\",");
+    admin
+        .status_failed
+        .render(&mut body, name, help, "result=\"error\",");
+    // One HELP/TYPE per family: drop the per-series repeats.
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,215 @@
+//! Helpers for the binaries' tests: spawn them, talk HTTP/1.1 to the admin API over a
+//! plain TCP socket, make temporary files. Everything binds 127.0.0.1 port 0 and every
+//! wait is bounded.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const CP_BIN: &str = env!("CARGO_BIN_EXE_iop-control-plane");
+pub const EDGE_BIN: &str = env!("CARGO_BIN_EXE_iop-edge");
+pub const DEMO_BIN: &str = env!("CARGO_BIN_EXE_iop-demo");
+
+/// A child process killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running `iop-control-plane`.
+pub struct ControlPlane {
+    pub proc: Proc,
+    pub edges: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+/// Starts `iop-control-plane` on port 0 with `extra` flags and reads its addresses.
+pub fn control_plane(extra: &[&str]) -> ControlPlane {
+    let mut child = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--heartbeat-interval-ms", "1000", "--log-level", "warn"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn iop-control-plane");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read addresses");
+    let field = |name: &str| -> SocketAddr {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    let (edges, admin) = (field("edges="), field("admin="));
+    ControlPlane {
+        proc: Proc(child),
+        edges,
+        admin,
+    }
+}
+
+/// Starts `iop-edge` against `cp` with `config` and `extra` flags; stderr is kept in
+/// a file so tests can read its logs.
+pub fn edge(cp: SocketAddr, edge_id: &str, config: &PathBuf, extra: &[&str]) -> (Proc, PathBuf) {
+    let log = temp_path(&format!("{edge_id}.log"));
+    let child = Command::new(EDGE_BIN)
+        .args(["--control-plane", &cp.to_string(), "--edge-id", edge_id])
+        .arg("--config")
+        .arg(config)
+        .args(["--log-level", "debug"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn iop-edge");
+    (Proc(child), log)
+}
+
+/// A unique path in the temp directory.
+pub fn temp_path(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("iop-cli-test-{}-{n}-{name}", std::process::id()))
+}
+
+/// Writes `text` to a new temp file.
+pub fn temp_file(name: &str, text: &str) -> PathBuf {
+    let path = temp_path(name);
+    std::fs::write(&path, text).expect("write temp file");
+    path
+}
+
+/// An HTTP answer: status code and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`.
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Answer {
+    let mut s = TcpStream::connect(addr).expect("connect admin");
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let body = body.unwrap_or("");
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read answer");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("http head");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status code");
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    Answer {
+        status,
+        content_type,
+        body: body.to_owned(),
+    }
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> Answer {
+    http(addr, "GET", path, None)
+}
+
+pub fn post(addr: SocketAddr, path: &str, body: &str) -> Answer {
+    http(addr, "POST", path, Some(body))
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, for at most 10 s.
+pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the admin API lists `edge_id` as connected.
+pub fn wait_connected(admin: SocketAddr, edge_id: &str) {
+    wait_until(&format!("{edge_id} connected"), || {
+        let a = get(admin, &format!("/v1/edges/{edge_id}"));
+        (a.status == 200 && a.json()["connected"] == true).then_some(())
+    });
+}
+
+/// An open server-sent-events stream; reads until a substring shows up.
+pub struct Sse {
+    stream: TcpStream,
+    pub seen: String,
+}
+
+impl Sse {
+    pub fn open(addr: SocketAddr, path: &str) -> Sse {
+        let mut stream = TcpStream::connect(addr).expect("connect admin");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .unwrap();
+        Sse {
+            stream,
+            seen: String::new(),
+        }
+    }
+
+    /// Reads until `needle` has been seen (at most 10 s).
+    pub fn wait_for(&mut self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut buf = [0u8; 4096];
+        while !self.seen.contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "SSE never showed {needle:?}: {}",
+                self.seen
+            );
+            match self.stream.read(&mut buf) {
+                Ok(0) => panic!("SSE stream closed: {}", self.seen),
+                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("SSE read: {e}"),
+            }
+        }
+    }
+}
