@@ -133,6 +133,7 @@ mod enrolment;
 mod error;
 mod event;
 mod hello;
+mod identity;
 mod inbound;
 mod stats;
 mod status;
@@ -150,5 +151,6 @@ pub use event::{
     RequestId, ResyncCause, Transmit,
 };
 pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
+pub use identity::{NamedPeer, PeerIdentity};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};
