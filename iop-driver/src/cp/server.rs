@@ -461,7 +461,9 @@ fn start_conn<R: Runtime>(
         Some(conn)
     });
     let Some(conn) = conn else { return false };
+    // A root span: after a TLS handshake this runs inside the handshake's span.
     let span = tracing::info_span!(
+        parent: None,
         "cp_conn",
         conn = conn.0,
         %peer,

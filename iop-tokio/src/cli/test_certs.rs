@@ -47,6 +47,9 @@ impl TestPki {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
+        let year = this_year();
+        params.not_before = rcgen::date_time_ymd(year - 1, 1, 1);
+        params.not_after = rcgen::date_time_ymd(year + 2, 1, 1);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
@@ -79,6 +82,11 @@ impl TestPki {
         if expired {
             params.not_before = rcgen::date_time_ymd(2020, 1, 1);
             params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        } else {
+            // From the start of last year to the start of the year after next.
+            let year = this_year();
+            params.not_before = rcgen::date_time_ymd(year - 1, 1, 1);
+            params.not_after = rcgen::date_time_ymd(year + 2, 1, 1);
         }
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.ca)?;
@@ -107,6 +115,15 @@ impl TestPki {
     pub fn expired_client(&self, edge_id: &str) -> Result<CertAndKey, rcgen::Error> {
         self.issue(&[edge_id], ExtendedKeyUsagePurpose::ClientAuth, true)
     }
+}
+
+/// The current year (UTC), near enough for validity periods of whole years.
+fn this_year() -> i32 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Mean Gregorian year: 365.2425 days.
+    1970 + i32::try_from(secs / 31_556_952).unwrap_or(0)
 }
 
 /// Writes a test PKI into `dir` (created if missing): `ca.pem`; `server.pem` and
