@@ -141,7 +141,7 @@ fn classify(error: &rustls::Error) -> HandshakeFailure {
             _ => F::BadCertificate,
         },
         rustls::Error::NoCertificatesPresented => F::NoCertificate,
-        rustls::Error::AlertReceived(alert) => match alert {
+        rustls::Error::AlertReceived(
             AlertDescription::BadCertificate
             | AlertDescription::UnknownCA
             | AlertDescription::CertificateExpired
@@ -149,9 +149,8 @@ fn classify(error: &rustls::Error) -> HandshakeFailure {
             | AlertDescription::CertificateUnknown
             | AlertDescription::UnsupportedCertificate
             | AlertDescription::CertificateRequired
-            | AlertDescription::AccessDenied => F::RejectedByPeer,
-            _ => F::Other,
-        },
+            | AlertDescription::AccessDenied,
+        ) => F::RejectedByPeer,
         rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => F::NotTls,
         _ => F::Other,
     }
