@@ -170,7 +170,14 @@ where
             }
             Step::Eof => return Ended::Transport,
             Step::Failed(e) => {
-                tracing::debug!(error = %e, "transport failed");
+                // A TLS alert after the handshake (TLS 1.3 clients learn only then that
+                // the server refused their certificate) is worth an operator's eyes.
+                let tls = crate::tls::HandshakeError::from_io(&e);
+                if tls.kind == crate::tls::HandshakeFailure::Io {
+                    tracing::debug!(error = %e, "transport failed");
+                } else {
+                    tracing::warn!(error = %e, kind = ?tls.kind, "TLS error on the connection");
+                }
                 return Ended::Transport;
             }
         }

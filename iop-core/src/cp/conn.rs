@@ -51,6 +51,8 @@ pub(crate) struct Conn {
     /// The deadline under which this connection sits in the endpoint's timer index.
     pub(crate) indexed_at: Option<Instant>,
     pub(crate) state: ConnState,
+    /// The transport's identity of the peer, until the hello is answered.
+    pub(crate) peer: Option<Box<dyn super::identity::PeerIdentity>>,
 }
 
 impl Conn {
@@ -66,6 +68,7 @@ impl Conn {
             timers: TimerTable::default(),
             indexed_at: None,
             state: ConnState::AwaitingHello,
+            peer: None,
         }
     }
 

@@ -13,6 +13,7 @@ use super::conn::{Conn, ConnState, FlapHistory};
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
 use super::event::{CloseReason, ConnectionId, CpEvent, RequestId, Transmit};
+use super::identity::PeerIdentity;
 use super::stats::CpStats;
 use super::timer::Timer;
 use super::view::{EdgeView, Reachability};
@@ -93,6 +94,18 @@ impl ControlPlane {
     /// A transport connection was accepted. Over the connection cap (or after
     /// [`shutdown`](Self::shutdown)) it is refused at once with a `GoAway`.
     pub fn handle_connect(&mut self, now: Instant, conn: ConnectionId) -> Result<(), ConnectError> {
+        self.handle_connect_with_identity(now, conn, None)
+    }
+
+    /// [`handle_connect`](Self::handle_connect) for a transport that authenticated its
+    /// peer (mutual TLS): the hello is checked against `identity` when
+    /// [`CpConfig::require_peer_identity`] is on (see [`PeerIdentity`]).
+    pub fn handle_connect_with_identity(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        identity: Option<Box<dyn PeerIdentity>>,
+    ) -> Result<(), ConnectError> {
         if self.conns.contains_key(&conn) {
             return Err(ConnectError::DuplicateConnectionId(conn));
         }
@@ -105,6 +118,7 @@ impl ControlPlane {
             self.config.max_frame_len,
         );
         c.timers.set(Timer::Hello, now + self.config.hello_timeout);
+        c.peer = identity;
         self.conns.insert(conn, Box::new(c));
         if self.shut_down {
             self.close(conn, CloseReason::Shutdown);

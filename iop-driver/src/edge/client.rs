@@ -22,6 +22,7 @@ use super::handler::{CommandContext, CommandResult, Handler, Reporter, boxed};
 use crate::io::{self, ConnCore, Pull};
 use crate::notice::{Publisher, Subscription};
 use crate::signal::{Signal, lock};
+use crate::tls::{ClientTls, HandshakeError, MaybeTls};
 use crate::{Clock, Runtime};
 
 /// How long one dial may take before it counts as failed.
@@ -36,13 +37,30 @@ pub struct EdgeClient<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     events: Publisher<EdgeEvent>,
     event_capacity: usize,
     shutdown_grace: Duration,
+    tls: Option<ClientTls>,
     _runtime: PhantomData<fn() -> R>,
+}
+
+/// Why the last dial of an Edge failed, from [`EdgeHandle::last_dial_error`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DialError {
+    /// The TCP connection could not be made.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// The TCP connection (or the TLS handshake) took too long.
+    #[error("connect timed out")]
+    TimedOut,
+    /// The TLS handshake failed.
+    #[error(transparent)]
+    Tls(#[from] HandshakeError),
 }
 
 impl<R: Runtime, G: EdgeRegistry> std::fmt::Debug for EdgeClient<R, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeClient")
             .field("config", &self.config)
+            .field("tls", &self.tls)
             .field("operations", &self.handlers.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -60,6 +78,7 @@ impl<R: Runtime> EdgeClient<R, NodeRegistry> {
             events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
+            tls: None,
             _runtime: PhantomData,
         }
     }
@@ -82,8 +101,18 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
+            tls: None,
             _runtime: PhantomData,
         }
+    }
+
+    /// Speaks TLS to the Control Plane (SPEC §2): every dial is followed by a handshake
+    /// verified against `tls` (bounded, with the TCP connect, by 10 s). A failed
+    /// handshake counts as a failed dial (the core's backoff applies) and is logged
+    /// and kept in [`EdgeHandle::last_dial_error`].
+    pub fn with_tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Undelivered events an [`EdgeHandle::events`] subscriber may hold (default 1 024).
@@ -148,6 +177,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
                 events: self.events,
                 done: false,
                 done_waiters: Vec::new(),
+                last_dial_error: None,
             }),
             clock,
             wake: Signal::new(),
@@ -157,6 +187,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             event_capacity: self.event_capacity,
             shutdown_grace: self.shutdown_grace,
             addr,
+            tls: self.tls,
             _runtime: PhantomData,
         });
         let span = tracing::info_span!("edge", edge_id = %edge_id, cp = %addr);
@@ -174,6 +205,7 @@ struct EdgeState<G: EdgeRegistry> {
     /// The driver task ended.
     done: bool,
     done_waiters: Vec<oneshot::Sender<()>>,
+    last_dial_error: Option<DialError>,
 }
 
 struct EdgeShared<R: Runtime, G: EdgeRegistry> {
@@ -187,6 +219,7 @@ struct EdgeShared<R: Runtime, G: EdgeRegistry> {
     event_capacity: usize,
     shutdown_grace: Duration,
     addr: SocketAddr,
+    tls: Option<ClientTls>,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -366,9 +399,9 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
             }
         }
         let dial = futures_lite::future::or(
-            futures_lite::future::or(async { Dial::Done(R::connect(shared.addr).await) }, async {
+            futures_lite::future::or(async { Dial::Done(dial(&shared).await) }, async {
                 R::sleep_until(std::time::Instant::now() + CONNECT_TIMEOUT).await;
-                Dial::TimedOut
+                Dial::Done(Err(DialError::TimedOut))
             }),
             async {
                 shared.stop.wait().await;
@@ -379,12 +412,13 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
         let mut stream = match dial {
             Dial::Done(Ok(stream)) => stream,
             Dial::Done(Err(e)) => {
-                tracing::debug!(error = %e, "dial failed");
-                shared.with_inner(|edge, now| edge.handle_connect_failed(now));
-                continue;
-            }
-            Dial::TimedOut => {
-                tracing::debug!("dial timed out");
+                match &e {
+                    DialError::Tls(error) => {
+                        tracing::warn!(%error, kind = ?error.kind, "cannot connect to the control plane")
+                    }
+                    other => tracing::debug!(error = %other, "dial failed"),
+                }
+                lock(&shared.state).last_dial_error = Some(e);
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
@@ -411,9 +445,27 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
 }
 
 enum Dial<S> {
-    Done(std::io::Result<S>),
-    TimedOut,
+    Done(Result<S, DialError>),
     Stopped,
+}
+
+/// TCP, then the TLS handshake when configured.
+async fn dial<R: Runtime, G: EdgeRegistry>(
+    shared: &EdgeShared<R, G>,
+) -> Result<MaybeTls<R::Stream>, DialError> {
+    let stream = R::connect(shared.addr)
+        .await
+        .map_err(|e| DialError::Connect(e.to_string()))?;
+    let Some(tls) = &shared.tls else {
+        return Ok(MaybeTls::Plain(stream));
+    };
+    let connector = futures_rustls::TlsConnector::from(tls.config.clone());
+    let tls_stream = connector
+        .connect(tls.server_name.clone(), stream)
+        .await
+        .map_err(|e| DialError::Tls(HandshakeError::from_io(&e)))?;
+    tracing::debug!("TLS handshake completed");
+    Ok(MaybeTls::Client(Box::new(tls_stream)))
 }
 
 struct EdgeConn<'a, R: Runtime, G: EdgeRegistry> {
@@ -508,6 +560,12 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
     /// This process's instance id (sent in the hello).
     pub fn instance_id(&self) -> String {
         lock(&self.shared.state).edge.instance_id().to_owned()
+    }
+
+    /// Why the most recent failed dial failed (TCP, timeout or TLS handshake), if one
+    /// did; a later successful dial does not clear it.
+    pub fn last_dial_error(&self) -> Option<DialError> {
+        lock(&self.shared.state).last_dial_error.clone()
     }
 
     /// The Control Plane address dialled.
