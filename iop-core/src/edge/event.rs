@@ -107,6 +107,10 @@ pub enum ProtocolError {
     /// The accepted protocol version is not one this Edge speaks.
     #[error("CP accepted with protocol version {0}, which this Edge does not speak")]
     ProtocolVersion(u32),
+    /// The CP accepted with a `max_frame_len` below the 64 KiB it must accept before
+    /// the hello: no session could work with it.
+    #[error("CP accepted with max_frame_len {0}, below the 64 KiB pre-hello limit")]
+    FrameLimitTooSmall(u32),
 }
 
 /// Why [`Edge::handle_connected`](super::Edge::handle_connected) was refused.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use iop_proto::{
     Body, CommandRejectReason, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeCommandResponse,
     EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway, GoAwayReason, HelloRejectReason,
-    Message, NodeEventKind, PROTOCOL_VERSION,
+    Message, NodeEventKind, PRE_HELLO_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 
 use super::commands::Known;
@@ -95,6 +95,13 @@ impl<R: EdgeRegistry> Edge<R> {
             0 => DEFAULT_MAX_FRAME_LEN,
             n => n,
         };
+        // A CP that took our hello under the 64 KiB pre-hello cap cannot accept less
+        // after it (SPEC §4.1): below that, even a heartbeat may not fit and the
+        // session would be mute, so the answer is broken.
+        if max_frame_len < PRE_HELLO_MAX_FRAME_LEN {
+            self.protocol_error(now, ProtocolError::FrameLimitTooSmall(max_frame_len));
+            return;
+        }
         self.activate(now, interval, max_frame_len);
         self.events.push_back(EdgeEvent::Connected {
             session_id: response.session_id,
