@@ -240,3 +240,39 @@ async fn frames_from_a_superseded_session_do_not_touch_the_live_sessions_view() 
     assert!(s.cp.command("cmd-from-the-past").is_none());
     s.finish().await;
 }
+
+#[tokio::test]
+async fn an_edge_that_never_answers_status_holds_at_most_64_requests() {
+    let s = setup().await;
+    let (_attacker, _resync) = s.attacker("mute").await;
+    // The resync request is the first of the 64; 100 more are asked at once.
+    let asks: Vec<_> = (0..100)
+        .map(|_| {
+            let cp = s.cp.clone();
+            tokio::spawn(async move { cp.request_status("mute", vec![]).await })
+        })
+        .collect();
+    let (mut refused, mut timed_out) = (0, 0);
+    for ask in asks {
+        match bounded("status outcome", ask).await.unwrap() {
+            Err(StatusRequestError::Refused(
+                iop_tokio::core::cp::StatusError::TooManyInFlight { .. },
+            )) => refused += 1,
+            Err(StatusRequestError::TimedOut) => timed_out += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    // 63 beside the resync request (64 if that one had already timed out).
+    assert_eq!(timed_out + refused, 100);
+    assert!(
+        (63..=64).contains(&timed_out),
+        "{timed_out} timed out, {refused} refused"
+    );
+    // Timed-out requests free their slots.
+    let again = bounded("status again", s.cp.request_status("mute", vec![])).await;
+    assert!(
+        matches!(again, Err(StatusRequestError::TimedOut)),
+        "{again:?}"
+    );
+    s.finish().await;
+}
