@@ -281,3 +281,59 @@ async fn a_silent_client_of_the_binary_gets_hello_timeout() {
     assert_binary_undisturbed(&cp, &good).await;
     good.edge.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_floods_heartbeats_and_never_reads_is_dropped_with_bounded_memory() {
+    let cp = CpProcess::start(&["--heartbeat-interval-ms", "1000"], "warn");
+    let good = good_edge(cp.edges, "good").await;
+    // A small receive buffer: the kernel absorbs little of the acks.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4 * 1024).unwrap();
+    let stream = bounded("connect", socket.connect(cp.edges)).await.unwrap();
+    let mut attacker = Attacker::from_stream(stream);
+    attacker.hello("deaf").await;
+    let (rss_before, _) = cp.memory_kib();
+    // 1.5 M heartbeats (15 MB) and never a read: their acks (10 bytes each) outgrow
+    // the 8 MiB outbound cap plus the kernel's buffers.
+    const DEAF_FLOOD: u64 = 1_500_000;
+    let mut flood = Vec::with_capacity(16 << 20);
+    for sequence in 1..=DEAF_FLOOD {
+        flood.extend(envelope_frame(&Envelope::new(Heartbeat {
+            sequence,
+            sent_at_unix_ms: 0,
+        })));
+    }
+    // The write ends early (reset) once the CP drops the peer.
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(40),
+        attacker.stream.write_all(&flood),
+    )
+    .await;
+    // The kernel may have taken it all before the CP read it: wait for the verdict.
+    // (15 MB through a debug build on a loaded machine: a longer bound than usual.)
+    let verdict = tokio::time::timeout(std::time::Duration::from_secs(40), async {
+        loop {
+            let (_, metrics) = admin_get(cp.admin, "/metrics").await;
+            if metrics.lines().any(|l| l == "iop_slow_peers_total 1") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(verdict.is_ok(), "the deaf peer was never dropped");
+    let (rss_after, hwm) = cp.memory_kib();
+    eprintln!(
+        "deaf heartbeat flood: {DEAF_FLOOD} frames ({} KiB); VmRSS before {rss_before} KiB, \
+         after {rss_after} KiB, VmHWM {hwm} KiB",
+        flood.len() / 1024
+    );
+    // The 8 MiB cap bounds what is queued for the peer, in memory too.
+    assert!(
+        hwm < rss_before + FLOOD_RSS_BUDGET_KIB,
+        "peak RSS {hwm} KiB, from {rss_before} KiB before the flood"
+    );
+    drop(attacker);
+    assert_binary_undisturbed(&cp, &good).await;
+    good.edge.shutdown().await;
+}
