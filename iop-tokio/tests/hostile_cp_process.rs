@@ -311,7 +311,7 @@ async fn a_peer_that_floods_heartbeats_and_never_reads_is_dropped_with_bounded_m
     .await;
     // The kernel may have taken it all before the CP read it: wait for the verdict.
     // (15 MB through a debug build on a loaded machine: a longer bound than usual.)
-    let verdict = tokio::time::timeout(std::time::Duration::from_secs(40), async {
+    let verdict = tokio::time::timeout(std::time::Duration::from_secs(60), async {
         loop {
             let (_, metrics) = admin_get(cp.admin, "/metrics").await;
             if metrics.lines().any(|l| l == "iop_slow_peers_total 1") {
@@ -321,7 +321,10 @@ async fn a_peer_that_floods_heartbeats_and_never_reads_is_dropped_with_bounded_m
         }
     })
     .await;
-    assert!(verdict.is_ok(), "the deaf peer was never dropped");
+    if verdict.is_err() {
+        let (_, metrics) = admin_get(cp.admin, "/metrics").await;
+        panic!("the deaf peer was never dropped: {metrics}");
+    }
     let (rss_after, hwm) = cp.memory_kib();
     eprintln!(
         "deaf heartbeat flood: {DEAF_FLOOD} frames ({} KiB); VmRSS before {rss_before} KiB, \

@@ -268,10 +268,11 @@ async fn a_control_plane_that_floods_and_never_reads_is_dropped_as_slow() {
         conn
     });
     assert_eq!(closed(&mut events).await, CloseReason::SlowPeer);
+    // It hangs up and comes back, although the old connection is still open and
+    // its answers unread (bytes pending must not hold the driver forever).
+    let _again = cp.accept_hello().await;
     let conn = bounded("writer", writer).await.unwrap();
     drop(conn);
-    // And it comes back.
-    let _again = cp.accept_hello().await;
     edge.shutdown().await;
 }
 
@@ -296,4 +297,99 @@ async fn a_control_plane_that_never_answers_the_hello_is_retried_with_backoff() 
     assert!(edge.stats().hellos_sent >= 3);
     assert_eq!(edge.stats().sessions_accepted, 0);
     edge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_go_away_superseded_with_retry_after_is_honoured_before_redialling() {
+    let cp = FakeCp::bind().await;
+    let (edge, mut events) = victim(&cp, victim_config());
+    let mut conn = cp.accept_with(accepted()).await;
+    connected(&mut events).await;
+    let told = Instant::now();
+    conn.write(&envelope_frame(&Envelope::go_away(
+        GoAwayReason::Superseded,
+        "another process has this id",
+        400,
+    )))
+    .await;
+    let reason = closed(&mut events).await;
+    assert!(
+        matches!(
+            reason,
+            CloseReason::GoAway {
+                reason: GoAwayReason::Superseded,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+    let _again = cp.accept_hello().await;
+    // Backoff is 20 ms here: only the retry_after can explain the wait.
+    let waited = told.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400),
+        "redialled after {waited:?}"
+    );
+    edge.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_edge_binary_stays_bounded_when_its_control_plane_floods_and_never_reads() {
+    let cp = FakeCp::bind_small_buffers();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/edge.toml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iop-edge"))
+        .args([
+            "--control-plane",
+            &cp.addr().to_string(),
+            "--edge-id",
+            "victim",
+        ])
+        .args(["--config", config, "--log-level", "warn"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn iop-edge");
+    let pid = child.id();
+    let memory_kib = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap()
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    };
+    let mut conn = cp.accept_with(accepted()).await;
+    // Its resync status goes unread like everything else.
+    let (rss_before, _) = memory_kib();
+    // 100 000 status requests (0.8 MB): their answers are far more than the 8 MiB
+    // outbound cap plus the kernel's buffers.
+    let mut flood = Vec::new();
+    for id in 1..=100_000u64 {
+        flood.extend(envelope_frame(&Envelope::correlated(
+            id,
+            EdgeStatusRequest::default(),
+        )));
+    }
+    let writer = tokio::spawn(async move {
+        conn.write(&flood).await;
+        conn
+    });
+    // It drops the Control Plane and dials again.
+    let again = tokio::time::timeout(Duration::from_secs(40), cp.accept_hello()).await;
+    let (rss_after, hwm) = memory_kib();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(again.is_ok(), "the edge never redialled");
+    drop(bounded("writer", writer).await);
+    eprintln!(
+        "edge under a deaf status flood: VmRSS before {rss_before} KiB, after {rss_after} KiB, \
+         VmHWM {hwm} KiB"
+    );
+    assert!(
+        hwm < rss_before + 32 * 1024,
+        "peak RSS {hwm} KiB, from {rss_before} KiB"
+    );
 }
