@@ -158,7 +158,12 @@ async fn command_responses_and_events_for_unknown_ids_are_counted_and_dropped() 
     let (mut attacker, _) = s.attacker("attacker").await;
     let before = s.cp.stats().unknown_command_ids;
     for i in 0..50 {
-        let id = format!("cmd-never-sent-{i}");
+        // Half of them with control characters (NUL, newline, an ANSI escape).
+        let id = if i % 2 == 0 {
+            format!("cmd-never-sent-{i}")
+        } else {
+            format!("cmd\u{0}\n\u{1b}[31m{i}")
+        };
         attacker
             .write(&envelope_frame(&Envelope::new(EdgeCommandResponse {
                 command_id: id.clone(),
