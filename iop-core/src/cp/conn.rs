@@ -130,10 +130,10 @@ mod tests {
         let inline = std::mem::size_of::<Conn>() + std::mem::size_of::<Session>();
         assert!(inline < 1024, "{inline} bytes");
         // Worst case kept by an idle connection: the decoder's retained buffer and the
-        // outbound queue's retained slots (see `ControlPlane::poll_transmit`).
-        let slots = super::super::endpoint::IDLE_OUTBOUND_SLOTS
-            * (std::mem::size_of::<iop_proto::Envelope>() + std::mem::size_of::<usize>());
-        let worst = inline + super::super::endpoint::IDLE_DECODER_CAPACITY + slots;
+        // outbound queue's retained bytes (see `ControlPlane::poll_transmit`).
+        let worst = inline
+            + super::super::endpoint::IDLE_DECODER_CAPACITY
+            + super::super::endpoint::IDLE_OUTBOUND_BYTES;
         assert!(worst < 3 * 1024, "{worst} bytes");
     }
 

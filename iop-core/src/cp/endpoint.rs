@@ -20,9 +20,9 @@ use super::view::{EdgeView, Reachability};
 
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
-/// Outbound queue slots an idle connection may keep (each is an `Envelope`, 168
-/// bytes: keeping none costs one small allocation per burst).
-pub(crate) const IDLE_OUTBOUND_SLOTS: usize = 0;
+/// Outbound buffer bytes an idle connection may keep (keeping none costs one small
+/// allocation per burst).
+pub(crate) const IDLE_OUTBOUND_BYTES: usize = 0;
 
 /// Buffer usage of one connection, for metrics and memory checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ impl ControlPlane {
         if !c.outbound.is_empty() {
             let limit = buf.len().saturating_add(self.config.transmit_chunk);
             let n = c.outbound.write_to(buf, limit);
-            c.outbound.shrink_idle(IDLE_OUTBOUND_SLOTS);
+            c.outbound.shrink_idle(IDLE_OUTBOUND_BYTES);
             self.stats.bytes_out += n as u64;
             return Transmit::Bytes(n);
         }

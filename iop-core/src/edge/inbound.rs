@@ -96,8 +96,9 @@ impl<R: EdgeRegistry> Edge<R> {
             n => n,
         };
         // Under a tiny limit every frame of the session would be dropped (found by the
-        // `edge_session_bytes` fuzz target: a limit of 1 byte left an accepted, mute
-        // session). The GoAway still goes out under the pre-hello limit.
+        // `edge_session_bytes` fuzz target and the hostile-CP tests: a limit of 1 byte
+        // left an accepted, mute session). The GoAway still goes out under the
+        // pre-hello limit.
         if max_frame_len < MIN_PEER_MAX_FRAME_LEN {
             self.protocol_error(now, ProtocolError::FrameLimitTooSmall(max_frame_len));
             return;

@@ -88,6 +88,8 @@ pub enum ServeError {
 pub(crate) struct ConnSlot {
     pub(crate) wake: Signal,
     pub(crate) aborted: AtomicBool,
+    /// The core emitted `Closed` for this connection.
+    pub(crate) closed: AtomicBool,
 }
 
 pub(crate) type StatusWaiter = oneshot::Sender<Result<EdgeStatusResponse, StatusRequestError>>;
@@ -188,6 +190,12 @@ impl<R: Runtime> CpShared<R> {
 fn dispatch(state: &mut CpState, event: CpEvent) {
     log_event(&event);
     match &event {
+        CpEvent::Closed { conn, .. } => {
+            if let Some(slot) = state.conns.get(conn) {
+                slot.closed.store(true, Ordering::Release);
+                slot.wake.notify();
+            }
+        }
         CpEvent::StatusReceived {
             request, response, ..
         } => {
@@ -594,6 +602,9 @@ impl<R: Runtime> ConnCore for CpConn<'_, R> {
 
     fn aborted(&self) -> bool {
         self.slot.aborted.load(Ordering::Acquire)
+    }
+    fn closed(&self) -> bool {
+        self.slot.closed.load(Ordering::Acquire)
     }
 }
 

@@ -183,6 +183,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             wake: Signal::new(),
             stop: Signal::new(),
             aborted: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             handlers: self.handlers,
             event_capacity: self.event_capacity,
             shutdown_grace: self.shutdown_grace,
@@ -215,6 +216,8 @@ struct EdgeShared<R: Runtime, G: EdgeRegistry> {
     /// Told by shutdown: a dial in progress is abandoned.
     stop: Signal,
     aborted: AtomicBool,
+    /// The core emitted `Closed` for the current connection.
+    closed: AtomicBool,
     handlers: HashMap<String, Handler>,
     event_capacity: usize,
     shutdown_grace: Duration,
@@ -256,6 +259,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     fn pump(self: &Arc<Self>, state: &mut EdgeState<G>) {
         while let Some(event) = state.edge.poll_event() {
             log_event(&event);
+            if matches!(event, EdgeEvent::Closed { .. }) {
+                self.closed.store(true, Ordering::Release);
+            }
             if let EdgeEvent::CommandReceived {
                 command_id,
                 operation,
@@ -430,6 +436,7 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
             continue;
         }
         let core = EdgeConn { shared: &shared };
+        shared.closed.store(false, Ordering::Release);
         let ended = io::drive::<R, _, _>(&mut stream, &core, &shared.wake).await;
         drop(stream);
         tracing::debug!(?ended, "transport ended");
@@ -502,6 +509,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> ConnCore for EdgeConn<'_, R, 
 
     fn aborted(&self) -> bool {
         self.shared.aborted.load(Ordering::Acquire)
+    }
+    fn closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
     }
 }
 

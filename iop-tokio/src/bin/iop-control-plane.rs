@@ -92,6 +92,11 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     status_timeout_ms: u64,
 
+    /// Connections held at once (pending hellos included); past it a new connection
+    /// gets `GoAway{OVERLOADED}` with a retry-after of 10 s and is closed.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    max_connections: usize,
+
     /// Log filter: a level (error, warn, info, debug, trace) or `RUST_LOG`-style
     /// directives. Default: `RUST_LOG`, else `info`. Logs go to stderr.
     #[arg(long, value_name = "LEVEL")]
@@ -182,6 +187,7 @@ fn run(args: Args) -> Result<(), Failure> {
         Duration::from_millis(args.heartbeat_interval_ms.clamp(1_000, 60_000));
     config.cp.hello_timeout = Duration::from_millis(args.hello_timeout_ms);
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
+    config.cp.max_connections = args.max_connections;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
