@@ -83,6 +83,12 @@ pub fn negotiated_heartbeat_interval(heartbeat_interval_ms: u32) -> Duration {
         .clamp(MIN_HEARTBEAT_INTERVAL, MAX_HEARTBEAT_INTERVAL)
 }
 
+/// The smallest `max_frame_len` an Edge accepts in a hello response: the 64 KiB
+/// pre-hello limit. A CP that took the hello under that cap cannot accept less after
+/// it (SPEC §4.1); far below it not even a heartbeat or a command answer fits and the
+/// session would be mute, so the Edge treats it as a protocol error.
+pub const MIN_PEER_MAX_FRAME_LEN: u32 = PRE_HELLO_MAX_FRAME_LEN;
+
 /// Hello metadata key of the random per-process instance id that tells two Edge
 /// processes with one `edge_id` apart (SPEC §4.1.2). The Edge sets it; the CP reads it.
 pub const INSTANCE_ID_KEY: &str = "iop.instance_id";

@@ -1,11 +1,11 @@
 //! The ordered outbound queue of one connection (SPEC §4.5, §7).
 //!
-//! Frames are queued as [`Envelope`]s and encoded only when the driver pulls them,
-//! straight into the driver's buffer: no intermediate copy per frame. The queue counts
-//! the encoded size of what it holds; past its cap the peer is too slow and the
-//! connection is dropped (SPEC §7, default 8 MiB).
-
-use std::collections::VecDeque;
+//! Frames are encoded when queued, into one contiguous byte buffer that the driver's
+//! pulls copy from. The queue therefore holds exactly the bytes it counts: past its
+//! cap the peer is too slow and the connection is dropped (SPEC §7, default 8 MiB),
+//! and the cap bounds memory too. (Queuing decoded `Envelope`s instead held 168 bytes
+//! per entry whatever the frame's size: a peer that sent heartbeats without reading
+//! their 10-byte acks made 8 MiB of cap hold about 140 MiB.)
 
 use iop_proto::{Envelope, LENGTH_PREFIX_LEN, Message, encode_frame};
 
@@ -41,12 +41,23 @@ pub enum OutboundError {
 }
 
 /// An ordered queue of frames waiting to be written to one connection.
-#[derive(Debug)]
 pub(crate) struct Outbound {
-    frames: VecDeque<(Envelope, usize)>,
-    queued_bytes: usize,
+    /// Encoded frames (length prefixes included); those before `head` are sent.
+    bytes: Vec<u8>,
+    head: usize,
     cap: usize,
     max_frame_len: u32,
+}
+
+/// Sizes only: the queued bytes may hold a hello's credential.
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("queued_bytes", &self.queued_bytes())
+            .field("cap", &self.cap)
+            .field("max_frame_len", &self.max_frame_len)
+            .finish()
+    }
 }
 
 impl Outbound {
@@ -54,8 +65,8 @@ impl Outbound {
     /// `max_frame_len`.
     pub(crate) fn new(cap: usize, max_frame_len: u32) -> Self {
         Self {
-            frames: VecDeque::new(),
-            queued_bytes: 0,
+            bytes: Vec::new(),
+            head: 0,
             cap,
             max_frame_len,
         }
@@ -81,60 +92,73 @@ impl Outbound {
             });
         }
         let frame = LENGTH_PREFIX_LEN + len;
-        if self.queued_bytes + frame > self.cap {
+        let queued = self.queued_bytes();
+        if queued + frame > self.cap {
             return Err(OutboundError::Full {
-                queued: self.queued_bytes,
+                queued,
                 frame,
                 cap: self.cap,
             });
         }
-        self.queued_bytes += frame;
-        self.frames.push_back((envelope, frame));
+        // Drop the sent prefix once it is at least half the buffer: each byte is
+        // moved at most once on average.
+        if self.head > 0 && self.head >= queued {
+            self.bytes.drain(..self.head);
+            self.head = 0;
+        }
+        // Cannot fail: the size was checked against the limit, and a Vec always has
+        // room.
+        let _ = encode_frame(&envelope, u32::MAX, &mut self.bytes);
         Ok(())
     }
 
-    /// Encodes queued frames onto the end of `buf`, oldest first, stopping before the
-    /// frame that would take `buf` past `soft_limit` bytes (at least one frame is
-    /// always written if any is queued). Returns the bytes written.
+    /// Appends queued frames to `buf`, oldest first, stopping before the frame that
+    /// would take `buf` past `soft_limit` bytes (at least one frame is always written
+    /// if any is queued). Returns the bytes written.
     pub(crate) fn write_to(&mut self, buf: &mut Vec<u8>, soft_limit: usize) -> usize {
         let start = buf.len();
-        while let Some((_, frame)) = self.frames.front() {
-            if buf.len() > start && buf.len() + frame > soft_limit {
+        let mut end = self.head;
+        while let Some(prefix) = self.bytes.get(end..end + LENGTH_PREFIX_LEN) {
+            let mut len = [0u8; LENGTH_PREFIX_LEN];
+            len.copy_from_slice(prefix);
+            let frame = LENGTH_PREFIX_LEN + u32::from_be_bytes(len) as usize;
+            if end > self.head && start + (end - self.head) + frame > soft_limit {
                 break;
             }
-            let Some((envelope, frame)) = self.frames.pop_front() else {
-                break;
-            };
-            self.queued_bytes -= frame;
-            // Cannot fail: the size was checked against the limit when queued, and a
-            // Vec always has room.
-            let _ = encode_frame(&envelope, u32::MAX, buf);
+            end += frame;
+        }
+        buf.extend_from_slice(self.bytes.get(self.head..end).unwrap_or_default());
+        self.head = end;
+        if self.head == self.bytes.len() {
+            self.bytes.clear();
+            self.head = 0;
         }
         buf.len() - start
     }
 
     /// True when nothing is queued.
     pub(crate) fn is_empty(&self) -> bool {
-        self.frames.is_empty()
+        self.head == self.bytes.len()
     }
 
     /// Encoded bytes queued (prefixes included).
     pub(crate) fn queued_bytes(&self) -> usize {
-        self.queued_bytes
+        self.bytes.len() - self.head
     }
 
-    /// Releases the queue's slots when it is empty and holds more than `keep`, so an
-    /// idle connection does not keep the memory of its largest burst.
+    /// Releases the queue's buffer when it is empty and its capacity is above `keep`
+    /// bytes, so an idle connection does not keep the memory of its largest burst.
     pub(crate) fn shrink_idle(&mut self, keep: usize) {
-        if self.frames.is_empty() && self.frames.capacity() > keep {
-            self.frames = VecDeque::new();
+        if self.is_empty() && self.bytes.capacity() > keep {
+            self.bytes = Vec::new();
+            self.head = 0;
         }
     }
 
-    /// Drops everything queued.
+    /// Drops everything queued and releases the buffer.
     pub(crate) fn clear(&mut self) {
-        self.frames.clear();
-        self.queued_bytes = 0;
+        self.bytes = Vec::new();
+        self.head = 0;
     }
 }
 
@@ -198,5 +222,34 @@ mod tests {
             q.push(big),
             Err(OutboundError::FrameTooLarge { max: 4, .. })
         ));
+    }
+
+    #[test]
+    fn memory_held_is_the_bytes_counted() {
+        // 10-byte frames up to a 64 KiB cap: the buffer holds about the cap, not an
+        // `Envelope` per frame (which was 168 bytes each).
+        let mut q = Outbound::new(64 * 1024, 1024);
+        let mut n = 0;
+        while q.push(hb(1_000_000 + n)).is_ok() {
+            n += 1;
+        }
+        assert!(n > 6_000, "{n} frames");
+        assert!(q.queued_bytes() <= 64 * 1024);
+        assert!(q.bytes.capacity() <= 128 * 1024, "{}", q.bytes.capacity());
+        // Half sent, the rest still comes out whole and in order after more pushes.
+        let mut buf = Vec::new();
+        q.write_to(&mut buf, 32 * 1024);
+        let sent = buf.len();
+        q.push(hb(1)).unwrap();
+        while !q.is_empty() {
+            q.write_to(&mut buf, usize::MAX);
+        }
+        let mut dec = FrameDecoder::new(1024);
+        let mut input = buf.as_slice();
+        for s in 0..n {
+            assert_eq!(dec.decode(&mut input).unwrap(), Some(hb(1_000_000 + s)));
+        }
+        assert_eq!(dec.decode(&mut input).unwrap(), Some(hb(1)));
+        assert!(input.is_empty() && sent > 0);
     }
 }

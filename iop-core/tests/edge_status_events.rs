@@ -53,12 +53,13 @@ fn status_is_answered_with_the_same_correlation_id() {
 
 #[test]
 fn status_is_truncated_rather_than_over_the_cps_max_frame_len() {
-    let names: Vec<String> = (0..200).map(|i| format!("node-{i:04}")).collect();
+    // The smallest limit a CP may announce is the 64 KiB pre-hello cap.
+    let names: Vec<String> = (0..8_000).map(|i| format!("node-{i:04}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut h = Harness::new(config(), FakeRegistry::with_nodes(&refs));
     h.connect();
     h.accept_with(EdgeHelloResponse {
-        max_frame_len: 1_024,
+        max_frame_len: 65_536,
         ..accepted(1, 1_000)
     });
     h.deliver(Envelope::correlated(5, EdgeStatusRequest::default()));
@@ -66,12 +67,12 @@ fn status_is_truncated_rather_than_over_the_cps_max_frame_len() {
     let (cid, s) = status(&frames);
     assert_eq!(cid, 5);
     assert!(s.truncated);
-    assert!(!s.nodes.is_empty() && s.nodes.len() < 200);
+    assert!(!s.nodes.is_empty() && s.nodes.len() < 8_000);
     let frame = frames
         .iter()
         .find(|f| matches!(f.body, Some(Body::StatusResponse(_))))
         .unwrap();
-    assert!(frame.encoded_len() <= 1_024);
+    assert!(frame.encoded_len() <= 65_536);
 }
 
 #[test]

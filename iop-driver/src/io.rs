@@ -39,6 +39,10 @@ pub(crate) enum Ended {
     Transport,
     /// The driver was told to stop at once.
     Aborted,
+    /// The core ended the connection while bytes were still waiting to be written,
+    /// and the peer did not take them within the close bound (a peer that stopped
+    /// reading). The core has not been told the transport is gone.
+    Stalled,
 }
 
 /// The core side of one connection, called with its lock taken inside each method.
@@ -53,6 +57,10 @@ pub(crate) trait ConnCore {
     fn handle_timeout(&self);
     /// Whether the driver must stop now without flushing (forced shutdown).
     fn aborted(&self) -> bool;
+    /// Whether the core has ended this connection (its `Closed` event was emitted).
+    /// Bytes already pulled then get a bounded time to leave: the core hands out its
+    /// `Close` only once they have, which a peer that stopped reading never allows.
+    fn closed(&self) -> bool;
 }
 
 /// A boxed runtime timer.
@@ -76,6 +84,8 @@ where
     let mut out: Vec<u8> = Vec::new();
     let mut written = 0usize;
     let mut closing = false;
+    // Set when the core ended the connection with bytes still pending here.
+    let mut stall_at: Option<std::time::Instant> = None;
     let mut sleep: Option<(std::time::Instant, Sleep)> = None;
     loop {
         if core.aborted() {
@@ -110,8 +120,13 @@ where
                 }
             }
         }
+        if !closing && stall_at.is_none() && written < out.len() && core.closed() {
+            stall_at = Some(std::time::Instant::now() + CLOSE_BOUND);
+        }
         let deadline = if closing {
             sleep.as_ref().map(|(at, _)| *at)
+        } else if stall_at.is_some() {
+            stall_at
         } else {
             core.deadline()
         };
@@ -164,13 +179,24 @@ where
                 tracing::debug!("peer did not take the final bytes in time");
                 return Ended::ByCore;
             }
+            Step::Timeout if stall_at.is_some() => {
+                tracing::debug!("connection ended with bytes the peer never took");
+                return Ended::Stalled;
+            }
             Step::Timeout => {
                 sleep = None;
                 core.handle_timeout();
             }
             Step::Eof => return Ended::Transport,
             Step::Failed(e) => {
-                tracing::debug!(error = %e, "transport failed");
+                // A TLS alert after the handshake (TLS 1.3 clients learn only then that
+                // the server refused their certificate) is worth an operator's eyes.
+                let tls = crate::tls::HandshakeError::from_io(&e);
+                if tls.kind == crate::tls::HandshakeFailure::Io {
+                    tracing::debug!(error = %e, "transport failed");
+                } else {
+                    tracing::warn!(error = %e, kind = ?tls.kind, "TLS error on the connection");
+                }
                 return Ended::Transport;
             }
         }
@@ -233,6 +259,9 @@ mod tests {
         }
         fn handle_timeout(&self) {}
         fn aborted(&self) -> bool {
+            false
+        }
+        fn closed(&self) -> bool {
             false
         }
     }

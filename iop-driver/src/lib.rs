@@ -11,7 +11,9 @@
 //!   graceful shutdown;
 //! * [`EdgeClient`] / [`EdgeHandle`]: dial out, reconnect forever with the core's
 //!   backoff, node registry access, async operation handlers ([`CommandContext`],
-//!   [`CommandResult`]), graceful shutdown.
+//!   [`CommandResult`]), graceful shutdown;
+//! * [`tls`]: rustls (ring provider) on both ends, optional mutual TLS whose client
+//!   certificate identity the Control Plane checks against the hello's `edge_id`.
 //!
 //! Applications use a runtime crate (`iop-tokio`, `iop-smol`), which names these types
 //! for its runtime. This crate has no cargo features.
@@ -73,14 +75,15 @@ mod io;
 mod notice;
 mod runtime;
 mod signal;
+pub mod tls;
 
 pub use clock::Clock;
 pub use cp::{
     CommandRecord, CommandResponse, CommandTracker, CommandUpdate, ControlPlaneHandle,
     ControlPlaneServer, MAX_EVENTS_PER_RECORD, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError,
+    StatusRequestError, TlsStats,
 };
-pub use edge::{CommandContext, CommandResult, EdgeClient, EdgeHandle, HandlerFuture};
+pub use edge::{CommandContext, CommandResult, DialError, EdgeClient, EdgeHandle, HandlerFuture};
 pub use notice::{Notice, Subscription};
 pub use runtime::Runtime;
 

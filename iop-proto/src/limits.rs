@@ -172,8 +172,9 @@ pub enum LimitError {
 /// allocating; see the [module docs](self).
 ///
 /// `Ok` carries an upper bound of the heap bytes prost allocates to decode `body`
-/// (or to reject it, when it is malformed), which is within
-/// [`DecodeLimits::decoded_budget`].
+/// (or to reject it, when it is malformed). The decoded message's share of it is
+/// within [`DecodeLimits::decoded_budget`]; the rest, at most 512 bytes, is what
+/// prost's `DecodeError` would cost, which the budget does not count.
 pub fn check_envelope(body: &[u8], limits: &DecodeLimits) -> Result<usize, LimitError> {
     let mut scan = crate::scan::Scan::new(limits, limits.decoded_budget(body.len()));
     scan.envelope(body)

@@ -4,6 +4,14 @@
 //! The schema is not recursive, so the walk recurses at most five levels (envelope,
 //! body, node, provider or config, map entry); unknown groups are skipped with a
 //! counter, not recursion.
+//!
+//! The walk reads the bytes exactly as prost does, so that it never stops where prost
+//! goes on. In particular a length-delimited field is bounded by the end of the whole
+//! body, not by the end of the message that holds it: prost decodes a field that runs
+//! past its parent's end (allocating for it) and only then reports the parent's
+//! length as exceeded. A walk that cut sub-messages to their parent's bytes would
+//! stop there and let a hostile frame hide, say, a million providers from the caps
+//! (found by the `envelope_roundtrip` fuzz target).
 
 use std::mem::size_of;
 
@@ -16,6 +24,15 @@ const MAX_FIELD: usize = 15;
 const MAP_NODE_BYTES: usize = 640;
 /// Every `BTreeMap` node but the root holds at least this many entries.
 const MAP_MIN_NODE_ENTRIES: usize = 5;
+/// Heap bytes of the `DecodeError` prost returns for malformed bytes: its boxed
+/// inner part (about 72 bytes) and its stack of (message, field) names, 32 bytes per
+/// level of nesting in a `Vec` growing from 4 slots. The schema nests at most 4
+/// levels (envelope, body, node, provider or config); 512 bytes cover 8. It is added
+/// to every estimate, so that the estimate also bounds what prost allocates to reject
+/// a frame the walk could not tell was malformed (found by the `envelope_roundtrip`
+/// fuzz target: a truncated body cost 200 bytes, estimated 0). It is not charged to
+/// the budget: a tiny frame under a tiny budget stays acceptable.
+const DECODE_ERROR_BYTES: usize = 512;
 
 /// Per-message element counters, indexed by field number.
 type Counts = [u32; MAX_FIELD];
@@ -206,11 +223,12 @@ impl<'l> Scan<'l> {
     }
 
     /// Walks an envelope. Malformed bytes end the walk with `Ok`: prost rejects them.
-    /// Returns the estimated heap bytes.
+    /// Returns the estimated heap bytes, [`DECODE_ERROR_BYTES`] included.
     pub(crate) fn envelope(&mut self, body: &[u8]) -> Result<usize, LimitError> {
         let mut counts = [0; MAX_FIELD];
-        match self.message(Msg::Envelope, body, &mut counts) {
-            Ok(()) | Err(Stop::Malformed) => Ok(self.estimated),
+        let mut buf = body;
+        match self.message(Msg::Envelope, &mut buf, body.len(), &mut counts) {
+            Ok(()) | Err(Stop::Malformed) => Ok(self.estimated.saturating_add(DECODE_ERROR_BYTES)),
             Err(Stop::Limit(err)) => Err(err),
         }
     }
@@ -276,9 +294,19 @@ impl<'l> Scan<'l> {
         self.charge(string_bytes(len))
     }
 
-    /// Walks one message. `counts` belongs to this message instance (prost merges
-    /// repeated occurrences of a singular sub-message, so their counts add up).
-    fn message(&mut self, msg: Msg, mut buf: &[u8], counts: &mut Counts) -> Result<(), Stop> {
+    /// Walks one message of `len` bytes at the front of `buf` (the rest of the whole
+    /// body), advancing `buf` past it. Like prost, a field is read whole even when it
+    /// runs past the message's end, which is then malformed. `counts` belongs to
+    /// this message instance (prost merges repeated occurrences of a singular
+    /// sub-message, so their counts add up).
+    fn message(
+        &mut self,
+        msg: Msg,
+        buf: &mut &[u8],
+        len: usize,
+        counts: &mut Counts,
+    ) -> Result<(), Stop> {
+        let limit = buf.len().checked_sub(len).ok_or(Stop::Malformed)?;
         // Counters of the singular sub-message being merged into, with its field
         // number. One is enough: the envelope's singular sub-messages are the `body`
         // oneof, where prost starts a fresh value whenever another variant arrives
@@ -286,14 +314,14 @@ impl<'l> Scan<'l> {
         // sub-message field (checked by a test below). A per-field table here would
         // zero 900 bytes for every message walked, nodes and providers included.
         let mut child: (usize, Counts) = (0, [0; MAX_FIELD]);
-        while !buf.is_empty() {
-            let key = varint(&mut buf)?;
+        while buf.len() > limit {
+            let key = varint(buf)?;
             let number = key >> 3;
             let wire_type = key & 7;
             // Scalars (most fields of a provider or node) are skipped in place: this
             // walk runs over every byte of every frame.
             if wire_type == 0 {
-                varint(&mut buf)?;
+                varint(buf)?;
                 continue;
             }
             let known = if wire_type == 2 {
@@ -302,63 +330,80 @@ impl<'l> Scan<'l> {
                 None
             };
             let Some(known) = known else {
-                self.skip(wire_type, &mut buf)?;
+                self.skip(wire_type, buf)?;
                 continue;
             };
-            let bytes = length_delimited(&mut buf)?;
             let slot = usize::try_from(number).map_err(|_| Stop::Malformed)?;
             let count = counts.get_mut(slot).ok_or(Stop::Malformed)?;
             match known {
-                Field::Str(name, class) => self.string(name, class, bytes.len())?,
+                Field::Str(name, class) => {
+                    self.string(name, class, length_delimited(buf)?.len())?;
+                }
                 Field::Bytes(name) => {
-                    self.string(name, Class::Text, bytes.len())?;
-                    self.charge(bytes.len())?;
+                    let len = length_delimited(buf)?.len();
+                    self.string(name, Class::Text, len)?;
+                    self.charge(len)?;
                 }
                 Field::RepStr(name, class, cap) => {
                     self.push(count, self.cap(cap), name, Some(size_of::<String>()))?;
-                    self.string(name, class, bytes.len())?;
+                    self.string(name, class, length_delimited(buf)?.len())?;
                 }
                 Field::Msg(sub) => {
                     if child.0 != slot {
                         child = (slot, [0; MAX_FIELD]);
                     }
-                    self.message(sub, bytes, &mut child.1)?;
+                    let len = length(buf)?;
+                    self.message(sub, buf, len, &mut child.1)?;
                 }
                 Field::RepMsg(name, child, cap, size) => {
                     self.push(count, self.cap(cap), name, Some(size))?;
-                    self.message(child, bytes, &mut [0; MAX_FIELD])?;
+                    let len = length(buf)?;
+                    self.message(child, buf, len, &mut [0; MAX_FIELD])?;
                 }
                 Field::Map(name, key_name, value_name) => {
                     self.push(count, self.limits.max_map_entries, name, None)?;
-                    self.map_entry(bytes, key_name, value_name)?;
+                    let len = length(buf)?;
+                    self.map_entry(buf, len, key_name, value_name)?;
                 }
             }
         }
-        Ok(())
+        if buf.len() == limit {
+            Ok(())
+        } else {
+            Err(Stop::Malformed)
+        }
     }
 
+    /// Walks one map entry of `len` bytes at the front of `buf`, as
+    /// [`message`](Self::message) walks a message.
     fn map_entry(
         &mut self,
-        mut buf: &[u8],
+        buf: &mut &[u8],
+        len: usize,
         key_name: &'static str,
         value_name: &'static str,
     ) -> Result<(), Stop> {
-        while !buf.is_empty() {
-            let key = varint(&mut buf)?;
+        let limit = buf.len().checked_sub(len).ok_or(Stop::Malformed)?;
+        while buf.len() > limit {
+            let key = varint(buf)?;
             match key {
                 // Field 1 (key) and 2 (value), length-delimited.
                 0x0a => {
-                    let bytes = length_delimited(&mut buf)?;
+                    let bytes = length_delimited(buf)?;
                     self.string(key_name, Class::Id, bytes.len())?;
                 }
                 0x12 => {
-                    let bytes = length_delimited(&mut buf)?;
+                    let bytes = length_delimited(buf)?;
                     self.string(value_name, Class::Text, bytes.len())?;
                 }
-                _ => self.skip(key & 7, &mut buf)?,
+                _ => self.skip(key & 7, buf)?,
             }
         }
-        Ok(())
+        if buf.len() == limit {
+            Ok(())
+        } else {
+            Err(Stop::Malformed)
+        }
     }
 
     /// Skips one field's value (its key already read). Groups are walked with a
@@ -414,12 +459,18 @@ fn skip_flat(wire_type: u64, buf: &mut &[u8]) -> Result<(), Stop> {
     Ok(())
 }
 
-/// Reads a length prefix and returns that many bytes.
-fn length_delimited<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], Stop> {
+/// Reads a length prefix, which may not exceed the bytes left in the whole body.
+fn length(buf: &mut &[u8]) -> Result<usize, Stop> {
     let len = usize::try_from(varint(buf)?).map_err(|_| Stop::Malformed)?;
     if len > buf.len() {
         return Err(Stop::Malformed);
     }
+    Ok(len)
+}
+
+/// Reads a length prefix and returns that many bytes.
+fn length_delimited<'a>(buf: &mut &'a [u8]) -> Result<&'a [u8], Stop> {
+    let len = length(buf)?;
     let (bytes, rest) = buf.split_at(len);
     *buf = rest;
     Ok(bytes)

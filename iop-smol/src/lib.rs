@@ -62,6 +62,10 @@
 //!   backoff; [`EdgeHandle`] (cloneable): `with_registry`, `events`, `is_connected`,
 //!   `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
 //!   progress) and return a [`CommandResult`].
+//! * TLS (rustls, the same code as on tokio): [`ServerConfig::tls`] takes a
+//!   [`ServerTls`] (certificate, key, optional client CA for mutual TLS),
+//!   [`EdgeClient::with_tls`](iop_driver::EdgeClient::with_tls) a [`ClientTls`]; see
+//!   [`tls`] for the client identity rule (`tests/tls.rs`).
 //!
 //! A complete smol Edge with nodes and a custom operation:
 //! `cargo run -p iop-smol --example smol_edge` (`examples/smol_edge.rs`). This crate
@@ -87,10 +91,11 @@ pub use runtime::Smol;
 pub use iop_driver::iop_core as core;
 pub use iop_driver::iop_core::cp::{CpConfig, DuplicatePolicy, EnrolmentPolicy};
 pub use iop_driver::iop_core::edge::EdgeConfig;
+pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
-    Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate,
+    Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate, DialError,
     HandlerFuture, MAX_EVENTS_PER_RECORD, Notice, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, Subscription,
+    StatusRequestError, Subscription, TlsStats,
 };
 
 /// A running Control Plane on smol.

@@ -60,6 +60,11 @@
 //!   `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
 //!   progress) and return a [`CommandResult`].
 //!
+//! * TLS (rustls): [`ServerConfig::tls`] takes a [`ServerTls`] (certificate, key,
+//!   optional client CA for mutual TLS), [`EdgeClient::with_tls`](iop_driver::EdgeClient::with_tls)
+//!   a [`ClientTls`] (CA, server name, optional client certificate); see [`tls`] for
+//!   the client identity rule.
+//!
 //! Everything must run inside a tokio runtime (it uses `tokio::spawn`). The types are
 //! those of [`iop_driver`] with the runtime fixed to [`Tokio`]; the `iop-smol` crate
 //! has the same names for smol.
@@ -98,10 +103,11 @@ pub use runtime::Tokio;
 pub use iop_driver::iop_core as core;
 pub use iop_driver::iop_core::cp::{CpConfig, DuplicatePolicy, EnrolmentPolicy};
 pub use iop_driver::iop_core::edge::EdgeConfig;
+pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
-    Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate,
+    Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate, DialError,
     HandlerFuture, MAX_EVENTS_PER_RECORD, Notice, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, Subscription,
+    StatusRequestError, Subscription, TlsStats,
 };
 
 /// A running Control Plane on tokio.

@@ -77,6 +77,10 @@ pub struct CpConfig {
     /// Ask for a full status at once when a session is accepted and when an event gap
     /// is seen (SPEC §4.1.6, §4.5). On by default.
     pub auto_status_on_resync: bool,
+    /// Refuse a hello `BAD_CREDENTIAL` unless its connection carries a
+    /// [`PeerIdentity`](super::PeerIdentity) (e.g. a verified client certificate) that
+    /// names the hello's `edge_id`. Off by default.
+    pub require_peer_identity: bool,
     /// Window in which supersessions of one `edge_id` are counted for flapping.
     pub flap_window: Duration,
     /// Supersessions within `flap_window` that make an `edge_id` flapping.
@@ -117,6 +121,7 @@ impl Default for CpConfig {
             min_protocol_version: limits::PROTOCOL_VERSION,
             max_protocol_version: limits::PROTOCOL_VERSION,
             auto_status_on_resync: true,
+            require_peer_identity: false,
             flap_window: Duration::from_secs(60),
             flap_threshold: 3,
             session_id_floor: 0,

@@ -51,6 +51,8 @@ pub(crate) struct Conn {
     /// The deadline under which this connection sits in the endpoint's timer index.
     pub(crate) indexed_at: Option<Instant>,
     pub(crate) state: ConnState,
+    /// The transport's identity of the peer, until the hello is answered.
+    pub(crate) peer: Option<Box<dyn super::identity::PeerIdentity>>,
 }
 
 impl Conn {
@@ -66,6 +68,7 @@ impl Conn {
             timers: TimerTable::default(),
             indexed_at: None,
             state: ConnState::AwaitingHello,
+            peer: None,
         }
     }
 
@@ -127,10 +130,10 @@ mod tests {
         let inline = std::mem::size_of::<Conn>() + std::mem::size_of::<Session>();
         assert!(inline < 1024, "{inline} bytes");
         // Worst case kept by an idle connection: the decoder's retained buffer and the
-        // outbound queue's retained slots (see `ControlPlane::poll_transmit`).
-        let slots = super::super::endpoint::IDLE_OUTBOUND_SLOTS
-            * (std::mem::size_of::<iop_proto::Envelope>() + std::mem::size_of::<usize>());
-        let worst = inline + super::super::endpoint::IDLE_DECODER_CAPACITY + slots;
+        // outbound queue's retained bytes (see `ControlPlane::poll_transmit`).
+        let worst = inline
+            + super::super::endpoint::IDLE_DECODER_CAPACITY
+            + super::super::endpoint::IDLE_OUTBOUND_BYTES;
         assert!(worst < 3 * 1024, "{worst} bytes");
     }
 

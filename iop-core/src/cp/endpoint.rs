@@ -13,15 +13,16 @@ use super::conn::{Conn, ConnState, FlapHistory};
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
 use super::event::{CloseReason, ConnectionId, CpEvent, RequestId, Transmit};
+use super::identity::PeerIdentity;
 use super::stats::CpStats;
 use super::timer::Timer;
 use super::view::{EdgeView, Reachability};
 
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
-/// Outbound queue slots an idle connection may keep (each is an `Envelope`, 168
-/// bytes: keeping none costs one small allocation per burst).
-pub(crate) const IDLE_OUTBOUND_SLOTS: usize = 0;
+/// Outbound buffer bytes an idle connection may keep (keeping none costs one small
+/// allocation per burst).
+pub(crate) const IDLE_OUTBOUND_BYTES: usize = 0;
 
 /// Buffer usage of one connection, for metrics and memory checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +94,18 @@ impl ControlPlane {
     /// A transport connection was accepted. Over the connection cap (or after
     /// [`shutdown`](Self::shutdown)) it is refused at once with a `GoAway`.
     pub fn handle_connect(&mut self, now: Instant, conn: ConnectionId) -> Result<(), ConnectError> {
+        self.handle_connect_with_identity(now, conn, None)
+    }
+
+    /// [`handle_connect`](Self::handle_connect) for a transport that authenticated its
+    /// peer (mutual TLS): the hello is checked against `identity` when
+    /// [`CpConfig::require_peer_identity`] is on (see [`PeerIdentity`]).
+    pub fn handle_connect_with_identity(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        identity: Option<Box<dyn PeerIdentity>>,
+    ) -> Result<(), ConnectError> {
         if self.conns.contains_key(&conn) {
             return Err(ConnectError::DuplicateConnectionId(conn));
         }
@@ -105,6 +118,7 @@ impl ControlPlane {
             self.config.max_frame_len,
         );
         c.timers.set(Timer::Hello, now + self.config.hello_timeout);
+        c.peer = identity;
         self.conns.insert(conn, Box::new(c));
         if self.shut_down {
             self.close(conn, CloseReason::Shutdown);
@@ -205,7 +219,7 @@ impl ControlPlane {
         if !c.outbound.is_empty() {
             let limit = buf.len().saturating_add(self.config.transmit_chunk);
             let n = c.outbound.write_to(buf, limit);
-            c.outbound.shrink_idle(IDLE_OUTBOUND_SLOTS);
+            c.outbound.shrink_idle(IDLE_OUTBOUND_BYTES);
             self.stats.bytes_out += n as u64;
             return Transmit::Bytes(n);
         }

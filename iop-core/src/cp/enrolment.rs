@@ -7,16 +7,16 @@ use iop_proto::HelloRejectReason;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// An enrolment secret in clear. Its `Debug` never shows the bytes; hash it with
-/// [`Credential::hash`] and drop it as soon as possible. No `PartialEq`: compare
-/// hashes, which compare in constant time.
+/// An enrolment secret in clear. Its `Debug` never shows the bytes, and they are
+/// zeroed when it is dropped; hash it with [`Credential::hash`] and drop it as soon as
+/// possible. No `PartialEq`: compare hashes, which compare in constant time.
 #[derive(Clone)]
-pub struct Credential(Vec<u8>);
+pub struct Credential(zeroize::Zeroizing<Vec<u8>>);
 
 impl Credential {
     /// Wraps secret bytes.
     pub fn new(secret: impl Into<Vec<u8>>) -> Self {
-        Self(secret.into())
+        Self(zeroize::Zeroizing::new(secret.into()))
     }
 
     /// The SHA-256 hash of the secret, the only form the Control Plane keeps.

@@ -104,6 +104,20 @@ impl ControlPlane {
             };
             return self.reject_hello(conn, Rejection::new(reason, message));
         }
+        let peer = self.conns.get_mut(&conn).and_then(|c| c.peer.take());
+        if self.config.require_peer_identity {
+            let message = match &peer {
+                None => Some("no verified client certificate identity on this connection"),
+                Some(p) if !p.names_edge(&hello.edge_id) => {
+                    Some("client certificate identity does not match the edge id")
+                }
+                Some(_) => None,
+            };
+            if let Some(message) = message {
+                let r = Rejection::new(HelloRejectReason::BadCredential, message);
+                return self.reject_hello(conn, r);
+            }
+        }
         if self.draining {
             let mut r = Rejection::new(HelloRejectReason::Draining, "control plane is draining");
             r.retry_after = self.config.retry_after_draining;

@@ -48,7 +48,10 @@
 //!   version 0, §7 hello limits; an id over 128 bytes never gets here: the decoder's
 //!   limits refuse the frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`,
 //!   `UNKNOWN_EDGE` / `BAD_CREDENTIAL` ([`EnrolmentPolicy`]; SHA-256 hashes compared
-//!   in constant time), `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
+//!   in constant time), then — with [`CpConfig::require_peer_identity`] — `BAD_CREDENTIAL`
+//!   when the connection's [`PeerIdentity`] (mutual TLS, attached by
+//!   [`ControlPlane::handle_connect_with_identity`]) is missing or does not name the
+//!   edge id, `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
 //!   closes. Session ids strictly increase per CP (a fencing epoch); a superseded
 //!   session's close never disconnects the live Edge. Every accepted session emits
 //!   [`CpEvent::ResyncNeeded`] and (by default) asks for a full status.
@@ -133,6 +136,7 @@ mod enrolment;
 mod error;
 mod event;
 mod hello;
+mod identity;
 mod inbound;
 mod stats;
 mod status;
@@ -150,5 +154,6 @@ pub use event::{
     RequestId, ResyncCause, Transmit,
 };
 pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
+pub use identity::{NamedPeer, PeerIdentity};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

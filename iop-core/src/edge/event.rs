@@ -107,6 +107,11 @@ pub enum ProtocolError {
     /// The accepted protocol version is not one this Edge speaks.
     #[error("CP accepted with protocol version {0}, which this Edge does not speak")]
     ProtocolVersion(u32),
+    /// The CP accepted with a frame limit below
+    /// [`MIN_PEER_MAX_FRAME_LEN`](crate::limits::MIN_PEER_MAX_FRAME_LEN): answers and
+    /// events could not be sent under it.
+    #[error("CP accepted with a frame limit of {0} bytes, too small to answer it")]
+    FrameLimitTooSmall(u32),
 }
 
 /// Why [`Edge::handle_connected`](super::Edge::handle_connected) was refused.

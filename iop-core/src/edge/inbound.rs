@@ -13,7 +13,7 @@ use super::event::{CloseReason, EdgeEvent, ProtocolError};
 use super::registry_seam::EdgeRegistry;
 use super::session::{Conn, Edge};
 use crate::Instant;
-use crate::limits::{MAX_COMMAND_ID_LEN, negotiated_heartbeat_interval};
+use crate::limits::{MAX_COMMAND_ID_LEN, MIN_PEER_MAX_FRAME_LEN, negotiated_heartbeat_interval};
 use crate::registry::{
     ResolveError, STATUS_ENVELOPE_OVERHEAD, Selector, Target, TargetError, TargetLevel,
 };
@@ -95,6 +95,14 @@ impl<R: EdgeRegistry> Edge<R> {
             0 => DEFAULT_MAX_FRAME_LEN,
             n => n,
         };
+        // Under a tiny limit every frame of the session would be dropped (found by the
+        // `edge_session_bytes` fuzz target and the hostile-CP tests: a limit of 1 byte
+        // left an accepted, mute session). The GoAway still goes out under the
+        // pre-hello limit.
+        if max_frame_len < MIN_PEER_MAX_FRAME_LEN {
+            self.protocol_error(now, ProtocolError::FrameLimitTooSmall(max_frame_len));
+            return;
+        }
         self.activate(now, interval, max_frame_len);
         self.events.push_back(EdgeEvent::Connected {
             session_id: response.session_id,

@@ -2,20 +2,22 @@
 
 use std::fmt;
 
+use zeroize::Zeroizing;
+
 /// Secret bytes (the Edge's enrollment credential).
 ///
 /// `Debug` prints `<redacted>`; the bytes are overwritten with zeros when the value
-/// is dropped (a best-effort wipe without `unsafe`: copies made by the allocator or
+/// is dropped (by `zeroize`, which the compiler cannot optimise away: copies made by the allocator or
 /// by encoding a hello frame are outside its reach). There is deliberately no
 /// `PartialEq`: a secret is never compared here, and a naive comparison would leak
 /// timing.
 #[derive(Clone, Default)]
-pub struct Secret(Vec<u8>);
+pub struct Secret(Zeroizing<Vec<u8>>);
 
 impl Secret {
     /// Wraps `bytes`.
     pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
-        Self(bytes.into())
+        Self(Zeroizing::new(bytes.into()))
     }
 
     /// The secret bytes, for building the hello. Do not log them.
@@ -37,22 +39,13 @@ impl From<&str> for Secret {
 
 impl From<Vec<u8>> for Secret {
     fn from(value: Vec<u8>) -> Self {
-        Self(value)
+        Self::new(value)
     }
 }
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
-    }
-}
-
-impl Drop for Secret {
-    fn drop(&mut self) {
-        for byte in self.0.iter_mut() {
-            *byte = 0;
-        }
-        std::hint::black_box(&mut self.0);
     }
 }
 

@@ -87,7 +87,8 @@ impl ProviderConfig {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct NodeEndpoint {
     address: String,
-    token: String,
+    /// Zeroed on drop.
+    token: zeroize::Zeroizing<String>,
     transport: BTreeMap<String, String>,
 }
 
@@ -96,7 +97,7 @@ impl NodeEndpoint {
     pub fn new(address: impl Into<String>, token: impl Into<String>) -> Self {
         Self {
             address: address.into(),
-            token: token.into(),
+            token: zeroize::Zeroizing::new(token.into()),
             transport: BTreeMap::new(),
         }
     }

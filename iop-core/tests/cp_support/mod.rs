@@ -60,6 +60,14 @@ impl Harness {
 
     /// Opens a new connection.
     pub fn connect(&mut self) -> ConnectionId {
+        self.connect_with_identity(None)
+    }
+
+    /// Opens a new connection whose transport authenticated the peer as `identity`.
+    pub fn connect_with_identity(
+        &mut self,
+        identity: Option<Box<dyn iop_core::cp::PeerIdentity>>,
+    ) -> ConnectionId {
         let id = ConnectionId(self.next_conn);
         self.next_conn += 1;
         self.peers.insert(
@@ -71,7 +79,9 @@ impl Harness {
                 bytes: Vec::new(),
             },
         );
-        self.cp.handle_connect(self.now, id).unwrap();
+        self.cp
+            .handle_connect_with_identity(self.now, id, identity)
+            .unwrap();
         self.pump(Some(id));
         id
     }

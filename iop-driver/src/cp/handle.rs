@@ -12,7 +12,7 @@ use iop_core::cp::{
 use iop_core::proto::EdgeStatusResponse;
 
 use super::book::{CommandRecord, CommandTracker};
-use super::server::CpShared;
+use super::server::{CpShared, TlsStats};
 use crate::Runtime;
 use crate::notice::Subscription;
 use crate::signal::lock;
@@ -94,6 +94,11 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// Counters for metrics.
     pub fn stats(&self) -> CpStats {
         lock(&self.shared.state).cp.stats()
+    }
+
+    /// TLS handshake counters and the last failure (all zero without TLS).
+    pub fn tls_stats(&self) -> TlsStats {
+        lock(&self.shared.state).tls_stats.clone()
     }
 
     /// Asks `edge_id` for the status of `node_ids` (empty = every node) and waits for

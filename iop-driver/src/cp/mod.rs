@@ -8,4 +8,4 @@ pub use book::{
     CommandRecord, CommandResponse, CommandTracker, CommandUpdate, MAX_EVENTS_PER_RECORD,
 };
 pub use handle::{ControlPlaneHandle, SendCommandError, StatusRequestError};
-pub use server::{ControlPlaneServer, ServeError, ServerConfig};
+pub use server::{ControlPlaneServer, ServeError, ServerConfig, TlsStats};

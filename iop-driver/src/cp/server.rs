@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use iop_core::Instant;
 use iop_core::cp::{
-    ConnectionId, ControlPlane, CpConfig, CpConfigError, CpEvent, EnrolmentPolicy, RequestId,
-    Transmit,
+    ConnectionId, ControlPlane, CpConfig, CpConfigError, CpEvent, EnrolmentPolicy, PeerIdentity,
+    RequestId, Transmit,
 };
 use iop_core::proto::EdgeStatusResponse;
 use tracing::Instrument;
@@ -22,6 +22,7 @@ use super::handle::{ControlPlaneHandle, StatusRequestError};
 use crate::io::{self, ConnCore, Ended, Pull};
 use crate::notice::Publisher;
 use crate::signal::{Signal, lock};
+use crate::tls::{CertIdentity, HandshakeError, MaybeTls, ServerTls};
 use crate::{Clock, Runtime};
 
 /// Everything a [`ControlPlaneServer`] needs besides its address.
@@ -41,6 +42,10 @@ pub struct ServerConfig {
     pub command_book: usize,
     /// Undelivered events a subscriber may hold before it starts losing them.
     pub subscriber_capacity: usize,
+    /// TLS for every Edge connection (`None`: plain TCP). A handshake must finish
+    /// within the core's `hello_timeout`. For the mutual-TLS identity check also set
+    /// [`CpConfig::require_peer_identity`](iop_core::cp::CpConfig::require_peer_identity).
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +56,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             command_book: 4_096,
             subscriber_capacity: 1_024,
+            tls: None,
         }
     }
 }
@@ -82,6 +88,8 @@ pub enum ServeError {
 pub(crate) struct ConnSlot {
     pub(crate) wake: Signal,
     pub(crate) aborted: AtomicBool,
+    /// The core emitted `Closed` for this connection.
+    pub(crate) closed: AtomicBool,
 }
 
 pub(crate) type StatusWaiter = oneshot::Sender<Result<EdgeStatusResponse, StatusRequestError>>;
@@ -105,6 +113,24 @@ pub(crate) struct CpState {
     /// Told when the last connection is gone (and the listener closed) after
     /// `stopped`.
     pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
+    /// TLS handshakes under way (they count against the connection cap).
+    handshaking: usize,
+    pub(crate) tls_stats: TlsStats,
+}
+
+/// TLS handshake counters of a [`ControlPlaneServer`], from
+/// [`ControlPlaneHandle::tls_stats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsStats {
+    /// Handshakes that completed.
+    pub handshakes_completed: u64,
+    /// Handshakes that failed (bad certificate, not TLS, timed out, ...).
+    pub handshakes_failed: u64,
+    /// Connections dropped before the handshake because the connection cap was reached.
+    pub refused_over_capacity: u64,
+    /// The most recent failure.
+    pub last_failure: Option<HandshakeError>,
 }
 
 /// State shared by the server's tasks and every handle.
@@ -116,6 +142,9 @@ pub(crate) struct CpShared<R: Runtime> {
     pub(crate) local_addr: SocketAddr,
     pub(crate) shutdown_grace: Duration,
     pub(crate) subscriber_capacity: usize,
+    tls: Option<ServerTls>,
+    handshake_timeout: Duration,
+    max_connections: usize,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -161,6 +190,12 @@ impl<R: Runtime> CpShared<R> {
 fn dispatch(state: &mut CpState, event: CpEvent) {
     log_event(&event);
     match &event {
+        CpEvent::Closed { conn, .. } => {
+            if let Some(slot) = state.conns.get(conn) {
+                slot.closed.store(true, Ordering::Release);
+                slot.wake.notify();
+            }
+        }
         CpEvent::StatusReceived {
             request, response, ..
         } => {
@@ -291,6 +326,8 @@ impl<R: Runtime> ControlPlaneServer<R> {
         if cp_config.command_id_epoch == 0 {
             cp_config.command_id_epoch = unix_nanos;
         }
+        let handshake_timeout = cp_config.hello_timeout;
+        let max_connections = cp_config.max_connections;
         let cp = ControlPlane::new(cp_config, config.enrolment)?;
         let listener = R::bind(addr).await?;
         let local_addr = R::local_addr(&listener)?;
@@ -307,6 +344,8 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 finished: false,
                 accept_done: false,
                 idle_waiters: Vec::new(),
+                handshaking: 0,
+                tls_stats: TlsStats::default(),
             }),
             clock,
             timer: Signal::new(),
@@ -314,9 +353,12 @@ impl<R: Runtime> ControlPlaneServer<R> {
             local_addr,
             shutdown_grace: config.shutdown_grace,
             subscriber_capacity: config.subscriber_capacity,
+            tls: config.tls,
+            handshake_timeout,
+            max_connections,
             _runtime: PhantomData,
         });
-        tracing::info!(%local_addr, "control plane listening");
+        tracing::info!(%local_addr, tls = shared.tls.is_some(), "control plane listening");
         R::spawn(accept_loop(shared.clone(), listener));
         R::spawn(timer_loop(shared.clone()));
         Ok(Self {
@@ -363,39 +405,140 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
                 continue;
             }
         };
-        let slot = Arc::new(ConnSlot::default());
-        let conn = shared.with(|state, now| {
-            if state.stopped {
-                return None;
+        match &shared.tls {
+            None => {
+                if !start_conn(&shared, MaybeTls::Plain(stream), peer, None) {
+                    break;
+                }
             }
-            state.next_conn += 1;
-            let conn = ConnectionId(state.next_conn);
-            // Ids are never reused, so this cannot fail.
-            if state.cp.handle_connect(now, conn).is_err() {
-                return None;
+            Some(tls) => {
+                let admitted = shared.with(|state, _| {
+                    if state.stopped {
+                        return None;
+                    }
+                    if state.conns.len() + state.handshaking >= shared.max_connections {
+                        state.tls_stats.refused_over_capacity += 1;
+                        return Some(false);
+                    }
+                    state.handshaking += 1;
+                    Some(true)
+                });
+                match admitted {
+                    None => break,
+                    Some(false) => {
+                        tracing::warn!(%peer, "connection cap reached: dropped before the TLS handshake");
+                        continue;
+                    }
+                    Some(true) => {}
+                }
+                let acceptor = futures_rustls::TlsAcceptor::from(tls.config.clone());
+                let span = tracing::info_span!("tls_accept", %peer);
+                R::spawn(handshake::<R>(shared.clone(), acceptor, stream, peer).instrument(span));
             }
-            state.conns.insert(conn, slot.clone());
-            Some(conn)
-        });
-        let Some(conn) = conn else { break };
-        let span = tracing::info_span!(
-            "cp_conn",
-            conn = conn.0,
-            %peer,
-            edge_id = tracing::field::Empty
-        );
-        R::spawn(conn_task(shared.clone(), conn, slot, stream).instrument(span));
+        }
     }
     drop(listener);
     shared.with(|state, _| state.accept_done = true);
     tracing::debug!("accept loop stopped");
 }
 
+/// Registers a connection (after its TLS handshake, if any) with the core and spawns
+/// its driver task. False when the server is stopping.
+fn start_conn<R: Runtime>(
+    shared: &Arc<CpShared<R>>,
+    stream: MaybeTls<R::Stream>,
+    peer: SocketAddr,
+    identity: Option<Box<dyn PeerIdentity>>,
+) -> bool {
+    let slot = Arc::new(ConnSlot::default());
+    let conn = shared.with(|state, now| {
+        if state.stopped {
+            return None;
+        }
+        state.next_conn += 1;
+        let conn = ConnectionId(state.next_conn);
+        // Ids are never reused, so this cannot fail.
+        if state
+            .cp
+            .handle_connect_with_identity(now, conn, identity)
+            .is_err()
+        {
+            return None;
+        }
+        state.conns.insert(conn, slot.clone());
+        Some(conn)
+    });
+    let Some(conn) = conn else { return false };
+    // A root span: after a TLS handshake this runs inside the handshake's span.
+    let span = tracing::info_span!(
+        parent: None,
+        "cp_conn",
+        conn = conn.0,
+        %peer,
+        edge_id = tracing::field::Empty
+    );
+    R::spawn(conn_task(shared.clone(), conn, slot, stream).instrument(span));
+    true
+}
+
+/// One TLS handshake, bounded by the hello timeout; then the connection starts.
+async fn handshake<R: Runtime>(
+    shared: Arc<CpShared<R>>,
+    acceptor: futures_rustls::TlsAcceptor,
+    stream: R::Stream,
+    peer: SocketAddr,
+) {
+    let deadline = std::time::Instant::now() + shared.handshake_timeout;
+    let result = futures_lite::future::or(
+        async {
+            acceptor
+                .accept(stream)
+                .await
+                .map_err(|e| HandshakeError::from_io(&e))
+        },
+        async {
+            R::sleep_until(deadline).await;
+            Err(HandshakeError::timed_out())
+        },
+    )
+    .await;
+    let tls = match result {
+        Ok(tls) => tls,
+        Err(error) => {
+            tracing::warn!(%error, kind = ?error.kind, "edge connection refused");
+            shared.with(|state, _| {
+                state.handshaking -= 1;
+                state.tls_stats.handshakes_failed += 1;
+                state.tls_stats.last_failure = Some(error);
+            });
+            return;
+        }
+    };
+    // rustls verified the chain; the end-entity certificate is the identity.
+    let identity = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|cert| {
+            Box::new(CertIdentity::new(cert.clone().into_owned())) as Box<dyn PeerIdentity>
+        });
+    tracing::debug!(
+        client_certificate = identity.is_some(),
+        "TLS handshake completed"
+    );
+    shared.with(|state, _| {
+        state.handshaking -= 1;
+        state.tls_stats.handshakes_completed += 1;
+    });
+    start_conn(&shared, MaybeTls::Server(Box::new(tls)), peer, identity);
+}
+
 async fn conn_task<R: Runtime>(
     shared: Arc<CpShared<R>>,
     conn: ConnectionId,
     slot: Arc<ConnSlot>,
-    mut stream: R::Stream,
+    mut stream: MaybeTls<R::Stream>,
 ) {
     tracing::debug!("connection accepted");
     let core = CpConn {
@@ -459,6 +602,9 @@ impl<R: Runtime> ConnCore for CpConn<'_, R> {
 
     fn aborted(&self) -> bool {
         self.slot.aborted.load(Ordering::Acquire)
+    }
+    fn closed(&self) -> bool {
+        self.slot.closed.load(Ordering::Acquire)
     }
 }
 

@@ -22,6 +22,7 @@ use super::handler::{CommandContext, CommandResult, Handler, Reporter, boxed};
 use crate::io::{self, ConnCore, Pull};
 use crate::notice::{Publisher, Subscription};
 use crate::signal::{Signal, lock};
+use crate::tls::{ClientTls, HandshakeError, MaybeTls};
 use crate::{Clock, Runtime};
 
 /// How long one dial may take before it counts as failed.
@@ -36,13 +37,30 @@ pub struct EdgeClient<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     events: Publisher<EdgeEvent>,
     event_capacity: usize,
     shutdown_grace: Duration,
+    tls: Option<ClientTls>,
     _runtime: PhantomData<fn() -> R>,
+}
+
+/// Why the last dial of an Edge failed, from [`EdgeHandle::last_dial_error`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DialError {
+    /// The TCP connection could not be made.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// The TCP connection (or the TLS handshake) took too long.
+    #[error("connect timed out")]
+    TimedOut,
+    /// The TLS handshake failed.
+    #[error(transparent)]
+    Tls(#[from] HandshakeError),
 }
 
 impl<R: Runtime, G: EdgeRegistry> std::fmt::Debug for EdgeClient<R, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeClient")
             .field("config", &self.config)
+            .field("tls", &self.tls)
             .field("operations", &self.handlers.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -60,6 +78,7 @@ impl<R: Runtime> EdgeClient<R, NodeRegistry> {
             events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
+            tls: None,
             _runtime: PhantomData,
         }
     }
@@ -82,8 +101,18 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
+            tls: None,
             _runtime: PhantomData,
         }
+    }
+
+    /// Speaks TLS to the Control Plane (SPEC §2): every dial is followed by a handshake
+    /// verified against `tls` (bounded, with the TCP connect, by 10 s). A failed
+    /// handshake counts as a failed dial (the core's backoff applies) and is logged
+    /// and kept in [`EdgeHandle::last_dial_error`].
+    pub fn with_tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     /// Undelivered events an [`EdgeHandle::events`] subscriber may hold (default 1 024).
@@ -148,15 +177,18 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
                 events: self.events,
                 done: false,
                 done_waiters: Vec::new(),
+                last_dial_error: None,
             }),
             clock,
             wake: Signal::new(),
             stop: Signal::new(),
             aborted: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             handlers: self.handlers,
             event_capacity: self.event_capacity,
             shutdown_grace: self.shutdown_grace,
             addr,
+            tls: self.tls,
             _runtime: PhantomData,
         });
         let span = tracing::info_span!("edge", edge_id = %edge_id, cp = %addr);
@@ -174,6 +206,7 @@ struct EdgeState<G: EdgeRegistry> {
     /// The driver task ended.
     done: bool,
     done_waiters: Vec<oneshot::Sender<()>>,
+    last_dial_error: Option<DialError>,
 }
 
 struct EdgeShared<R: Runtime, G: EdgeRegistry> {
@@ -183,10 +216,13 @@ struct EdgeShared<R: Runtime, G: EdgeRegistry> {
     /// Told by shutdown: a dial in progress is abandoned.
     stop: Signal,
     aborted: AtomicBool,
+    /// The core emitted `Closed` for the current connection.
+    closed: AtomicBool,
     handlers: HashMap<String, Handler>,
     event_capacity: usize,
     shutdown_grace: Duration,
     addr: SocketAddr,
+    tls: Option<ClientTls>,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -223,6 +259,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     fn pump(self: &Arc<Self>, state: &mut EdgeState<G>) {
         while let Some(event) = state.edge.poll_event() {
             log_event(&event);
+            if matches!(event, EdgeEvent::Closed { .. }) {
+                self.closed.store(true, Ordering::Release);
+            }
             if let EdgeEvent::CommandReceived {
                 command_id,
                 operation,
@@ -366,9 +405,9 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
             }
         }
         let dial = futures_lite::future::or(
-            futures_lite::future::or(async { Dial::Done(R::connect(shared.addr).await) }, async {
+            futures_lite::future::or(async { Dial::Done(dial(&shared).await) }, async {
                 R::sleep_until(std::time::Instant::now() + CONNECT_TIMEOUT).await;
-                Dial::TimedOut
+                Dial::Done(Err(DialError::TimedOut))
             }),
             async {
                 shared.stop.wait().await;
@@ -379,12 +418,13 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
         let mut stream = match dial {
             Dial::Done(Ok(stream)) => stream,
             Dial::Done(Err(e)) => {
-                tracing::debug!(error = %e, "dial failed");
-                shared.with_inner(|edge, now| edge.handle_connect_failed(now));
-                continue;
-            }
-            Dial::TimedOut => {
-                tracing::debug!("dial timed out");
+                match &e {
+                    DialError::Tls(error) => {
+                        tracing::warn!(%error, kind = ?error.kind, "cannot connect to the control plane")
+                    }
+                    other => tracing::debug!(error = %other, "dial failed"),
+                }
+                lock(&shared.state).last_dial_error = Some(e);
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
@@ -396,6 +436,7 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
             continue;
         }
         let core = EdgeConn { shared: &shared };
+        shared.closed.store(false, Ordering::Release);
         let ended = io::drive::<R, _, _>(&mut stream, &core, &shared.wake).await;
         drop(stream);
         tracing::debug!(?ended, "transport ended");
@@ -411,9 +452,27 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
 }
 
 enum Dial<S> {
-    Done(std::io::Result<S>),
-    TimedOut,
+    Done(Result<S, DialError>),
     Stopped,
+}
+
+/// TCP, then the TLS handshake when configured.
+async fn dial<R: Runtime, G: EdgeRegistry>(
+    shared: &EdgeShared<R, G>,
+) -> Result<MaybeTls<R::Stream>, DialError> {
+    let stream = R::connect(shared.addr)
+        .await
+        .map_err(|e| DialError::Connect(e.to_string()))?;
+    let Some(tls) = &shared.tls else {
+        return Ok(MaybeTls::Plain(stream));
+    };
+    let connector = futures_rustls::TlsConnector::from(tls.config.clone());
+    let tls_stream = connector
+        .connect(tls.server_name.clone(), stream)
+        .await
+        .map_err(|e| DialError::Tls(HandshakeError::from_io(&e)))?;
+    tracing::debug!("TLS handshake completed");
+    Ok(MaybeTls::Client(Box::new(tls_stream)))
 }
 
 struct EdgeConn<'a, R: Runtime, G: EdgeRegistry> {
@@ -450,6 +509,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> ConnCore for EdgeConn<'_, R, 
 
     fn aborted(&self) -> bool {
         self.shared.aborted.load(Ordering::Acquire)
+    }
+    fn closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
     }
 }
 
@@ -508,6 +570,12 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
     /// This process's instance id (sent in the hello).
     pub fn instance_id(&self) -> String {
         lock(&self.shared.state).edge.instance_id().to_owned()
+    }
+
+    /// Why the most recent failed dial failed (TCP, timeout or TLS handshake), if one
+    /// did; a later successful dial does not clear it.
+    pub fn last_dial_error(&self) -> Option<DialError> {
+        lock(&self.shared.state).last_dial_error.clone()
     }
 
     /// The Control Plane address dialled.

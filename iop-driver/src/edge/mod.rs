@@ -3,5 +3,5 @@
 mod client;
 mod handler;
 
-pub use client::{EdgeClient, EdgeHandle};
+pub use client::{DialError, EdgeClient, EdgeHandle};
 pub use handler::{CommandContext, CommandResult, HandlerFuture};

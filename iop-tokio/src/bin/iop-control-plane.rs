@@ -12,7 +12,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use iop_tokio::cli::admin::{self, AdminState};
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
 use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging};
-use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
+use iop_tokio::{
+    ControlPlaneHandle, ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig,
+    ServerTls,
+};
 
 /// How long open admin connections may take to finish once stopping.
 const ADMIN_GRACE: Duration = Duration::from_secs(3);
@@ -23,8 +26,17 @@ const ADMIN_GRACE: Duration = Duration::from_secs(3);
 ///
 /// On start it prints one line to stdout, `iop-control-plane listening edges=ADDR
 /// admin=ADDR`, with the bound addresses (useful with port 0). Stops gracefully on
-/// Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 runtime error, 2 usage error
-/// (bad flag, unusable enrolment file).
+/// Ctrl-C or SIGTERM. On SIGHUP it re-reads the --enroll file without dropping
+/// connected Edges: an Edge whose entry was removed or whose credential changed is
+/// disconnected with GoAway{CREDENTIAL_REVOKED}; a file that does not load is logged
+/// and the previous allow list stays in force. Exit codes: 0 stopped cleanly, 1
+/// runtime error, 2 usage error (bad flag, unusable enrolment or TLS file).
+///
+/// TLS: with --tls-cert and --tls-key Edges must connect with TLS (framing is the same
+/// inside). With --tls-client-ca they must also present a client certificate signed by
+/// that CA (mutual TLS); with --require-client-identity that certificate must name the
+/// Edge: it must be valid for the hello's edge id as a DNS name (a subjectAltName DNS
+/// entry; the CN is not used), else the hello is refused BAD_CREDENTIAL.
 #[derive(Debug, Parser)]
 #[command(name = "iop-control-plane", version, subcommand_negates_reqs = true)]
 struct Args {
@@ -41,6 +53,25 @@ struct Args {
     /// enrol (development only).
     #[arg(long, value_name = "FILE")]
     enroll: Option<PathBuf>,
+
+    /// PEM file with the Control Plane's TLS certificate chain (server certificate
+    /// first). Turns TLS on; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM file with the private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// PEM file with the CA(s) that Edge client certificates must chain to: mutual TLS,
+    /// an Edge without a valid client certificate fails the handshake. Needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+
+    /// Refuse a hello (BAD_CREDENTIAL) unless the Edge's client certificate is valid
+    /// for its edge id as a DNS name (subjectAltName). Needs --tls-client-ca.
+    #[arg(long, requires = "tls_client_ca")]
+    require_client_identity: bool,
 
     /// What to do when an Edge id that already has a live session says hello again:
     /// `replace` the old session (default: a reconnecting Edge whose old connection is
@@ -61,6 +92,11 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     status_timeout_ms: u64,
 
+    /// Connections held at once (pending hellos included); past it a new connection
+    /// gets `GoAway{OVERLOADED}` with a retry-after of 10 s and is closed.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    max_connections: usize,
+
     /// Log filter: a level (error, warn, info, debug, trace) or `RUST_LOG`-style
     /// directives. Default: `RUST_LOG`, else `info`. Logs go to stderr.
     #[arg(long, value_name = "LEVEL")]
@@ -76,6 +112,16 @@ enum Command {
     /// enrolment file stores. One trailing newline is ignored, as `iop-edge
     /// --credential-file` does: `iop-control-plane hash-credential < edge-1.secret`.
     HashCredential,
+    /// Writes a throw-away test PKI into DIR, for trials only: ca.pem, server.pem and
+    /// server.key (valid for localhost and 127.0.0.1), and <EDGE_ID>.pem/.key client
+    /// certificates naming each --edge-id (key files mode 0600). The CA key is not kept.
+    GenTestCerts {
+        /// Directory to write into (created if missing).
+        dir: PathBuf,
+        /// An Edge id to issue a client certificate for (repeatable).
+        #[arg(long = "edge-id", value_name = "ID")]
+        edge_ids: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -92,8 +138,18 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Failure> {
-    if let Some(Command::HashCredential) = args.command {
-        return hash_credential();
+    match &args.command {
+        Some(Command::HashCredential) => return hash_credential(),
+        Some(Command::GenTestCerts { dir, edge_ids }) => {
+            let written = iop_tokio::cli::test_certs::write_test_certs(dir, edge_ids)
+                .map_err(Failure::Runtime)?;
+            let mut out = std::io::stdout().lock();
+            for path in written {
+                let _ = writeln!(out, "{}", path.display());
+            }
+            return Ok(());
+        }
+        None => {}
     }
     logging::init(args.log_level.as_deref(), "info").map_err(Failure::Usage)?;
     let (Some(listen), Some(admin_addr)) = (args.listen, args.admin) else {
@@ -111,6 +167,18 @@ fn run(args: Args) -> Result<(), Failure> {
         }
     };
     let mut config = ServerConfig::new(enrolment);
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let tls = ServerTls::from_pem_files(cert, key, args.tls_client_ca.as_deref())
+            .map_err(|e| Failure::Usage(format!("TLS: {e}")))?;
+        tracing::info!(
+            cert = %cert.display(),
+            mutual = tls.requires_client_certificates(),
+            require_client_identity = args.require_client_identity,
+            "TLS on"
+        );
+        config.tls = Some(tls);
+        config.cp.require_peer_identity = args.require_client_identity;
+    }
     config.cp.duplicate_policy = match args.duplicate_policy {
         DuplicateArg::Replace => DuplicatePolicy::Replace,
         DuplicateArg::Reject => DuplicatePolicy::Reject,
@@ -119,23 +187,26 @@ fn run(args: Args) -> Result<(), Failure> {
         Duration::from_millis(args.heartbeat_interval_ms.clamp(1_000, 60_000));
     config.cp.hello_timeout = Duration::from_millis(args.hello_timeout_ms);
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
+    config.cp.max_connections = args.max_connections;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(serve(listen, admin_addr, config))
+    runtime.block_on(serve(listen, admin_addr, config, args.enroll))
 }
 
 async fn serve(
     listen: SocketAddr,
     admin_addr: SocketAddr,
     config: ServerConfig,
+    enroll: Option<PathBuf>,
 ) -> Result<(), Failure> {
     let server = ControlPlaneServer::bind(listen, config)
         .await
         .map_err(|e| Failure::Runtime(format!("edge listener {listen}: {e}")))?;
+    reload_on_sighup(server.handle(), enroll)?;
     let admin_listener = tokio::net::TcpListener::bind(admin_addr)
         .await
         .map_err(|e| Failure::Runtime(format!("admin listener {admin_addr}: cannot bind: {e}")))?;
@@ -193,8 +264,46 @@ async fn serve(
     }
 }
 
+/// Re-reads the enrolment file on every SIGHUP (Unix), for the life of the process.
+#[cfg(unix)]
+fn reload_on_sighup(cp: ControlPlaneHandle, enroll: Option<PathBuf>) -> Result<(), Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Installed before the "listening" line, so a SIGHUP sent after it is never fatal.
+    let mut hangups = signal(SignalKind::hangup())
+        .map_err(|e| Failure::Runtime(format!("cannot watch SIGHUP: {e}")))?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let Some(path) = &enroll else {
+                tracing::warn!("SIGHUP: no --enroll file to reload");
+                continue;
+            };
+            match EnrolFile::load(path) {
+                Ok(file) => {
+                    cp.set_enrolment_policy(EnrolmentPolicy::AllowList(file.allow_list));
+                    tracing::info!(
+                        edges = file.edge_ids.len(),
+                        file = %path.display(),
+                        "enrolment file reloaded"
+                    );
+                }
+                Err(e) => tracing::error!(
+                    error = %e,
+                    "enrolment file reload failed; the previous allow list stays in force"
+                ),
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn reload_on_sighup(_cp: ControlPlaneHandle, _enroll: Option<PathBuf>) -> Result<(), Failure> {
+    Ok(())
+}
+
 fn hash_credential() -> Result<(), Failure> {
-    let mut raw = Vec::new();
+    // The credential in clear: zeroed when dropped.
+    let mut raw = zeroize::Zeroizing::new(Vec::new());
     std::io::stdin()
         .read_to_end(&mut raw)
         .map_err(|e| Failure::Runtime(format!("reading stdin: {e}")))?;

@@ -14,7 +14,7 @@ use iop_core::edge::Secret;
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
 use iop_tokio::cli::simulate::{self, SimRates, Simulator};
 use iop_tokio::cli::{EdgeFile, credential_bytes, edge_ops, logging};
-use iop_tokio::{EdgeClient, EdgeConfig};
+use iop_tokio::{ClientTls, EdgeClient, EdgeConfig};
 
 /// An IOP Edge: dials the Control Plane (and redials forever with backoff), owns the
 /// node registry described by its config file, answers status requests from it, and
@@ -45,6 +45,26 @@ struct Args {
     /// is ignored). Its SHA-256 goes in the Control Plane's enrolment file.
     #[arg(long, value_name = "FILE")]
     credential_file: Option<PathBuf>,
+
+    /// PEM file with the CA(s) the Control Plane's certificate must chain to. Turns TLS
+    /// on (framing is the same inside).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+
+    /// Name the Control Plane's certificate must be valid for (DNS name or IP).
+    /// Default: the host part of --control-plane.
+    #[arg(long, value_name = "NAME", requires = "tls_ca")]
+    tls_server_name: Option<String>,
+
+    /// PEM file with this Edge's client certificate, for mutual TLS (a Control Plane
+    /// with --require-client-identity wants it valid for --edge-id as a DNS name).
+    /// Needs --tls-key and --tls-ca.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM file with the private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 
     /// Run simulated nodes: the configured nodes connect, become ready, take and
     /// release leases, queue requests, disconnect and reconnect.
@@ -77,6 +97,14 @@ fn resolve(addr: &str) -> Result<SocketAddr, Failure> {
         .ok_or_else(|| Failure::Usage(format!("--control-plane {addr:?}: no address")))
 }
 
+/// The host part of `HOST:PORT` (`[v6]:port` too), the default TLS server name.
+fn host_of(addr: &str) -> String {
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned()
+}
+
 fn run(args: Args) -> Result<(), Failure> {
     logging::init(args.log_level.as_deref(), "info").map_err(Failure::Usage)?;
     let cp_addr = resolve(&args.control_plane)?;
@@ -84,10 +112,27 @@ fn run(args: Args) -> Result<(), Failure> {
     let mut config = EdgeConfig::new(args.edge_id.clone());
     config.software_version = format!("iop-edge {}", env!("CARGO_PKG_VERSION"));
     if let Some(path) = &args.credential_file {
-        let raw = std::fs::read(path)
-            .map_err(|e| Failure::Usage(format!("{}: cannot read: {e}", path.display())))?;
+        // The credential in clear: zeroed when dropped (Secret keeps its own copy).
+        let raw = zeroize::Zeroizing::new(
+            std::fs::read(path)
+                .map_err(|e| Failure::Usage(format!("{}: cannot read: {e}", path.display())))?,
+        );
         config.credential = Secret::new(credential_bytes(&raw).to_vec());
     }
+    let tls = match &args.tls_ca {
+        Some(ca) => {
+            let name = args
+                .tls_server_name
+                .clone()
+                .unwrap_or_else(|| host_of(&args.control_plane));
+            let client = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
+            let tls = ClientTls::from_pem_files(ca, &name, client)
+                .map_err(|e| Failure::Usage(format!("TLS: {e}")))?;
+            tracing::info!(server_name = %name, client_certificate = client.is_some(), "TLS on");
+            Some(tls)
+        }
+        None => None,
+    };
     let mut registry = NodeRegistry::new();
     let now = iop_tokio::cli::unix_ms();
     for node in &file.nodes {
@@ -108,7 +153,10 @@ fn run(args: Args) -> Result<(), Failure> {
         .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
         let slot = Arc::new(OnceLock::new());
-        let client = EdgeClient::new(config).with_node_registry(registry);
+        let mut client = EdgeClient::new(config).with_node_registry(registry);
+        if let Some(tls) = tls {
+            client = client.with_tls(tls);
+        }
         let client = edge_ops::register(client, slot.clone(), Some(args.config.clone()));
         let edge = client
             .connect(cp_addr)

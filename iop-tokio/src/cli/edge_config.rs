@@ -99,7 +99,8 @@ pub struct EdgeFile {
 impl EdgeFile {
     /// Reads and checks the file at `path`.
     pub fn load(path: &Path) -> Result<Self, FileError> {
-        let text = read_text(path)?;
+        // The text holds node tokens: zeroed once parsed.
+        let text = zeroize::Zeroizing::new(read_text(path)?);
         Self::parse(path, &text)
     }
 

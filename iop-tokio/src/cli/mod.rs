@@ -45,6 +45,7 @@ mod file_error;
 pub mod logging;
 pub mod simulate;
 pub mod table;
+pub mod test_certs;
 
 pub use edge_config::EdgeFile;
 pub use enrol::{EnrolFile, credential_bytes, credential_hash_hex};

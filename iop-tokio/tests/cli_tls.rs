@@ -1,0 +1,210 @@
+//! The binaries with TLS: `gen-test-certs`, a mutual-TLS Control Plane with an
+//! enrolment file re-read on SIGHUP (Unix): a removed Edge is disconnected with
+//! GoAway{CREDENTIAL_REVOKED}, the others keep their session, and a broken file keeps
+//! the previous allow list.
+#![cfg(all(feature = "cli", unix))]
+
+mod cli_support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cli_support::{CP_BIN, ControlPlane, Proc, edge, get, temp_file, temp_path, wait_until};
+
+fn hash(secret: &str) -> String {
+    iop_tokio::cli::credential_hash_hex(secret.as_bytes())
+}
+
+fn enrol_text(edges: &[(&str, &str)]) -> String {
+    edges
+        .iter()
+        .map(|(id, secret)| {
+            format!(
+                "[[edges]]\nid = \"{id}\"\ncredential_sha256 = \"{}\"\n",
+                hash(secret)
+            )
+        })
+        .collect()
+}
+
+/// Starts the Control Plane with `extra` flags, its stderr (info logs) in a file.
+fn control_plane_logged(extra: &[&str]) -> (ControlPlane, PathBuf) {
+    let log = temp_path("cp.log");
+    let mut child = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--heartbeat-interval-ms", "1000", "--log-level", "info"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn iop-control-plane");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read addresses");
+    let field = |name: &str| -> SocketAddr {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    let cp = ControlPlane {
+        edges: field("edges="),
+        admin: field("admin="),
+        proc: Proc(child),
+    };
+    (cp, log)
+}
+
+fn session_of(admin: SocketAddr, edge_id: &str) -> Option<String> {
+    let a = get(admin, &format!("/v1/edges/{edge_id}"));
+    (a.status == 200 && a.json()["connected"] == true).then(|| {
+        a.json()["sessionId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    })
+}
+
+fn hup(cp: &ControlPlane) {
+    let status = Command::new("kill")
+        .args(["-HUP", &cp.proc.0.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+fn log_has(path: &Path, needle: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
+}
+
+fn gen_certs(dir: &Path) {
+    let out = Command::new(CP_BIN)
+        .arg("gen-test-certs")
+        .arg(dir)
+        .args(["--edge-id", "edge-1", "--edge-id", "edge-2"])
+        .output()
+        .expect("run gen-test-certs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "ca.pem",
+        "server.pem",
+        "server.key",
+        "edge-1.pem",
+        "edge-1.key",
+        "edge-2.key",
+    ] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(dir.join("server.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "key files are private");
+}
+
+#[test]
+fn mutual_tls_control_plane_reloads_its_enrolment_file_on_sighup() {
+    let dir = temp_path("pki");
+    gen_certs(&dir);
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let enroll = temp_file(
+        "enroll.toml",
+        &enrol_text(&[("edge-1", "one-secret"), ("edge-2", "two-secret")]),
+    );
+    let (cp, cp_log) = control_plane_logged(&[
+        "--enroll",
+        enroll.to_str().unwrap(),
+        "--tls-cert",
+        &p("server.pem"),
+        "--tls-key",
+        &p("server.key"),
+        "--tls-client-ca",
+        &p("ca.pem"),
+        "--require-client-identity",
+    ]);
+    let config = temp_file("edge.toml", "");
+    let start = |id: &str, secret: &str| {
+        let cred = temp_file(&format!("{id}.secret"), &format!("{secret}\n"));
+        edge(
+            cp.edges,
+            id,
+            &config,
+            &[
+                "--credential-file",
+                cred.to_str().unwrap(),
+                "--tls-ca",
+                &p("ca.pem"),
+                "--tls-cert",
+                &p(&format!("{id}.pem")),
+                "--tls-key",
+                &p(&format!("{id}.key")),
+            ],
+        )
+    };
+    let (_e1, _) = start("edge-1", "one-secret");
+    let (_e2, e2_log) = start("edge-2", "two-secret");
+    let s1 = wait_until("edge-1 session", || session_of(cp.admin, "edge-1"));
+    wait_until("edge-2 session", || session_of(cp.admin, "edge-2"));
+
+    // A broken file: logged, nothing changes.
+    std::fs::write(&enroll, "[[edges]]\nid = \"edge-1\"\n").unwrap();
+    hup(&cp);
+    wait_until("reload error logged", || {
+        log_has(&cp_log, "enrolment file reload failed").then_some(())
+    });
+    assert!(log_has(&cp_log, "missing field `credential_sha256`"));
+    assert!(session_of(cp.admin, "edge-2").is_some());
+
+    // edge-2 removed: revoked at once; edge-1 keeps the same session.
+    std::fs::write(&enroll, enrol_text(&[("edge-1", "one-secret")])).unwrap();
+    hup(&cp);
+    wait_until("edge-2 revoked", || {
+        session_of(cp.admin, "edge-2").is_none().then_some(())
+    });
+    wait_until("edge-2 told", || {
+        log_has(&e2_log, "CredentialRevoked").then_some(())
+    });
+    assert!(log_has(&cp_log, "enrolment file reloaded"));
+    assert_eq!(session_of(cp.admin, "edge-1"), Some(s1.clone()));
+    // And it stays out: its reconnections are refused UNKNOWN_EDGE.
+    wait_until("edge-2 refused", || {
+        log_has(&e2_log, "UnknownEdge").then_some(())
+    });
+    assert_eq!(session_of(cp.admin, "edge-1"), Some(s1));
+}
+
+#[test]
+fn tls_flags_are_checked_at_start() {
+    let out = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args([
+            "--tls-cert",
+            "/nonexistent/cert.pem",
+            "--tls-key",
+            "/nonexistent/key.pem",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TLS: /nonexistent/cert.pem: cannot read"),
+        "{err}"
+    );
+
+    let out = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--require-client-identity"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-client-ca"));
+}
