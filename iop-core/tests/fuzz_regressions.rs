@@ -4,6 +4,7 @@
 
 use iop_core::Instant;
 use iop_core::edge::{CloseReason, Edge, EdgeConfig, EdgeEvent, ProtocolError, Transmit};
+use iop_core::limits::MIN_PEER_MAX_FRAME_LEN;
 use iop_core::proto::{
     self, Body, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeHelloResponse, Envelope,
     FrameDecoder, GoAwayReason,
@@ -89,18 +90,19 @@ fn a_tiny_frame_limit_in_the_hello_response_is_a_protocol_error() {
     )));
 }
 
-/// The floor is 1 KiB: a CP that accepts with exactly that still gets its session.
+/// The floor is the 64 KiB pre-hello limit (`MIN_PEER_MAX_FRAME_LEN`, what a CP must
+/// accept before any hello): a CP that accepts with exactly that still gets its session.
 #[test]
-fn a_one_kib_frame_limit_is_accepted() {
+fn a_frame_limit_at_the_floor_is_accepted() {
     let now = Instant::ZERO;
     let mut edge = Edge::new(EdgeConfig::new("edge-1"), ()).unwrap();
     edge.handle_connected(now).unwrap();
     let _ = written(&mut edge);
-    edge.handle_bytes(now, &frame(accepting(1_024)));
+    edge.handle_bytes(now, &frame(accepting(MIN_PEER_MAX_FRAME_LEN)));
     assert!(matches!(
         edge.poll_event(),
         Some(EdgeEvent::Connected {
-            max_frame_len: 1_024,
+            max_frame_len: MIN_PEER_MAX_FRAME_LEN,
             ..
         })
     ));
