@@ -8,7 +8,7 @@
 //! rotating order; the ratios are per round, the table shows their medians.
 //!
 //! ```text
-//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin roundtrip [-- ROUNDS]
+//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin roundtrip [-- ROUNDS [NAME]]
 //! ```
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
@@ -16,6 +16,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
 use iop_bench_socket::stats::{median, ratio_cell};
@@ -89,7 +90,12 @@ fn main() -> Result<(), BoxError> {
         "ours",
         "baseline",
     );
+    // A second argument keeps only the scenarios whose name contains it.
+    let only = std::env::args().nth(2).unwrap_or_default();
     for (i, scenario) in SCENARIOS.iter().enumerate() {
+        if !scenario.name.contains(only.as_str()) {
+            continue;
+        }
         let rows = cp_rt.block_on(measure(scenario, rounds, &edge, i as u16))?;
         for row in rows {
             table.push(row);
@@ -101,12 +107,16 @@ fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Per-round mean round-trip time of each system, in ns.
+/// Per-round mean round-trip time of each system, in ns: wall clock and process CPU
+/// time (both threads; time spent descheduled behind other processes not counted).
 #[derive(Default)]
 struct Samples {
     ours: Vec<f64>,
     echo: Vec<f64>,
     tonic: Vec<f64>,
+    ours_cpu: Vec<f64>,
+    echo_cpu: Vec<f64>,
+    tonic_cpu: Vec<f64>,
 }
 
 async fn measure(
@@ -202,25 +212,28 @@ async fn measure(
         for k in 0..3 {
             match (round + k) % 3 {
                 0 => {
-                    let t = Instant::now();
+                    let (t, c) = (Instant::now(), ProcessTime::now());
                     for _ in 0..s.batch {
                         ours_rt(&cp, &edge_id).await?;
                     }
-                    samples.ours.push(per_rt(t, s.batch));
+                    samples.ours.push(per_rt(t.elapsed(), s.batch));
+                    samples.ours_cpu.push(per_rt(c.elapsed(), s.batch));
                 }
                 1 => {
-                    let t = Instant::now();
+                    let (t, c) = (Instant::now(), ProcessTime::now());
                     for _ in 0..s.batch {
                         echo_rt(&mut echo, &request_frame, &mut echo_buf).await?;
                     }
-                    samples.echo.push(per_rt(t, s.batch));
+                    samples.echo.push(per_rt(t.elapsed(), s.batch));
+                    samples.echo_cpu.push(per_rt(c.elapsed(), s.batch));
                 }
                 _ => {
-                    let t = Instant::now();
+                    let (t, c) = (Instant::now(), ProcessTime::now());
                     for _ in 0..s.batch {
                         grpc.request_status(&grpc_request).await?;
                     }
-                    samples.tonic.push(per_rt(t, s.batch));
+                    samples.tonic.push(per_rt(t.elapsed(), s.batch));
+                    samples.tonic_cpu.push(per_rt(c.elapsed(), s.batch));
                 }
             }
         }
@@ -232,46 +245,48 @@ async fn measure(
     }
     server.shutdown().await;
 
-    let mut vs_echo: Vec<f64> = samples
-        .ours
-        .iter()
-        .zip(&samples.echo)
-        .map(|(a, b)| a / b)
-        .collect();
-    let mut vs_tonic: Vec<f64> = samples
-        .ours
-        .iter()
-        .zip(&samples.tonic)
-        .map(|(a, b)| a / b)
-        .collect();
-    let ours = median(&mut samples.ours);
-    let echo_ns = median(&mut samples.echo);
-    let tonic_ns = median(&mut samples.tonic);
-    let echo_ratio = median(&mut vs_echo.clone());
-    let tonic_ratio = median(&mut vs_tonic.clone());
     let bytes = format!(
         "{} B out, {} B back",
         request_frame.len(),
         response_frame.len()
     );
-    Ok(vec![
-        Row::new(
-            format!("{}: vs raw TCP echo ({bytes})", s.name),
+    let mut rows = Vec::new();
+    for (clock, ours, echo, tonic) in [
+        ("wall", &samples.ours, &samples.echo, &samples.tonic),
+        (
+            "CPU",
+            &samples.ours_cpu,
+            &samples.echo_cpu,
+            &samples.tonic_cpu,
+        ),
+    ] {
+        let mut vs_echo = ratios(ours, echo);
+        let mut vs_tonic = ratios(ours, tonic);
+        let echo_ratio = median(&mut vs_echo);
+        let tonic_ratio = median(&mut vs_tonic);
+        let (ours, echo, tonic) = (
+            median(&mut ours.clone()),
+            median(&mut echo.clone()),
+            median(&mut tonic.clone()),
+        );
+        rows.push(Row::new(
+            format!("{}, {clock} time: vs raw TCP echo ({bytes})", s.name),
             fmt_time(ours),
-            format!("{} (echo)", fmt_time(echo_ns)),
+            format!("{} (echo)", fmt_time(echo)),
             ratio_cell(&mut vs_echo),
             s.goal_echo.map_or("—".into(), |g| format!("≤ {g:.2}")),
             s.goal_echo.map(|g| echo_ratio <= g),
-        ),
-        Row::new(
-            format!("{}: vs tonic bidi stream", s.name),
+        ));
+        rows.push(Row::new(
+            format!("{}, {clock} time: vs tonic bidi stream", s.name),
             fmt_time(ours),
-            format!("{} (tonic)", fmt_time(tonic_ns)),
+            format!("{} (tonic)", fmt_time(tonic)),
             ratio_cell(&mut vs_tonic),
             format!("≤ {:.2}", s.goal_tonic),
             Some(tonic_ratio <= s.goal_tonic),
-        ),
-    ])
+        ));
+    }
+    Ok(rows)
 }
 
 async fn ours_rt(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), BoxError> {
@@ -285,8 +300,12 @@ async fn echo_rt(stream: &mut TcpStream, request: &[u8], buf: &mut [u8]) -> Resu
     Ok(())
 }
 
-fn per_rt(start: Instant, batch: usize) -> f64 {
-    start.elapsed().as_nanos() as f64 / batch as f64
+fn per_rt(elapsed: Duration, batch: usize) -> f64 {
+    elapsed.as_nanos() as f64 / batch as f64
+}
+
+fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| a / b).collect()
 }
 
 fn fmt_time(ns: f64) -> String {
