@@ -4,7 +4,6 @@
 
 use iop_core::Instant;
 use iop_core::edge::{CloseReason, Edge, EdgeConfig, EdgeEvent, ProtocolError, Transmit};
-use iop_core::limits::MIN_PEER_MAX_FRAME_LEN;
 use iop_core::proto::{
     self, Body, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeHelloResponse, Envelope,
     FrameDecoder, GoAwayReason,
@@ -90,21 +89,31 @@ fn a_tiny_frame_limit_in_the_hello_response_is_a_protocol_error() {
     )));
 }
 
-/// The floor is the 64 KiB pre-hello limit (`MIN_PEER_MAX_FRAME_LEN`, what a CP must
-/// accept before any hello): a CP that accepts with exactly that still gets its session.
+/// The floor is `MIN_PEER_MAX_FRAME_LEN` (the 64 KiB pre-hello limit): a CP that
+/// accepts with exactly that still gets its session, and one byte less does not.
 #[test]
 fn a_frame_limit_at_the_floor_is_accepted() {
+    let floor = iop_core::limits::MIN_PEER_MAX_FRAME_LEN;
+    let mut below = Edge::new(EdgeConfig::new("edge-1"), ()).unwrap();
+    below.handle_connected(Instant::ZERO).unwrap();
+    let _ = written(&mut below);
+    below.handle_bytes(Instant::ZERO, &frame(accepting(floor - 1)));
+    assert!(std::iter::from_fn(|| below.poll_event()).any(|e| matches!(
+        e,
+        EdgeEvent::Closed {
+            reason: CloseReason::ProtocolError(ProtocolError::FrameLimitTooSmall(_)),
+            ..
+        }
+    )));
+
     let now = Instant::ZERO;
     let mut edge = Edge::new(EdgeConfig::new("edge-1"), ()).unwrap();
     edge.handle_connected(now).unwrap();
     let _ = written(&mut edge);
-    edge.handle_bytes(now, &frame(accepting(MIN_PEER_MAX_FRAME_LEN)));
+    edge.handle_bytes(now, &frame(accepting(floor)));
     assert!(matches!(
         edge.poll_event(),
-        Some(EdgeEvent::Connected {
-            max_frame_len: MIN_PEER_MAX_FRAME_LEN,
-            ..
-        })
+        Some(EdgeEvent::Connected { max_frame_len, .. }) if max_frame_len == floor
     ));
     let (frames, last) = written(&mut edge);
     assert!(

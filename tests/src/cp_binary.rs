@@ -1,8 +1,8 @@
 //! The reference `iop-control-plane` binary (package `iop-tokio`) as a child process,
 //! and a raw HTTP/1.1 GET for its admin API.
 //!
-//! `env!("CARGO_BIN_EXE_…")` only names binaries of the package under test, so the
-//! binary is located by running `$CARGO build -p iop-tokio --bin iop-control-plane
+//! `env!("CARGO_BIN_EXE_…")` only names binaries of the package under test, so a
+//! binary is located by running `$CARGO build -p iop-tokio --bin NAME
 //! --message-format=json` (a no-op when it is fresh, as under `cargo test --workspace`)
 //! and reading the `executable` of its `compiler-artifact` message.
 
@@ -13,26 +13,31 @@ use std::process::{Child, Command, Stdio};
 
 /// Builds (if needed) and locates `iop-control-plane`.
 pub fn control_plane_binary() -> PathBuf {
+    iop_tokio_binary("iop-control-plane")
+}
+
+/// Builds (if needed) and locates `iop-edge`.
+pub fn edge_binary() -> PathBuf {
+    iop_tokio_binary("iop-edge")
+}
+
+/// Builds (if needed) and locates the `iop-tokio` binary `name`.
+fn iop_tokio_binary(name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["build", "-p", "iop-tokio", "--bin", "iop-control-plane"])
+        .args(["build", "-p", "iop-tokio", "--bin", name])
         .args(["--message-format=json", "--quiet"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "cargo build of iop-control-plane failed"
-    );
+    assert!(output.status.success(), "cargo build of {name} failed");
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| {
-            m["reason"] == "compiler-artifact" && m["target"]["name"] == "iop-control-plane"
-        })
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reported no iop-control-plane executable")
+        .unwrap_or_else(|| panic!("cargo reported no {name} executable"))
 }
 
 /// A running `iop-control-plane`, killed when dropped.
@@ -50,9 +55,16 @@ impl ControlPlaneProcess {
     /// reads the addresses from its first stdout line,
     /// `iop-control-plane listening edges=ADDR admin=ADDR`.
     pub fn start() -> Self {
+        Self::start_with(&["--heartbeat-interval-ms", "1000"])
+    }
+
+    /// As [`start`](Self::start), with `args` (e.g. `--heartbeat-interval-ms N`,
+    /// `--duplicate-policy P`) instead of the 1 s heartbeats.
+    pub fn start_with(args: &[&str]) -> Self {
         let mut child = Command::new(control_plane_binary())
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(["--heartbeat-interval-ms", "1000", "--log-level", "warn"])
+            .args(["--log-level", "warn"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

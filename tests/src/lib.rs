@@ -35,7 +35,7 @@ use iop_driver::iop_core::cp::{CpConfig, CpEvent};
 use iop_driver::iop_core::edge::{EdgeConfig, EdgeEvent};
 use iop_driver::{Notice, Runtime, ServerConfig, Subscription};
 
-pub use cp_binary::{ControlPlaneProcess, control_plane_binary, http_get, http_post};
+pub use cp_binary::{ControlPlaneProcess, control_plane_binary, edge_binary, http_get, http_post};
 pub use proxy::Proxy;
 
 /// Upper bound of every wait in these tests.

@@ -1,5 +1,5 @@
 //! A TCP proxy on plain threads (so it favours no async runtime) whose live
-//! connections can be cut or frozen.
+//! connections can be cut, frozen or partitioned.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -26,6 +26,7 @@ struct Conn {
     down: TcpStream,
     up: TcpStream,
     frozen: Arc<AtomicBool>,
+    held: Arc<AtomicBool>,
 }
 
 impl Conn {
@@ -53,6 +54,7 @@ impl Proxy {
                 };
                 let _ = (down.set_nodelay(true), up.set_nodelay(true));
                 let frozen = Arc::new(AtomicBool::new(false));
+                let held = Arc::new(AtomicBool::new(false));
                 let (Ok(down2), Ok(up2)) = (down.try_clone(), up.try_clone()) else {
                     continue;
                 };
@@ -60,16 +62,22 @@ impl Proxy {
                     down: down2,
                     up: up2,
                     frozen: frozen.clone(),
+                    held: held.clone(),
                 };
                 if accept_shared.stopped.load(Ordering::SeqCst) {
                     conn.close();
                     return;
                 }
-                // Registered before a byte flows, so `cut` and `freeze` called once
-                // a session is up always see this connection.
+                // Registered before a byte flows, so `cut`, `freeze` and `partition`
+                // called once a session is up always see this connection.
                 accept_shared.conns.lock().unwrap().push(conn);
-                pump(down.try_clone(), up.try_clone(), frozen.clone());
-                pump(up.try_clone(), down.try_clone(), frozen);
+                pump(
+                    down.try_clone(),
+                    up.try_clone(),
+                    frozen.clone(),
+                    held.clone(),
+                );
+                pump(up.try_clone(), down.try_clone(), frozen, held);
             }
         });
         Self { addr, shared }
@@ -95,6 +103,17 @@ impl Proxy {
             conn.frozen.store(true, Ordering::SeqCst);
         }
     }
+
+    /// A network partition on every connection open now: as [`freeze`](Self::freeze),
+    /// and a close from either side is not passed on either, so a peer that dies
+    /// (its FIN or RST lost in the partition) leaves the other side's connection
+    /// half-open until the other side closes it itself, or the proxy is cut or dropped.
+    pub fn partition(&self) {
+        for conn in self.shared.conns.lock().unwrap().iter() {
+            conn.held.store(true, Ordering::SeqCst);
+            conn.frozen.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Drop for Proxy {
@@ -106,8 +125,14 @@ impl Drop for Proxy {
     }
 }
 
-/// Copies `from` → `to` on a thread until either ends, then closes both.
-fn pump(from: std::io::Result<TcpStream>, to: std::io::Result<TcpStream>, frozen: Arc<AtomicBool>) {
+/// Copies `from` → `to` on a thread until either ends, then closes both (unless the
+/// connection is `held`: then both stay open, registered, until `cut`).
+fn pump(
+    from: std::io::Result<TcpStream>,
+    to: std::io::Result<TcpStream>,
+    frozen: Arc<AtomicBool>,
+    held: Arc<AtomicBool>,
+) {
     let (Ok(mut from), Ok(mut to)) = (from, to) else {
         return;
     };
@@ -124,6 +149,9 @@ fn pump(from: std::io::Result<TcpStream>, to: std::io::Result<TcpStream>, frozen
             if to.write_all(&buf[..n]).is_err() {
                 break;
             }
+        }
+        if held.load(Ordering::SeqCst) {
+            return;
         }
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);

@@ -1,0 +1,313 @@
+//! Status round trip on 127.0.0.1, one Edge, sequential: ours (`ControlPlaneHandle::
+//! request_status` against an `EdgeClient`) vs a raw tokio TCP echo of the same byte
+//! counts (the floor) vs the same exchange on a tonic gRPC bidirectional stream.
+//!
+//! The Control Plane side of all three runs on one current-thread runtime (this
+//! thread), the Edge side on another (a second thread): two cores, as two processes
+//! would. Each round times a batch of sequential round trips of each system, in a
+//! rotating order; the ratios are per round, the table shows their medians.
+//!
+//! ```text
+//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin roundtrip [-- ROUNDS [NAME]]
+//! ```
+#![forbid(unsafe_code)]
+#![allow(clippy::print_stdout)]
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use cpu_time::ProcessTime;
+use iop_bench::fixtures;
+use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
+use iop_bench_socket::stats::{median, ratio_cell};
+use iop_bench_socket::{Row, Table};
+use iop_tokio::core::edge::EdgeConfig;
+use iop_tokio::core::proto::{self, EdgeStatusRequest};
+use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+type BoxError = Box<dyn std::error::Error>;
+
+struct Scenario {
+    name: &'static str,
+    nodes: usize,
+    providers: usize,
+    /// Round trips per system per round.
+    batch: usize,
+    goal_echo: Option<f64>,
+    goal_tonic: f64,
+}
+
+const SCENARIOS: [Scenario; 3] = [
+    Scenario {
+        name: "status, 0 nodes",
+        nodes: 0,
+        providers: 4,
+        batch: 200,
+        goal_echo: Some(1.10),
+        goal_tonic: 0.75,
+    },
+    Scenario {
+        name: "status, 8 nodes × 4 providers",
+        nodes: 8,
+        providers: 4,
+        batch: 200,
+        goal_echo: Some(1.10),
+        goal_tonic: 0.75,
+    },
+    Scenario {
+        name: "status, 1 000 nodes × 4 providers",
+        nodes: 1_000,
+        providers: 4,
+        batch: 4,
+        goal_echo: None,
+        goal_tonic: 0.75,
+    },
+];
+
+fn main() -> Result<(), BoxError> {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(31);
+    let cp_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let edge_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let edge = edge_rt.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let edge_thread = std::thread::spawn(move || {
+        edge_rt.block_on(async {
+            let _ = stopped.await;
+        })
+    });
+
+    let mut table = Table::new(
+        format!("Status round trip on 127.0.0.1, one Edge, sequential ({rounds} rounds, medians)"),
+        "ours",
+        "baseline",
+    );
+    // A second argument keeps only the scenarios whose name contains it.
+    let only = std::env::args().nth(2).unwrap_or_default();
+    for (i, scenario) in SCENARIOS.iter().enumerate() {
+        if !scenario.name.contains(only.as_str()) {
+            continue;
+        }
+        let rows = cp_rt.block_on(measure(scenario, rounds, &edge, i as u16))?;
+        for row in rows {
+            table.push(row);
+        }
+    }
+    println!("{table}");
+    let _ = stop.send(());
+    let _ = edge_thread.join();
+    Ok(())
+}
+
+/// Per-round mean round-trip time of each system, in ns: wall clock and process CPU
+/// time (both threads; time spent descheduled behind other processes not counted).
+#[derive(Default)]
+struct Samples {
+    ours: Vec<f64>,
+    echo: Vec<f64>,
+    tonic: Vec<f64>,
+    ours_cpu: Vec<f64>,
+    echo_cpu: Vec<f64>,
+    tonic_cpu: Vec<f64>,
+}
+
+async fn measure(
+    s: &Scenario,
+    rounds: usize,
+    edge_rt: &tokio::runtime::Handle,
+    index: u16,
+) -> Result<Vec<Row>, BoxError> {
+    let localhost: SocketAddr = "127.0.0.1:0".parse()?;
+    let registry = fixtures::registry(s.nodes, s.providers);
+    // The byte counts the echo moves: our request and response frames.
+    let mut request_frame = Vec::new();
+    proto::encode_frame(
+        &fixtures::full_status_request(1 << 20),
+        proto::DEFAULT_MAX_FRAME_LEN,
+        &mut request_frame,
+    )?;
+    let mut response_frame = Vec::new();
+    proto::encode_frame(
+        &fixtures::status_response_envelope(&registry, 1 << 20),
+        proto::DEFAULT_MAX_FRAME_LEN,
+        &mut response_frame,
+    )?;
+    let response = fixtures::status_response(&registry);
+
+    // Ours.
+    let server = ControlPlaneServer::bind(localhost, ServerConfig::default()).await?;
+    let cp = server.handle();
+    let edge_id = format!("edge-rt-{index}");
+    let client = {
+        let _in_edge_runtime = edge_rt.enter();
+        EdgeClient::new(EdgeConfig::new(edge_id.clone()))
+            .with_node_registry(registry)
+            .connect(server.local_addr())?
+    };
+    let start = Instant::now();
+    while cp.stats().live_sessions < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "edge never enrolled"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+
+    // Raw echo: the Edge side reads the request bytes and writes the response bytes.
+    let listener = TcpListener::bind(localhost).await?;
+    let echo_addr = listener.local_addr()?;
+    let (req_len, resp) = (request_frame.len(), response_frame.clone());
+    edge_rt.spawn(async move {
+        let Ok(mut stream) = TcpStream::connect(echo_addr).await else {
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let mut buf = vec![0u8; req_len];
+        while stream.read_exact(&mut buf).await.is_ok() {
+            if stream.write_all(&resp).await.is_err() {
+                break;
+            }
+        }
+    });
+    let (mut echo, _) = listener.accept().await?;
+    echo.set_nodelay(true)?;
+    let mut echo_buf = vec![0u8; response_frame.len()];
+
+    // tonic.
+    let (grpc_server, mut streams) = EdgeLinkServer::new();
+    let grpc_addr = grpc_server.serve(localhost)?;
+    let answer = response.clone();
+    edge_rt.spawn(async move {
+        match EdgeStream::connect(grpc_addr).await {
+            Ok(stream) => stream.answer(answer).await,
+            Err(e) => eprintln!("tonic edge failed: {e}"),
+        }
+    });
+    let mut grpc: CpStream = futures_lite::StreamExt::next(&mut streams)
+        .await
+        .ok_or("no tonic stream")?;
+    let grpc_request = EdgeStatusRequest { node_ids: vec![] };
+
+    // Sanity, and warm-up.
+    let ours_answer = cp.request_status(&edge_id, vec![]).await?;
+    assert_eq!(ours_answer.nodes.len(), s.nodes);
+    let tonic_answer = grpc.request_status(&grpc_request).await?;
+    assert_eq!(tonic_answer.nodes.len(), s.nodes);
+    for _ in 0..s.batch.max(10) {
+        ours_rt(&cp, &edge_id).await?;
+        echo_rt(&mut echo, &request_frame, &mut echo_buf).await?;
+        grpc.request_status(&grpc_request).await?;
+    }
+
+    let mut samples = Samples::default();
+    for round in 0..rounds {
+        for k in 0..3 {
+            match (round + k) % 3 {
+                0 => {
+                    let (t, c) = (Instant::now(), ProcessTime::now());
+                    for _ in 0..s.batch {
+                        ours_rt(&cp, &edge_id).await?;
+                    }
+                    samples.ours.push(per_rt(t.elapsed(), s.batch));
+                    samples.ours_cpu.push(per_rt(c.elapsed(), s.batch));
+                }
+                1 => {
+                    let (t, c) = (Instant::now(), ProcessTime::now());
+                    for _ in 0..s.batch {
+                        echo_rt(&mut echo, &request_frame, &mut echo_buf).await?;
+                    }
+                    samples.echo.push(per_rt(t.elapsed(), s.batch));
+                    samples.echo_cpu.push(per_rt(c.elapsed(), s.batch));
+                }
+                _ => {
+                    let (t, c) = (Instant::now(), ProcessTime::now());
+                    for _ in 0..s.batch {
+                        grpc.request_status(&grpc_request).await?;
+                    }
+                    samples.tonic.push(per_rt(t.elapsed(), s.batch));
+                    samples.tonic_cpu.push(per_rt(c.elapsed(), s.batch));
+                }
+            }
+        }
+    }
+
+    {
+        let _in_edge_runtime = edge_rt.enter();
+        client.shutdown().await;
+    }
+    server.shutdown().await;
+
+    let bytes = format!(
+        "{} B out, {} B back",
+        request_frame.len(),
+        response_frame.len()
+    );
+    let mut rows = Vec::new();
+    for (clock, ours, echo, tonic) in [
+        ("wall", &samples.ours, &samples.echo, &samples.tonic),
+        (
+            "CPU",
+            &samples.ours_cpu,
+            &samples.echo_cpu,
+            &samples.tonic_cpu,
+        ),
+    ] {
+        let mut vs_echo = ratios(ours, echo);
+        let mut vs_tonic = ratios(ours, tonic);
+        let echo_ratio = median(&mut vs_echo);
+        let tonic_ratio = median(&mut vs_tonic);
+        let (ours, echo, tonic) = (
+            median(&mut ours.clone()),
+            median(&mut echo.clone()),
+            median(&mut tonic.clone()),
+        );
+        rows.push(Row::new(
+            format!("{}, {clock} time: vs raw TCP echo ({bytes})", s.name),
+            fmt_time(ours),
+            format!("{} (echo)", fmt_time(echo)),
+            ratio_cell(&mut vs_echo),
+            s.goal_echo.map_or("—".into(), |g| format!("≤ {g:.2}")),
+            s.goal_echo.map(|g| echo_ratio <= g),
+        ));
+        rows.push(Row::new(
+            format!("{}, {clock} time: vs tonic bidi stream", s.name),
+            fmt_time(ours),
+            format!("{} (tonic)", fmt_time(tonic)),
+            ratio_cell(&mut vs_tonic),
+            format!("≤ {:.2}", s.goal_tonic),
+            Some(tonic_ratio <= s.goal_tonic),
+        ));
+    }
+    Ok(rows)
+}
+
+async fn ours_rt(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), BoxError> {
+    std::hint::black_box(cp.request_status(edge_id, vec![]).await?);
+    Ok(())
+}
+
+async fn echo_rt(stream: &mut TcpStream, request: &[u8], buf: &mut [u8]) -> Result<(), BoxError> {
+    stream.write_all(request).await?;
+    stream.read_exact(buf).await?;
+    Ok(())
+}
+
+fn per_rt(elapsed: Duration, batch: usize) -> f64 {
+    elapsed.as_nanos() as f64 / batch as f64
+}
+
+fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| a / b).collect()
+}
+
+fn fmt_time(ns: f64) -> String {
+    iop_bench::table::format_ns(ns)
+}

@@ -1,0 +1,191 @@
+//! Many Edges in one process, and the plumbing between the bench's processes.
+//!
+//! The Control Plane and its Edges run in two processes (the bench binary re-runs
+//! itself): each then needs one file descriptor per connection (10 000 fit the
+//! machine's `ulimit -n` of 20 000, both ends in one process would not), and the
+//! Control Plane process's heap and RSS hold its side only.
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use iop_tokio::EdgeClient;
+use iop_tokio::core::edge::EdgeConfig;
+use iop_tokio::core::proto::EdgeStatusResponse;
+
+use crate::grpc::EdgeStream;
+
+/// Which implementation a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum System {
+    /// iop-tokio.
+    Ours,
+    /// tonic, one bidirectional stream per Edge.
+    Tonic,
+}
+
+impl System {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ours => "ours",
+            Self::Tonic => "tonic",
+        }
+    }
+
+    /// Parses [`name`](Self::name).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ours" => Some(Self::Ours),
+            "tonic" => Some(Self::Tonic),
+            _ => None,
+        }
+    }
+}
+
+/// A multi-thread runtime with two workers (the machine has two cores).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// Fails early when this process may not open `connections` sockets.
+pub fn check_fd_limit(connections: usize) -> Result<(), String> {
+    match crate::process::open_files_limit() {
+        Some(limit) if (limit as usize) < connections + 64 => Err(format!(
+            "ulimit -n is {limit}: {connections} connections need {} (raise it with `ulimit -n`)",
+            connections + 64
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Runs `n` Edges of `system` against `addr` until standard input closes (the parent
+/// ended or killed us). Edges connect all at once, as after a Control Plane restart.
+pub fn run_edges(system: System, n: usize, addr: SocketAddr) -> Result<(), String> {
+    check_fd_limit(n)?;
+    let rt = runtime().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let mut held = Vec::with_capacity(n);
+        for i in 0..n {
+            let edge_id = format!("edge-{i:05}");
+            match system {
+                System::Ours => {
+                    let mut config = EdgeConfig::new(edge_id);
+                    config.backoff_base = Duration::from_millis(100);
+                    config.backoff_max = Duration::from_secs(1);
+                    let edge = EdgeClient::<()>::with_edge_registry(config, ())
+                        .connect(addr)
+                        .map_err(|e| e.to_string())?;
+                    held.push(edge);
+                }
+                System::Tonic => {
+                    tokio::spawn(async move {
+                        // Retry: the listener's backlog overflows when all dial at once.
+                        for _ in 0..50 {
+                            match EdgeStream::connect(addr).await {
+                                Ok(stream) => {
+                                    stream.answer(EdgeStatusResponse::default()).await;
+                                    return;
+                                }
+                                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                            }
+                        }
+                        eprintln!("tonic edge {i} never connected");
+                    });
+                }
+            }
+        }
+        // Until the parent goes away.
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut sink = String::new();
+            while std::io::stdin()
+                .read_line(&mut sink)
+                .map(|n| n > 0)
+                .unwrap_or(false)
+            {}
+        })
+        .await;
+        drop(held);
+        Ok(())
+    })
+}
+
+/// A child process of this bench: a Control Plane or an Edge fleet.
+pub struct Role {
+    child: Child,
+    stdout: std::io::BufReader<ChildStdout>,
+}
+
+impl Role {
+    /// Re-runs this binary with `args`; its standard input stays open until drop.
+    pub fn spawn(args: &[String]) -> std::io::Result<Self> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .map(std::io::BufReader::new)
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        Ok(Self { child, stdout })
+    }
+
+    /// The next line it prints that starts with `tag `, without the tag.
+    pub fn expect(&mut self, tag: &str) -> std::io::Result<String> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line)? == 0 {
+                return Err(std::io::Error::other(format!(
+                    "child ended before printing `{tag}`"
+                )));
+            }
+            if let Some(rest) = line.trim_end().strip_prefix(tag) {
+                return Ok(rest.trim().to_owned());
+            }
+        }
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        // Closing stdin ends an Edge fleet; kill is the backstop (our own child, by pid).
+        drop(self.child.stdin.take());
+        if self.child.wait_timeout_ms(5_000).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+trait WaitTimeout {
+    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus>;
+}
+
+impl WaitTimeout for Child {
+    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + Duration::from_millis(ms);
+        loop {
+            if let Ok(Some(status)) = self.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Prints `tag value` on standard output for the parent, flushed.
+pub fn report(tag: &str, value: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{tag} {value}");
+    let _ = out.flush();
+}
