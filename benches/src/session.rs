@@ -63,12 +63,7 @@ pub fn command_envelopes(command_id: &str) -> Vec<Envelope> {
 
 /// The command the bench sends: an edge-level `edge.ping`.
 pub fn ping_spec() -> CommandSpec {
-    CommandSpec {
-        operation: "edge.ping".into(),
-        target_selector: String::new(),
-        metadata: Default::default(),
-        timeout_ms: 5_000,
-    }
+    CommandSpec::new("edge.ping").with_timeout_ms(5_000)
 }
 
 /// A Control Plane with one enrolled, idle, fresh session on one connection.

@@ -54,7 +54,7 @@
 //! assert!(cp_events.iter().any(|e| matches!(e, CpEvent::StatusReceived { request: r, .. } if *r == request)));
 //!
 //! // A command: the Edge's handler reports RUNNING, then SUCCEEDED.
-//! let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+//! let spec = CommandSpec::new("edge.ping");
 //! let id = cp.send_command(now, "edge-1", spec, None)?;
 //! pump(now, conn, &mut cp, &mut edge, &mut cp_events, &mut edge_events);
 //! assert!(edge_events.iter().any(|e| matches!(e, EdgeEvent::CommandReceived { command_id, .. } if *command_id == id)));
@@ -94,6 +94,14 @@
 //! `poll_timeout` (the earliest deadline). Peer misbehaviour never returns `Err`: it
 //! becomes a `GoAway` and one typed `Closed` event; `Err` is only for the
 //! application's own misuse.
+//!
+//! # Features
+//!
+//! * `testing` (off): the `testing` module (the in-memory `Pair`, the invariant
+//!   `Monitor`, the seeded `Sim`), for tests and fuzz targets. No dependency added.
+//!
+//! Without features the crate depends on `iop-proto`, `thiserror`, `sha2` and
+//! `subtle` only: no async runtime, socket or clock crate (`tests/sans_io.rs`).
 //!
 //! **Determinism**: identical inputs give identical outputs, bit for bit — ordered
 //! maps only, no clock, no threads, randomness only from a seed in the config. The

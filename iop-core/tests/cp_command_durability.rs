@@ -168,7 +168,7 @@ proptest! {
             }
             match s {
                 Step::Send => {
-                    let spec = CommandSpec { operation: "op".into(), ..Default::default() };
+                    let spec = CommandSpec::new("op");
                     if let Ok(id) = t.cp.send_command(t.now, EDGE, spec, None) {
                         sent.push(id);
                     }

@@ -13,11 +13,7 @@ use iop_core::proto::{
 };
 
 fn spec(op: &str) -> CommandSpec {
-    CommandSpec {
-        operation: op.into(),
-        target_selector: "*".into(),
-        ..Default::default()
-    }
+    CommandSpec::new(op).with_target("*")
 }
 
 fn commands(frames: &[Envelope]) -> Vec<EdgeCommandRequest> {

@@ -93,10 +93,7 @@ fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
         t.cp.request_status(t.now, "edge-1", ids),
         Err(iop_core::cp::StatusError::TooLarge(_))
     ));
-    let mut spec = iop_core::cp::CommandSpec {
-        operation: "op".into(),
-        ..Default::default()
-    };
+    let mut spec = iop_core::cp::CommandSpec::new("op");
     spec.metadata.insert("blob".into(), "x".repeat(4_000));
     assert!(matches!(
         t.cp.send_command(t.now, "edge-1", spec, Some("c1".into())),

@@ -96,10 +96,7 @@ fn a_quiet_session_stays_up_on_heartbeats_alone() {
 fn a_command_outcome_survives_a_dropped_connection() {
     let mut p = pair();
     p.advance(Duration::from_millis(10));
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let id = p.send_command(EDGE, spec, None).unwrap();
     p.advance(Duration::from_millis(1));
     assert!(
@@ -206,10 +203,7 @@ fn unreachable_is_the_cps_verdict_and_never_a_node_state() {
 fn a_restarted_cp_drops_replays_of_commands_it_never_knew() {
     let mut p = pair();
     p.advance(Duration::from_millis(10));
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let id = p.send_command(EDGE, spec, None).unwrap();
     p.advance(Duration::from_millis(1));
     // The CP restarts (a new endpoint; session ids must stay above the old ones).
@@ -278,7 +272,7 @@ proptest! {
             match step {
                 Weather::Wait(ms) => p.advance(Duration::from_millis(u64::from(ms))),
                 Weather::Send => {
-                    let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+                    let spec = CommandSpec::new("edge.ping");
                     if let Ok(id) = p.send_command(EDGE, spec, None) {
                         sent.push(id);
                     }

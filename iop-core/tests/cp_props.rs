@@ -213,10 +213,7 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
                 }
             }
             Action::Command(e) => {
-                let spec = CommandSpec {
-                    operation: "op".into(),
-                    ..Default::default()
-                };
+                let spec = CommandSpec::new("op");
                 let _ = cp.send_command(now, EDGES[*e as usize], spec, None);
             }
             Action::Revoke(e) => {

@@ -16,10 +16,7 @@ use iop_core::proto::{CommandPhase, NodeEventKind};
 const EDGE: &str = "edge-1";
 
 fn spec() -> CommandSpec {
-    CommandSpec {
-        operation: "op".into(),
-        ..Default::default()
-    }
+    CommandSpec::new("op")
 }
 
 /// A session of `EDGE` whose hello lists `held`, with EDGE_READY sent.

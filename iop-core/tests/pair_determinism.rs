@@ -25,10 +25,7 @@ fn scripted(seed: u64) -> Pair {
         p.add_edge(c, NodeRegistry::new()).unwrap();
     }
     p.advance(Duration::from_secs(1));
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let id = p.send_command("edge-0", spec, None).unwrap();
     p.request_status("edge-1", vec![]).unwrap();
     p.advance(Duration::from_millis(500));

@@ -16,7 +16,7 @@
 //!   certificate identity the Control Plane checks against the hello's `edge_id`.
 //!
 //! Applications use a runtime crate (`iop-tokio`, `iop-smol`), which names these types
-//! for its runtime.
+//! for its runtime. This crate has no cargo features.
 //!
 //! # Driving contract, as implemented
 //!

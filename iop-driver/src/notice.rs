@@ -12,6 +12,7 @@ use crate::signal::lock;
 
 /// One item of a subscription stream.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Notice<T> {
     /// The next event.
     Event(T),

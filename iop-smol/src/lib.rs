@@ -29,7 +29,7 @@
 //! // Wait for the session, then send a command and follow it.
 //! while !matches!(events.next().await, Some(iop_smol::Notice::Event(
 //!     iop_smol::core::cp::CpEvent::SessionAccepted { .. }))) {}
-//! let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+//! let spec = CommandSpec::new("edge.ping");
 //! let mut tracker = cp.send_command("edge-1", spec)?;
 //! let mut last = None;
 //! while let Some(update) = tracker.next().await {
@@ -66,6 +66,10 @@
 //!   [`ServerTls`] (certificate, key, optional client CA for mutual TLS),
 //!   [`EdgeClient::with_tls`](iop_driver::EdgeClient::with_tls) a [`ClientTls`]; see
 //!   [`tls`] for the client identity rule (`tests/tls.rs`).
+//!
+//! A complete smol Edge with nodes and a custom operation:
+//! `cargo run -p iop-smol --example smol_edge` (`examples/smol_edge.rs`). This crate
+//! has no cargo features.
 //!
 //! # Executors
 //!

@@ -59,10 +59,7 @@ async fn control_plane_and_edge_run_on_async_std() {
     assert!(edge.is_connected());
     assert_eq!(cp.edges().len(), 1);
 
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let tracker = cp.send_command("edge-as", spec).unwrap();
     let updates: Vec<CommandUpdate> = bounded("command", tracker.collect()).await;
     let phases: Vec<CommandPhase> = updates

@@ -131,10 +131,7 @@ async fn good_edge_unaffected(cp: &ControlPlaneHandle, good: &EdgeHandle) {
         .await
         .unwrap();
     assert_eq!(status.edge_id, "good");
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let mut tracker = cp.send_command("good", spec).unwrap();
     let mut last = None;
     while let Some(u) = bounded("command update", tracker.next()).await {

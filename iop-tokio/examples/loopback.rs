@@ -61,10 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut commands = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        let spec = CommandSpec {
-            operation: "edge.ping".into(),
-            ..Default::default()
-        };
+        let spec = CommandSpec::new("edge.ping");
         let t = Instant::now();
         let mut tracker = cp.send_command("edge-bench", spec)?;
         while tracker.next().await.is_some() {}

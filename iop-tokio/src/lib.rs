@@ -29,7 +29,7 @@
 //! // Wait for the session, then send a command and follow it.
 //! while !matches!(events.next().await, Some(iop_tokio::Notice::Event(
 //!     iop_tokio::core::cp::CpEvent::SessionAccepted { .. }))) {}
-//! let spec = CommandSpec { operation: "edge.ping".into(), ..Default::default() };
+//! let spec = CommandSpec::new("edge.ping");
 //! let mut tracker = cp.send_command("edge-1", spec)?;
 //! let mut last = None;
 //! while let Some(update) = tracker.next().await {
@@ -67,8 +67,30 @@
 //!
 //! Everything must run inside a tokio runtime (it uses `tokio::spawn`). The types are
 //! those of [`iop_driver`] with the runtime fixed to [`Tokio`]; the `iop-smol` crate
-//! has the same names for smol. The default `cli` feature adds the reference binaries;
-//! `default-features = false` gives the library alone.
+//! has the same names for smol.
+//!
+//! # Features
+//!
+//! * `cli` (on by default): the reference binaries `iop-control-plane`, `iop-edge`
+//!   and `iop-demo`, and the library module `cli` they are made of — usable on its
+//!   own: the Edge's TOML node file (`cli::EdgeFile`), the enrolment file of
+//!   credential hashes (`cli::EnrolFile`), the built-in operations `edge.ping`,
+//!   `provider-pool.refresh`, `node.drain`, `node.resume` (`cli::edge_ops::register`),
+//!   the admin HTTP API (`cli::admin`), simulated nodes. It brings clap, axum, toml,
+//!   serde, serde_json, tracing-subscriber and iop-proto's `serde` feature.
+//!
+//! With `default-features = false` the crate is the library alone: iop-core,
+//! iop-driver, tokio (`net`, `rt`, `time`), tokio-util's compat layer and
+//! futures-core (`tests/lean_library.rs` checks it). Credential hashing needs no
+//! feature: [`core::cp::Credential`], [`core::cp::CredentialHash`] (`from_hex`,
+//! `to_hex`).
+//!
+//! # Examples
+//!
+//! `cargo run -p iop-tokio --example control_plane`: a Control Plane embedded in an
+//! application that reacts to node events. `cargo run -p iop-tokio --example
+//! edge_inventory`: an Edge fed from the application's inventory, with a custom
+//! operation reporting RUNNING then SUCCEEDED or FAILED. Both stop on their own.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

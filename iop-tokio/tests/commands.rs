@@ -16,10 +16,7 @@ use support::*;
 use tokio::sync::Notify;
 
 fn ping() -> CommandSpec {
-    CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    }
+    CommandSpec::new("edge.ping")
 }
 
 fn phases(updates: &[CommandUpdate]) -> Vec<CommandPhase> {
@@ -330,6 +327,7 @@ async fn a_lagging_subscriber_is_told_and_never_blocks_the_control_plane() {
         match notice {
             iop_tokio::Notice::Event(_) => delivered += 1,
             iop_tokio::Notice::Lagged(n) => lagged += n,
+            other => panic!("unexpected notice {other:?}"),
         }
     }
     assert_eq!(delivered, 4);

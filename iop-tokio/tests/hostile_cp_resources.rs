@@ -41,10 +41,7 @@ async fn a_peer_that_never_reads_is_dropped_at_the_outbound_cap() {
     assert!(matches!(attacker.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
 
     // 16 KiB commands to a peer that reads nothing more, until it is dropped.
-    let mut spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let mut spec = CommandSpec::new("edge.ping");
     spec.metadata.insert("blob".into(), "x".repeat(16 * 1024));
     let mut sent = 0;
     while cp.send_command("deaf", spec.clone()).is_ok() {

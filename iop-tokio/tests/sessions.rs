@@ -419,10 +419,7 @@ async fn a_peer_that_stops_reading_is_dropped_as_slow_and_others_carry_on() {
     assert!(matches!(slow.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
 
     // 64 KiB commands to a peer that reads nothing, until its session is dropped.
-    let mut spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let mut spec = CommandSpec::new("edge.ping");
     spec.metadata.insert("blob".into(), "x".repeat(64 * 1024));
     let mut sent = 0;
     while cp.send_command("edge-slow", spec.clone()).is_ok() {

@@ -135,10 +135,7 @@ async fn no_secret_reaches_trace_logs_or_debug_output() {
         .await
         .unwrap();
     assert_eq!(status.nodes.len(), 1);
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let mut tracker = cp.send_command("edge-1", spec).unwrap();
     let mut last = None;
     while let Some(u) = bounded("command", tracker.next()).await {

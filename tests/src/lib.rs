@@ -151,6 +151,7 @@ pub async fn next_event<E, T>(
                     }
                 }
                 Some(Notice::Lagged(n)) => panic!("subscriber lagged by {n} waiting for {what}"),
+                Some(_) => panic!("an unknown notice waiting for {what}"),
                 None => panic!("subscription ended waiting for {what}"),
             }
         }

@@ -35,10 +35,7 @@ async fn server<C: Host>(config: ServerConfig) -> ControlPlaneServer<C> {
 }
 
 fn ping() -> CommandSpec {
-    CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    }
+    CommandSpec::new("edge.ping")
 }
 
 async fn hello_accepted<C: Host, E: Host>() {

@@ -97,10 +97,7 @@ async fn mutual_tls_session_and_identity_check<C: Host, E: Host>() {
         .await
         .unwrap();
     assert_eq!(status.edge_id, "good");
-    let spec = CommandSpec {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new("edge.ping");
     let mut tracker = cp.send_command("good", spec).unwrap();
     let mut last = None;
     while let Some(u) = bounded("command", tracker.next()).await {

@@ -365,12 +365,7 @@ impl Session {
                 .send_command(
                     self.now,
                     EDGE_ID,
-                    CommandSpec {
-                        operation: "edge.ping".into(),
-                        target_selector: String::new(),
-                        metadata: Default::default(),
-                        timeout_ms: 0,
-                    },
+                    CommandSpec::new("edge.ping"),
                     Some(format!("cmd-{byte}")),
                 )
                 .map_err(|e| e.to_string()),

@@ -209,12 +209,9 @@ impl Pair {
                 id,
                 timeout_s,
             } => {
-                let spec = CommandSpec {
-                    operation: OPERATIONS[usize::from(operation) % OPERATIONS.len()].into(),
-                    target_selector: SELECTORS[usize::from(selector) % SELECTORS.len()].into(),
-                    metadata: BTreeMap::new(),
-                    timeout_ms: u32::from(timeout_s % 4) * 1_000,
-                };
+                let spec = CommandSpec::new(OPERATIONS[usize::from(operation) % OPERATIONS.len()])
+                    .with_target(SELECTORS[usize::from(selector) % SELECTORS.len()])
+                    .with_timeout_ms(u32::from(timeout_s % 4) * 1_000);
                 let _ = self
                     .cp
                     .send_command(self.now, EDGE, spec, Some(format!("cmd-{}", id % 8)));

@@ -46,6 +46,27 @@ impl CredentialHash {
         Self(bytes)
     }
 
+    /// Parses 64 hex digits (either case, surrounding whitespace ignored), the form an
+    /// enrolment file stores (`printf '%s' secret | sha256sum`). `None` otherwise.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        let text = text.trim().as_bytes();
+        if text.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
+            let digit = |c: u8| char::from(c).to_digit(16);
+            let (hi, lo) = (digit(*pair.first()?)?, digit(*pair.get(1)?)?);
+            *byte = u8::try_from(hi * 16 + lo).ok()?;
+        }
+        Some(Self(bytes))
+    }
+
+    /// The hash as 64 lowercase hex digits (what [`from_hex`](Self::from_hex) reads).
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Constant-time comparison.
     pub fn ct_eq(&self, other: &CredentialHash) -> bool {
         self.0.ct_eq(&other.0).into()
@@ -143,6 +164,19 @@ impl AllowList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_form_round_trips_and_matches_sha256sum() {
+        // printf '%s' 'the-secret' | sha256sum
+        let hex = "5a90063288c04e4df59164f25bacb191f42f8f7e11b127030cb01fffd22af956";
+        let parsed = CredentialHash::from_hex(hex).expect("64 hex digits");
+        assert_eq!(parsed.to_hex(), hex);
+        assert_eq!(CredentialHash::from_hex(&hex.to_uppercase()), Some(parsed));
+        assert_eq!(CredentialHash::of(b"the-secret"), parsed);
+        assert_eq!(CredentialHash::from_hex(&hex[..63]), None);
+        assert_eq!(CredentialHash::from_hex(&format!("{}g", &hex[..63])), None);
+        assert_eq!(CredentialHash::from_hex(&format!("{}é", &hex[..62])), None);
+    }
 
     #[test]
     fn debug_never_shows_secrets() {

@@ -40,7 +40,21 @@ pub enum StatusError {
 }
 
 /// What the application asks an Edge to do.
+///
+/// Built with [`CommandSpec::new`] and the `with_*` methods; `#[non_exhaustive]`, so a
+/// later field is not a breaking change.
+///
+/// ```
+/// use iop_core::cp::CommandSpec;
+///
+/// let spec = CommandSpec::new("node.drain")
+///     .with_target("label:zone=a")
+///     .with_metadata("reason", "maintenance")
+///     .with_timeout_ms(30_000);
+/// assert_eq!(spec.operation, "node.drain");
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandSpec {
     /// An operation the Edge advertised in its hello.
     pub operation: String,
@@ -50,6 +64,35 @@ pub struct CommandSpec {
     pub metadata: std::collections::BTreeMap<String, String>,
     /// Timeout on the Edge; 0 means its default.
     pub timeout_ms: u32,
+}
+
+impl CommandSpec {
+    /// A command for `operation`, targeting the whole Edge (empty selector), with the
+    /// Edge's default timeout.
+    pub fn new(operation: impl Into<String>) -> Self {
+        Self {
+            operation: operation.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the target selector (SPEC §6), e.g. `node:gpu-1` or `label:zone=a`.
+    pub fn with_target(mut self, selector: impl Into<String>) -> Self {
+        self.target_selector = selector.into();
+        self
+    }
+
+    /// Adds a metadata entry for the Edge's handler.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the timeout on the Edge, in milliseconds (0: the Edge's default).
+    pub fn with_timeout_ms(mut self, timeout_ms: u32) -> Self {
+        self.timeout_ms = timeout_ms;
+        self
+    }
 }
 
 /// Why [`ControlPlane::send_command`](super::ControlPlane::send_command) failed.

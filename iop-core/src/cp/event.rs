@@ -28,6 +28,9 @@ pub struct RequestId {
 }
 
 /// What `poll_transmit` did.
+///
+/// Exhaustive on purpose: a new instruction must break a driver's build rather than
+/// fall into a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Transmit {

@@ -11,7 +11,22 @@ use crate::limits;
 use crate::registry::TargetLevel;
 
 /// Everything an Edge needs to know before it dials. Every limit has a SPEC §7 default.
+///
+/// Built with [`EdgeConfig::new`] (or `Default`), then [`with_operation`](Self::with_operation)
+/// and plain field assignments; `#[non_exhaustive]`, so a later field is not a
+/// breaking change.
+///
+/// ```
+/// use std::time::Duration;
+/// use iop_core::edge::{EdgeConfig, TargetLevel};
+///
+/// let mut config = EdgeConfig::new("edge-1").with_operation("edge.ping", TargetLevel::Edge);
+/// config.credential = "enrolment secret".into();
+/// config.backoff_max = Duration::from_secs(5);
+/// assert_eq!(config.max_inflight_commands, 256); // SPEC §7 default
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct EdgeConfig {
     /// This Edge's id (`[A-Za-z0-9._-]{1,128}`).
     pub edge_id: String,

@@ -9,8 +9,10 @@ use iop_proto::{EdgeStatusResponse, NodeEventKind};
 use crate::registry::{NodeRegistry, ResolveError, Selector, Target};
 
 /// A lifecycle transition of the registry, before the session stamps it with the
-/// Edge id and a per-session sequence.
+/// Edge id and a per-session sequence. A custom [`EdgeRegistry`] builds one with
+/// [`LifecycleEvent::new`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LifecycleEvent {
     /// The node (empty for an edge-level event).
     pub node_id: String,
@@ -22,6 +24,25 @@ pub struct LifecycleEvent {
     pub occurred_at_unix_ms: u64,
     /// Human-readable reason (no secrets).
     pub reason: String,
+}
+
+impl LifecycleEvent {
+    /// A transition of `node_id` (empty for an edge-level event) to `kind`.
+    pub fn new(
+        node_id: impl Into<String>,
+        kind: NodeEventKind,
+        generation: u64,
+        occurred_at_unix_ms: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            node_id: node_id.into(),
+            kind,
+            generation,
+            occurred_at_unix_ms,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// What the Edge session needs from the node registry.

@@ -23,6 +23,9 @@ use crate::registry::NodeRegistry;
 const TRANSMIT_CHUNK: usize = 64 * 1024;
 
 /// What [`Edge::poll_transmit`] produced.
+///
+/// Exhaustive on purpose: a new instruction must break a driver's build rather than
+/// fall into a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Transmit {

@@ -37,8 +37,11 @@ impl ProviderCategory {
     }
 }
 
-/// One configured provider of a node.
+/// One configured provider of a node. Built with [`ProviderConfig::new`] and
+/// [`with_model`](Self::with_model) (`#[non_exhaustive]`: a later field is not a
+/// breaking change).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProviderConfig {
     /// The provider's id, unique within its node (id grammar, SPEC §3).
     pub provider_id: String,
@@ -131,8 +134,10 @@ impl fmt::Debug for NodeEndpoint {
 /// One configured node.
 ///
 /// Providers are kept and reported sorted by `provider_id`; the config summary's
-/// `provider_ids` list is derived from them.
+/// `provider_ids` list is derived from them. Built with [`NodeConfig::new`] and the
+/// `with_*` methods (`#[non_exhaustive]`: a later field is not a breaking change).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeConfig {
     /// The node's id (id grammar, SPEC §3).
     pub node_id: String,

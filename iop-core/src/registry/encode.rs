@@ -16,6 +16,7 @@ pub const STATUS_ENVELOPE_OVERHEAD: usize = 17;
 
 /// What [`NodeRegistry::encode_snapshot`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EncodedSnapshot {
     /// Nodes written.
     pub nodes: usize,

@@ -40,6 +40,7 @@ impl RegistryEventKind {
 
 /// One node lifecycle event, as queued by the registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RegistryEvent {
     /// The node.
     pub node_id: String,

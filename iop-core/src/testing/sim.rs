@@ -335,12 +335,9 @@ impl Sim {
             .get(self.rng.index(3))
             .copied()
             .unwrap_or(0);
-        let spec = CommandSpec {
-            operation: operation.into(),
-            target_selector,
-            timeout_ms,
-            ..Default::default()
-        };
+        let spec = CommandSpec::new(operation)
+            .with_target(target_selector)
+            .with_timeout_ms(timeout_ms);
         if let Ok(id) = self.pair.send_command(&edge_id(k), spec, None) {
             self.commands += 1;
             self.sent.entry(k).or_default().push(id);

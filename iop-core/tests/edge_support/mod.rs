@@ -44,13 +44,13 @@ impl FakeRegistry {
     /// A transition: bumps the revision and queues an event.
     pub fn transition(&mut self, node_id: &str, kind: NodeEventKind) {
         self.revision += 1;
-        self.pending.push_back(LifecycleEvent {
-            node_id: node_id.to_owned(),
+        self.pending.push_back(LifecycleEvent::new(
+            node_id,
             kind,
-            generation: self.revision,
-            occurred_at_unix_ms: ORIGIN_UNIX_MS,
-            reason: String::new(),
-        });
+            self.revision,
+            ORIGIN_UNIX_MS,
+            "",
+        ));
     }
 }
 

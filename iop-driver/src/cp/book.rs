@@ -18,6 +18,7 @@ pub const MAX_EVENTS_PER_RECORD: usize = 256;
 
 /// The Edge's answer to a command request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandResponse {
     /// Whether the Edge took the command.
     pub accepted: bool,
@@ -29,6 +30,7 @@ pub struct CommandResponse {
 
 /// One step of a command, in the order the Control Plane learnt it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum CommandUpdate {
     /// The Edge answered the request.
     Response(CommandResponse),
@@ -40,6 +42,7 @@ pub enum CommandUpdate {
 
 /// Everything known about one command: its response and every event so far.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct CommandRecord {
     /// The Edge it was sent to.
     pub edge_id: String,

@@ -7,8 +7,12 @@ use std::sync::Arc;
 
 use iop_core::edge::{Outcome, ReportError, Target};
 
-/// How a handler finished: becomes the command's terminal phase.
+/// How a handler finished: becomes the command's terminal phase. Built by
+/// [`succeeded`](Self::succeeded), [`failed`](Self::failed),
+/// [`cancelled`](Self::cancelled) or [`new`](Self::new), then
+/// [`with_detail`](Self::with_detail).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandResult {
     /// SUCCEEDED, FAILED or CANCELLED.
     pub outcome: Outcome,

@@ -18,7 +18,6 @@ use std::path::Path;
 use iop_core::cp::{AllowList, CredentialHash};
 use iop_core::ids::validate_id;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use toml::Spanned;
 
 use super::file_error::{FileError, line_of, read_text};
@@ -89,15 +88,13 @@ impl EnrolFile {
 }
 
 fn parse_hash(hex_text: &str) -> Result<CredentialHash, String> {
-    let mut bytes = [0u8; 32];
-    hex::decode_to_slice(hex_text.trim(), &mut bytes).map_err(|_| {
+    CredentialHash::from_hex(hex_text).ok_or_else(|| {
         format!(
             "expected the SHA-256 of the credential as 64 hex digits, got {} characters \
              (compute it with `iop-control-plane hash-credential`)",
             hex_text.trim().len()
         )
-    })?;
-    Ok(CredentialHash::from_bytes(bytes))
+    })
 }
 
 /// The credential bytes of a credential file's contents: everything but one trailing
@@ -110,5 +107,5 @@ pub fn credential_bytes(raw: &[u8]) -> &[u8] {
 
 /// The lowercase hex SHA-256 of a credential, as the enrolment file stores it.
 pub fn credential_hash_hex(credential: &[u8]) -> String {
-    hex::encode(Sha256::digest(credential))
+    CredentialHash::of(credential).to_hex()
 }

@@ -209,10 +209,7 @@ impl GoodEdge {
             .await
             .expect("status of the good edge");
         assert_eq!(status.edge_id, self.edge_id);
-        let spec = iop_tokio::core::cp::CommandSpec {
-            operation: "edge.ping".into(),
-            ..Default::default()
-        };
+        let spec = iop_tokio::core::cp::CommandSpec::new("edge.ping");
         let mut tracker = cp.send_command(&self.edge_id, spec).expect("command sent");
         let mut last = None;
         bounded("good edge command", async {

@@ -66,6 +66,7 @@ pub async fn next_cp<T>(
                     }
                 }
                 Some(Notice::Lagged(n)) => panic!("subscriber lagged by {n}"),
+                Some(other) => panic!("unexpected notice {other:?}"),
                 None => panic!("subscription ended waiting for {what}"),
             }
         }
@@ -88,6 +89,7 @@ pub async fn next_edge<T>(
                     }
                 }
                 Some(Notice::Lagged(n)) => panic!("subscriber lagged by {n}"),
+                Some(other) => panic!("unexpected notice {other:?}"),
                 None => panic!("subscription ended waiting for {what}"),
             }
         }

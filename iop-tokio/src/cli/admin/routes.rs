@@ -111,12 +111,10 @@ async fn post_command(
     // `timeout_ms` bounds the command's run on the Edge, not its answer: the answer
     // (accepted or rejected) is awaited for `command_answer_timeout`.
     let wait = s.command_answer_timeout;
-    let spec = CommandSpec {
-        operation: request.operation,
-        target_selector: request.target_selector,
-        metadata: request.metadata,
-        timeout_ms: request.timeout_ms,
-    };
+    let mut spec = CommandSpec::new(request.operation)
+        .with_target(request.target_selector)
+        .with_timeout_ms(request.timeout_ms);
+    spec.metadata = request.metadata;
     let mut tracker =
         s.cp.send_command(&edge_id, spec)
             .map_err(|e| ApiError::from_command(&edge_id, &e))?;
@@ -199,6 +197,7 @@ async fn events(State(s): State<AdminState>) -> Sse<impl Stream<Item = Result<Ev
                         .event("lagged")
                         .data(json!({ "dropped": n.to_string() }).to_string()),
                 ),
+                _ => None,
             })
             .map(Ok);
     Sse::new(stream).keep_alive(KeepAlive::default())

@@ -412,11 +412,7 @@ async fn command_rows(
     operation: &str,
     target: &str,
 ) -> Result<(), Failure> {
-    let spec = CommandSpec {
-        operation: operation.to_owned(),
-        target_selector: target.to_owned(),
-        ..Default::default()
-    };
+    let spec = CommandSpec::new(operation).with_target(target);
     let mut tracker = cp
         .send_command(edge_id, spec)
         .map_err(|e| Failure::Runtime(format!("{operation} on {edge_id}: {e}")))?;
@@ -461,6 +457,7 @@ async fn command_rows(
                     cells(String::new(), "LOST".into(), String::new());
                     return;
                 }
+                _ => {}
             }
         }
     };
