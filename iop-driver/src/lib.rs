@@ -1,5 +1,32 @@
 //! Runtime-agnostic async drivers for the IOP Control Plane ⇄ Edge wire.
 //!
+//! # Example
+//!
+//! A runtime adapter is a marker type; see `iop-tokio` for a complete one:
+//!
+//! ```
+//! use std::future::Future;
+//! use std::net::SocketAddr;
+//!
+//! struct MyRuntime;
+//! impl iop_driver::Runtime for MyRuntime {
+//!     type Stream = futures_lite::io::Cursor<Vec<u8>>; // a real one uses TCP
+//!     type Listener = ();
+//!     async fn bind(_: SocketAddr) -> std::io::Result<()> { Ok(()) }
+//!     fn local_addr(_: &()) -> std::io::Result<SocketAddr> { Ok(([127, 0, 0, 1], 0).into()) }
+//!     async fn accept(_: &()) -> std::io::Result<(Self::Stream, SocketAddr)> {
+//!         Err(std::io::ErrorKind::Unsupported.into())
+//!     }
+//!     async fn connect(_: SocketAddr) -> std::io::Result<Self::Stream> {
+//!         Err(std::io::ErrorKind::Unsupported.into())
+//!     }
+//!     async fn sleep_until(_: std::time::Instant) {}
+//!     fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
+//! }
+//! let clock = iop_driver::Clock::new();
+//! assert!(clock.now() <= clock.now());
+//! ```
+//!
 //! The Sans-IO cores of [`iop_core`] do the protocol; this crate does the IO, once,
 //! for every async runtime: a runtime adapter implements the small [`Runtime`] trait
 //! (TCP, a timer, a spawner) and gets
@@ -30,32 +57,6 @@
 //! 2.2 KiB of heap on the Control Plane, the core's share included
 //! (`iop-tokio/tests/idle_memory.rs`).
 //!
-//! # Example
-//!
-//! A runtime adapter is a marker type; see `iop-tokio` for a complete one:
-//!
-//! ```
-//! use std::future::Future;
-//! use std::net::SocketAddr;
-//!
-//! struct MyRuntime;
-//! impl iop_driver::Runtime for MyRuntime {
-//!     type Stream = futures_lite::io::Cursor<Vec<u8>>; // a real one uses TCP
-//!     type Listener = ();
-//!     async fn bind(_: SocketAddr) -> std::io::Result<()> { Ok(()) }
-//!     fn local_addr(_: &()) -> std::io::Result<SocketAddr> { Ok(([127, 0, 0, 1], 0).into()) }
-//!     async fn accept(_: &()) -> std::io::Result<(Self::Stream, SocketAddr)> {
-//!         Err(std::io::ErrorKind::Unsupported.into())
-//!     }
-//!     async fn connect(_: SocketAddr) -> std::io::Result<Self::Stream> {
-//!         Err(std::io::ErrorKind::Unsupported.into())
-//!     }
-//!     async fn sleep_until(_: std::time::Instant) {}
-//!     fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
-//! }
-//! let clock = iop_driver::Clock::new();
-//! assert!(clock.now() <= clock.now());
-//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![cfg_attr(
