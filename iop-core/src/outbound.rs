@@ -7,7 +7,11 @@
 //! per entry whatever the frame's size: a peer that sent heartbeats without reading
 //! their 10-byte acks made 8 MiB of cap hold about 140 MiB.)
 
-use iop_proto::{Envelope, LENGTH_PREFIX_LEN, Message, encode_frame};
+use iop_proto::{Envelope, LENGTH_PREFIX_LEN, Message};
+
+/// The least the buffer grows by: the small frames of an idle session (heartbeat acks,
+/// status requests) fit in it, so a kept buffer of this size serves them all.
+pub(crate) const MIN_RESERVE: usize = 128;
 
 /// Default cap on bytes queued for one connection before the peer is dropped as too
 /// slow (SPEC §7).
@@ -84,6 +88,12 @@ impl Outbound {
 
     /// Queues `envelope` behind everything already queued.
     pub(crate) fn push(&mut self, envelope: Envelope) -> Result<(), OutboundError> {
+        self.push_ref(&envelope)
+    }
+
+    /// [`push`](Self::push) by reference: the caller keeps the envelope (no 168-byte
+    /// move into the call).
+    pub(crate) fn push_ref(&mut self, envelope: &Envelope) -> Result<(), OutboundError> {
         let len = envelope.encoded_len();
         if len > self.max_frame_len as usize || len == 0 {
             return Err(OutboundError::FrameTooLarge {
@@ -106,9 +116,15 @@ impl Outbound {
             self.bytes.drain(..self.head);
             self.head = 0;
         }
-        // Cannot fail: the size was checked against the limit, and a Vec always has
-        // room.
-        let _ = encode_frame(&envelope, u32::MAX, &mut self.bytes);
+        // One reservation for the whole frame (prost's encoder would otherwise grow
+        // the buffer field by field), and never less than a small frame's worth, so
+        // that the few-byte frames of a session reuse the buffer it keeps.
+        self.bytes.reserve(frame.max(MIN_RESERVE));
+        // The length was computed once above: write the prefix and the body directly
+        // rather than through `encode_frame`, which would compute it again.
+        self.bytes.extend_from_slice(&(len as u32).to_be_bytes());
+        envelope.encode_raw(&mut self.bytes);
+        debug_assert_eq!(self.bytes.len() - self.head, queued + frame);
         Ok(())
     }
 

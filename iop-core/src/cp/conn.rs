@@ -48,8 +48,11 @@ pub(crate) struct Conn {
     pub(crate) decoder: FrameDecoder,
     pub(crate) outbound: Outbound,
     pub(crate) timers: TimerTable,
-    /// The deadline under which this connection sits in the endpoint's timer index.
+    /// The deadline under which this connection sits in the endpoint's timer index
+    /// (never later than its earliest timer).
     pub(crate) indexed_at: Option<Instant>,
+    /// It is in the endpoint's wake-up queue.
+    pub(crate) wake_queued: bool,
     pub(crate) state: ConnState,
     /// The transport's identity of the peer, until the hello is answered.
     pub(crate) peer: Option<Box<dyn super::identity::PeerIdentity>>,
@@ -67,6 +70,7 @@ impl Conn {
             outbound: Outbound::new(outbound_cap, max_frame_len),
             timers: TimerTable::default(),
             indexed_at: None,
+            wake_queued: false,
             state: ConnState::AwaitingHello,
             peer: None,
         }

@@ -78,8 +78,9 @@
 //!   `edge_id` must be the session's; a gap, or a first event that is not
 //!   `EDGE_READY`, is a resync point ([`CpEvent::ResyncNeeded`]), not an error. Only a
 //!   full status requested at or after the latest resync point makes the view fresh.
-//! * **Memory**: an idle session holds no frame buffer (a decoder buffer over 1 KiB
-//!   and the outbound queue's slots are released between frames); an idle enrolled
+//! * **Memory**: an idle session holds at most small frame buffers (a decoder buffer
+//!   over 1 KiB and an outbound buffer over 128 bytes are released between frames,
+//!   the small ones kept so that small frames cost no allocation); an idle enrolled
 //!   session, its Edge view included, measures about 1.2 KiB of heap
 //!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
 //!   command books outlive sessions until [`ControlPlane::forget_edge`].
