@@ -8,7 +8,7 @@ use crate::time::Instant;
 
 use super::command::CommandState;
 use super::conn::ConnState;
-use super::endpoint::ControlPlane;
+use super::endpoint::{ControlPlane, queue_frame, reindex_conn};
 use super::enrolment::EnrolmentPolicy;
 use super::error::{CommandError, CommandSpec, RevokeError, StatusError};
 use super::event::{CloseReason, ConnectionId, RequestId};
@@ -42,6 +42,8 @@ impl ControlPlane {
     ) -> Result<RequestId, StatusError> {
         let limit = self.config.max_inflight_status;
         let timeout = self.config.status_timeout;
+        // One lookup of the connection for the whole call: issue the id, queue the
+        // request, arm the timer.
         let Some(c) = self.conns.get_mut(&conn) else {
             return Err(StatusError::SlowPeer);
         };
@@ -54,24 +56,31 @@ impl ControlPlane {
             .issue(now, timeout, limit, full)
             .ok_or(StatusError::TooManyInFlight { limit })?;
         let session_id = session.session_id;
+        let deadline = session.status.next_deadline();
         let envelope = Envelope::correlated(correlation_id, EdgeStatusRequest { node_ids });
-        match self.send(conn, envelope) {
-            Ok(()) => {}
-            Err(OutboundError::Full { .. }) => return Err(StatusError::SlowPeer),
+        match queue_frame(
+            c,
+            conn,
+            &envelope,
+            &mut self.wakeups,
+            self.handling,
+            &mut self.stats,
+        ) {
+            Ok(()) => {
+                c.timers.set_opt(Timer::Status, deadline);
+                reindex_conn(&mut self.timers, conn, c);
+            }
+            Err(OutboundError::Full { .. }) => {
+                self.close(conn, CloseReason::SlowPeer);
+                return Err(StatusError::SlowPeer);
+            }
             Err(e) => {
-                if let Some(s) = self.conns.get_mut(&conn).and_then(|c| c.session_mut()) {
+                if let Some(s) = c.session_mut() {
                     s.status.unissue(correlation_id);
                 }
                 return Err(StatusError::TooLarge(e));
             }
         }
-        if let Some(c) = self.conns.get_mut(&conn)
-            && let ConnState::Active(session) = &c.state
-        {
-            c.timers
-                .set_opt(Timer::Status, session.status.next_deadline());
-        }
-        self.reindex(conn);
         Ok(RequestId {
             session_id,
             correlation_id,

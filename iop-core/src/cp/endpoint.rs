@@ -146,7 +146,9 @@ impl ControlPlane {
         }
         self.stats.bytes_in += bytes.len() as u64;
         self.handling = Some(conn);
-        self.heard_from(now, conn);
+        if heard_from(c, now, &self.config) {
+            self.reachable_again(conn);
+        }
         let mut input = bytes;
         loop {
             let decoded = match self.conns.get_mut(&conn) {
@@ -168,17 +170,18 @@ impl ControlPlane {
         self.handling = None;
         // An idle connection keeps no large receive buffer: between frames a fresh
         // decoder is equivalent to the old one.
-        if let Some(c) = self.conns.get_mut(&conn)
-            && c.is_open()
-            && c.decoder.is_at_boundary()
-            && c.decoder.capacity() > IDLE_DECODER_CAPACITY
-        {
-            c.decoder = iop_proto::FrameDecoder::with_limits(
-                c.decoder.max_frame_len(),
-                *c.decoder.limits(),
-            );
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if c.is_open()
+                && c.decoder.is_at_boundary()
+                && c.decoder.capacity() > IDLE_DECODER_CAPACITY
+            {
+                c.decoder = iop_proto::FrameDecoder::with_limits(
+                    c.decoder.max_frame_len(),
+                    *c.decoder.limits(),
+                );
+            }
+            reindex_conn(&mut self.timers, conn, c);
         }
-        self.reindex(conn);
     }
 
     /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
@@ -292,15 +295,15 @@ impl ControlPlane {
         let Some(c) = self.conns.get_mut(&conn).filter(|c| c.is_open()) else {
             return Ok(());
         };
-        match c.outbound.push_ref(&envelope) {
-            Ok(()) => {
-                self.stats.frames_out += 1;
-                if !c.wake_queued && self.handling != Some(conn) {
-                    c.wake_queued = true;
-                    self.wakeups.push_back(conn);
-                }
-                Ok(())
-            }
+        match queue_frame(
+            c,
+            conn,
+            &envelope,
+            &mut self.wakeups,
+            self.handling,
+            &mut self.stats,
+        ) {
+            Ok(()) => Ok(()),
             Err(e @ OutboundError::Full { .. }) => {
                 self.close(conn, CloseReason::SlowPeer);
                 Err(e)
@@ -407,57 +410,24 @@ impl ControlPlane {
 
     /// Puts `conn` in the timer index under its earliest deadline.
     pub(crate) fn reindex(&mut self, conn: ConnectionId) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let next = c.timers.next();
-        match (c.indexed_at, next) {
-            // A deadline that moved later stays indexed under the earlier one (most
-            // inputs only push deadlines out: every byte heard moves the liveness
-            // timers, a status answer stops its timer): `handle_timeout` re-checks the
-            // connection then and re-indexes it under its real deadline. This saves a
-            // B-tree removal and insertion per input.
-            (Some(old), Some(new)) if new >= old => return,
-            (old, new) if old == new => return,
-            _ => {}
+        if let Some(c) = self.conns.get_mut(&conn) {
+            reindex_conn(&mut self.timers, conn, c);
         }
-        if let Some(old) = c.indexed_at {
-            self.timers.remove(&(old, conn));
-        }
-        if let Some(at) = next {
-            self.timers.insert((at, conn));
-        }
-        c.indexed_at = next;
     }
 
-    /// Any byte is proof of life: push the liveness deadlines out.
-    fn heard_from(&mut self, now: Instant, conn: ConnectionId) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+    /// The session on `conn` was unreachable and was heard from again.
+    fn reachable_again(&mut self, conn: ConnectionId) {
+        let Some(session) = self.conns.get(&conn).and_then(|c| c.session()) else {
             return;
         };
-        let ConnState::Active(session) = &mut c.state else {
-            return;
-        };
-        let interval = session.heartbeat_interval;
-        c.timers.set(
-            Timer::Unreachable,
-            now + interval * self.config.unreachable_intervals,
-        );
-        c.timers.set(
-            Timer::Liveness,
-            now + interval * self.config.liveness_intervals,
-        );
-        if session.unreachable {
-            session.unreachable = false;
-            let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-            if let Some(entry) = self.edges.get_mut(&edge_id) {
-                entry.view.reachability = Reachability::Connected;
-            }
-            self.events.push_back(CpEvent::EdgeReachable {
-                edge_id,
-                session_id,
-            });
+        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        if let Some(entry) = self.edges.get_mut(&edge_id) {
+            entry.view.reachability = Reachability::Connected;
         }
+        self.events.push_back(CpEvent::EdgeReachable {
+            edge_id,
+            session_id,
+        });
     }
 
     fn on_conn_timeout(&mut self, now: Instant, conn: ConnectionId) {
@@ -517,6 +487,69 @@ impl ControlPlane {
             });
         }
     }
+}
+
+/// Queues `envelope` on the open connection `c` (named `conn`), and queues its
+/// wake-up unless it is the connection being handled. The caller closes `conn` as a
+/// slow peer on [`OutboundError::Full`].
+pub(crate) fn queue_frame(
+    c: &mut Conn,
+    conn: ConnectionId,
+    envelope: &Envelope,
+    wakeups: &mut VecDeque<ConnectionId>,
+    handling: Option<ConnectionId>,
+    stats: &mut CpStats,
+) -> Result<(), OutboundError> {
+    c.outbound.push_ref(envelope)?;
+    stats.frames_out += 1;
+    if !c.wake_queued && handling != Some(conn) {
+        c.wake_queued = true;
+        wakeups.push_back(conn);
+    }
+    Ok(())
+}
+
+/// Puts `c` (named `conn`) in the timer index under its earliest deadline, lazily:
+/// see [`ControlPlane::reindex`].
+pub(crate) fn reindex_conn(
+    timers: &mut BTreeSet<(Instant, ConnectionId)>,
+    conn: ConnectionId,
+    c: &mut Conn,
+) {
+    let next = c.timers.next();
+    match (c.indexed_at, next) {
+        // A deadline that moved later stays indexed under the earlier one (most
+        // inputs only push deadlines out: every byte heard moves the liveness
+        // timers, a status answer stops its timer): `handle_timeout` re-checks the
+        // connection then and re-indexes it under its real deadline. This saves a
+        // B-tree removal and insertion per input.
+        (Some(old), Some(new)) if new >= old => return,
+        (old, new) if old == new => return,
+        _ => {}
+    }
+    if let Some(old) = c.indexed_at {
+        timers.remove(&(old, conn));
+    }
+    if let Some(at) = next {
+        timers.insert((at, conn));
+    }
+    c.indexed_at = next;
+}
+
+/// Any byte is proof of life: pushes the liveness deadlines of `c` out. True when
+/// its session was unreachable (it no longer is: the caller emits the event).
+fn heard_from(c: &mut Conn, now: Instant, config: &CpConfig) -> bool {
+    let ConnState::Active(session) = &mut c.state else {
+        return false;
+    };
+    let interval = session.heartbeat_interval;
+    c.timers.set(
+        Timer::Unreachable,
+        now + interval * config.unreachable_intervals,
+    );
+    c.timers
+        .set(Timer::Liveness, now + interval * config.liveness_intervals);
+    std::mem::replace(&mut session.unreachable, false)
 }
 
 fn close_message(reason: &CloseReason) -> String {
