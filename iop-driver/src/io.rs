@@ -12,8 +12,15 @@ use futures_lite::AsyncWriteExt;
 use crate::Runtime;
 use crate::signal::Signal;
 
-/// Bytes read per `poll_read` (a stack buffer, held only during the poll).
-const READ_CHUNK: usize = 2 * 1024;
+/// Bytes read per `poll_read` into a stack buffer, held only during the poll. Small:
+/// it is zeroed on every poll (safe code cannot leave it uninitialised), and the
+/// control traffic of an idle or chatty session — heartbeats, acks, status requests
+/// and small answers — fits in it.
+const SMALL_READ: usize = 256;
+/// Bytes read per `poll_read` while a large frame streams in: a heap buffer taken
+/// when a small read came back full, released once a read does not fill it (the
+/// socket is drained), so an idle connection holds none.
+const LARGE_READ: usize = 64 * 1024;
 /// Bytes pulled from the core before writing them out.
 const PULL_BATCH: usize = 64 * 1024;
 /// A write buffer above this is released once flushed.
@@ -67,7 +74,10 @@ pub(crate) trait ConnCore {
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 enum Step {
-    Read,
+    /// Bytes were read; `filled` when they filled the buffer (more may be waiting).
+    Read {
+        filled: bool,
+    },
     Wrote(usize),
     Eof,
     Failed(std::io::Error),
@@ -87,6 +97,14 @@ where
     // Set when the core ended the connection with bytes still pending here.
     let mut stall_at: Option<std::time::Instant> = None;
     let mut sleep: Option<(std::time::Instant, Sleep)> = None;
+    // The large read buffer, while data streams in (see `LARGE_READ`).
+    let mut large: Vec<u8> = Vec::new();
+    // The core may have output: after an input (bytes, a timeout), a wake-up, and at
+    // the start. Not after a write alone: output queued by anyone else comes with a
+    // wake-up (the signal keeps it), so pulling then would only find nothing.
+    let mut need_pull = true;
+    // Bytes were written since the last flush.
+    let mut unflushed = false;
     loop {
         if core.aborted() {
             return Ended::Aborted;
@@ -101,7 +119,7 @@ where
                 close_bounded::<R, S>(stream).await;
                 return Ended::ByCore;
             }
-            if core.pull(&mut out, PULL_BATCH) == Pull::Close {
+            if need_pull && core.pull(&mut out, PULL_BATCH) == Pull::Close {
                 closing = true;
                 // The final bytes get a bounded time: a peer that reads nothing must
                 // not hold the task forever.
@@ -112,7 +130,13 @@ where
                     return Ended::ByCore;
                 }
             }
-            if out.is_empty() {
+            if need_pull {
+                // A full batch may have left more behind: pull again once it is
+                // written.
+                need_pull = out.len() >= PULL_BATCH;
+            }
+            if out.is_empty() && unflushed {
+                unflushed = false;
                 // Everything written: make sure it left any buffering layer (TLS).
                 if let Err(e) = stream.flush().await {
                     tracing::debug!(error = %e, "flush failed");
@@ -146,15 +170,22 @@ where
                 }
             }
             // Read while writes are pending; a closing connection reads no more. The
-            // buffer lives on the stack of this poll only, and the bytes go to the core
-            // at once: an idle connection's task holds no read buffer.
+            // bytes go to the core at once: an idle connection's task holds no read
+            // buffer.
             if !closing {
-                let mut read_buf = [0u8; READ_CHUNK];
-                match Pin::new(&mut *stream).poll_read(cx, &mut read_buf) {
+                let mut small = [0u8; SMALL_READ];
+                let buf: &mut [u8] = if large.is_empty() {
+                    &mut small
+                } else {
+                    &mut large
+                };
+                match Pin::new(&mut *stream).poll_read(cx, buf) {
                     Poll::Ready(Ok(0)) => return Poll::Ready(Step::Eof),
                     Poll::Ready(Ok(n)) => {
-                        core.handle_bytes(read_buf.get(..n).unwrap_or_default());
-                        return Poll::Ready(Step::Read);
+                        core.handle_bytes(buf.get(..n).unwrap_or_default());
+                        return Poll::Ready(Step::Read {
+                            filled: n == buf.len(),
+                        });
                     }
                     Poll::Ready(Err(e)) => return Poll::Ready(Step::Failed(e)),
                     Poll::Pending => {}
@@ -172,9 +203,19 @@ where
         })
         .await;
         match step {
-            Step::Read => {}
-            Step::Wrote(n) => written += n,
-            Step::Woken => {}
+            Step::Read { filled } => {
+                need_pull = true;
+                if filled && large.is_empty() {
+                    large = vec![0; LARGE_READ];
+                } else if !filled && !large.is_empty() {
+                    large = Vec::new();
+                }
+            }
+            Step::Wrote(n) => {
+                written += n;
+                unflushed = true;
+            }
+            Step::Woken => need_pull = true,
             Step::Timeout if closing => {
                 tracing::debug!("peer did not take the final bytes in time");
                 return Ended::ByCore;
@@ -185,6 +226,7 @@ where
             }
             Step::Timeout => {
                 sleep = None;
+                need_pull = true;
                 core.handle_timeout();
             }
             Step::Eof => return Ended::Transport,

@@ -158,6 +158,15 @@ impl<R: Runtime> CpShared<R> {
         out
     }
 
+    /// [`with`](Self::with) for calls that need no time: it does not read the clock
+    /// (a read costs about as much as pulling a frame out of the core).
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut CpState) -> T) -> T {
+        let mut state = lock(&self.state);
+        let out = f(&mut state);
+        self.pump(&mut state);
+        out
+    }
+
     /// Routes wake-ups to connection tasks, events to waiters and subscribers, and
     /// re-arms the timer when the deadline moved earlier.
     pub(crate) fn pump(&self, state: &mut CpState) {
@@ -425,7 +434,7 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
                 }
             }
             Some(tls) => {
-                let admitted = shared.with(|state, _| {
+                let admitted = shared.with_state(|state| {
                     if state.stopped {
                         return None;
                     }
@@ -451,7 +460,7 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
         }
     }
     drop(listener);
-    shared.with(|state, _| state.accept_done = true);
+    shared.with_state(|state| state.accept_done = true);
     tracing::debug!("accept loop stopped");
 }
 
@@ -519,7 +528,7 @@ async fn handshake<R: Runtime>(
         Ok(tls) => tls,
         Err(error) => {
             tracing::warn!(%error, kind = ?error.kind, "edge connection refused");
-            shared.with(|state, _| {
+            shared.with_state(|state| {
                 state.handshaking -= 1;
                 state.tls_stats.handshakes_failed += 1;
                 state.tls_stats.last_failure = Some(error);
@@ -540,7 +549,7 @@ async fn handshake<R: Runtime>(
         client_certificate = identity.is_some(),
         "TLS handshake completed"
     );
-    shared.with(|state, _| {
+    shared.with_state(|state| {
         state.handshaking -= 1;
         state.tls_stats.handshakes_completed += 1;
     });
@@ -595,7 +604,7 @@ impl<R: Runtime> ConnCore for CpConn<'_, R> {
     }
 
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {
-        self.shared.with(|state, _| {
+        self.shared.with_state(|state| {
             while out.len() < limit {
                 match state.cp.poll_transmit(self.conn, out) {
                     Transmit::Bytes(_) => {}

@@ -1,0 +1,126 @@
+//! One system's status round trips only, for profilers: `rt_profile ours|echo N
+//! [NODES]` runs N sequential round trips of ours (`request_status` against an
+//! `EdgeClient` with NODES × 4 providers, default 0) or of the raw TCP echo of the same
+//! bytes, set up as `roundtrip` sets them up (two current-thread runtimes, the Control
+//! Plane side in a spawned task), and prints only the count done. Instructions per
+//! round trip: run it under `valgrind --tool=callgrind` with two values of N and divide
+//! the difference of the totals by the difference of the Ns; syscalls per round trip:
+//! `strace -f -c`. See BENCHMARKS.md §4.
+#![forbid(unsafe_code)]
+#![allow(clippy::print_stdout)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use iop_bench::fixtures;
+use iop_tokio::core::edge::EdgeConfig;
+use iop_tokio::core::proto;
+use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() -> Result<(), BoxError> {
+    let which = std::env::args().nth(1).unwrap_or_else(|| "ours".into());
+    let n: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let nodes: usize = std::env::args()
+        .nth(3)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0);
+    let cp_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let edge_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let edge = edge_rt.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let edge_thread = std::thread::spawn(move || {
+        edge_rt.block_on(async {
+            let _ = stopped.await;
+        })
+    });
+    let done = cp_rt.block_on(async {
+        let localhost: SocketAddr = "127.0.0.1:0".parse()?;
+        let registry = fixtures::registry(nodes, 4);
+        let done;
+        if which == "ours" {
+            let server = ControlPlaneServer::bind(localhost, ServerConfig::default()).await?;
+            let cp = server.handle();
+            let client = {
+                let _g = edge.enter();
+                EdgeClient::new(EdgeConfig::new("edge-p"))
+                    .with_node_registry(registry)
+                    .connect(server.local_addr())?
+            };
+            while cp.stats().live_sessions < 1 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            let cp2 = cp.clone();
+            done = tokio::spawn(async move {
+                let mut done = 0;
+                for _ in 0..n {
+                    if cp2.request_status("edge-p", vec![]).await.is_ok() {
+                        done += 1;
+                    }
+                }
+                done
+            })
+            .await?;
+            drop(client);
+        } else {
+            let mut request_frame = Vec::new();
+            proto::encode_frame(
+                &fixtures::full_status_request(1 << 20),
+                proto::DEFAULT_MAX_FRAME_LEN,
+                &mut request_frame,
+            )?;
+            let mut response_frame = Vec::new();
+            proto::encode_frame(
+                &fixtures::status_response_envelope(&registry, 1 << 20),
+                proto::DEFAULT_MAX_FRAME_LEN,
+                &mut response_frame,
+            )?;
+            let listener = TcpListener::bind(localhost).await?;
+            let addr = listener.local_addr()?;
+            let (req_len, resp) = (request_frame.len(), response_frame.clone());
+            edge.spawn(async move {
+                let Ok(mut stream) = TcpStream::connect(addr).await else {
+                    return;
+                };
+                let _ = stream.set_nodelay(true);
+                let mut buf = vec![0u8; req_len];
+                while stream.read_exact(&mut buf).await.is_ok() {
+                    if stream.write_all(&resp).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let (mut echo, _) = listener.accept().await?;
+            echo.set_nodelay(true)?;
+            done = tokio::spawn(async move {
+                let mut buf = vec![0u8; response_frame.len()];
+                let mut done = 0;
+                for _ in 0..n {
+                    if echo.write_all(&request_frame).await.is_err()
+                        || echo.read_exact(&mut buf).await.is_err()
+                    {
+                        break;
+                    }
+                    done += 1;
+                }
+                done
+            })
+            .await?;
+        }
+        Ok::<usize, BoxError>(done)
+    })?;
+    println!("{which}: {done} round trips");
+    let _ = stop.send(());
+    let _ = edge_thread.join();
+    Ok(())
+}
