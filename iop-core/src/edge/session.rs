@@ -362,7 +362,13 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Queues a frame; a full queue means the CP is too slow and ends the session.
     /// Returns whether it was queued.
     pub(crate) fn send(&mut self, now: Instant, envelope: Envelope) -> bool {
-        match self.outbound.push(envelope) {
+        let queued = self.outbound.push(envelope);
+        self.sent(now, queued)
+    }
+
+    /// What [`send`](Self::send) does with the outcome of queuing a frame.
+    pub(crate) fn sent(&mut self, now: Instant, queued: Result<(), OutboundError>) -> bool {
+        match queued {
             Ok(()) => true,
             Err(OutboundError::Full { .. }) => {
                 self.outbound.clear();
