@@ -226,6 +226,10 @@ impl Outbound {
     /// would take `buf` past `soft_limit` bytes (at least one frame is always written
     /// if any is queued). Returns the bytes written.
     pub(crate) fn write_to(&mut self, buf: &mut Vec<u8>, soft_limit: usize) -> usize {
+        if self.is_empty() {
+            // The common last poll of a burst.
+            return 0;
+        }
         let start = buf.len();
         let mut end = self.head;
         while let Some(prefix) = self.bytes.get(end..end + LENGTH_PREFIX_LEN) {

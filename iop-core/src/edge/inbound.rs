@@ -156,8 +156,9 @@ impl<R: EdgeRegistry> Edge<R> {
         correlation_id: u64,
         request: EdgeStatusRequest,
     ) {
-        // Everything the registry reported before this request goes out first.
-        self.pump_registry();
+        // Everything the registry reported before this request goes out first:
+        // `handle_bytes` relayed it before decoding, and decoding changes nothing in
+        // the registry.
         let unix_ms = self.config.wall_clock.unix_ms(now);
         let max = self.outbound.max_frame_len() as usize;
         let budget = max.saturating_sub(STATUS_ENVELOPE_OVERHEAD);

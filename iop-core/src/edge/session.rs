@@ -211,7 +211,9 @@ impl<R: EdgeRegistry> Edge<R> {
             let window = session.interval.saturating_mul(LIVENESS_INTERVALS);
             self.set_timer(Timer::Liveness, Some(now + window));
         }
-        while matches!(self.conn, Conn::AwaitingHello | Conn::Active(_)) {
+        // The decoder never holds a whole frame between calls: once the input is
+        // used up there is nothing more to decode.
+        while !bytes.is_empty() && matches!(self.conn, Conn::AwaitingHello | Conn::Active(_)) {
             match self.decoder.decode(&mut bytes) {
                 Ok(Some(envelope)) => self.handle_envelope(now, envelope),
                 Ok(None) => break,
