@@ -146,6 +146,8 @@ impl Outbound {
     /// it is given: `head` holds the envelope's fields before that one and its key.
     /// The frame is written in place, its length prefix and the field's length filled
     /// in afterwards: no message is built and no bytes are copied from elsewhere.
+    /// When `write` returns `false`, what it wrote is taken back and nothing is queued
+    /// (`Ok(false)`).
     ///
     /// `write` must only append to the buffer: the bytes already in it are queued
     /// frames (if it removes some, the queue is dropped whole, so that no broken
@@ -155,8 +157,8 @@ impl Outbound {
     pub(crate) fn push_with(
         &mut self,
         head: &[u8],
-        write: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<(), OutboundError> {
+        write: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) -> Result<bool, OutboundError> {
         let queued = self.queued_bytes();
         if self.head > 0 && self.head >= queued {
             self.bytes.drain(..self.head);
@@ -168,7 +170,11 @@ impl Outbound {
         let reserved = LENGTH_PREFIX_LEN + head.len() + MAX_U32_VARINT;
         self.bytes.resize(start + reserved, 0);
         let body_at = start + reserved;
-        write(&mut self.bytes);
+        let keep = write(&mut self.bytes);
+        if !keep && self.bytes.len() >= start {
+            self.bytes.truncate(start);
+            return Ok(false);
+        }
         let Some(field) = self.bytes.len().checked_sub(body_at) else {
             // `write` took bytes away, maybe from queued frames: send none of them
             // rather than a broken stream.
@@ -219,17 +225,13 @@ impl Outbound {
                 self.bytes.truncate(self.bytes.len() - gap);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Appends queued frames to `buf`, oldest first, stopping before the frame that
     /// would take `buf` past `soft_limit` bytes (at least one frame is always written
     /// if any is queued). Returns the bytes written.
     pub(crate) fn write_to(&mut self, buf: &mut Vec<u8>, soft_limit: usize) -> usize {
-        if self.is_empty() {
-            // The common last poll of a burst.
-            return 0;
-        }
         let start = buf.len();
         let mut end = self.head;
         while let Some(prefix) = self.bytes.get(end..end + LENGTH_PREFIX_LEN) {
@@ -376,8 +378,13 @@ mod tests {
             .enumerate()
         {
             let (body, envelope) = status(cid, len);
-            with.push_with(&status_head(cid), |out| out.extend_from_slice(&body))
-                .unwrap();
+            assert!(
+                with.push_with(&status_head(cid), |out| {
+                    out.extend_from_slice(&body);
+                    true
+                })
+                .unwrap()
+            );
             plain.push(envelope).unwrap();
             assert_eq!(with.queued_bytes(), plain.queued_bytes());
             if i % 2 == 0 {
@@ -402,7 +409,10 @@ mod tests {
         let mut q = Outbound::new(frame + 4, 1024);
         q.push(hb(1)).unwrap();
         let queued = q.queued_bytes();
-        let err = q.push_with(&status_head(9), |out| out.extend_from_slice(&body));
+        let err = q.push_with(&status_head(9), |out| {
+            out.extend_from_slice(&body);
+            true
+        });
         assert_eq!(
             err,
             Err(OutboundError::Full {
@@ -415,7 +425,10 @@ mod tests {
         assert_eq!(q.bytes.len(), queued);
         // Over the frame limit.
         let mut q = Outbound::new(1 << 20, 50);
-        let err = q.push_with(&status_head(9), |out| out.extend_from_slice(&body));
+        let err = q.push_with(&status_head(9), |out| {
+            out.extend_from_slice(&body);
+            true
+        });
         assert!(matches!(
             err,
             Err(OutboundError::FrameTooLarge { max: 50, .. })
@@ -424,10 +437,23 @@ mod tests {
         // A writer that removes bytes loses the queue rather than send it broken.
         let mut q = Outbound::new(1 << 20, 1 << 20);
         q.push(hb(1)).unwrap();
-        let err = q.push_with(&status_head(9), |out| out.truncate(2));
+        let err = q.push_with(&status_head(9), |out| {
+            out.truncate(2);
+            true
+        });
         assert!(matches!(err, Err(OutboundError::FrameTooLarge { .. })));
         assert!(q.is_empty());
         assert_eq!(q.write_to(&mut Vec::new(), usize::MAX), 0);
+        // A writer that declines leaves the queue as it was.
+        let mut q = Outbound::new(1 << 20, 1 << 20);
+        q.push(hb(1)).unwrap();
+        let declined = q.push_with(&status_head(9), |out| {
+            out.extend_from_slice(&body);
+            false
+        });
+        assert_eq!(declined, Ok(false));
+        assert_eq!(q.queued_bytes(), LENGTH_PREFIX_LEN + hb(1).encoded_len());
+        assert_eq!(q.bytes.len(), q.queued_bytes());
     }
 
     #[test]

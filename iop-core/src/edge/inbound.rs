@@ -5,7 +5,7 @@ use std::time::Duration;
 use iop_proto::{
     Body, CommandRejectReason, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeCommandResponse,
     EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway, GoAwayReason, HelloRejectReason,
-    Message, NodeEventKind, PROTOCOL_VERSION,
+    NodeEventKind, PROTOCOL_VERSION,
 };
 
 use super::commands::Known;
@@ -168,21 +168,25 @@ impl<R: EdgeRegistry> Edge<R> {
         let head = status_envelope_head(correlation_id, &mut head);
         let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
         let node_ids = request.node_ids.as_slice();
+        let mut overshot = false;
         let queued = self.outbound.push_with(head, |out| {
             let start = out.len();
             registry.encode_snapshot(edge_id, node_ids, unix_ms, budget, out);
-            if out.len().saturating_sub(start) > budget {
-                // The registry overshot its budget: send no nodes rather than nothing.
-                out.truncate(start);
-                let mut response = registry.snapshot(edge_id, node_ids, unix_ms, budget);
-                edge_id.clone_into(&mut response.edge_id);
-                response.observed_at_unix_ms = unix_ms;
-                response.nodes.clear();
-                response.truncated = true;
-                response.encode_raw(out);
-            }
+            overshot = out.len().saturating_sub(start) > budget;
+            !overshot
         });
-        self.sent(now, queued);
+        if overshot {
+            // The registry overshot its budget: send no nodes rather than nothing.
+            // Rare, so built as a message.
+            let mut response = registry.snapshot(edge_id, node_ids, unix_ms, budget);
+            edge_id.clone_into(&mut response.edge_id);
+            response.observed_at_unix_ms = unix_ms;
+            response.nodes.clear();
+            response.truncated = true;
+            self.send(now, Envelope::correlated(correlation_id, response));
+        } else {
+            self.sent(now, queued.map(|_| ()));
+        }
     }
 
     fn reject_command(

@@ -273,6 +273,14 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Appends bytes to write to the transport to `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Transmit {
         self.pump_registry();
+        if self.outbound.is_empty() {
+            // The driver's last poll of every burst.
+            return if matches!(self.conn, Conn::Closing { .. }) {
+                Transmit::Close
+            } else {
+                Transmit::Idle
+            };
+        }
         let limit = buf.len().saturating_add(TRANSMIT_CHUNK);
         match self.outbound.write_to(buf, limit) {
             0 if matches!(self.conn, Conn::Closing { .. }) => Transmit::Close,
