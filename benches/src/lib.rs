@@ -4,7 +4,8 @@
 //!   `NodeRegistry::encode_snapshot` against plain prost, as ratios from paired,
 //!   interleaved timings ([`compare`]).
 //! * `cargo bench -p iop-bench --bench instructions` — instructions per Control Plane
-//!   session operation under valgrind's callgrind ([`callgrind`]), prost's own share
+//!   session operation (and the Edge's side of a status exchange) under valgrind's
+//!   callgrind ([`callgrind`]), prost's own share
 //!   measured alike and subtracted.
 //! * `cargo bench -p iop-bench --bench memory` — Control Plane heap per idle enrolled
 //!   edge, with a counting allocator.
@@ -35,6 +36,7 @@ pub use iop_core::proto;
 
 pub mod callgrind;
 pub mod compare;
+pub mod edge_session;
 pub mod fixtures;
 pub mod session;
 pub mod table;

@@ -44,6 +44,35 @@ pub enum OutboundError {
     },
 }
 
+/// Bytes of the longest varint of a `u32`.
+const MAX_U32_VARINT: usize = 5;
+
+/// Bytes of `v` as a protobuf varint.
+fn varint_len(v: usize) -> usize {
+    let mut n = 1;
+    let mut v = v >> 7;
+    while v > 0 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Writes `v` as a protobuf varint into `buf`; returns the bytes written.
+fn encode_varint(mut v: u32, buf: &mut [u8; MAX_U32_VARINT]) -> &[u8] {
+    let mut n = 0;
+    for slot in buf.iter_mut() {
+        n += 1;
+        if v < 0x80 {
+            *slot = v as u8;
+            break;
+        }
+        *slot = (v as u8 & 0x7f) | 0x80;
+        v >>= 7;
+    }
+    buf.get(..n).unwrap_or_default()
+}
+
 /// An ordered queue of frames waiting to be written to one connection.
 pub(crate) struct Outbound {
     /// Encoded frames (length prefixes included); those before `head` are sent.
@@ -126,6 +155,93 @@ impl Outbound {
         envelope.encode_raw(&mut self.bytes);
         debug_assert_eq!(self.bytes.len() - self.head, queued + frame);
         Ok(())
+    }
+
+    /// Queues, behind everything already queued, one frame whose `Envelope` is `head`
+    /// followed by a length-delimited field whose bytes `write` appends to the buffer
+    /// it is given: `head` holds the envelope's fields before that one and its key.
+    /// The frame is written in place, its length prefix and the field's length filled
+    /// in afterwards: no message is built and no bytes are copied from elsewhere.
+    /// When `write` returns `false`, what it wrote is taken back and nothing is queued
+    /// (`Ok(false)`).
+    ///
+    /// `write` must only append to the buffer: the bytes already in it are queued
+    /// frames (if it removes some, the queue is dropped whole, so that no broken
+    /// frame goes out, and the frame is refused as too large). Same checks as [`push`](Self::push), made once the frame is written:
+    /// a refused frame is taken back. The buffer thus briefly holds up to one frame
+    /// past the cap, as a built message would have.
+    pub(crate) fn push_with(
+        &mut self,
+        head: &[u8],
+        write: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) -> Result<bool, OutboundError> {
+        let queued = self.queued_bytes();
+        if self.head > 0 && self.head >= queued {
+            self.bytes.drain(..self.head);
+            self.head = 0;
+        }
+        let start = self.bytes.len();
+        // Room for the prefix, `head` and the longest length a frame can have (its
+        // body fits a u32, or it is refused).
+        let reserved = LENGTH_PREFIX_LEN + head.len() + MAX_U32_VARINT;
+        self.bytes.resize(start + reserved, 0);
+        let body_at = start + reserved;
+        let keep = write(&mut self.bytes);
+        if !keep && self.bytes.len() >= start {
+            self.bytes.truncate(start);
+            return Ok(false);
+        }
+        let Some(field) = self.bytes.len().checked_sub(body_at) else {
+            // `write` took bytes away, maybe from queued frames: send none of them
+            // rather than a broken stream.
+            self.clear();
+            return Err(OutboundError::FrameTooLarge {
+                len: 0,
+                max: self.max_frame_len,
+            });
+        };
+        let len = head.len() + varint_len(field) + field;
+        let frame = LENGTH_PREFIX_LEN + len;
+        let refused = match u32::try_from(len) {
+            Ok(len32) if len32 <= self.max_frame_len => {
+                (queued + frame > self.cap).then_some(OutboundError::Full {
+                    queued,
+                    frame,
+                    cap: self.cap,
+                })
+            }
+            _ => Some(OutboundError::FrameTooLarge {
+                len,
+                max: self.max_frame_len,
+            }),
+        };
+        if let Some(err) = refused {
+            self.bytes.truncate(start);
+            return Err(err);
+        }
+        // The header ends where the field's bytes start; `gap` unused bytes before it.
+        let gap = reserved - (frame - field);
+        let mut varint = [0u8; MAX_U32_VARINT];
+        let varint = encode_varint(field as u32, &mut varint);
+        let prefix = (len as u32).to_be_bytes();
+        let mut at = start + gap;
+        for part in [&prefix[..], head, varint] {
+            if let Some(dst) = self.bytes.get_mut(at..at + part.len()) {
+                dst.copy_from_slice(part);
+            }
+            at += part.len();
+        }
+        if gap > 0 {
+            if start == self.head {
+                // Nothing was queued: start the queue after the gap instead of
+                // moving the frame (the gap counts as sent).
+                self.head = start + gap;
+            } else {
+                self.bytes.copy_within(start + gap.., start);
+                self.bytes.truncate(self.bytes.len() - gap);
+            }
+        }
+        Ok(true)
     }
 
     /// Appends queued frames to `buf`, oldest first, stopping before the frame that
@@ -238,6 +354,122 @@ mod tests {
             q.push(big),
             Err(OutboundError::FrameTooLarge { max: 4, .. })
         ));
+    }
+
+    /// `push_with` of a status response: the head prost puts before the body.
+    fn status_head(correlation_id: u64) -> Vec<u8> {
+        let mut head = Vec::new();
+        if correlation_id != 0 {
+            head.push(0x08);
+            let mut v = correlation_id;
+            while v >= 0x80 {
+                head.push((v as u8 & 0x7f) | 0x80);
+                v >>= 7;
+            }
+            head.push(v as u8);
+        }
+        head.push(0x2a);
+        head
+    }
+
+    fn status(correlation_id: u64, edge_id_len: usize) -> (Vec<u8>, Envelope) {
+        let response = iop_proto::EdgeStatusResponse {
+            edge_id: "e".repeat(edge_id_len),
+            ..Default::default()
+        };
+        (
+            response.encode_to_vec(),
+            Envelope::correlated(correlation_id, response),
+        )
+    }
+
+    #[test]
+    fn push_with_writes_what_push_writes() {
+        // Bodies whose length takes 1, 2 and 3 varint bytes (the gap before the
+        // header varies), into an empty queue and behind queued frames.
+        let mut with = Outbound::new(1 << 20, 1 << 20);
+        let mut plain = Outbound::new(1 << 20, 1 << 20);
+        for (i, (cid, len)) in [(0, 0), (1, 5), (300, 200), (u64::MAX, 20_000), (7, 127)]
+            .into_iter()
+            .enumerate()
+        {
+            let (body, envelope) = status(cid, len);
+            assert!(
+                with.push_with(&status_head(cid), |out| {
+                    out.extend_from_slice(&body);
+                    true
+                })
+                .unwrap()
+            );
+            plain.push(envelope).unwrap();
+            assert_eq!(with.queued_bytes(), plain.queued_bytes());
+            if i % 2 == 0 {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                with.write_to(&mut a, usize::MAX);
+                plain.write_to(&mut b, usize::MAX);
+                assert_eq!(a, b);
+                assert!(with.is_empty());
+            }
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        with.write_to(&mut a, usize::MAX);
+        plain.write_to(&mut b, usize::MAX);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn push_with_refuses_what_push_refuses_and_takes_it_back() {
+        let (body, envelope) = status(9, 100);
+        let frame = LENGTH_PREFIX_LEN + envelope.encoded_len();
+        // Over the cap, behind a queued frame.
+        let mut q = Outbound::new(frame + 4, 1024);
+        q.push(hb(1)).unwrap();
+        let queued = q.queued_bytes();
+        let err = q.push_with(&status_head(9), |out| {
+            out.extend_from_slice(&body);
+            true
+        });
+        assert_eq!(
+            err,
+            Err(OutboundError::Full {
+                queued,
+                frame,
+                cap: frame + 4
+            })
+        );
+        assert_eq!(q.queued_bytes(), queued);
+        assert_eq!(q.bytes.len(), queued);
+        // Over the frame limit.
+        let mut q = Outbound::new(1 << 20, 50);
+        let err = q.push_with(&status_head(9), |out| {
+            out.extend_from_slice(&body);
+            true
+        });
+        assert!(matches!(
+            err,
+            Err(OutboundError::FrameTooLarge { max: 50, .. })
+        ));
+        assert!(q.is_empty() && q.bytes.is_empty());
+        // A writer that removes bytes loses the queue rather than send it broken.
+        let mut q = Outbound::new(1 << 20, 1 << 20);
+        q.push(hb(1)).unwrap();
+        let err = q.push_with(&status_head(9), |out| {
+            out.truncate(2);
+            true
+        });
+        assert!(matches!(err, Err(OutboundError::FrameTooLarge { .. })));
+        assert!(q.is_empty());
+        assert_eq!(q.write_to(&mut Vec::new(), usize::MAX), 0);
+        // A writer that declines leaves the queue as it was.
+        let mut q = Outbound::new(1 << 20, 1 << 20);
+        q.push(hb(1)).unwrap();
+        let declined = q.push_with(&status_head(9), |out| {
+            out.extend_from_slice(&body);
+            false
+        });
+        assert_eq!(declined, Ok(false));
+        assert_eq!(q.queued_bytes(), LENGTH_PREFIX_LEN + hb(1).encoded_len());
+        assert_eq!(q.bytes.len(), q.queued_bytes());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use iop_proto::{
     Body, CommandRejectReason, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeCommandResponse,
     EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway, GoAwayReason, HelloRejectReason,
-    Message, NodeEventKind, PROTOCOL_VERSION,
+    NodeEventKind, PROTOCOL_VERSION,
 };
 
 use super::commands::Known;
@@ -17,6 +17,34 @@ use crate::limits::{MAX_COMMAND_ID_LEN, MIN_PEER_MAX_FRAME_LEN, negotiated_heart
 use crate::registry::{
     ResolveError, STATUS_ENVELOPE_OVERHEAD, Selector, Target, TargetError, TargetLevel,
 };
+
+/// Field key of `Envelope.correlation_id` (1, varint).
+const CORRELATION_ID_KEY: u8 = 1 << 3;
+/// Field key of `Envelope.status_response` (5, length-delimited).
+const STATUS_RESPONSE_KEY: u8 = (5 << 3) | 2;
+
+/// Writes into `buf` the bytes prost puts before the body of
+/// `Envelope::correlated(correlation_id, response)`; returns them.
+fn status_envelope_head(correlation_id: u64, buf: &mut [u8; 12]) -> &[u8] {
+    let mut n = 0;
+    let mut put = |b: u8| {
+        if let Some(slot) = buf.get_mut(n) {
+            *slot = b;
+        }
+        n += 1;
+    };
+    if correlation_id != 0 {
+        put(CORRELATION_ID_KEY);
+        let mut v = correlation_id;
+        while v >= 0x80 {
+            put((v as u8 & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        put(v as u8);
+    }
+    put(STATUS_RESPONSE_KEY);
+    buf.get(..n).unwrap_or_default()
+}
 
 impl<R: EdgeRegistry> Edge<R> {
     pub(crate) fn handle_envelope(&mut self, now: Instant, envelope: Envelope) {
@@ -128,22 +156,37 @@ impl<R: EdgeRegistry> Edge<R> {
         correlation_id: u64,
         request: EdgeStatusRequest,
     ) {
-        // Everything the registry reported before this request goes out first.
-        self.pump_registry();
+        // Everything the registry reported before this request goes out first:
+        // `handle_bytes` relayed it before decoding, and decoding changes nothing in
+        // the registry.
         let unix_ms = self.config.wall_clock.unix_ms(now);
         let max = self.outbound.max_frame_len() as usize;
         let budget = max.saturating_sub(STATUS_ENVELOPE_OVERHEAD);
-        let mut response =
-            self.registry
-                .snapshot(&self.config.edge_id, &request.node_ids, unix_ms, budget);
-        response.edge_id.clone_from(&self.config.edge_id);
-        response.observed_at_unix_ms = unix_ms;
-        if response.encoded_len() > budget {
+        // The envelope before its body: `correlation_id` (skipped when 0), then the
+        // key of `status_response`; the response's bytes follow, written in place.
+        let mut head = [0u8; 12];
+        let head = status_envelope_head(correlation_id, &mut head);
+        let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
+        let node_ids = request.node_ids.as_slice();
+        let mut overshot = false;
+        let queued = self.outbound.push_with(head, |out| {
+            let start = out.len();
+            registry.encode_snapshot(edge_id, node_ids, unix_ms, budget, out);
+            overshot = out.len().saturating_sub(start) > budget;
+            !overshot
+        });
+        if overshot {
             // The registry overshot its budget: send no nodes rather than nothing.
+            // Rare, so built as a message.
+            let mut response = registry.snapshot(edge_id, node_ids, unix_ms, budget);
+            edge_id.clone_into(&mut response.edge_id);
+            response.observed_at_unix_ms = unix_ms;
             response.nodes.clear();
             response.truncated = true;
+            self.send(now, Envelope::correlated(correlation_id, response));
+        } else {
+            self.sent(now, queued.map(|_| ()));
         }
-        self.send(now, Envelope::correlated(correlation_id, response));
     }
 
     fn reject_command(

@@ -1,10 +1,11 @@
 //! The seam between the Edge session and the Edge's node registry.
 //!
-//! The session needs three things from the registry: a status snapshot, the nodes a
-//! selector matches, and the lifecycle transitions to relay as `node_event`s. Any
-//! registry implementing [`EdgeRegistry`] plugs in; `()` is an Edge with no nodes.
+//! The session needs three things from the registry: a status snapshot (as bytes,
+//! written straight into the session's outbound buffer), the nodes a selector matches,
+//! and the lifecycle transitions to relay as `node_event`s. Any registry implementing
+//! [`EdgeRegistry`] plugs in; `()` is an Edge with no nodes.
 
-use iop_proto::{EdgeStatusResponse, NodeEventKind};
+use iop_proto::{EdgeStatusResponse, Message, NodeEventKind};
 
 use crate::registry::{NodeRegistry, ResolveError, Selector, Target};
 
@@ -58,6 +59,33 @@ pub trait EdgeRegistry {
         max_encoded_len: usize,
     ) -> EdgeStatusResponse;
 
+    /// Appends to `out` the encoding of the snapshot [`snapshot`](Self::snapshot)
+    /// returns for the same arguments, with `edge_id` and `observed_at_unix_ms` as
+    /// given: the `EdgeStatusResponse`'s own bytes, without a field key or length. The
+    /// Edge answers status requests with this, written straight into the connection's
+    /// outbound buffer, so `out` already holds queued frames: only append to it.
+    ///
+    /// The default builds the snapshot and encodes it. Override it to write the bytes
+    /// without building the message, as [`NodeRegistry`] does (with
+    /// [`NodeRegistry::encode_snapshot`]); the bytes must stay those of the default.
+    /// Should they take more than `max_encoded_len`, the Edge sends the snapshot
+    /// without its nodes, marked `truncated`.
+    fn encode_snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+        out: &mut Vec<u8>,
+    ) {
+        let mut response = self.snapshot(edge_id, node_ids, observed_at_unix_ms, max_encoded_len);
+        if response.edge_id != edge_id {
+            edge_id.clone_into(&mut response.edge_id);
+        }
+        response.observed_at_unix_ms = observed_at_unix_ms;
+        response.encode_raw(out);
+    }
+
     /// Resolves a parsed selector against the configured nodes, whatever their state
     /// (as [`NodeRegistry::resolve`] does). The Edge checks the operation's level first.
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError>;
@@ -91,6 +119,18 @@ impl EdgeRegistry for () {
         }
     }
 
+    /// An empty snapshot holds only the edge id and the time.
+    fn encode_snapshot(
+        &self,
+        edge_id: &str,
+        _node_ids: &[String],
+        observed_at_unix_ms: u64,
+        _max_encoded_len: usize,
+        out: &mut Vec<u8>,
+    ) {
+        crate::registry::encode_empty_snapshot(edge_id, observed_at_unix_ms, out);
+    }
+
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
         match selector {
             Selector::Edge => Ok(Target::Edge),
@@ -119,6 +159,24 @@ impl EdgeRegistry for NodeRegistry {
             node_ids,
             max_encoded_len,
         )
+    }
+
+    fn encode_snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+        out: &mut Vec<u8>,
+    ) {
+        NodeRegistry::encode_snapshot(
+            self,
+            edge_id,
+            observed_at_unix_ms,
+            node_ids,
+            max_encoded_len,
+            out,
+        );
     }
 
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {

@@ -211,7 +211,9 @@ impl<R: EdgeRegistry> Edge<R> {
             let window = session.interval.saturating_mul(LIVENESS_INTERVALS);
             self.set_timer(Timer::Liveness, Some(now + window));
         }
-        while matches!(self.conn, Conn::AwaitingHello | Conn::Active(_)) {
+        // The decoder never holds a whole frame between calls: once the input is
+        // used up there is nothing more to decode.
+        while !bytes.is_empty() && matches!(self.conn, Conn::AwaitingHello | Conn::Active(_)) {
             match self.decoder.decode(&mut bytes) {
                 Ok(Some(envelope)) => self.handle_envelope(now, envelope),
                 Ok(None) => break,
@@ -271,6 +273,14 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Appends bytes to write to the transport to `buf`.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Transmit {
         self.pump_registry();
+        if self.outbound.is_empty() {
+            // The driver's last poll of every burst.
+            return if matches!(self.conn, Conn::Closing { .. }) {
+                Transmit::Close
+            } else {
+                Transmit::Idle
+            };
+        }
         let limit = buf.len().saturating_add(TRANSMIT_CHUNK);
         match self.outbound.write_to(buf, limit) {
             0 if matches!(self.conn, Conn::Closing { .. }) => Transmit::Close,
@@ -362,7 +372,13 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Queues a frame; a full queue means the CP is too slow and ends the session.
     /// Returns whether it was queued.
     pub(crate) fn send(&mut self, now: Instant, envelope: Envelope) -> bool {
-        match self.outbound.push(envelope) {
+        let queued = self.outbound.push(envelope);
+        self.sent(now, queued)
+    }
+
+    /// What [`send`](Self::send) does with the outcome of queuing a frame.
+    pub(crate) fn sent(&mut self, now: Instant, queued: Result<(), OutboundError>) -> bool {
+        match queued {
             Ok(()) => true,
             Err(OutboundError::Full { .. }) => {
                 self.outbound.clear();

@@ -199,6 +199,13 @@ fn put_node(out: &mut Vec<u8>, e: &NodeEntry, len: usize) {
     }
 }
 
+/// Appends the encoded `EdgeStatusResponse` of an Edge with no nodes and registry
+/// revision 0 (the `()` registry's snapshot).
+pub(crate) fn encode_empty_snapshot(edge_id: &str, observed_at_unix_ms: u64, out: &mut Vec<u8>) {
+    put_str(out, 1, edge_id);
+    put_uint(out, 3, observed_at_unix_ms);
+}
+
 impl NodeRegistry {
     /// Appends the encoded `EdgeStatusResponse` that
     /// [`snapshot`](Self::snapshot) would return for the same arguments to `out`,

@@ -112,6 +112,7 @@ pub use config::{
     NodeEndpoint, ProviderCategory, ProviderConfig,
 };
 pub use connection::{CloseOutcome, ConnectError, Generation, ReadyOutcome};
+pub(crate) use encode::encode_empty_snapshot;
 pub use encode::{EncodedSnapshot, STATUS_ENVELOPE_OVERHEAD};
 pub use events::{
     DEFAULT_EVENT_CAPACITY, EdgeEventKind, EventSequencer, MAX_REASON_LEN, RegistryEvent,

@@ -229,10 +229,15 @@ struct EdgeShared<R: Runtime, G: EdgeRegistry> {
 impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     /// Runs `f` on the Edge from the driver itself, then routes its events.
     fn with_inner<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<G>, Instant) -> T) -> T {
+        self.with_edge(|edge| f(edge, self.clock.now()))
+    }
+
+    /// [`with_inner`](Self::with_inner) for calls that take no time (pulling the
+    /// transmit): no clock read.
+    fn with_edge<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<G>) -> T) -> T {
         let (out, starts) = {
             let mut state = lock(&self.state);
-            let now = self.clock.now();
-            let out = f(&mut state.edge, now);
+            let out = f(&mut state.edge);
             self.pump(&mut state);
             (out, std::mem::take(&mut state.starts))
         };
@@ -486,7 +491,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> ConnCore for EdgeConn<'_, R, 
     }
 
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {
-        self.shared.with_inner(|edge, _| {
+        self.shared.with_edge(|edge| {
             while out.len() < limit {
                 match edge.poll_transmit(out) {
                     Transmit::Bytes(_) => {}
