@@ -3,15 +3,16 @@
 //! A frame is a 4-byte unsigned big-endian length `N` followed by `N` bytes holding one
 //! protobuf-encoded [`Envelope`]. `N = 0` and `N > max_frame_len` are invalid and are
 //! rejected as soon as the four length bytes arrive, before any body is buffered.
-//! Each complete body is checked against the decoder's [`DecodeLimits`] (SPEC §7,
-//! see [`limits`](crate::limits)) before prost decodes it, so a frame can never make
-//! the receiver allocate much more than its own size.
+//! Each complete body is decoded by [`decode_envelope`], which checks the decoder's
+//! [`DecodeLimits`] (SPEC §7, see [`limits`](crate::limits)) as it goes, before each
+//! allocation, so a frame can never make the receiver allocate much more than its own
+//! size.
 
 use bytes::BufMut;
 use prost::Message;
 
 use crate::Envelope;
-use crate::limits::{DecodeLimits, LimitError, check_envelope};
+use crate::limits::{DecodeLimits, LimitError};
 
 /// Size of the length prefix in bytes.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -47,7 +48,8 @@ pub enum FrameError {
     /// The frame body is not a valid protobuf `iop.Envelope`.
     #[error("frame body is not a valid iop.Envelope: {0}")]
     Undecodable(#[source] prost::DecodeError),
-    /// The frame body breaks a decode limit (SPEC §7); it was not decoded.
+    /// The frame body breaks a decode limit (SPEC §7); decoding stopped before the
+    /// allocation that would have broken it, and what it had built was dropped.
     #[error("frame body exceeds a decode limit: {0}")]
     LimitExceeded(#[source] LimitError),
     /// The stream ended inside a frame.
@@ -123,7 +125,8 @@ pub fn encode_frame(
 ///
 /// It buffers at most one partial frame — never more than `max_frame_len + 4` bytes —
 /// and decodes a frame that arrives whole in one input slice without copying it.
-/// Every body passes the [`DecodeLimits`] pre-scan before it is decoded.
+/// Every body is checked against the [`DecodeLimits`] as it is decoded
+/// ([`decode_envelope`]).
 /// Errors are sticky: after one, every call returns the same error.
 #[derive(Debug)]
 pub struct FrameDecoder {
@@ -311,6 +314,35 @@ impl FrameDecoder {
 }
 
 fn decode_body(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
-    check_envelope(body, limits).map_err(FrameError::LimitExceeded)?;
-    Envelope::decode(body).map_err(FrameError::Undecodable)
+    crate::decode::decode(body, limits)
+}
+
+/// Decodes one frame body (no length prefix) into an [`Envelope`], enforcing `limits`
+/// (SPEC §7) as it decodes: what [`FrameDecoder`] does with each complete body.
+///
+/// The verdict is the same as [`check_envelope`](crate::check_envelope) followed by
+/// prost's `Envelope::decode`, in one pass over the bytes: the same envelope when both
+/// accept; [`FrameError::LimitExceeded`] with the pre-scan's error when it rejects;
+/// [`FrameError::Undecodable`] with prost's error otherwise. No cap is checked after
+/// the allocation it guards, so decoding never allocates more than
+/// [`DecodeLimits::decoded_budget`] for the message, plus what a `DecodeError` costs.
+///
+/// ```
+/// use iop_proto::{DecodeLimits, Envelope, FrameError, Heartbeat, LimitError, Message};
+///
+/// let body = Envelope::from(Heartbeat { sequence: 7, sent_at_unix_ms: 0 }).encode_to_vec();
+/// let envelope = iop_proto::decode_envelope(&body, &DecodeLimits::default())?;
+/// assert_eq!(envelope, Envelope::decode(body.as_slice())?);
+///
+/// // A status request for one 200-byte node id: over the 128-byte id cap.
+/// let mut limited = vec![0x22, 0xcb, 0x01, 0x0a, 0xc8, 0x01];
+/// limited.extend([b'n'; 200]);
+/// assert!(matches!(
+///     iop_proto::decode_envelope(&limited, &DecodeLimits::default()),
+///     Err(FrameError::LimitExceeded(LimitError::StringTooLong { len: 200, .. }))
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn decode_envelope(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
+    crate::decode::decode(body, limits)
 }
