@@ -207,21 +207,52 @@ impl FrameDecoder {
     /// `input` is exhausted without completing a frame (the partial frame is kept).
     ///
     /// Call it in a loop until it returns `Ok(None)` to drain every frame of a read.
+    #[inline]
     pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
         if let Some(err) = &self.error {
             return Err(err.clone());
         }
-        match self.decode_inner(input) {
-            Ok(frame) => Ok(frame),
-            Err(err) => {
-                self.error = Some(err.clone());
-                self.body = Vec::new();
-                Err(err)
-            }
+        // No frame can complete without a byte (a zero length is an error, raised
+        // when the prefix completes): the call that drains a read returns at once.
+        if input.is_empty() {
+            return Ok(None);
         }
+        self.decode_input(input)
     }
 
-    fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
+    /// Every path returns its callee's result as it is, and errors are made sticky
+    /// where they arise, so that the decoded `Envelope` (168 bytes) is written once,
+    /// in place, never copied on its way out.
+    fn decode_input(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
+        // Fast path: between frames, a whole frame at the front of `input`.
+        if self.is_at_boundary()
+            && let Some((prefix, rest)) = input.split_first_chunk::<LENGTH_PREFIX_LEN>()
+        {
+            let len = u32::from_be_bytes(*prefix);
+            if len != 0
+                && len <= self.max_frame_len
+                && let Some((body, rest)) = rest.split_at_checked(len as usize)
+            {
+                *input = rest;
+                let sticky = Sticky {
+                    error: &mut self.error,
+                    buffer: &mut self.body,
+                };
+                return crate::decode::decode(body, &self.limits, Some(sticky));
+            }
+        }
+        self.decode_partial(input)
+    }
+
+    /// Records `err` as the sticky error and releases the buffer.
+    #[cold]
+    fn fail(&mut self, err: FrameError) -> FrameError {
+        self.error = Some(err.clone());
+        self.body = Vec::new();
+        err
+    }
+
+    fn decode_partial(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
         let body_len = match self.body_len {
             Some(len) => len,
             None => {
@@ -239,13 +270,11 @@ impl FrameDecoder {
                 }
                 let len = u32::from_be_bytes(self.header);
                 if len == 0 {
-                    return Err(FrameError::ZeroLength);
+                    return Err(self.fail(FrameError::ZeroLength));
                 }
                 if len > self.max_frame_len {
-                    return Err(FrameError::TooLarge {
-                        len,
-                        max: self.max_frame_len,
-                    });
+                    let max = self.max_frame_len;
+                    return Err(self.fail(FrameError::TooLarge { len, max }));
                 }
                 let len = len as usize;
                 self.body_len = Some(len);
@@ -253,12 +282,16 @@ impl FrameDecoder {
             }
         };
 
-        // Fast path: the whole body is in `input` and nothing is buffered.
+        // The whole body is in `input` and nothing is buffered.
         if self.body.is_empty() && input.len() >= body_len {
             let (body, rest) = input.split_at(body_len);
             *input = rest;
             self.reset_frame();
-            return decode_body(body, &self.limits).map(Some);
+            let sticky = Sticky {
+                error: &mut self.error,
+                buffer: &mut self.body,
+            };
+            return crate::decode::decode(body, &self.limits, Some(sticky));
         }
 
         let missing = body_len - self.body.len();
@@ -270,14 +303,20 @@ impl FrameDecoder {
         if self.body.len() < body_len {
             return Ok(None);
         }
-        let result = decode_body(&self.body, &self.limits);
         self.reset_frame();
-        if self.body.capacity() > RETAINED_BODY_CAPACITY {
-            self.body = Vec::new();
-        } else {
-            self.body.clear();
+        let mut body = std::mem::take(&mut self.body);
+        let mut released = Vec::new();
+        let sticky = Sticky {
+            error: &mut self.error,
+            buffer: &mut released,
+        };
+        let result = crate::decode::decode(&body, &self.limits, Some(sticky));
+        // Kept for the next partial frame, unless large or the decoder failed.
+        if result.is_ok() && body.capacity() <= RETAINED_BODY_CAPACITY {
+            body.clear();
+            self.body = body;
         }
-        result.map(Some)
+        result
     }
 
     /// Reserves room for `extra` more body bytes, doubling as needed but never past
@@ -313,8 +352,20 @@ impl FrameDecoder {
     }
 }
 
-fn decode_body(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
-    crate::decode::decode(body, limits)
+/// Where a failing decode leaves its error: a [`FrameDecoder`]'s sticky error, and the
+/// buffer it releases then.
+pub(crate) struct Sticky<'a> {
+    error: &'a mut Option<FrameError>,
+    buffer: &'a mut Vec<u8>,
+}
+
+impl Sticky<'_> {
+    /// Makes `err` sticky and releases the buffer.
+    #[cold]
+    pub(crate) fn fail(self, err: &FrameError) {
+        *self.error = Some(err.clone());
+        *self.buffer = Vec::new();
+    }
 }
 
 /// Decodes one frame body (no length prefix) into an [`Envelope`], enforcing `limits`
@@ -344,5 +395,5 @@ fn decode_body(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameErro
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn decode_envelope(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
-    crate::decode::decode(body, limits)
+    crate::decode::decode(body, limits, None).map(Option::unwrap_or_default)
 }

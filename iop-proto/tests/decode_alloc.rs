@@ -161,13 +161,16 @@ fn hostile_frames() -> Vec<(&'static str, Vec<u8>)> {
             body.truncate(last);
             body
         }),
-        ("unknown groups past the depth cap after 10 000 empty nodes", {
-            let mut status = [0x12, 0x00].repeat(10_000);
-            status.extend([0x7b; 20]); // field 15 group starts, 20 deep, never closed
-            let mut body = Vec::new();
-            put_len(&mut body, 0x2a, &status);
-            pad_to_max(body)
-        }),
+        (
+            "unknown groups past the depth cap after 10 000 empty nodes",
+            {
+                let mut status = [0x12, 0x00].repeat(10_000);
+                status.extend([0x7b; 20]); // field 15 group starts, 20 deep, never closed
+                let mut body = Vec::new();
+                put_len(&mut body, 0x2a, &status);
+                pad_to_max(body)
+            },
+        ),
     ]
 }
 

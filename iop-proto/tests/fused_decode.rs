@@ -33,7 +33,9 @@ fn agree(body: &[u8], limits: &DecodeLimits) -> Result<(), TestCaseError> {
         let mut wire = (body.len() as u32).to_be_bytes().to_vec();
         wire.extend_from_slice(body);
         let mut decoder = FrameDecoder::with_limits(DEFAULT_MAX_FRAME_LEN, *limits);
-        let framed = decoder.decode(&mut wire.as_slice()).map(|e| e.expect("whole frame"));
+        let framed = decoder
+            .decode(&mut wire.as_slice())
+            .map(|e| e.expect("whole frame"));
         prop_assert_eq!(framed, expected);
     }
     Ok(())
@@ -203,10 +205,13 @@ fn in_body() -> impl Strategy<Value = Vec<u8>> {
             for (field, inner) in bodies {
                 let inner = if status_nodes && field == 5 {
                     // Inside nodes (and their providers / config).
-                    vec![Wire::Message(2, inner.clone()), Wire::Message(2, vec![
-                        Wire::Message(4, inner.clone()),
-                        Wire::Message(3, inner),
-                    ])]
+                    vec![
+                        Wire::Message(2, inner.clone()),
+                        Wire::Message(
+                            2,
+                            vec![Wire::Message(4, inner.clone()), Wire::Message(3, inner)],
+                        ),
+                    ]
                 } else {
                     inner
                 };
@@ -330,24 +335,36 @@ fn hostile_shapes() {
         ..config()
     });
     runner
-        .run(&(wire(), in_body(), wire(), limits()), |(top, body, tail, limits)| {
-            let mut bytes = Vec::new();
-            encode(&top, &mut bytes);
-            bytes.extend_from_slice(&body);
-            encode(&tail, &mut bytes);
-            tally(&bytes, &limits)
-        })
+        .run(
+            &(wire(), in_body(), wire(), limits()),
+            |(top, body, tail, limits)| {
+                let mut bytes = Vec::new();
+                encode(&top, &mut bytes);
+                bytes.extend_from_slice(&body);
+                encode(&tail, &mut bytes);
+                tally(&bytes, &limits)
+            },
+        )
         .unwrap();
     let mut runner = TestRunner::new(ProptestConfig {
         cases: 2048,
         ..config()
     });
     runner
-        .run(&(merged(), limits()), |(bytes, limits)| tally(&bytes, &limits))
+        .run(&(merged(), limits()), |(bytes, limits)| {
+            tally(&bytes, &limits)
+        })
         .unwrap();
     let seen = seen.into_inner();
     eprintln!("verdicts: {seen:?}");
-    for verdict in ["accepted", "malformed", "too many", "too long", "too deep", "too large"] {
+    for verdict in [
+        "accepted",
+        "malformed",
+        "too many",
+        "too long",
+        "too deep",
+        "too large",
+    ] {
         assert!(
             seen.get(verdict).copied().unwrap_or(0) >= 20,
             "{verdict} reached too rarely: {seen:?}"
@@ -379,11 +396,11 @@ fn deep_groups_at_every_level() {
             let groups = nest(depth, end);
             let levels = [
                 groups.clone(),
-                wrap(0x62, &groups),                                   // heartbeat
-                wrap(0x2a, &wrap(0x12, &groups)),                      // node
-                wrap(0x2a, &wrap(0x12, &wrap(0x22, &groups))),         // provider
-                wrap(0x2a, &wrap(0x12, &wrap(0x42, &groups))),         // label entry
-                wrap(0x12, &wrap(0x2a, &groups)),                      // metadata entry
+                wrap(0x62, &groups),                           // heartbeat
+                wrap(0x2a, &wrap(0x12, &groups)),              // node
+                wrap(0x2a, &wrap(0x12, &wrap(0x22, &groups))), // provider
+                wrap(0x2a, &wrap(0x12, &wrap(0x42, &groups))), // label entry
+                wrap(0x12, &wrap(0x2a, &groups)),              // metadata entry
             ];
             for body in levels {
                 for max in [16, depth as u32, depth as u32 - 1, u32::MAX] {
@@ -402,7 +419,10 @@ fn deep_groups_at_every_level() {
 fn merges_add_up_across_occurrences() {
     let entry = |k: &[u8], v: &[u8]| {
         let mut e = Vec::new();
-        encode(&[Wire::Bytes(1, k.to_vec()), Wire::Bytes(2, v.to_vec())], &mut e);
+        encode(
+            &[Wire::Bytes(1, k.to_vec()), Wire::Bytes(2, v.to_vec())],
+            &mut e,
+        );
         e
     };
     let hello = |keys: &[&[u8]]| {
@@ -412,17 +432,47 @@ fn merges_add_up_across_occurrences() {
             .collect::<Vec<_>>()
     };
     for (name, pieces) in [
-        ("hello twice", vec![Wire::Message(2, hello(&[b"a", b"b"])), Wire::Message(2, hello(&[b"a", b"c"]))]),
-        ("hello, go away, hello", vec![
-            Wire::Message(2, hello(&[b"a", b"b"])),
-            Wire::Message(14, vec![Wire::Bytes(2, b"bye".to_vec())]),
-            Wire::Message(2, hello(&[b"c"])),
-        ]),
-        ("config twice in a node", vec![Wire::Message(5, vec![Wire::Message(2, vec![
-            Wire::Message(3, vec![Wire::Bytes(3, b"m1".to_vec()), Wire::Bytes(2, b"p".to_vec())]),
-            Wire::Varint(2, 1),
-            Wire::Message(3, vec![Wire::Bytes(3, b"m2".to_vec()), Wire::Bytes(1, b"rev".to_vec())]),
-        ])])]),
+        (
+            "hello twice",
+            vec![
+                Wire::Message(2, hello(&[b"a", b"b"])),
+                Wire::Message(2, hello(&[b"a", b"c"])),
+            ],
+        ),
+        (
+            "hello, go away, hello",
+            vec![
+                Wire::Message(2, hello(&[b"a", b"b"])),
+                Wire::Message(14, vec![Wire::Bytes(2, b"bye".to_vec())]),
+                Wire::Message(2, hello(&[b"c"])),
+            ],
+        ),
+        (
+            "config twice in a node",
+            vec![Wire::Message(
+                5,
+                vec![Wire::Message(
+                    2,
+                    vec![
+                        Wire::Message(
+                            3,
+                            vec![
+                                Wire::Bytes(3, b"m1".to_vec()),
+                                Wire::Bytes(2, b"p".to_vec()),
+                            ],
+                        ),
+                        Wire::Varint(2, 1),
+                        Wire::Message(
+                            3,
+                            vec![
+                                Wire::Bytes(3, b"m2".to_vec()),
+                                Wire::Bytes(1, b"rev".to_vec()),
+                            ],
+                        ),
+                    ],
+                )],
+            )],
+        ),
     ] {
         let mut body = Vec::new();
         encode(&pieces, &mut body);

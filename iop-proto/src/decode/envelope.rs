@@ -2,8 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use prost::DecodeError;
-use prost::encoding::{DecodeContext, WireType, decode_key, int32, uint32, uint64};
+use prost::encoding::WireType;
 
 use super::wire::{Class, ENVELOPE_FIELDS};
 use super::{Decoder, Step};
@@ -14,11 +13,6 @@ use crate::{
 
 /// prost's recursion budget left for the fields of a body message.
 pub(super) const BODY_FIELDS: u32 = ENVELOPE_FIELDS - 1;
-
-/// prost's `DecodeContext` for a scalar field (which does not use it).
-pub(super) fn ctx() -> DecodeContext {
-    DecodeContext::default()
-}
 
 /// The names a map field's errors carry.
 pub(super) struct MapNames {
@@ -36,7 +30,14 @@ macro_rules! variant {
     ($env:ident, $variant:ident, $entries:ident, |$m:ident| $decode:expr) => {{
         if !matches!($env.body, Some(Body::$variant(_))) {
             $entries = 0;
-            $env.body = Some(Body::$variant(Default::default()));
+            let fresh = Some(Body::$variant(Default::default()));
+            match $env.body {
+                // Filled without assigning over the `None`, which would run the drop
+                // glue of `Option<Body>` (a call) for nothing: forgetting `None`
+                // leaks nothing.
+                None => std::mem::forget(std::mem::replace(&mut $env.body, fresh)),
+                Some(_) => $env.body = fresh,
+            }
         }
         match &mut $env.body {
             Some(Body::$variant($m)) => $decode,
@@ -46,18 +47,6 @@ macro_rules! variant {
 }
 
 impl Decoder<'_> {
-    /// A scalar field decoded by prost, its error carrying the field's path.
-    #[inline(always)]
-    pub(super) fn scalar(
-        &mut self,
-        result: Result<(), DecodeError>,
-        message: &'static str,
-        field: &'static str,
-    ) -> Step {
-        let step = self.prost(result);
-        self.at(step, message, field)
-    }
-
     /// The whole frame body, as `Message::merge` reads it.
     pub(super) fn envelope(&mut self, env: &mut Envelope, mut body: &[u8]) -> Step {
         const M: &str = "Envelope";
@@ -67,27 +56,38 @@ impl Decoder<'_> {
         // instance, not per map content, so duplicate keys count too).
         let mut entries = 0;
         while !buf.is_empty() {
-            let (tag, wt) = self.prost(decode_key(buf))?;
+            let (tag, wt) = self.key(buf)?;
             let step = match tag {
                 1 => {
-                    let r = uint64::merge(wt, &mut env.correlation_id, buf, ctx());
-                    self.scalar(r, M, "correlation_id")?;
+                    self.uint64(wt, &mut env.correlation_id, buf, M, "correlation_id")?;
                     continue;
                 }
-                2 => variant!(env, HelloRequest, entries, |m| self
-                    .hello_request(wt, m, buf, &mut entries)),
+                2 => variant!(env, HelloRequest, entries, |m| self.hello_request(
+                    wt,
+                    m,
+                    buf,
+                    &mut entries
+                )),
                 3 => variant!(env, HelloResponse, entries, |m| self
                     .hello_response(wt, m, buf)),
                 4 => variant!(env, StatusRequest, entries, |m| self
                     .status_request(wt, m, buf)),
                 5 => variant!(env, StatusResponse, entries, |m| self
                     .status_response(wt, m, buf)),
-                6 => variant!(env, CommandRequest, entries, |m| self
-                    .command_request(wt, m, buf, &mut entries)),
+                6 => variant!(env, CommandRequest, entries, |m| self.command_request(
+                    wt,
+                    m,
+                    buf,
+                    &mut entries
+                )),
                 7 => variant!(env, CommandResponse, entries, |m| self
                     .command_response(wt, m, buf)),
-                8 => variant!(env, CommandEvent, entries, |m| self
-                    .command_event(wt, m, buf, &mut entries)),
+                8 => variant!(env, CommandEvent, entries, |m| self.command_event(
+                    wt,
+                    m,
+                    buf,
+                    &mut entries
+                )),
                 9 => variant!(env, NodeEvent, entries, |m| self.node_event(wt, m, buf)),
                 12 => variant!(env, Heartbeat, entries, |m| self.heartbeat(wt, m, buf)),
                 13 => variant!(env, HeartbeatAck, entries, |m| self
@@ -143,14 +143,16 @@ impl Decoder<'_> {
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => {
-                let s = d.string(wt, &mut m.edge_id, buf, "iop.EdgeHelloRequest.edge_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.edge_id,
+                    buf,
+                    "iop.EdgeHelloRequest.edge_id",
+                    Class::Id,
+                );
                 d.at(s, M, "edge_id")
             }
-            2 => d.scalar(
-                uint32::merge(wt, &mut m.protocol_version, buf, ctx()),
-                M,
-                "protocol_version",
-            ),
+            2 => d.uint32(wt, &mut m.protocol_version, buf, M, "protocol_version"),
             3 => {
                 let s = d.string(
                     wt,
@@ -174,11 +176,23 @@ impl Decoder<'_> {
                 d.at(s, M, "operations")
             }
             5 => {
-                let s = d.map_entry(wt, &mut m.metadata, buf, entries, &METADATA, BODY_FIELDS - 1);
+                let s = d.map_entry(
+                    wt,
+                    &mut m.metadata,
+                    buf,
+                    entries,
+                    &METADATA,
+                    BODY_FIELDS - 1,
+                );
                 d.at(s, M, "metadata")
             }
             6 => {
-                let s = d.bytes(wt, &mut m.credential, buf, "iop.EdgeHelloRequest.credential");
+                let s = d.bytes(
+                    wt,
+                    &mut m.credential,
+                    buf,
+                    "iop.EdgeHelloRequest.credential",
+                );
                 d.at(s, M, "credential")
             }
             7 => {
@@ -200,48 +214,40 @@ impl Decoder<'_> {
     fn hello_response(&mut self, wt: WireType, m: &mut EdgeHelloResponse, buf: &mut &[u8]) -> Step {
         const M: &str = "EdgeHelloResponse";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => d.scalar(
-                prost::encoding::bool::merge(wt, &mut m.accepted, buf, ctx()),
-                M,
-                "accepted",
-            ),
-            2 => d.scalar(
-                int32::merge(wt, &mut m.reject_reason, buf, ctx()),
-                M,
-                "reject_reason",
-            ),
+            1 => d.boolean(wt, &mut m.accepted, buf, M, "accepted"),
+            2 => d.int32(wt, &mut m.reject_reason, buf, M, "reject_reason"),
             3 => {
-                let s = d.string(wt, &mut m.message, buf, "iop.EdgeHelloResponse.message", Class::Text);
+                let s = d.string(
+                    wt,
+                    &mut m.message,
+                    buf,
+                    "iop.EdgeHelloResponse.message",
+                    Class::Text,
+                );
                 d.at(s, M, "message")
             }
-            4 => d.scalar(
-                uint32::merge(wt, &mut m.protocol_version, buf, ctx()),
-                M,
-                "protocol_version",
-            ),
-            5 => d.scalar(
-                uint32::merge(wt, &mut m.heartbeat_interval_ms, buf, ctx()),
+            4 => d.uint32(wt, &mut m.protocol_version, buf, M, "protocol_version"),
+            5 => d.uint32(
+                wt,
+                &mut m.heartbeat_interval_ms,
+                buf,
                 M,
                 "heartbeat_interval_ms",
             ),
-            6 => d.scalar(uint64::merge(wt, &mut m.session_id, buf, ctx()), M, "session_id"),
-            7 => d.scalar(
-                uint32::merge(wt, &mut m.retry_after_ms, buf, ctx()),
-                M,
-                "retry_after_ms",
-            ),
-            8 => d.scalar(
-                uint32::merge(wt, &mut m.max_frame_len, buf, ctx()),
-                M,
-                "max_frame_len",
-            ),
-            9 => d.scalar(
-                uint32::merge(wt, &mut m.min_protocol_version, buf, ctx()),
+            6 => d.uint64(wt, &mut m.session_id, buf, M, "session_id"),
+            7 => d.uint32(wt, &mut m.retry_after_ms, buf, M, "retry_after_ms"),
+            8 => d.uint32(wt, &mut m.max_frame_len, buf, M, "max_frame_len"),
+            9 => d.uint32(
+                wt,
+                &mut m.min_protocol_version,
+                buf,
                 M,
                 "min_protocol_version",
             ),
-            10 => d.scalar(
-                uint32::merge(wt, &mut m.max_protocol_version, buf, ctx()),
+            10 => d.uint32(
+                wt,
+                &mut m.max_protocol_version,
+                buf,
                 M,
                 "max_protocol_version",
             ),
@@ -264,11 +270,23 @@ impl Decoder<'_> {
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => {
-                let s = d.string(wt, &mut m.command_id, buf, "iop.EdgeCommandRequest.command_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.command_id,
+                    buf,
+                    "iop.EdgeCommandRequest.command_id",
+                    Class::Id,
+                );
                 d.at(s, M, "command_id")
             }
             2 => {
-                let s = d.string(wt, &mut m.operation, buf, "iop.EdgeCommandRequest.operation", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.operation,
+                    buf,
+                    "iop.EdgeCommandRequest.operation",
+                    Class::Id,
+                );
                 d.at(s, M, "operation")
             }
             3 => {
@@ -282,10 +300,17 @@ impl Decoder<'_> {
                 d.at(s, M, "target_selector")
             }
             4 => {
-                let s = d.map_entry(wt, &mut m.metadata, buf, entries, &METADATA, BODY_FIELDS - 1);
+                let s = d.map_entry(
+                    wt,
+                    &mut m.metadata,
+                    buf,
+                    entries,
+                    &METADATA,
+                    BODY_FIELDS - 1,
+                );
                 d.at(s, M, "metadata")
             }
-            5 => d.scalar(uint32::merge(wt, &mut m.timeout_ms, buf, ctx()), M, "timeout_ms"),
+            5 => d.uint32(wt, &mut m.timeout_ms, buf, M, "timeout_ms"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -299,21 +324,25 @@ impl Decoder<'_> {
         const M: &str = "EdgeCommandResponse";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => {
-                let s = d.string(wt, &mut m.command_id, buf, "iop.EdgeCommandResponse.command_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.command_id,
+                    buf,
+                    "iop.EdgeCommandResponse.command_id",
+                    Class::Id,
+                );
                 d.at(s, M, "command_id")
             }
-            2 => d.scalar(
-                prost::encoding::bool::merge(wt, &mut m.accepted, buf, ctx()),
-                M,
-                "accepted",
-            ),
-            3 => d.scalar(
-                int32::merge(wt, &mut m.reject_reason, buf, ctx()),
-                M,
-                "reject_reason",
-            ),
+            2 => d.boolean(wt, &mut m.accepted, buf, M, "accepted"),
+            3 => d.int32(wt, &mut m.reject_reason, buf, M, "reject_reason"),
             4 => {
-                let s = d.string(wt, &mut m.message, buf, "iop.EdgeCommandResponse.message", Class::Text);
+                let s = d.string(
+                    wt,
+                    &mut m.message,
+                    buf,
+                    "iop.EdgeCommandResponse.message",
+                    Class::Text,
+                );
                 d.at(s, M, "message")
             }
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
@@ -335,21 +364,35 @@ impl Decoder<'_> {
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => {
-                let s = d.string(wt, &mut m.command_id, buf, "iop.EdgeCommandEvent.command_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.command_id,
+                    buf,
+                    "iop.EdgeCommandEvent.command_id",
+                    Class::Id,
+                );
                 d.at(s, M, "command_id")
             }
-            2 => d.scalar(int32::merge(wt, &mut m.phase, buf, ctx()), M, "phase"),
-            3 => d.scalar(uint32::merge(wt, &mut m.sequence, buf, ctx()), M, "sequence"),
+            2 => d.int32(wt, &mut m.phase, buf, M, "phase"),
+            3 => d.uint32(wt, &mut m.sequence, buf, M, "sequence"),
             4 => {
-                let s = d.string(wt, &mut m.message, buf, "iop.EdgeCommandEvent.message", Class::Text);
+                let s = d.string(
+                    wt,
+                    &mut m.message,
+                    buf,
+                    "iop.EdgeCommandEvent.message",
+                    Class::Text,
+                );
                 d.at(s, M, "message")
             }
             5 => {
                 let s = d.map_entry(wt, &mut m.detail, buf, entries, &DETAIL, BODY_FIELDS - 1);
                 d.at(s, M, "detail")
             }
-            6 => d.scalar(
-                uint64::merge(wt, &mut m.occurred_at_unix_ms, buf, ctx()),
+            6 => d.uint64(
+                wt,
+                &mut m.occurred_at_unix_ms,
+                buf,
                 M,
                 "occurred_at_unix_ms",
             ),
@@ -361,23 +404,43 @@ impl Decoder<'_> {
         const M: &str = "EdgeNodeEvent";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => {
-                let s = d.string(wt, &mut m.edge_id, buf, "iop.EdgeNodeEvent.edge_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.edge_id,
+                    buf,
+                    "iop.EdgeNodeEvent.edge_id",
+                    Class::Id,
+                );
                 d.at(s, M, "edge_id")
             }
             2 => {
-                let s = d.string(wt, &mut m.node_id, buf, "iop.EdgeNodeEvent.node_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.node_id,
+                    buf,
+                    "iop.EdgeNodeEvent.node_id",
+                    Class::Id,
+                );
                 d.at(s, M, "node_id")
             }
-            3 => d.scalar(int32::merge(wt, &mut m.kind, buf, ctx()), M, "kind"),
-            4 => d.scalar(uint64::merge(wt, &mut m.generation, buf, ctx()), M, "generation"),
-            5 => d.scalar(uint64::merge(wt, &mut m.sequence, buf, ctx()), M, "sequence"),
-            6 => d.scalar(
-                uint64::merge(wt, &mut m.occurred_at_unix_ms, buf, ctx()),
+            3 => d.int32(wt, &mut m.kind, buf, M, "kind"),
+            4 => d.uint64(wt, &mut m.generation, buf, M, "generation"),
+            5 => d.uint64(wt, &mut m.sequence, buf, M, "sequence"),
+            6 => d.uint64(
+                wt,
+                &mut m.occurred_at_unix_ms,
+                buf,
                 M,
                 "occurred_at_unix_ms",
             ),
             7 => {
-                let s = d.string(wt, &mut m.reason, buf, "iop.EdgeNodeEvent.reason", Class::Text);
+                let s = d.string(
+                    wt,
+                    &mut m.reason,
+                    buf,
+                    "iop.EdgeNodeEvent.reason",
+                    Class::Text,
+                );
                 d.at(s, M, "reason")
             }
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
@@ -387,12 +450,8 @@ impl Decoder<'_> {
     fn heartbeat(&mut self, wt: WireType, m: &mut Heartbeat, buf: &mut &[u8]) -> Step {
         const M: &str = "Heartbeat";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => d.scalar(uint64::merge(wt, &mut m.sequence, buf, ctx()), M, "sequence"),
-            2 => d.scalar(
-                uint64::merge(wt, &mut m.sent_at_unix_ms, buf, ctx()),
-                M,
-                "sent_at_unix_ms",
-            ),
+            1 => d.uint64(wt, &mut m.sequence, buf, M, "sequence"),
+            2 => d.uint64(wt, &mut m.sent_at_unix_ms, buf, M, "sent_at_unix_ms"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -400,7 +459,7 @@ impl Decoder<'_> {
     fn heartbeat_ack(&mut self, wt: WireType, m: &mut HeartbeatAck, buf: &mut &[u8]) -> Step {
         const M: &str = "HeartbeatAck";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => d.scalar(uint64::merge(wt, &mut m.sequence, buf, ctx()), M, "sequence"),
+            1 => d.uint64(wt, &mut m.sequence, buf, M, "sequence"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -408,16 +467,12 @@ impl Decoder<'_> {
     fn go_away(&mut self, wt: WireType, m: &mut GoAway, buf: &mut &[u8]) -> Step {
         const M: &str = "GoAway";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => d.scalar(int32::merge(wt, &mut m.reason, buf, ctx()), M, "reason"),
+            1 => d.int32(wt, &mut m.reason, buf, M, "reason"),
             2 => {
                 let s = d.string(wt, &mut m.message, buf, "iop.GoAway.message", Class::Text);
                 d.at(s, M, "message")
             }
-            3 => d.scalar(
-                uint32::merge(wt, &mut m.retry_after_ms, buf, ctx()),
-                M,
-                "retry_after_ms",
-            ),
+            3 => d.uint32(wt, &mut m.retry_after_ms, buf, M, "retry_after_ms"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }

@@ -31,7 +31,7 @@ mod wire;
 use prost::DecodeError;
 
 use crate::Envelope;
-use crate::frame::FrameError;
+use crate::frame::{FrameError, Sticky};
 use crate::limits::{DecodeLimits, LimitError, check_envelope};
 use crate::scan::{map_growth, string_bytes, vec_growth};
 
@@ -56,28 +56,50 @@ pub(crate) struct Decoder<'l> {
 }
 
 /// Decodes one frame body, checking `limits` as it goes.
-pub(crate) fn decode(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
+///
+/// The envelope is decoded in place in the result, which the caller returns as it
+/// is: no copy of the 168-byte `Envelope` on the way out of the frame decoder.
+/// On failure the error is also left in `sticky`, if any.
+#[inline]
+pub(crate) fn decode(
+    body: &[u8],
+    limits: &DecodeLimits,
+    sticky: Option<Sticky<'_>>,
+) -> Result<Option<Envelope>, FrameError> {
     let mut decoder = Decoder {
         limits,
         budget: limits.decoded_budget(body.len()),
         estimated: 0,
         failure: None,
     };
-    let mut envelope = Envelope::default();
-    if decoder.envelope(&mut envelope, body).is_ok() {
-        return Ok(envelope);
+    let mut out = Ok(Some(Envelope::default()));
+    if let Ok(Some(envelope)) = &mut out
+        && decoder.envelope(envelope, body).is_err()
+    {
+        let err = decoder.verdict(body);
+        if let Some(sticky) = sticky {
+            sticky.fail(&err);
+        }
+        out = Err(err);
     }
-    drop(envelope);
-    Err(match decoder.failure {
-        Some(Failure::Limit(err)) => FrameError::LimitExceeded(err),
-        Some(Failure::Malformed(err)) => match check_envelope(body, limits) {
-            Err(limit) => FrameError::LimitExceeded(limit),
-            Ok(_) => FrameError::Undecodable(err),
-        },
-        // Every `Stop` records its failure first; were one missing, the reference
-        // decode gives the verdict.
-        None => reference(body, limits),
-    })
+    out
+}
+
+impl Decoder<'_> {
+    /// The error of a decode that stopped.
+    #[cold]
+    fn verdict(self, body: &[u8]) -> FrameError {
+        match self.failure {
+            Some(Failure::Limit(err)) => FrameError::LimitExceeded(err),
+            Some(Failure::Malformed(err)) => match check_envelope(body, self.limits) {
+                Err(limit) => FrameError::LimitExceeded(limit),
+                Ok(_) => FrameError::Undecodable(err),
+            },
+            // Every `Stop` records its failure first; were one missing, the reference
+            // decode gives the verdict.
+            None => reference(body, self.limits),
+        }
+    }
 }
 
 /// The reference verdict: the pre-scan, then prost.

@@ -2,9 +2,9 @@
 
 use std::mem::size_of;
 
-use prost::encoding::{WireType, int32, uint32, uint64};
+use prost::encoding::WireType;
 
-use super::envelope::{BODY_FIELDS, MapNames, ctx};
+use super::envelope::{BODY_FIELDS, MapNames};
 use super::wire::Class;
 use super::{Decoder, Step};
 use crate::{
@@ -62,21 +62,15 @@ impl Decoder<'_> {
                 let s = d.node(wt, &mut m.nodes, buf);
                 d.at(s, M, "nodes")
             }
-            3 => d.scalar(
-                uint64::merge(wt, &mut m.observed_at_unix_ms, buf, ctx()),
+            3 => d.uint64(
+                wt,
+                &mut m.observed_at_unix_ms,
+                buf,
                 M,
                 "observed_at_unix_ms",
             ),
-            4 => d.scalar(
-                uint64::merge(wt, &mut m.registry_revision, buf, ctx()),
-                M,
-                "registry_revision",
-            ),
-            5 => d.scalar(
-                prost::encoding::bool::merge(wt, &mut m.truncated, buf, ctx()),
-                M,
-                "truncated",
-            ),
+            4 => d.uint64(wt, &mut m.registry_revision, buf, M, "registry_revision"),
+            5 => d.boolean(wt, &mut m.truncated, buf, M, "truncated"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -107,14 +101,16 @@ impl Decoder<'_> {
         let mut labels = 0;
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => {
-                let s = d.string(wt, &mut m.node_id, buf, "iop.EdgeNodeSnapshot.node_id", Class::Id);
+                let s = d.string(
+                    wt,
+                    &mut m.node_id,
+                    buf,
+                    "iop.EdgeNodeSnapshot.node_id",
+                    Class::Id,
+                );
                 d.at(s, M, "node_id")
             }
-            2 => d.scalar(
-                prost::encoding::bool::merge(wt, &mut m.connected, buf, ctx()),
-                M,
-                "connected",
-            ),
+            2 => d.boolean(wt, &mut m.connected, buf, M, "connected"),
             3 => {
                 let config = m.config.get_or_insert_with(NodeConfigSummary::default);
                 let s = d.config(wt, config, buf);
@@ -124,15 +120,24 @@ impl Decoder<'_> {
                 let s = d.provider(wt, &mut m.provider_snapshots, buf);
                 d.at(s, M, "provider_snapshots")
             }
-            5 => d.scalar(int32::merge(wt, &mut m.state, buf, ctx()), M, "state"),
-            6 => d.scalar(uint64::merge(wt, &mut m.generation, buf, ctx()), M, "generation"),
-            7 => d.scalar(
-                uint64::merge(wt, &mut m.last_transition_unix_ms, buf, ctx()),
+            5 => d.int32(wt, &mut m.state, buf, M, "state"),
+            6 => d.uint64(wt, &mut m.generation, buf, M, "generation"),
+            7 => d.uint64(
+                wt,
+                &mut m.last_transition_unix_ms,
+                buf,
                 M,
                 "last_transition_unix_ms",
             ),
             8 => {
-                let s = d.map_entry(wt, &mut m.labels, buf, &mut labels, &LABELS, NODE_FIELDS - 1);
+                let s = d.map_entry(
+                    wt,
+                    &mut m.labels,
+                    buf,
+                    &mut labels,
+                    &LABELS,
+                    NODE_FIELDS - 1,
+                );
                 d.at(s, M, "labels")
             }
             _ => d.skip(wt, tag, buf, NODE_FIELDS),
@@ -213,24 +218,30 @@ impl Decoder<'_> {
                 );
                 d.at(s, M, "provider_id")
             }
-            2 => d.scalar(int32::merge(wt, &mut m.category, buf, ctx()), M, "category"),
-            3 => d.scalar(int32::merge(wt, &mut m.status, buf, ctx()), M, "status"),
-            4 => d.scalar(int32::merge(wt, &mut m.health, buf, ctx()), M, "health"),
-            5 => d.scalar(uint32::merge(wt, &mut m.capacity, buf, ctx()), M, "capacity"),
-            6 => d.scalar(uint32::merge(wt, &mut m.in_flight, buf, ctx()), M, "in_flight"),
-            7 => d.scalar(uint32::merge(wt, &mut m.queued, buf, ctx()), M, "queued"),
-            8 => d.scalar(
-                uint32::merge(wt, &mut m.long_context_capacity, buf, ctx()),
+            2 => d.int32(wt, &mut m.category, buf, M, "category"),
+            3 => d.int32(wt, &mut m.status, buf, M, "status"),
+            4 => d.int32(wt, &mut m.health, buf, M, "health"),
+            5 => d.uint32(wt, &mut m.capacity, buf, M, "capacity"),
+            6 => d.uint32(wt, &mut m.in_flight, buf, M, "in_flight"),
+            7 => d.uint32(wt, &mut m.queued, buf, M, "queued"),
+            8 => d.uint32(
+                wt,
+                &mut m.long_context_capacity,
+                buf,
                 M,
                 "long_context_capacity",
             ),
-            9 => d.scalar(
-                uint32::merge(wt, &mut m.long_context_in_flight, buf, ctx()),
+            9 => d.uint32(
+                wt,
+                &mut m.long_context_in_flight,
+                buf,
                 M,
                 "long_context_in_flight",
             ),
-            10 => d.scalar(
-                uint32::merge(wt, &mut m.long_context_queued, buf, ctx()),
+            10 => d.uint32(
+                wt,
+                &mut m.long_context_queued,
+                buf,
                 M,
                 "long_context_queued",
             ),
@@ -246,11 +257,7 @@ impl Decoder<'_> {
                 );
                 d.at(s, M, "models")
             }
-            12 => d.scalar(
-                prost::encoding::bool::merge(wt, &mut m.admission_eligible, buf, ctx()),
-                M,
-                "admission_eligible",
-            ),
+            12 => d.boolean(wt, &mut m.admission_eligible, buf, M, "admission_eligible"),
             _ => d.skip(wt, tag, buf, LEAF_FIELDS),
         })
     }

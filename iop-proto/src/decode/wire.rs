@@ -5,8 +5,8 @@ use std::mem::size_of;
 
 use prost::DecodeError;
 use prost::encoding::{
-    DecodeContext, WireType, check_wire_type, decode_key, decode_varint, merge_loop,
-    skip_field, string,
+    DecodeContext, WireType, check_wire_type, decode_key, decode_varint, merge_loop, skip_field,
+    string,
 };
 
 use super::{Decoder, Step};
@@ -37,7 +37,90 @@ fn error_of(result: Result<(), DecodeError>, what: &'static str) -> DecodeError 
     }
 }
 
+/// Generates the merge of a varint scalar field: a one-byte varint inline, anything
+/// else (longer varints, a wrong wire type, malformed bytes) by prost's own merge, so
+/// the value and the error are prost's.
+macro_rules! varint_scalar {
+    ($(#[$doc:meta])* $name:ident, $ty:ty, $merge:path, |$b:ident| $convert:expr) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub(super) fn $name(
+            &mut self,
+            wire_type: WireType,
+            value: &mut $ty,
+            buf: &mut &[u8],
+            message: &'static str,
+            field: &'static str,
+        ) -> Step {
+            if wire_type == WireType::Varint
+                && let Some((&$b, rest)) = buf.split_first()
+                && $b < 0x80
+            {
+                *value = $convert;
+                *buf = rest;
+                return Ok(());
+            }
+            let result = $merge(wire_type, value, buf, DecodeContext::default());
+            let step = self.prost(result);
+            self.at(step, message, field)
+        }
+    };
+}
+
 impl Decoder<'_> {
+    varint_scalar!(
+        /// A `uint64` field.
+        uint64, u64, prost::encoding::uint64::merge, |b| u64::from(b)
+    );
+    varint_scalar!(
+        /// A `uint32` field.
+        uint32, u32, prost::encoding::uint32::merge, |b| u32::from(b)
+    );
+    varint_scalar!(
+        /// An `int32` field, or an (open) enum.
+        int32, i32, prost::encoding::int32::merge, |b| i32::from(b)
+    );
+    varint_scalar!(
+        /// A `bool` field.
+        boolean, bool, prost::encoding::bool::merge, |b| b != 0
+    );
+
+    /// A field key, as prost's `decode_key` reads it: a one-byte key inline, any
+    /// other (and every invalid one) by prost.
+    #[inline(always)]
+    pub(super) fn key(&mut self, buf: &mut &[u8]) -> Step<(u32, WireType)> {
+        if let Some((&byte, rest)) = buf.split_first()
+            && (8..0x80).contains(&byte)
+        {
+            let wire_type = match byte & 7 {
+                0 => Some(WireType::Varint),
+                1 => Some(WireType::SixtyFourBit),
+                2 => Some(WireType::LengthDelimited),
+                3 => Some(WireType::StartGroup),
+                4 => Some(WireType::EndGroup),
+                5 => Some(WireType::ThirtyTwoBit),
+                _ => None,
+            };
+            if let Some(wire_type) = wire_type {
+                *buf = rest;
+                return Ok((u32::from(byte >> 3), wire_type));
+            }
+        }
+        self.prost(decode_key(buf))
+    }
+
+    /// A varint (a length prefix), as prost's `decode_varint` reads it.
+    #[inline(always)]
+    fn varint(&mut self, buf: &mut &[u8]) -> Step<u64> {
+        if let Some((&byte, rest)) = buf.split_first()
+            && byte < 0x80
+        {
+            *buf = rest;
+            return Ok(u64::from(byte));
+        }
+        self.prost(decode_varint(buf))
+    }
+
     fn cap(&self, class: Class) -> u32 {
         match class {
             Class::Id => self.limits.max_id_len,
@@ -75,7 +158,7 @@ impl Decoder<'_> {
             return Err(self.wire_type_error(wire_type));
         }
         let start = *buf;
-        let len = self.prost(decode_varint(buf))?;
+        let len = self.varint(buf)?;
         if len > buf.len() as u64 {
             return Err(self.string_error(start));
         }
@@ -183,13 +266,13 @@ impl Decoder<'_> {
             return Err(self.wire_type_error(wire_type));
         }
         let start = *buf;
-        let len = self.prost(decode_varint(buf))?;
+        let len = self.varint(buf)?;
         if len > buf.len() as u64 {
             return Err(self.underflow(start));
         }
         let limit = buf.len() - len as usize;
         while buf.len() > limit {
-            let (tag, wire_type) = self.prost(decode_key(buf))?;
+            let (tag, wire_type) = self.key(buf)?;
             field(self, tag, wire_type, buf)?;
         }
         if buf.len() != limit {
@@ -259,7 +342,7 @@ impl Decoder<'_> {
             return Err(self.limit(LimitError::TooDeep { limit }));
         }
         loop {
-            let (inner_tag, inner_type) = self.prost(decode_key(buf))?;
+            let (inner_tag, inner_type) = self.key(buf)?;
             match inner_type {
                 WireType::EndGroup => {
                     if inner_tag != tag {
