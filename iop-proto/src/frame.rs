@@ -395,5 +395,7 @@ impl Sticky<'_> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn decode_envelope(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
-    crate::decode::decode(body, limits, None).map(Option::unwrap_or_default)
+    let mut envelope = Envelope::default();
+    crate::decode::decode_into(&mut envelope, body, limits)?;
+    Ok(envelope)
 }

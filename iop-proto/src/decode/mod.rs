@@ -66,23 +66,36 @@ pub(crate) fn decode(
     limits: &DecodeLimits,
     sticky: Option<Sticky<'_>>,
 ) -> Result<Option<Envelope>, FrameError> {
-    let mut decoder = Decoder {
-        limits,
-        budget: limits.decoded_budget(body.len()),
-        estimated: 0,
-        failure: None,
-    };
     let mut out = Ok(Some(Envelope::default()));
     if let Ok(Some(envelope)) = &mut out
-        && decoder.envelope(envelope, body).is_err()
+        && let Err(err) = decode_into(envelope, body, limits)
     {
-        let err = decoder.verdict(body);
         if let Some(sticky) = sticky {
             sticky.fail(&err);
         }
         out = Err(err);
     }
     out
+}
+
+/// Decodes one frame body into `envelope` (a default one), checking `limits` as it
+/// goes; on failure, `envelope` holds what was decoded so far.
+#[inline]
+pub(crate) fn decode_into(
+    envelope: &mut Envelope,
+    body: &[u8],
+    limits: &DecodeLimits,
+) -> Result<(), FrameError> {
+    let mut decoder = Decoder {
+        limits,
+        budget: limits.decoded_budget(body.len()),
+        estimated: 0,
+        failure: None,
+    };
+    match decoder.envelope(envelope, body) {
+        Ok(()) => Ok(()),
+        Err(Stop) => Err(decoder.verdict(body)),
+    }
 }
 
 impl Decoder<'_> {
