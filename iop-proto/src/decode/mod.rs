@@ -24,7 +24,10 @@
 //! broken after such a fault. That costs a second, zero-allocation walk of frames that
 //! close the session anyway.
 
+mod command;
 mod envelope;
+mod hello;
+mod session;
 mod status;
 mod wire;
 
