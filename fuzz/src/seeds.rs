@@ -70,6 +70,7 @@ pub fn all(vectors: &[Vector]) -> Vec<(&'static str, Vec<Seed>)> {
     vec![
         ("frame_decode", frame_decode(vectors)),
         ("envelope_roundtrip", envelope_roundtrip(vectors)),
+        ("fused_decode", fused_decode(vectors)),
         ("registry_ops", structured("registry_ops", 24)),
         ("cp_session_bytes", cp_session_bytes(vectors)),
         ("edge_session_bytes", edge_session_bytes(vectors)),
@@ -103,6 +104,17 @@ fn envelope_roundtrip(vectors: &[Vector]) -> Vec<Seed> {
     for v in vectors {
         seeds.push(seed(&v.name, &[&[0], v.body()]));
         seeds.push(seed(format!("{}_tight", v.name), &[&[1], v.body()]));
+    }
+    seeds
+}
+
+/// Config byte, body (see `targets::fused_decode`): each vector under each limits.
+fn fused_decode(vectors: &[Vector]) -> Vec<Seed> {
+    let mut seeds = Vec::new();
+    for v in vectors {
+        for (config, suffix) in [(0, ""), (1, "_tight"), (2, "_deep"), (3, "_no_budget")] {
+            seeds.push(seed(format!("{}{suffix}", v.name), &[&[config], v.body()]));
+        }
     }
     seeds
 }

@@ -3,15 +3,16 @@
 //! A frame is a 4-byte unsigned big-endian length `N` followed by `N` bytes holding one
 //! protobuf-encoded [`Envelope`]. `N = 0` and `N > max_frame_len` are invalid and are
 //! rejected as soon as the four length bytes arrive, before any body is buffered.
-//! Each complete body is checked against the decoder's [`DecodeLimits`] (SPEC §7,
-//! see [`limits`](crate::limits)) before prost decodes it, so a frame can never make
-//! the receiver allocate much more than its own size.
+//! Each complete body is decoded by [`decode_envelope`], which checks the decoder's
+//! [`DecodeLimits`] (SPEC §7, see [`limits`](crate::limits)) as it goes, before each
+//! allocation, so a frame can never make the receiver allocate much more than its own
+//! size.
 
 use bytes::BufMut;
 use prost::Message;
 
 use crate::Envelope;
-use crate::limits::{DecodeLimits, LimitError, check_envelope};
+use crate::limits::{DecodeLimits, LimitError};
 
 /// Size of the length prefix in bytes.
 pub const LENGTH_PREFIX_LEN: usize = 4;
@@ -47,7 +48,8 @@ pub enum FrameError {
     /// The frame body is not a valid protobuf `iop.Envelope`.
     #[error("frame body is not a valid iop.Envelope: {0}")]
     Undecodable(#[source] prost::DecodeError),
-    /// The frame body breaks a decode limit (SPEC §7); it was not decoded.
+    /// The frame body breaks a decode limit (SPEC §7); decoding stopped before the
+    /// allocation that would have broken it, and what it had built was dropped.
     #[error("frame body exceeds a decode limit: {0}")]
     LimitExceeded(#[source] LimitError),
     /// The stream ended inside a frame.
@@ -123,7 +125,8 @@ pub fn encode_frame(
 ///
 /// It buffers at most one partial frame — never more than `max_frame_len + 4` bytes —
 /// and decodes a frame that arrives whole in one input slice without copying it.
-/// Every body passes the [`DecodeLimits`] pre-scan before it is decoded.
+/// Every body is checked against the [`DecodeLimits`] as it is decoded
+/// ([`decode_envelope`]).
 /// Errors are sticky: after one, every call returns the same error.
 #[derive(Debug)]
 pub struct FrameDecoder {
@@ -204,21 +207,52 @@ impl FrameDecoder {
     /// `input` is exhausted without completing a frame (the partial frame is kept).
     ///
     /// Call it in a loop until it returns `Ok(None)` to drain every frame of a read.
+    #[inline]
     pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
         if let Some(err) = &self.error {
             return Err(err.clone());
         }
-        match self.decode_inner(input) {
-            Ok(frame) => Ok(frame),
-            Err(err) => {
-                self.error = Some(err.clone());
-                self.body = Vec::new();
-                Err(err)
-            }
+        // No frame can complete without a byte (a zero length is an error, raised
+        // when the prefix completes): the call that drains a read returns at once.
+        if input.is_empty() {
+            return Ok(None);
         }
+        self.decode_input(input)
     }
 
-    fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
+    /// Every path returns its callee's result as it is, and errors are made sticky
+    /// where they arise, so that the decoded `Envelope` (168 bytes) is written once,
+    /// in place, never copied on its way out.
+    fn decode_input(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
+        // Fast path: between frames, a whole frame at the front of `input`.
+        if self.is_at_boundary()
+            && let Some((prefix, rest)) = input.split_first_chunk::<LENGTH_PREFIX_LEN>()
+        {
+            let len = u32::from_be_bytes(*prefix);
+            if len != 0
+                && len <= self.max_frame_len
+                && let Some((body, rest)) = rest.split_at_checked(len as usize)
+            {
+                *input = rest;
+                let sticky = Sticky {
+                    error: &mut self.error,
+                    buffer: &mut self.body,
+                };
+                return crate::decode::decode(body, &self.limits, Some(sticky));
+            }
+        }
+        self.decode_partial(input)
+    }
+
+    /// Records `err` as the sticky error and releases the buffer.
+    #[cold]
+    fn fail(&mut self, err: FrameError) -> FrameError {
+        self.error = Some(err.clone());
+        self.body = Vec::new();
+        err
+    }
+
+    fn decode_partial(&mut self, input: &mut &[u8]) -> Result<Option<Envelope>, FrameError> {
         let body_len = match self.body_len {
             Some(len) => len,
             None => {
@@ -236,13 +270,11 @@ impl FrameDecoder {
                 }
                 let len = u32::from_be_bytes(self.header);
                 if len == 0 {
-                    return Err(FrameError::ZeroLength);
+                    return Err(self.fail(FrameError::ZeroLength));
                 }
                 if len > self.max_frame_len {
-                    return Err(FrameError::TooLarge {
-                        len,
-                        max: self.max_frame_len,
-                    });
+                    let max = self.max_frame_len;
+                    return Err(self.fail(FrameError::TooLarge { len, max }));
                 }
                 let len = len as usize;
                 self.body_len = Some(len);
@@ -250,12 +282,16 @@ impl FrameDecoder {
             }
         };
 
-        // Fast path: the whole body is in `input` and nothing is buffered.
+        // The whole body is in `input` and nothing is buffered.
         if self.body.is_empty() && input.len() >= body_len {
             let (body, rest) = input.split_at(body_len);
             *input = rest;
             self.reset_frame();
-            return decode_body(body, &self.limits).map(Some);
+            let sticky = Sticky {
+                error: &mut self.error,
+                buffer: &mut self.body,
+            };
+            return crate::decode::decode(body, &self.limits, Some(sticky));
         }
 
         let missing = body_len - self.body.len();
@@ -267,14 +303,20 @@ impl FrameDecoder {
         if self.body.len() < body_len {
             return Ok(None);
         }
-        let result = decode_body(&self.body, &self.limits);
         self.reset_frame();
-        if self.body.capacity() > RETAINED_BODY_CAPACITY {
-            self.body = Vec::new();
-        } else {
-            self.body.clear();
+        let mut body = std::mem::take(&mut self.body);
+        let mut released = Vec::new();
+        let sticky = Sticky {
+            error: &mut self.error,
+            buffer: &mut released,
+        };
+        let result = crate::decode::decode(&body, &self.limits, Some(sticky));
+        // Kept for the next partial frame, unless large or the decoder failed.
+        if result.is_ok() && body.capacity() <= RETAINED_BODY_CAPACITY {
+            body.clear();
+            self.body = body;
         }
-        result.map(Some)
+        result
     }
 
     /// Reserves room for `extra` more body bytes, doubling as needed but never past
@@ -310,7 +352,50 @@ impl FrameDecoder {
     }
 }
 
-fn decode_body(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
-    check_envelope(body, limits).map_err(FrameError::LimitExceeded)?;
-    Envelope::decode(body).map_err(FrameError::Undecodable)
+/// Where a failing decode leaves its error: a [`FrameDecoder`]'s sticky error, and the
+/// buffer it releases then.
+pub(crate) struct Sticky<'a> {
+    error: &'a mut Option<FrameError>,
+    buffer: &'a mut Vec<u8>,
+}
+
+impl Sticky<'_> {
+    /// Makes `err` sticky and releases the buffer.
+    #[cold]
+    pub(crate) fn fail(self, err: &FrameError) {
+        *self.error = Some(err.clone());
+        *self.buffer = Vec::new();
+    }
+}
+
+/// Decodes one frame body (no length prefix) into an [`Envelope`], enforcing `limits`
+/// (SPEC §7) as it decodes: what [`FrameDecoder`] does with each complete body.
+///
+/// The verdict is the same as [`check_envelope`](crate::check_envelope) followed by
+/// prost's `Envelope::decode`, in one pass over the bytes: the same envelope when both
+/// accept; [`FrameError::LimitExceeded`] with the pre-scan's error when it rejects;
+/// [`FrameError::Undecodable`] with prost's error otherwise. No cap is checked after
+/// the allocation it guards, so decoding never allocates more than
+/// [`DecodeLimits::decoded_budget`] for the message, plus what a `DecodeError` costs.
+///
+/// ```
+/// use iop_proto::{DecodeLimits, Envelope, FrameError, Heartbeat, LimitError, Message};
+///
+/// let body = Envelope::from(Heartbeat { sequence: 7, sent_at_unix_ms: 0 }).encode_to_vec();
+/// let envelope = iop_proto::decode_envelope(&body, &DecodeLimits::default())?;
+/// assert_eq!(envelope, Envelope::decode(body.as_slice())?);
+///
+/// // A status request for one 200-byte node id: over the 128-byte id cap.
+/// let mut limited = vec![0x22, 0xcb, 0x01, 0x0a, 0xc8, 0x01];
+/// limited.extend([b'n'; 200]);
+/// assert!(matches!(
+///     iop_proto::decode_envelope(&limited, &DecodeLimits::default()),
+///     Err(FrameError::LimitExceeded(LimitError::StringTooLong { len: 200, .. }))
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn decode_envelope(body: &[u8], limits: &DecodeLimits) -> Result<Envelope, FrameError> {
+    let mut envelope = Envelope::default();
+    crate::decode::decode_into(&mut envelope, body, limits)?;
+    Ok(envelope)
 }

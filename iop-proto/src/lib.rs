@@ -30,9 +30,10 @@
 //! binary is needed. Maps are `BTreeMap`s, so a message always encodes to the same
 //! bytes.
 //!
-//! [`FrameDecoder`] enforces the SPEC §7 decode limits ([`DecodeLimits`]) with a
-//! zero-allocation pre-scan of every frame body, before prost decodes it: see the
-//! [`limits`] module for what is capped and why.
+//! [`FrameDecoder`] (and [`decode_envelope`]) enforces the SPEC §7 decode limits
+//! ([`DecodeLimits`]) while it decodes each frame body, in a single pass that checks
+//! every cap before the allocation it guards: see the [`limits`] module for what is
+//! capped and why.
 //!
 //! # Features
 //! - `serde` (off by default): `Serialize`/`Deserialize` for every wire type following
@@ -54,6 +55,7 @@
 )]
 
 mod body;
+mod decode;
 pub mod frame;
 pub mod limits;
 mod redact;
@@ -70,7 +72,7 @@ mod wire {
 pub use body::BodyKind;
 pub use frame::{
     DEFAULT_MAX_FRAME_LEN, EncodeError, FrameDecoder, FrameError, LENGTH_PREFIX_LEN,
-    PRE_HELLO_MAX_FRAME_LEN, encode_frame,
+    PRE_HELLO_MAX_FRAME_LEN, decode_envelope, encode_frame,
 };
 pub use limits::{DecodeLimits, LimitError, check_envelope};
 pub use prost::Message;

@@ -1,13 +1,19 @@
-//! Decode limits (SPEC §7): caps checked on the raw bytes of a frame *before* prost
-//! decodes it, so that no frame can make the receiver allocate much more than it sent.
+//! Decode limits (SPEC §7): caps checked on the bytes of a frame before each allocation
+//! decoding it would make, so that no frame can make the receiver allocate much more
+//! than it sent.
 //!
-//! # Why a pre-scan
+//! # What is capped
 //!
 //! Protobuf is compact where Rust structs are not: an empty `EdgeNodeSnapshot` costs
 //! 2 bytes on the wire and 168 bytes in a `Vec` (twice that while the `Vec` grows). A
 //! hostile 4 MiB frame of empty sub-messages would make prost allocate hundreds of
 //! MB. [`check_envelope`] walks the protobuf wire format of an `iop.Envelope` once,
-//! schema-aware and without allocating, and refuses a frame that breaks a cap:
+//! schema-aware and without allocating, and refuses a frame that breaks a cap. It is
+//! the reference: [`FrameDecoder`](crate::FrameDecoder) and
+//! [`decode_envelope`](crate::decode_envelope) do not run it on every frame but decode
+//! in a single pass that makes the same checks, in the same order, each before the
+//! allocation it guards, and so reach the same verdict (a differential test and a fuzz
+//! target hold them equal). The caps:
 //!
 //! - element counts per repeated field and entries per map, per message (a singular
 //!   sub-message that occurs several times is merged by prost, so its counts add up);
@@ -46,11 +52,18 @@
 //! `max(max_amplification × wire_len, amplification_floor)`: default 8 × wire size,
 //! but at least 8 MiB. For a frame of 1 MiB or more the SPEC's 8× holds exactly.
 //!
-//! Malformed input is not judged here: the scan stops where the bytes stop making
+//! Malformed input is not judged by the pre-scan: it stops where the bytes stop making
 //! sense and lets prost's decoder report the error, which it does at the same point,
-//! having done no more than the work checked so far.
+//! having done no more than the work checked so far. The single-pass decoder reports
+//! prost's own error there, unless the pre-scan, which reads on past some faults prost
+//! stops at, finds a broken cap further on: then, as with the pre-scan run first, the
+//! frame is refused with that [`LimitError`].
+//!
+//! A rejected frame may have allocated up to its budget before the cap that stopped
+//! it (what was built is dropped at once); the pre-scan rejected it before any
+//! allocation. The bound on a frame's heap is the same either way.
 
-/// Caps a decoder enforces on every frame before decoding it (SPEC §7).
+/// Caps a decoder enforces on every frame as it decodes it (SPEC §7).
 ///
 /// `Default` gives the SPEC values. Fields are public so a caller can adjust one:
 ///

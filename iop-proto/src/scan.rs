@@ -200,9 +200,30 @@ fn map_bytes(n: usize) -> usize {
     }
 }
 
+/// What pushing one more element onto a `Vec` holding `len` adds to
+/// [`vec_bytes`]: nonzero only when the push reallocates.
+#[inline(always)]
+pub(crate) fn vec_growth(len: usize, elem: usize) -> usize {
+    if len == 0 {
+        vec_bytes(1, elem)
+    } else if len >= 4 && len.is_power_of_two() {
+        len.saturating_mul(elem)
+    } else {
+        0
+    }
+}
+
+/// What inserting one more entry into a map that has read `before` adds to
+/// [`map_bytes`].
+#[inline]
+pub(crate) fn map_growth(before: usize) -> usize {
+    map_bytes(before + 1).saturating_sub(map_bytes(before))
+}
+
 /// Heap bytes of a string or bytes field of `len` bytes: `Vec::reserve` rounds
 /// small allocations up to 8 bytes.
-fn string_bytes(len: usize) -> usize {
+#[inline(always)]
+pub(crate) fn string_bytes(len: usize) -> usize {
     if len == 0 { 0 } else { len.max(8) }
 }
 
@@ -280,8 +301,8 @@ impl<'l> Scan<'l> {
         let before = *count as usize;
         *count += 1;
         let growth = match elem {
-            Some(size) => vec_bytes(before + 1, size).saturating_sub(vec_bytes(before, size)),
-            None => map_bytes(before + 1).saturating_sub(map_bytes(before)),
+            Some(size) => vec_growth(before, size),
+            None => map_growth(before),
         };
         self.charge(growth)
     }
@@ -509,6 +530,21 @@ mod tests {
         Msg::GoAway,
         Msg::Scalars,
     ];
+
+    /// `vec_growth` is the difference of `vec_bytes` it stands for.
+    #[test]
+    fn vec_growth_is_the_difference() {
+        for elem in [1, 24, 168, 200] {
+            for len in 0..5000 {
+                assert_eq!(
+                    vec_growth(len, elem),
+                    vec_bytes(len + 1, elem) - vec_bytes(len, elem),
+                    "{len} × {elem}"
+                );
+            }
+        }
+        assert_eq!(vec_growth(1 << 62, 8), usize::MAX);
+    }
 
     /// `Scan::message` keeps the counts of one singular sub-message at a time: exact
     /// only while no message but the envelope (a oneof) has two such fields.

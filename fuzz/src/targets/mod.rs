@@ -4,6 +4,7 @@ pub mod cp_session_bytes;
 pub mod edge_session_bytes;
 pub mod envelope_roundtrip;
 pub mod frame_decode;
+pub mod fused_decode;
 pub mod pair_sequence;
 pub mod registry_ops;
 

@@ -1,0 +1,155 @@
+//! The command request, response and events (SPEC §6).
+
+use prost::encoding::WireType;
+
+use super::envelope::{BODY_FIELDS, MapNames};
+use super::wire::Class;
+use super::{Decoder, Step};
+use crate::{EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse};
+
+impl Decoder<'_> {
+    pub(super) fn command_request(
+        &mut self,
+        wt: WireType,
+        m: &mut EdgeCommandRequest,
+        buf: &mut &[u8],
+        entries: &mut u32,
+    ) -> Step {
+        const M: &str = "EdgeCommandRequest";
+        const METADATA: MapNames = MapNames {
+            map: "iop.EdgeCommandRequest.metadata",
+            key: "iop.EdgeCommandRequest.metadata.key",
+            value: "iop.EdgeCommandRequest.metadata.value",
+        };
+        self.message(wt, buf, |d, tag, wt, buf| match tag {
+            1 => {
+                let s = d.string(
+                    wt,
+                    &mut m.command_id,
+                    buf,
+                    "iop.EdgeCommandRequest.command_id",
+                    Class::Id,
+                );
+                d.at(s, M, "command_id")
+            }
+            2 => {
+                let s = d.string(
+                    wt,
+                    &mut m.operation,
+                    buf,
+                    "iop.EdgeCommandRequest.operation",
+                    Class::Id,
+                );
+                d.at(s, M, "operation")
+            }
+            3 => {
+                let s = d.string(
+                    wt,
+                    &mut m.target_selector,
+                    buf,
+                    "iop.EdgeCommandRequest.target_selector",
+                    Class::Text,
+                );
+                d.at(s, M, "target_selector")
+            }
+            4 => {
+                let s = d.map_entry(
+                    wt,
+                    &mut m.metadata,
+                    buf,
+                    entries,
+                    &METADATA,
+                    BODY_FIELDS - 1,
+                );
+                d.at(s, M, "metadata")
+            }
+            5 => d.uint32(wt, &mut m.timeout_ms, buf, M, "timeout_ms"),
+            _ => d.skip(wt, tag, buf, BODY_FIELDS),
+        })
+    }
+
+    pub(super) fn command_response(
+        &mut self,
+        wt: WireType,
+        m: &mut EdgeCommandResponse,
+        buf: &mut &[u8],
+    ) -> Step {
+        const M: &str = "EdgeCommandResponse";
+        self.message(wt, buf, |d, tag, wt, buf| match tag {
+            1 => {
+                let s = d.string(
+                    wt,
+                    &mut m.command_id,
+                    buf,
+                    "iop.EdgeCommandResponse.command_id",
+                    Class::Id,
+                );
+                d.at(s, M, "command_id")
+            }
+            2 => d.boolean(wt, &mut m.accepted, buf, M, "accepted"),
+            3 => d.int32(wt, &mut m.reject_reason, buf, M, "reject_reason"),
+            4 => {
+                let s = d.string(
+                    wt,
+                    &mut m.message,
+                    buf,
+                    "iop.EdgeCommandResponse.message",
+                    Class::Text,
+                );
+                d.at(s, M, "message")
+            }
+            _ => d.skip(wt, tag, buf, BODY_FIELDS),
+        })
+    }
+
+    pub(super) fn command_event(
+        &mut self,
+        wt: WireType,
+        m: &mut EdgeCommandEvent,
+        buf: &mut &[u8],
+        entries: &mut u32,
+    ) -> Step {
+        const M: &str = "EdgeCommandEvent";
+        const DETAIL: MapNames = MapNames {
+            map: "iop.EdgeCommandEvent.detail",
+            key: "iop.EdgeCommandEvent.detail.key",
+            value: "iop.EdgeCommandEvent.detail.value",
+        };
+        self.message(wt, buf, |d, tag, wt, buf| match tag {
+            1 => {
+                let s = d.string(
+                    wt,
+                    &mut m.command_id,
+                    buf,
+                    "iop.EdgeCommandEvent.command_id",
+                    Class::Id,
+                );
+                d.at(s, M, "command_id")
+            }
+            2 => d.int32(wt, &mut m.phase, buf, M, "phase"),
+            3 => d.uint32(wt, &mut m.sequence, buf, M, "sequence"),
+            4 => {
+                let s = d.string(
+                    wt,
+                    &mut m.message,
+                    buf,
+                    "iop.EdgeCommandEvent.message",
+                    Class::Text,
+                );
+                d.at(s, M, "message")
+            }
+            5 => {
+                let s = d.map_entry(wt, &mut m.detail, buf, entries, &DETAIL, BODY_FIELDS - 1);
+                d.at(s, M, "detail")
+            }
+            6 => d.uint64(
+                wt,
+                &mut m.occurred_at_unix_ms,
+                buf,
+                M,
+                "occurred_at_unix_ms",
+            ),
+            _ => d.skip(wt, tag, buf, BODY_FIELDS),
+        })
+    }
+}
