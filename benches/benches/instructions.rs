@@ -19,7 +19,7 @@ use iop_bench::proto::{
     encode_frame,
 };
 use iop_bench::session::{
-    CpSession, command_envelopes, frame, heartbeat_frame, ping_spec, prost_share,
+    CpSession, codec_share, command_envelopes, frame, heartbeat_frame, ping_spec, prost_share,
 };
 use iop_bench::table::{Row, Table, format_count};
 use iop_core::NodeRegistry;
@@ -183,8 +183,28 @@ fn nodes_of(name: &str) -> usize {
     }
 }
 
-/// Runs one scenario (in the child process). `prost` selects prost's share.
-fn run(name: &str, calls: usize, prost: bool) {
+/// Which part of a scenario a child process runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The whole operation.
+    Whole,
+    /// prost alone decoding the inbound bodies and encoding the outbound envelopes.
+    Prost,
+    /// This library's codec alone doing the same (`session::codec_share`).
+    Codec,
+}
+
+/// Runs one scenario (in the child process).
+fn run(name: &str, calls: usize, part: Part) {
+    let prost = part != Part::Whole;
+    // The share of the operation that is not session logic.
+    let share = |bodies: &[&[u8]], outbound: &[Envelope], out: &mut Vec<u8>| {
+        if part == Part::Codec {
+            codec_share(bodies, outbound, out)
+        } else {
+            prost_share(bodies, outbound, out)
+        }
+    };
     let total = WARM_UP + calls;
     let mut out = Vec::with_capacity(1 << 20);
     match name {
@@ -203,7 +223,7 @@ fn run(name: &str, calls: usize, prost: bool) {
                 let body = &f[LENGTH_PREFIX_LEN..];
                 let op = || {
                     if prost {
-                        prost_share(&[body], std::slice::from_ref(&acks[i]), &mut out)
+                        share(&[body], std::slice::from_ref(&acks[i]), &mut out)
                     } else {
                         s.heartbeat(f)
                     }
@@ -223,7 +243,7 @@ fn run(name: &str, calls: usize, prost: bool) {
                 let body = &f[LENGTH_PREFIX_LEN..];
                 let op = || {
                     if prost {
-                        prost_share(&[body], std::slice::from_ref(&requests[i]), &mut out)
+                        share(&[body], std::slice::from_ref(&requests[i]), &mut out)
                     } else {
                         // The event is dropped inside the measured call.
                         usize::from(matches!(
@@ -281,7 +301,7 @@ fn run(name: &str, calls: usize, prost: bool) {
                 let bodies: Vec<&[u8]> = fs.iter().map(|f| &f[LENGTH_PREFIX_LEN..]).collect();
                 let op = || {
                     if prost {
-                        prost_share(&bodies, std::slice::from_ref(&request), &mut out)
+                        share(&bodies, std::slice::from_ref(&request), &mut out)
                     } else {
                         s.command_lifecycle(spec, id, fs)
                     }
@@ -309,11 +329,16 @@ fn out_dir() -> PathBuf {
 
 fn main() -> ExitCode {
     if let Ok(spec) = std::env::var(SCENARIO_VAR) {
-        // Child: "<name>:<calls>[:prost]".
+        // Child: "<name>:<calls>[:prost|:codec]".
         let mut parts = spec.split(':');
         let name = parts.next().unwrap_or_default();
         let calls = parts.next().and_then(|c| c.parse().ok()).unwrap_or(1);
-        run(name, calls, parts.next() == Some("prost"));
+        let part = match parts.next() {
+            Some("prost") => Part::Prost,
+            Some("codec") => Part::Codec,
+            _ => Part::Whole,
+        };
+        run(name, calls, part);
         return ExitCode::SUCCESS;
     }
 
@@ -346,6 +371,7 @@ fn main() -> ExitCode {
         }
     };
 
+    let mut totals = std::collections::BTreeMap::new();
     let mut table = Table::new(
         "Instructions per session operation (callgrind)",
         "outside prost",
@@ -369,6 +395,7 @@ fn main() -> ExitCode {
             }
         };
         let (total, prost) = (per_call(total), per_call(prost));
+        totals.insert(sc.name, total);
         // Negative when ours does less than prost alone would: the Edge encodes the
         // status straight from its registry without building the message, and frames
         // are decoded by our single-pass decoder rather than by prost. "Outside prost"
@@ -404,6 +431,49 @@ fn main() -> ExitCode {
         ));
         eprintln!("{}: profile in {}", sc.name, path.display());
     }
+    // The same Control Plane operations with this library's own codec subtracted: since
+    // frames are decoded by the single-pass decoder, not by prost, this is what the
+    // session logic costs besides encoding and decoding.
+    let mut logic = Table::new(
+        "Instructions per Control Plane operation outside the codec (callgrind)",
+        "outside the codec",
+        "codec's share",
+    );
+    for sc in SCENARIOS.iter().filter(|s| {
+        !s.name.starts_with("edge-")
+            && (filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
+    }) {
+        let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
+        let Some(&total) = totals.get(sc.name) else {
+            continue;
+        };
+        let codec_part = match count(
+            &format!("{}:{}:codec", sc.name, sc.calls),
+            &format!("{}.codec", sc.name),
+        ) {
+            Ok((n, _)) => per_call(n),
+            Err(e) => {
+                eprintln!("scenario {}: {e}", sc.name);
+                return ExitCode::FAILURE;
+            }
+        };
+        let outside = total as i64 - codec_part as i64;
+        logic.push(Row::new(
+            format!("{} (total {})", sc.what, format_count(total)),
+            if outside < 0 {
+                format!("−{}", format_count(outside.unsigned_abs()))
+            } else {
+                format_count(outside.unsigned_abs())
+            },
+            format_count(codec_part),
+            format!("{:.2}", outside as f64 / codec_part.max(1) as f64),
+            sc.goal.map_or_else(
+                || "—".to_owned(),
+                |g| format!("≤ {} outside the codec", format_count(g)),
+            ),
+            sc.goal.map(|g| outside <= g as i64),
+        ));
+    }
     let mut codec = Table::new(
         "Frame codec vs plain prost, in instructions (callgrind)",
         "ours",
@@ -438,12 +508,15 @@ fn main() -> ExitCode {
         ));
     }
     println!("{table}");
+    println!("{logic}");
     println!("{codec}");
     println!(
         "Per call, averaged over the measured calls after {WARM_UP} warm-up calls; the \
          cost of an empty measured call ({overhead} instructions) is subtracted. \
          prost's share: decoding (and dropping) each inbound body and encoding each \
-         outbound envelope with prost alone."
+         outbound envelope with prost alone. The codec's share: the same with this \
+         library's codec (the single-pass decoder with the SPEC §7 limits, and the \
+         frame encoder)."
     );
     ExitCode::SUCCESS
 }

@@ -246,6 +246,24 @@ pub fn prost_share(inbound_bodies: &[&[u8]], outbound: &[Envelope], out: &mut Ve
     out.len()
 }
 
+/// What this library's own codec does for one operation: decode (and drop) each
+/// inbound body with the single-pass, limit-checking decoder the Control Plane uses
+/// (`iop_proto::decode_envelope`, SPEC §7 limits), and frame-encode each outbound
+/// envelope. Returns the bytes encoded.
+pub fn codec_share(inbound_bodies: &[&[u8]], outbound: &[Envelope], out: &mut Vec<u8>) -> usize {
+    out.clear();
+    let limits = proto::DecodeLimits::default();
+    for body in inbound_bodies {
+        if let Ok(envelope) = proto::decode_envelope(body, &limits) {
+            drop(std::hint::black_box(envelope));
+        }
+    }
+    for envelope in outbound {
+        let _ = proto::encode_frame(envelope, u32::MAX, out);
+    }
+    out.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,14 +80,16 @@ fn happy_path_ids_strictly_increase_and_responses_surface() {
         truncated: true,
     };
     t.send(conn, Envelope::correlated(2, resp.clone()));
+    let events = t.take_events();
     assert_eq!(
-        t.take_events(),
+        events,
         vec![CpEvent::StatusReceived {
-            edge_id: "edge-1".into(),
             request: b,
             response: resp
         }]
     );
+    // Its Edge is the response's, read like any event's.
+    assert_eq!(events[0].edge_id(), Some("edge-1"));
     let s = t.cp.edge("edge-1").unwrap().last_status.clone().unwrap();
     assert_eq!(
         (

@@ -271,10 +271,10 @@ pub enum CpEvent {
         /// Why.
         reason: CloseReason,
     },
-    /// A status response.
+    /// A status response. Its Edge is `response.edge_id`, which the Control Plane
+    /// checked is the session's (a response naming another Edge is a protocol
+    /// error); [`CpEvent::edge_id`] reads it like every other event's.
     StatusReceived {
-        /// The Edge.
-        edge_id: String,
         /// The request it answers.
         request: RequestId,
         /// The response.
@@ -347,6 +347,29 @@ pub enum CpEvent {
         /// Why.
         reason: CloseReason,
     },
+}
+
+impl CpEvent {
+    /// The Edge this event is about; `None` only for [`CpEvent::Closed`] of a
+    /// connection that never had a session.
+    pub fn edge_id(&self) -> Option<&str> {
+        match self {
+            CpEvent::SessionAccepted { edge_id, .. }
+            | CpEvent::EdgeSuperseded { edge_id, .. }
+            | CpEvent::ResyncNeeded { edge_id, .. }
+            | CpEvent::EdgeUnreachable { edge_id, .. }
+            | CpEvent::EdgeReachable { edge_id, .. }
+            | CpEvent::EdgeDisconnected { edge_id, .. }
+            | CpEvent::StatusTimedOut { edge_id, .. }
+            | CpEvent::StatusAbandoned { edge_id, .. }
+            | CpEvent::CommandResponded { edge_id, .. }
+            | CpEvent::CommandEvent { edge_id, .. }
+            | CpEvent::CommandLost { edge_id, .. }
+            | CpEvent::NodeEvent { edge_id, .. } => Some(edge_id),
+            CpEvent::StatusReceived { response, .. } => Some(&response.edge_id),
+            CpEvent::Closed { edge_id, .. } => edge_id.as_deref(),
+        }
+    }
 }
 
 impl CloseReason {

@@ -372,9 +372,11 @@ impl ControlPlane {
         };
         c.timers
             .set_opt(Timer::Status, session.status.next_deadline());
-        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        let session_id = session.session_id;
         let fresh = full && correlation_id >= session.fresh_floor;
-        if let Some(entry) = self.edges.get_mut(&edge_id) {
+        // `resp.edge_id` is the session's (checked above): the event carries it in the
+        // response only, which saves a copy of the id per status.
+        if let Some(entry) = self.edges.get_mut(resp.edge_id.as_str()) {
             entry.view.last_status = Some(StatusSummary {
                 session_id,
                 registry_revision: resp.registry_revision,
@@ -389,7 +391,6 @@ impl ControlPlane {
             }
         }
         self.events.push_back(CpEvent::StatusReceived {
-            edge_id,
             request: super::RequestId {
                 session_id,
                 correlation_id,

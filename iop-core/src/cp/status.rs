@@ -73,7 +73,12 @@ impl StatusBook {
     }
 
     fn remove(&mut self, id: u64) -> Option<Pending> {
-        let at = self.pending.binary_search_by_key(&id, |p| p.id).ok()?;
+        // Answers usually come in order: the oldest pending request first.
+        let at = if self.pending.first().is_some_and(|p| p.id == id) {
+            0
+        } else {
+            self.pending.binary_search_by_key(&id, |p| p.id).ok()?
+        };
         let found = self.pending.remove(at);
         self.release_if_empty();
         Some(found)

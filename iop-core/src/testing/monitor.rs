@@ -32,6 +32,8 @@ pub struct Monitor {
     live: BTreeMap<String, (ConnectionId, u64)>,
     /// The latest accepted session of each Edge id.
     latest: BTreeMap<String, u64>,
+    /// The Edge id of every session accepted.
+    session_edges: BTreeMap<u64, String>,
     closed_conns: BTreeSet<ConnectionId>,
     /// Status requests issued and not yet ended.
     pending_status: BTreeSet<RequestId>,
@@ -140,6 +142,7 @@ impl Monitor {
                     self.fail(at_ms, format!("session id {session_id} after {last}"));
                 }
                 self.last_session_id = self.last_session_id.max(*session_id);
+                self.session_edges.insert(*session_id, edge_id.clone());
                 let old = self.live.get(edge_id).map(|(_, s)| *s);
                 if old.is_some() && old != *superseded_session_id {
                     self.fail(
@@ -194,18 +197,19 @@ impl Monitor {
             CpEvent::ResyncNeeded {
                 request: Some(r), ..
             } => self.on_status_issued(at_ms, *r),
-            CpEvent::StatusReceived {
-                edge_id,
-                request,
-                response,
-            } => {
+            CpEvent::StatusReceived { request, response } => {
                 self.end_status(at_ms, *request, "received");
-                if response.edge_id != *edge_id {
+                let edge_id = self.session_edges.get(&request.session_id).cloned();
+                if edge_id.as_deref() != Some(response.edge_id.as_str()) {
                     self.fail(
                         at_ms,
-                        format!("status of {edge_id} names {}", response.edge_id),
+                        format!(
+                            "status for session {} of {edge_id:?} names {}",
+                            request.session_id, response.edge_id
+                        ),
                     );
                 }
+                let edge_id = &response.edge_id;
                 for problem in snapshot_problems(response) {
                     self.fail(at_ms, format!("{edge_id} status: {problem}"));
                 }
