@@ -249,6 +249,13 @@ impl Outbound {
     /// if any is queued). Returns the bytes written.
     pub(crate) fn write_to(&mut self, buf: &mut Vec<u8>, soft_limit: usize) -> usize {
         let start = buf.len();
+        // Everything queued fits: no need to find the frame boundaries.
+        if start.saturating_add(self.queued_bytes()) <= soft_limit {
+            buf.extend_from_slice(self.bytes.get(self.head..).unwrap_or_default());
+            self.bytes.clear();
+            self.head = 0;
+            return buf.len() - start;
+        }
         let mut end = self.head;
         while let Some(prefix) = self.bytes.get(end..end + LENGTH_PREFIX_LEN) {
             let mut len = [0u8; LENGTH_PREFIX_LEN];

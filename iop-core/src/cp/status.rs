@@ -79,7 +79,12 @@ impl StatusBook {
         } else {
             self.pending.binary_search_by_key(&id, |p| p.id).ok()?
         };
-        let found = self.pending.remove(at);
+        // The last (usually the only) one comes off without shifting the rest.
+        let found = if at + 1 == self.pending.len() {
+            self.pending.pop()?
+        } else {
+            self.pending.remove(at)
+        };
         self.release_if_empty();
         Some(found)
     }
