@@ -7,7 +7,7 @@
 //! per entry whatever the frame's size: a peer that sent heartbeats without reading
 //! their 10-byte acks made 8 MiB of cap hold about 140 MiB.)
 
-use iop_proto::{Envelope, LENGTH_PREFIX_LEN, Message};
+use iop_proto::{EncodeError, Envelope, LENGTH_PREFIX_LEN, encode_frame};
 
 /// The least the buffer grows by: the small frames of an idle session (heartbeat acks,
 /// status requests) fit in it, so a kept buffer of this size serves them all.
@@ -123,38 +123,40 @@ impl Outbound {
     /// [`push`](Self::push) by reference: the caller keeps the envelope (no 168-byte
     /// move into the call).
     pub(crate) fn push_ref(&mut self, envelope: &Envelope) -> Result<(), OutboundError> {
-        let len = envelope.encoded_len();
-        if len > self.max_frame_len as usize || len == 0 {
-            return Err(OutboundError::FrameTooLarge {
-                len,
-                max: self.max_frame_len,
-            });
-        }
-        let frame = LENGTH_PREFIX_LEN + len;
         let queued = self.queued_bytes();
-        if queued + frame > self.cap {
-            return Err(OutboundError::Full {
-                queued,
-                frame,
-                cap: self.cap,
-            });
-        }
         // Drop the sent prefix once it is at least half the buffer: each byte is
         // moved at most once on average.
         if self.head > 0 && self.head >= queued {
             self.bytes.drain(..self.head);
             self.head = 0;
         }
-        // One reservation for the whole frame (prost's encoder would otherwise grow
-        // the buffer field by field), and never less than a small frame's worth, so
-        // that the few-byte frames of a session reuse the buffer it keeps.
-        self.bytes.reserve(frame.max(MIN_RESERVE));
-        // The length was computed once above: write the prefix and the body directly
-        // rather than through `encode_frame`, which would compute it again.
-        self.bytes.extend_from_slice(&(len as u32).to_be_bytes());
-        envelope.encode_raw(&mut self.bytes);
-        debug_assert_eq!(self.bytes.len() - self.head, queued + frame);
-        Ok(())
+        // A kept buffer of a small frame's worth at least, so that the few-byte frames
+        // of a session reuse it.
+        if self.bytes.capacity() == 0 {
+            self.bytes.reserve(MIN_RESERVE);
+        }
+        // Written in place, then checked against the cap: `encode_frame` sizes the
+        // frame once (small frames without prost at all), and a refused frame is
+        // taken back, so the queue never holds more than the cap.
+        let before = self.bytes.len();
+        match encode_frame(envelope, self.max_frame_len, &mut self.bytes) {
+            Ok(frame) if queued + frame <= self.cap => Ok(()),
+            Ok(frame) => {
+                self.bytes.truncate(before);
+                Err(OutboundError::Full {
+                    queued,
+                    frame,
+                    cap: self.cap,
+                })
+            }
+            Err(EncodeError::TooLarge { len, max }) => {
+                Err(OutboundError::FrameTooLarge { len, max })
+            }
+            Err(_) => Err(OutboundError::FrameTooLarge {
+                len: 0,
+                max: self.max_frame_len,
+            }),
+        }
     }
 
     /// Queues, behind everything already queued, one frame whose `Envelope` is `head`
@@ -304,7 +306,7 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iop_proto::{FrameDecoder, Heartbeat};
+    use iop_proto::{FrameDecoder, Heartbeat, Message};
 
     fn hb(sequence: u64) -> Envelope {
         Envelope::from(Heartbeat {

@@ -98,6 +98,9 @@ pub fn encode_frame(
     max_frame_len: u32,
     dst: &mut impl BufMut,
 ) -> Result<usize, EncodeError> {
+    if let Some(done) = crate::small_frames::encode(envelope, max_frame_len, dst) {
+        return done;
+    }
     let len = envelope.encoded_len();
     if len == 0 {
         return Err(EncodeError::Empty);

@@ -60,6 +60,7 @@ pub mod frame;
 pub mod limits;
 mod redact;
 mod scan;
+mod small_frames;
 
 /// Types generated from `proto/iop/control.proto` (package `iop`).
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
