@@ -10,6 +10,8 @@
 pub mod fleet;
 pub mod grpc;
 pub mod process;
+pub mod spin;
 pub mod stats;
 
 pub use iop_bench::table::{Row, Table};
+pub use spin::Spinners;

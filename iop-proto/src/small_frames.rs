@@ -10,61 +10,30 @@ use crate::frame::EncodeError;
 use crate::wire::envelope::Body;
 use crate::{Envelope, LENGTH_PREFIX_LEN};
 
-/// Key of `Envelope.correlation_id` (field 1, varint).
-const CORRELATION_KEY: u8 = 1 << 3;
 /// Key of a length-delimited `Envelope.body` field `n` (all of them are below 16).
 const fn body_key(field: u8) -> u8 {
     (field << 3) | 2
 }
-/// Longest frame the stack path writes: prefix, correlation id, body key and length,
-/// two varint fields.
-const STACK_FRAME: usize = LENGTH_PREFIX_LEN + 11 + 2 + 11 + 11;
-
 /// Bytes of `v` as a varint.
 fn varint_len(v: u64) -> usize {
     // 1 byte per started group of 7 bits (0 takes one byte).
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// A small stack buffer that frames are assembled in.
-struct Stack {
-    buf: [u8; STACK_FRAME],
-    len: usize,
+/// Appends `v` as a varint.
+fn put_varint(dst: &mut impl BufMut, mut v: u64) {
+    while v >= 0x80 {
+        dst.put_u8((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    dst.put_u8(v as u8);
 }
 
-impl Stack {
-    fn new() -> Self {
-        Self {
-            buf: [0; STACK_FRAME],
-            len: 0,
-        }
-    }
-
-    fn byte(&mut self, b: u8) {
-        if let Some(slot) = self.buf.get_mut(self.len) {
-            *slot = b;
-            self.len += 1;
-        }
-    }
-
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.byte((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
-        }
-        self.byte(v as u8);
-    }
-
-    /// Field `field` (1 or 2) as a varint, omitted when 0 (proto3).
-    fn uint64_field(&mut self, field: u8, v: u64) {
-        if v != 0 {
-            self.byte(field << 3);
-            self.varint(v);
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        self.buf.get(..self.len).unwrap_or_default()
+/// Appends field `field` (1 or 2) as a varint, omitted when 0 (proto3).
+fn put_uint64_field(dst: &mut impl BufMut, field: u8, v: u64) {
+    if v != 0 {
+        dst.put_u8(field << 3);
+        put_varint(dst, v);
     }
 }
 
@@ -92,7 +61,7 @@ pub(crate) fn encode(
                 correlation_len,
                 body_key(13),
                 inner,
-                |s| s.uint64_field(1, ack.sequence),
+                |d| put_uint64_field(d, 1, ack.sequence),
             ))
         }
         Body::Heartbeat(hb) => {
@@ -104,9 +73,9 @@ pub(crate) fn encode(
                 correlation_len,
                 body_key(12),
                 inner,
-                |s| {
-                    s.uint64_field(1, hb.sequence);
-                    s.uint64_field(2, hb.sent_at_unix_ms);
+                |d| {
+                    put_uint64_field(d, 1, hb.sequence);
+                    put_uint64_field(d, 2, hb.sent_at_unix_ms);
                 },
             ))
         }
@@ -118,22 +87,13 @@ pub(crate) fn encode(
                 .sum();
             let len = correlation_len + 1 + varint_len(inner as u64) + inner;
             Some(check(len, max_frame_len, dst).inspect(|_| {
-                let mut head = Stack::new();
-                for b in (len as u32).to_be_bytes() {
-                    head.byte(b);
-                }
-                if correlation != 0 {
-                    head.byte(CORRELATION_KEY);
-                    head.varint(correlation);
-                }
-                head.byte(body_key(4));
-                head.varint(inner as u64);
-                dst.put_slice(head.bytes());
+                dst.put_u32(len as u32);
+                put_uint64_field(dst, 1, correlation);
+                dst.put_u8(body_key(4));
+                put_varint(dst, inner as u64);
                 for id in &req.node_ids {
-                    let mut key = Stack::new();
-                    key.byte((1 << 3) | 2);
-                    key.varint(id.len() as u64);
-                    dst.put_slice(key.bytes());
+                    dst.put_u8((1 << 3) | 2);
+                    put_varint(dst, id.len() as u64);
                     dst.put_slice(id.as_bytes());
                 }
             }))
@@ -162,27 +122,25 @@ fn check(len: usize, max_frame_len: u32, dst: &impl BufMut) -> Result<usize, Enc
 }
 
 /// A frame whose body holds scalar fields only (`inner` bytes, written by `fields`),
-/// assembled on the stack and copied out at once.
-fn write_scalars(
-    dst: &mut impl BufMut,
+/// written straight into `dst` byte by byte (assembling it on the stack first and
+/// copying it out made the copy wait on the bytes just stored: slower in time though
+/// fewer instructions).
+fn write_scalars<B: BufMut>(
+    dst: &mut B,
     max_frame_len: u32,
     correlation: u64,
     correlation_len: usize,
     key: u8,
     inner: usize,
-    fields: impl FnOnce(&mut Stack),
+    fields: impl FnOnce(&mut B),
 ) -> Result<usize, EncodeError> {
     let len = correlation_len + 2 + inner;
     let needed = check(len, max_frame_len, dst)?;
-    let mut s = Stack::new();
-    for b in (len as u32).to_be_bytes() {
-        s.byte(b);
-    }
-    s.uint64_field(1, correlation);
-    s.byte(key);
+    dst.put_u32(len as u32);
+    put_uint64_field(dst, 1, correlation);
+    dst.put_u8(key);
     // `inner` is at most 22 bytes: a one-byte length.
-    s.byte(inner as u8);
-    fields(&mut s);
-    dst.put_slice(s.bytes());
+    dst.put_u8(inner as u8);
+    fields(dst);
     Ok(needed)
 }

@@ -32,6 +32,7 @@ const OURS: &str = "edge-ours";
 const MINIMAL: &str = "edge-minimal";
 
 fn main() -> Result<(), BoxError> {
+    let spinners = iop_bench_socket::Spinners::start_or_spin();
     let rounds: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
@@ -52,6 +53,7 @@ fn main() -> Result<(), BoxError> {
     let result = cp_rt.block_on(measure(rounds, &edge));
     let _ = stop.send(());
     let _ = edge_thread.join();
+    drop(spinners);
     println!("{}", result?);
     Ok(())
 }

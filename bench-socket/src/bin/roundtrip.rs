@@ -20,7 +20,7 @@ use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
 use iop_bench_socket::stats::{median, ratio_cell};
-use iop_bench_socket::{Row, Table};
+use iop_bench_socket::{Row, Spinners, Table};
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::core::proto::{self, EdgeStatusRequest};
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, ServerConfig};
@@ -66,62 +66,8 @@ static SCENARIOS: [Scenario; 3] = [
     },
 ];
 
-/// Keeps the machine's CPUs from idling while the bench runs: one `nice -n 19`
-/// busy loop per CPU (this binary re-run with the argument `spin`), killed on drop.
-///
-/// On a virtual machine an idle vCPU halts, and waking it (the other side of a round
-/// trip wakes its peer's thread on the other CPU) costs the host's scheduling latency:
-/// on this machine, idle, a loopback round trip of the raw echo took ~80 µs instead of
-/// ~8 µs, which drowns every system's own cost and pushes all ratios towards 1. A
-/// lowest-priority spinner keeps each vCPU running; it gets about 1.5 % of a CPU when
-/// a bench thread wants it (CFS weight 15 against 1 024) and its time is not counted in
-/// the bench process's CPU time. `IOP_RT_NO_SPIN=1` measures the idle machine instead.
-struct Spinners(Vec<std::process::Child>);
-
-impl Spinners {
-    fn start() -> Self {
-        if std::env::var_os("IOP_RT_NO_SPIN").is_some() {
-            return Self(Vec::new());
-        }
-        let Ok(exe) = std::env::current_exe() else {
-            return Self(Vec::new());
-        };
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let children = (0..cpus)
-            .filter_map(|_| {
-                std::process::Command::new("nice")
-                    .args(["-n", "19"])
-                    .arg(&exe)
-                    .arg("spin")
-                    .spawn()
-                    .ok()
-            })
-            .collect();
-        // Let them start before anything is timed.
-        std::thread::sleep(Duration::from_millis(200));
-        Self(children)
-    }
-}
-
-impl Drop for Spinners {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 fn main() -> Result<(), BoxError> {
-    if std::env::args().nth(1).as_deref() == Some("spin") {
-        // A spinner (see `Spinners`): runs until killed, or for an hour at most.
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(3_600) {
-            std::hint::spin_loop();
-        }
-        return Ok(());
-    }
-    let spinners = Spinners::start();
+    let spinners = Spinners::start_or_spin();
     let rounds: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
