@@ -130,6 +130,7 @@ pub mod registry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
+mod varint;
 
 pub use registry::NodeRegistry;
 pub use time::{Instant, WallClock};

@@ -9,6 +9,8 @@
 
 use iop_proto::{EncodeError, Envelope, LENGTH_PREFIX_LEN, encode_frame};
 
+use crate::varint;
+
 /// The least the buffer grows by: the small frames of an idle session (heartbeat acks,
 /// status requests) fit in it, so a kept buffer of this size serves them all.
 pub(crate) const MIN_RESERVE: usize = 128;
@@ -46,32 +48,6 @@ pub enum OutboundError {
 
 /// Bytes of the longest varint of a `u32`.
 const MAX_U32_VARINT: usize = 5;
-
-/// Bytes of `v` as a protobuf varint.
-fn varint_len(v: usize) -> usize {
-    let mut n = 1;
-    let mut v = v >> 7;
-    while v > 0 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-/// Writes `v` as a protobuf varint into `buf`; returns the bytes written.
-fn encode_varint(mut v: u32, buf: &mut [u8; MAX_U32_VARINT]) -> &[u8] {
-    let mut n = 0;
-    for slot in buf.iter_mut() {
-        n += 1;
-        if v < 0x80 {
-            *slot = v as u8;
-            break;
-        }
-        *slot = (v as u8 & 0x7f) | 0x80;
-        v >>= 7;
-    }
-    buf.get(..n).unwrap_or_default()
-}
 
 /// An ordered queue of frames waiting to be written to one connection.
 pub(crate) struct Outbound {
@@ -202,7 +178,7 @@ impl Outbound {
                 max: self.max_frame_len,
             });
         };
-        let len = head.len() + varint_len(field) + field;
+        let len = head.len() + varint::len(field as u64) + field;
         let frame = LENGTH_PREFIX_LEN + len;
         let refused = match u32::try_from(len) {
             Ok(len32) if len32 <= self.max_frame_len => {
@@ -223,11 +199,11 @@ impl Outbound {
         }
         // The header ends where the field's bytes start; `gap` unused bytes before it.
         let gap = reserved - (frame - field);
-        let mut varint = [0u8; MAX_U32_VARINT];
-        let varint = encode_varint(field as u32, &mut varint);
+        let mut length = [0u8; varint::MAX_LEN];
+        let length = varint::encode(field as u64, &mut length);
         let prefix = (len as u32).to_be_bytes();
         let mut at = start + gap;
-        for part in [&prefix[..], head, varint] {
+        for part in [&prefix[..], head, length] {
             if let Some(dst) = self.bytes.get_mut(at..at + part.len()) {
                 dst.copy_from_slice(part);
             }

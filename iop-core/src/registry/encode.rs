@@ -29,22 +29,7 @@ pub struct EncodedSnapshot {
 const LEN: u8 = 2;
 const VARINT: u8 = 0;
 
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use crate::varint::{len as varint_len, put as put_varint};
 
 fn put_key(out: &mut Vec<u8>, field: u8, wire_type: u8) {
     // Every field number here is < 16: the key is one byte.
