@@ -7,6 +7,7 @@
 //! `BENCHMARKS.md`.
 #![forbid(unsafe_code)]
 
+pub mod echo;
 pub mod fleet;
 pub mod grpc;
 pub mod process;

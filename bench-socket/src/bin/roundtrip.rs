@@ -20,12 +20,10 @@ use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
 use iop_bench_socket::stats::{median, ratio_cell};
-use iop_bench_socket::{Row, Spinners, Table};
+use iop_bench_socket::{Row, Spinners, Table, echo};
 use iop_tokio::core::edge::EdgeConfig;
-use iop_tokio::core::proto::{self, EdgeStatusRequest};
+use iop_tokio::core::proto::EdgeStatusRequest;
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -142,18 +140,7 @@ async fn measure(
     let localhost: SocketAddr = "127.0.0.1:0".parse()?;
     let registry = fixtures::registry(s.nodes, s.providers);
     // The byte counts the echo moves: our request and response frames.
-    let mut request_frame = Vec::new();
-    proto::encode_frame(
-        &fixtures::full_status_request(1 << 20),
-        proto::DEFAULT_MAX_FRAME_LEN,
-        &mut request_frame,
-    )?;
-    let mut response_frame = Vec::new();
-    proto::encode_frame(
-        &fixtures::status_response_envelope(&registry, 1 << 20),
-        proto::DEFAULT_MAX_FRAME_LEN,
-        &mut response_frame,
-    )?;
+    let (request_frame, response_frame) = echo::frames(&registry)?;
     let response = fixtures::status_response(&registry);
 
     // Ours.
@@ -176,23 +163,7 @@ async fn measure(
     }
 
     // Raw echo: the Edge side reads the request bytes and writes the response bytes.
-    let listener = TcpListener::bind(localhost).await?;
-    let echo_addr = listener.local_addr()?;
-    let (req_len, resp) = (request_frame.len(), response_frame.clone());
-    edge_rt.spawn(async move {
-        let Ok(mut stream) = TcpStream::connect(echo_addr).await else {
-            return;
-        };
-        let _ = stream.set_nodelay(true);
-        let mut buf = vec![0u8; req_len];
-        while stream.read_exact(&mut buf).await.is_ok() {
-            if stream.write_all(&resp).await.is_err() {
-                break;
-            }
-        }
-    });
-    let (mut echo, _) = listener.accept().await?;
-    echo.set_nodelay(true)?;
+    let mut echo = echo::connect(&edge_rt, request_frame.len(), response_frame.clone()).await?;
     let mut echo_buf = vec![0u8; response_frame.len()];
 
     // tonic.
@@ -217,7 +188,7 @@ async fn measure(
     assert_eq!(tonic_answer.nodes.len(), s.nodes);
     for _ in 0..s.batch.max(10) {
         ours_rt(&cp, &edge_id).await?;
-        echo_rt(&mut echo, &request_frame, &mut echo_buf).await?;
+        echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
         grpc.request_status(&grpc_request).await?;
     }
 
@@ -236,7 +207,7 @@ async fn measure(
                 1 => {
                     let (t, c) = (Instant::now(), ProcessTime::now());
                     for _ in 0..s.batch {
-                        echo_rt(&mut echo, &request_frame, &mut echo_buf).await?;
+                        echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
                     }
                     samples.echo.push(per_rt(t.elapsed(), s.batch));
                     samples.echo_cpu.push(per_rt(c.elapsed(), s.batch));
@@ -304,12 +275,6 @@ async fn measure(
 
 async fn ours_rt(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), BoxError> {
     std::hint::black_box(cp.request_status(edge_id, vec![]).await?);
-    Ok(())
-}
-
-async fn echo_rt(stream: &mut TcpStream, request: &[u8], buf: &mut [u8]) -> Result<(), BoxError> {
-    stream.write_all(request).await?;
-    stream.read_exact(buf).await?;
     Ok(())
 }
 

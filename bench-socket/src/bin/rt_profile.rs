@@ -13,11 +13,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use iop_bench::fixtures;
+use iop_bench_socket::echo;
 use iop_tokio::core::edge::EdgeConfig;
-use iop_tokio::core::proto;
 use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -73,41 +71,16 @@ fn main() -> Result<(), BoxError> {
             .await?;
             drop(client);
         } else {
-            let mut request_frame = Vec::new();
-            proto::encode_frame(
-                &fixtures::full_status_request(1 << 20),
-                proto::DEFAULT_MAX_FRAME_LEN,
-                &mut request_frame,
-            )?;
-            let mut response_frame = Vec::new();
-            proto::encode_frame(
-                &fixtures::status_response_envelope(&registry, 1 << 20),
-                proto::DEFAULT_MAX_FRAME_LEN,
-                &mut response_frame,
-            )?;
-            let listener = TcpListener::bind(localhost).await?;
-            let addr = listener.local_addr()?;
-            let (req_len, resp) = (request_frame.len(), response_frame.clone());
-            edge.spawn(async move {
-                let Ok(mut stream) = TcpStream::connect(addr).await else {
-                    return;
-                };
-                let _ = stream.set_nodelay(true);
-                let mut buf = vec![0u8; req_len];
-                while stream.read_exact(&mut buf).await.is_ok() {
-                    if stream.write_all(&resp).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            let (mut echo, _) = listener.accept().await?;
-            echo.set_nodelay(true)?;
+            let (request_frame, response_frame) = echo::frames(&registry)?;
+            let mut stream =
+                echo::connect(&edge, request_frame.len(), response_frame.clone()).await?;
             done = tokio::spawn(async move {
                 let mut buf = vec![0u8; response_frame.len()];
                 let mut done = 0;
                 for _ in 0..n {
-                    if echo.write_all(&request_frame).await.is_err()
-                        || echo.read_exact(&mut buf).await.is_err()
+                    if echo::round_trip(&mut stream, &request_frame, &mut buf)
+                        .await
+                        .is_err()
                     {
                         break;
                     }

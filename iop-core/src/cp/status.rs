@@ -73,12 +73,7 @@ impl StatusBook {
     }
 
     fn remove(&mut self, id: u64) -> Option<Pending> {
-        // Answers usually come in order: the oldest pending request first.
-        let at = if self.pending.first().is_some_and(|p| p.id == id) {
-            0
-        } else {
-            self.pending.binary_search_by_key(&id, |p| p.id).ok()?
-        };
+        let at = self.pending.binary_search_by_key(&id, |p| p.id).ok()?;
         // The last (usually the only) one comes off without shifting the rest.
         let found = if at + 1 == self.pending.len() {
             self.pending.pop()?
