@@ -22,36 +22,9 @@ impl Decoder<'_> {
             value: "iop.EdgeCommandRequest.metadata.value",
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.command_id,
-                    buf,
-                    "iop.EdgeCommandRequest.command_id",
-                    Class::Id,
-                );
-                d.at(s, M, "command_id")
-            }
-            2 => {
-                let s = d.string(
-                    wt,
-                    &mut m.operation,
-                    buf,
-                    "iop.EdgeCommandRequest.operation",
-                    Class::Id,
-                );
-                d.at(s, M, "operation")
-            }
-            3 => {
-                let s = d.string(
-                    wt,
-                    &mut m.target_selector,
-                    buf,
-                    "iop.EdgeCommandRequest.target_selector",
-                    Class::Text,
-                );
-                d.at(s, M, "target_selector")
-            }
+            1 => string_field!(d, wt, buf, "EdgeCommandRequest", m.command_id, Id),
+            2 => string_field!(d, wt, buf, "EdgeCommandRequest", m.operation, Id),
+            3 => string_field!(d, wt, buf, "EdgeCommandRequest", m.target_selector, Text),
             4 => {
                 let s = d.map_entry(
                     wt,
@@ -76,28 +49,10 @@ impl Decoder<'_> {
     ) -> Step {
         const M: &str = "EdgeCommandResponse";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.command_id,
-                    buf,
-                    "iop.EdgeCommandResponse.command_id",
-                    Class::Id,
-                );
-                d.at(s, M, "command_id")
-            }
+            1 => string_field!(d, wt, buf, "EdgeCommandResponse", m.command_id, Id),
             2 => d.boolean(wt, &mut m.accepted, buf, M, "accepted"),
             3 => d.int32(wt, &mut m.reject_reason, buf, M, "reject_reason"),
-            4 => {
-                let s = d.string(
-                    wt,
-                    &mut m.message,
-                    buf,
-                    "iop.EdgeCommandResponse.message",
-                    Class::Text,
-                );
-                d.at(s, M, "message")
-            }
+            4 => string_field!(d, wt, buf, "EdgeCommandResponse", m.message, Text),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -116,28 +71,10 @@ impl Decoder<'_> {
             value: "iop.EdgeCommandEvent.detail.value",
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.command_id,
-                    buf,
-                    "iop.EdgeCommandEvent.command_id",
-                    Class::Id,
-                );
-                d.at(s, M, "command_id")
-            }
+            1 => string_field!(d, wt, buf, "EdgeCommandEvent", m.command_id, Id),
             2 => d.int32(wt, &mut m.phase, buf, M, "phase"),
             3 => d.uint32(wt, &mut m.sequence, buf, M, "sequence"),
-            4 => {
-                let s = d.string(
-                    wt,
-                    &mut m.message,
-                    buf,
-                    "iop.EdgeCommandEvent.message",
-                    Class::Text,
-                );
-                d.at(s, M, "message")
-            }
+            4 => string_field!(d, wt, buf, "EdgeCommandEvent", m.message, Text),
             5 => {
                 let s = d.map_entry(wt, &mut m.detail, buf, entries, &DETAIL, BODY_FIELDS - 1);
                 d.at(s, M, "detail")

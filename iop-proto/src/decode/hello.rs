@@ -22,39 +22,18 @@ impl Decoder<'_> {
             value: "iop.EdgeHelloRequest.metadata.value",
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.edge_id,
-                    buf,
-                    "iop.EdgeHelloRequest.edge_id",
-                    Class::Id,
-                );
-                d.at(s, M, "edge_id")
-            }
+            1 => string_field!(d, wt, buf, "EdgeHelloRequest", m.edge_id, Id),
             2 => d.uint32(wt, &mut m.protocol_version, buf, M, "protocol_version"),
-            3 => {
-                let s = d.string(
-                    wt,
-                    &mut m.software_version,
-                    buf,
-                    "iop.EdgeHelloRequest.software_version",
-                    Class::Text,
-                );
-                d.at(s, M, "software_version")
-            }
-            4 => {
-                let limit = d.limits.max_operations;
-                let s = d.push_string(
-                    wt,
-                    &mut m.operations,
-                    buf,
-                    "iop.EdgeHelloRequest.operations",
-                    Class::Id,
-                    limit,
-                );
-                d.at(s, M, "operations")
-            }
+            3 => string_field!(d, wt, buf, "EdgeHelloRequest", m.software_version, Text),
+            4 => repeated_string_field!(
+                d,
+                wt,
+                buf,
+                "EdgeHelloRequest",
+                m.operations,
+                Id,
+                max_operations
+            ),
             5 => {
                 let s = d.map_entry(
                     wt,
@@ -75,18 +54,15 @@ impl Decoder<'_> {
                 );
                 d.at(s, M, "credential")
             }
-            7 => {
-                let limit = d.limits.max_inflight_command_ids;
-                let s = d.push_string(
-                    wt,
-                    &mut m.inflight_command_ids,
-                    buf,
-                    "iop.EdgeHelloRequest.inflight_command_ids",
-                    Class::Id,
-                    limit,
-                );
-                d.at(s, M, "inflight_command_ids")
-            }
+            7 => repeated_string_field!(
+                d,
+                wt,
+                buf,
+                "EdgeHelloRequest",
+                m.inflight_command_ids,
+                Id,
+                max_inflight_command_ids
+            ),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -101,16 +77,7 @@ impl Decoder<'_> {
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => d.boolean(wt, &mut m.accepted, buf, M, "accepted"),
             2 => d.int32(wt, &mut m.reject_reason, buf, M, "reject_reason"),
-            3 => {
-                let s = d.string(
-                    wt,
-                    &mut m.message,
-                    buf,
-                    "iop.EdgeHelloResponse.message",
-                    Class::Text,
-                );
-                d.at(s, M, "message")
-            }
+            3 => string_field!(d, wt, buf, "EdgeHelloResponse", m.message, Text),
             4 => d.uint32(wt, &mut m.protocol_version, buf, M, "protocol_version"),
             5 => d.uint32(
                 wt,

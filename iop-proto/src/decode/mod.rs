@@ -24,6 +24,39 @@
 //! broken after such a fault. That costs a second, zero-allocation walk of frames that
 //! close the session anyway.
 
+/// Decodes string field `$f` of message `$msg` (its protobuf name, a literal) into
+/// `$m.$f` with the length cap of `$class` ([`wire::Class`]): a limit error names the
+/// field `iop.<msg>.<f>`, a malformed one gets `<msg>.<f>` on prost's error path.
+macro_rules! string_field {
+    ($d:ident, $wt:ident, $buf:ident, $msg:literal, $m:ident . $f:ident, $class:ident) => {{
+        let step = $d.string(
+            $wt,
+            &mut $m.$f,
+            $buf,
+            concat!("iop.", $msg, ".", stringify!($f)),
+            Class::$class,
+        );
+        $d.at(step, $msg, stringify!($f))
+    }};
+}
+
+/// [`string_field!`] for one element of a repeated string field, at most
+/// `limits.$limit` of them.
+macro_rules! repeated_string_field {
+    ($d:ident, $wt:ident, $buf:ident, $msg:literal, $m:ident . $f:ident, $class:ident, $limit:ident) => {{
+        let limit = $d.limits.$limit;
+        let step = $d.push_string(
+            $wt,
+            &mut $m.$f,
+            $buf,
+            concat!("iop.", $msg, ".", stringify!($f)),
+            Class::$class,
+            limit,
+        );
+        $d.at(step, $msg, stringify!($f))
+    }};
+}
+
 mod command;
 mod envelope;
 mod hello;

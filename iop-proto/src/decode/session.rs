@@ -16,26 +16,8 @@ impl Decoder<'_> {
     ) -> Step {
         const M: &str = "EdgeNodeEvent";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.edge_id,
-                    buf,
-                    "iop.EdgeNodeEvent.edge_id",
-                    Class::Id,
-                );
-                d.at(s, M, "edge_id")
-            }
-            2 => {
-                let s = d.string(
-                    wt,
-                    &mut m.node_id,
-                    buf,
-                    "iop.EdgeNodeEvent.node_id",
-                    Class::Id,
-                );
-                d.at(s, M, "node_id")
-            }
+            1 => string_field!(d, wt, buf, "EdgeNodeEvent", m.edge_id, Id),
+            2 => string_field!(d, wt, buf, "EdgeNodeEvent", m.node_id, Id),
             3 => d.int32(wt, &mut m.kind, buf, M, "kind"),
             4 => d.uint64(wt, &mut m.generation, buf, M, "generation"),
             5 => d.uint64(wt, &mut m.sequence, buf, M, "sequence"),
@@ -46,16 +28,7 @@ impl Decoder<'_> {
                 M,
                 "occurred_at_unix_ms",
             ),
-            7 => {
-                let s = d.string(
-                    wt,
-                    &mut m.reason,
-                    buf,
-                    "iop.EdgeNodeEvent.reason",
-                    Class::Text,
-                );
-                d.at(s, M, "reason")
-            }
+            7 => string_field!(d, wt, buf, "EdgeNodeEvent", m.reason, Text),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -86,10 +59,7 @@ impl Decoder<'_> {
         const M: &str = "GoAway";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => d.int32(wt, &mut m.reason, buf, M, "reason"),
-            2 => {
-                let s = d.string(wt, &mut m.message, buf, "iop.GoAway.message", Class::Text);
-                d.at(s, M, "message")
-            }
+            2 => string_field!(d, wt, buf, "GoAway", m.message, Text),
             3 => d.uint32(wt, &mut m.retry_after_ms, buf, M, "retry_after_ms"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })

@@ -24,18 +24,15 @@ impl Decoder<'_> {
         buf: &mut &[u8],
     ) -> Step {
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let limit = d.limits.max_node_ids;
-                let s = d.push_string(
-                    wt,
-                    &mut m.node_ids,
-                    buf,
-                    "iop.EdgeStatusRequest.node_ids",
-                    Class::Id,
-                    limit,
-                );
-                d.at(s, "EdgeStatusRequest", "node_ids")
-            }
+            1 => repeated_string_field!(
+                d,
+                wt,
+                buf,
+                "EdgeStatusRequest",
+                m.node_ids,
+                Id,
+                max_node_ids
+            ),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -48,16 +45,7 @@ impl Decoder<'_> {
     ) -> Step {
         const M: &str = "EdgeStatusResponse";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.edge_id,
-                    buf,
-                    "iop.EdgeStatusResponse.edge_id",
-                    Class::Id,
-                );
-                d.at(s, M, "edge_id")
-            }
+            1 => string_field!(d, wt, buf, "EdgeStatusResponse", m.edge_id, Id),
             2 => {
                 let s = d.node(wt, &mut m.nodes, buf);
                 d.at(s, M, "nodes")
@@ -100,16 +88,7 @@ impl Decoder<'_> {
         };
         let mut labels = 0;
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.node_id,
-                    buf,
-                    "iop.EdgeNodeSnapshot.node_id",
-                    Class::Id,
-                );
-                d.at(s, M, "node_id")
-            }
+            1 => string_field!(d, wt, buf, "EdgeNodeSnapshot", m.node_id, Id),
             2 => d.boolean(wt, &mut m.connected, buf, M, "connected"),
             3 => {
                 let config = m.config.get_or_insert_with(NodeConfigSummary::default);
@@ -145,41 +124,19 @@ impl Decoder<'_> {
     }
 
     fn config(&mut self, wt: WireType, m: &mut NodeConfigSummary, buf: &mut &[u8]) -> Step {
-        const M: &str = "NodeConfigSummary";
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.revision,
-                    buf,
-                    "iop.NodeConfigSummary.revision",
-                    Class::Text,
-                );
-                d.at(s, M, "revision")
-            }
-            2 => {
-                let limit = d.limits.max_provider_ids;
-                let s = d.push_string(
-                    wt,
-                    &mut m.provider_ids,
-                    buf,
-                    "iop.NodeConfigSummary.provider_ids",
-                    Class::Id,
-                    limit,
-                );
-                d.at(s, M, "provider_ids")
-            }
+            1 => string_field!(d, wt, buf, "NodeConfigSummary", m.revision, Text),
+            2 => repeated_string_field!(
+                d,
+                wt,
+                buf,
+                "NodeConfigSummary",
+                m.provider_ids,
+                Id,
+                max_provider_ids
+            ),
             3 => {
-                let limit = d.limits.max_models;
-                let s = d.push_string(
-                    wt,
-                    &mut m.models,
-                    buf,
-                    "iop.NodeConfigSummary.models",
-                    Class::Text,
-                    limit,
-                );
-                d.at(s, M, "models")
+                repeated_string_field!(d, wt, buf, "NodeConfigSummary", m.models, Text, max_models)
             }
             _ => d.skip(wt, tag, buf, LEAF_FIELDS),
         })
@@ -208,16 +165,7 @@ impl Decoder<'_> {
             return Ok(());
         };
         self.message(wt, buf, |d, tag, wt, buf| match tag {
-            1 => {
-                let s = d.string(
-                    wt,
-                    &mut m.provider_id,
-                    buf,
-                    "iop.ProviderSnapshot.provider_id",
-                    Class::Id,
-                );
-                d.at(s, M, "provider_id")
-            }
+            1 => string_field!(d, wt, buf, "ProviderSnapshot", m.provider_id, Id),
             2 => d.int32(wt, &mut m.category, buf, M, "category"),
             3 => d.int32(wt, &mut m.status, buf, M, "status"),
             4 => d.int32(wt, &mut m.health, buf, M, "health"),
@@ -246,16 +194,7 @@ impl Decoder<'_> {
                 "long_context_queued",
             ),
             11 => {
-                let limit = d.limits.max_models;
-                let s = d.push_string(
-                    wt,
-                    &mut m.models,
-                    buf,
-                    "iop.ProviderSnapshot.models",
-                    Class::Text,
-                    limit,
-                );
-                d.at(s, M, "models")
+                repeated_string_field!(d, wt, buf, "ProviderSnapshot", m.models, Text, max_models)
             }
             12 => d.boolean(wt, &mut m.admission_eligible, buf, M, "admission_eligible"),
             _ => d.skip(wt, tag, buf, LEAF_FIELDS),
