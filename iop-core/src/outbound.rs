@@ -92,13 +92,7 @@ impl Outbound {
     }
 
     /// Queues `envelope` behind everything already queued.
-    pub(crate) fn push(&mut self, envelope: Envelope) -> Result<(), OutboundError> {
-        self.push_ref(&envelope)
-    }
-
-    /// [`push`](Self::push) by reference: the caller keeps the envelope (no 168-byte
-    /// move into the call).
-    pub(crate) fn push_ref(&mut self, envelope: &Envelope) -> Result<(), OutboundError> {
+    pub(crate) fn push(&mut self, envelope: &Envelope) -> Result<(), OutboundError> {
         let queued = self.queued_bytes();
         // Drop the sent prefix once it is at least half the buffer: each byte is
         // moved at most once on average.
@@ -295,7 +289,7 @@ mod tests {
     fn frames_come_out_in_order_and_decode() {
         let mut q = Outbound::new(1024, 1024);
         for s in 1..=3 {
-            q.push(hb(s)).unwrap();
+            q.push(&hb(s)).unwrap();
         }
         let mut buf = Vec::new();
         assert!(q.write_to(&mut buf, usize::MAX) > 0);
@@ -312,17 +306,17 @@ mod tests {
     fn the_cap_refuses_what_would_pass_it() {
         let one = LENGTH_PREFIX_LEN + hb(1).encoded_len();
         let mut q = Outbound::new(2 * one, 1024);
-        q.push(hb(1)).unwrap();
-        q.push(hb(2)).unwrap();
-        assert!(matches!(q.push(hb(3)), Err(OutboundError::Full { .. })));
+        q.push(&hb(1)).unwrap();
+        q.push(&hb(2)).unwrap();
+        assert!(matches!(q.push(&hb(3)), Err(OutboundError::Full { .. })));
         assert_eq!(q.queued_bytes(), 2 * one);
     }
 
     #[test]
     fn soft_limit_splits_writes_but_always_makes_progress() {
         let mut q = Outbound::new(1024, 1024);
-        q.push(hb(1)).unwrap();
-        q.push(hb(2)).unwrap();
+        q.push(&hb(1)).unwrap();
+        q.push(&hb(2)).unwrap();
         let mut buf = Vec::new();
         let n = q.write_to(&mut buf, 1);
         assert!(n > 0);
@@ -336,7 +330,7 @@ mod tests {
         let mut q = Outbound::new(1 << 20, 4);
         let big = Envelope::go_away(iop_proto::GoAwayReason::Shutdown, "x".repeat(100), 0);
         assert!(matches!(
-            q.push(big),
+            q.push(&big),
             Err(OutboundError::FrameTooLarge { max: 4, .. })
         ));
     }
@@ -386,7 +380,7 @@ mod tests {
                 })
                 .unwrap()
             );
-            plain.push(envelope).unwrap();
+            plain.push(&envelope).unwrap();
             assert_eq!(with.queued_bytes(), plain.queued_bytes());
             if i % 2 == 0 {
                 let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -408,7 +402,7 @@ mod tests {
         let frame = LENGTH_PREFIX_LEN + envelope.encoded_len();
         // Over the cap, behind a queued frame.
         let mut q = Outbound::new(frame + 4, 1024);
-        q.push(hb(1)).unwrap();
+        q.push(&hb(1)).unwrap();
         let queued = q.queued_bytes();
         let err = q.push_with(&status_head(9), |out| {
             out.extend_from_slice(&body);
@@ -437,7 +431,7 @@ mod tests {
         assert!(q.is_empty() && q.bytes.is_empty());
         // A writer that removes bytes loses the queue rather than send it broken.
         let mut q = Outbound::new(1 << 20, 1 << 20);
-        q.push(hb(1)).unwrap();
+        q.push(&hb(1)).unwrap();
         let err = q.push_with(&status_head(9), |out| {
             out.truncate(2);
             true
@@ -447,7 +441,7 @@ mod tests {
         assert_eq!(q.write_to(&mut Vec::new(), usize::MAX), 0);
         // A writer that declines leaves the queue as it was.
         let mut q = Outbound::new(1 << 20, 1 << 20);
-        q.push(hb(1)).unwrap();
+        q.push(&hb(1)).unwrap();
         let declined = q.push_with(&status_head(9), |out| {
             out.extend_from_slice(&body);
             false
@@ -463,7 +457,7 @@ mod tests {
         // `Envelope` per frame (which was 168 bytes each).
         let mut q = Outbound::new(64 * 1024, 1024);
         let mut n = 0;
-        while q.push(hb(1_000_000 + n)).is_ok() {
+        while q.push(&hb(1_000_000 + n)).is_ok() {
             n += 1;
         }
         assert!(n > 6_000, "{n} frames");
@@ -473,7 +467,7 @@ mod tests {
         let mut buf = Vec::new();
         q.write_to(&mut buf, 32 * 1024);
         let sent = buf.len();
-        q.push(hb(1)).unwrap();
+        q.push(&hb(1)).unwrap();
         while !q.is_empty() {
             q.write_to(&mut buf, usize::MAX);
         }

@@ -343,9 +343,9 @@ impl ControlPlane {
             };
             let message = close_message(&reason);
             let frame = Envelope::go_away(go_away, message, ms_u32(retry));
-            if c.outbound.push(frame.clone()).is_err() {
+            if c.outbound.push(&frame).is_err() {
                 c.outbound.clear();
-                let _ = c.outbound.push(frame);
+                let _ = c.outbound.push(&frame);
             }
             self.stats.frames_out += 1;
         }
@@ -357,10 +357,7 @@ impl ControlPlane {
             CloseReason::SlowPeer => self.stats.slow_peers += 1,
             _ => {}
         }
-        if !c.wake_queued && self.handling != Some(conn) {
-            c.wake_queued = true;
-            self.wakeups.push_back(conn);
-        }
+        queue_wakeup(c, conn, &mut self.wakeups, self.handling);
         let (edge_id, session_id) = match state {
             ConnState::Active(session) => {
                 let mut session = *session;
@@ -500,13 +497,25 @@ pub(crate) fn queue_frame(
     handling: Option<ConnectionId>,
     stats: &mut CpStats,
 ) -> Result<(), OutboundError> {
-    c.outbound.push_ref(envelope)?;
+    c.outbound.push(envelope)?;
     stats.frames_out += 1;
+    queue_wakeup(c, conn, wakeups, handling);
+    Ok(())
+}
+
+/// Lists `c` (named `conn`) for [`ControlPlane::poll_wakeup`], once until polled, unless
+/// it is the connection whose bytes are being handled (its driver pulls after every
+/// input anyway).
+fn queue_wakeup(
+    c: &mut Conn,
+    conn: ConnectionId,
+    wakeups: &mut VecDeque<ConnectionId>,
+    handling: Option<ConnectionId>,
+) {
     if !c.wake_queued && handling != Some(conn) {
         c.wake_queued = true;
         wakeups.push_back(conn);
     }
-    Ok(())
 }
 
 /// Puts `c` (named `conn`) in the timer index under its earliest deadline, lazily:

@@ -372,7 +372,7 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Queues a frame; a full queue means the CP is too slow and ends the session.
     /// Returns whether it was queued.
     pub(crate) fn send(&mut self, now: Instant, envelope: Envelope) -> bool {
-        let queued = self.outbound.push(envelope);
+        let queued = self.outbound.push(&envelope);
         self.sent(now, queued)
     }
 
@@ -415,7 +415,7 @@ impl<R: EdgeRegistry> Edge<R> {
             occurred_at_unix_ms: event.occurred_at_unix_ms,
             reason: event.reason,
         };
-        if self.outbound.push(Envelope::new(wire)).is_err() {
+        if self.outbound.push(&Envelope::new(wire)).is_err() {
             self.stats.dropped_node_events += 1;
         }
     }
@@ -460,7 +460,7 @@ impl<R: EdgeRegistry> Edge<R> {
             Conn::Disconnected { .. } | Conn::Closing { .. } | Conn::ShutDown => return,
         };
         if let Some((why, message)) = go_away {
-            let _ = self.outbound.push(Envelope::go_away(why, message, 0));
+            let _ = self.outbound.push(&Envelope::go_away(why, message, 0));
         }
         if healthy {
             self.backoff.reset();
