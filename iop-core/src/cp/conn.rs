@@ -8,6 +8,7 @@ use iop_proto::FrameDecoder;
 use crate::outbound::Outbound;
 use crate::time::Instant;
 
+use super::edges::EdgeSlot;
 use super::enrolment::CredentialHash;
 use super::status::StatusBook;
 use super::timer::TimerTable;
@@ -16,12 +17,18 @@ use super::timer::TimerTable;
 #[derive(Debug)]
 pub(crate) struct Session {
     pub(crate) edge_id: String,
+    /// The slot of its Edge's entry (`EdgeSlot::NONE` until registered).
+    pub(crate) edge: EdgeSlot,
     pub(crate) session_id: u64,
     /// Hash of the credential the hello presented, to re-check on policy changes.
     pub(crate) credential: CredentialHash,
     /// `iop.instance_id` from the hello metadata.
     pub(crate) instance_id: Option<String>,
-    pub(crate) heartbeat_interval: Duration,
+    /// Silence for this long makes the Edge unreachable (`unreachable_intervals`
+    /// heartbeat intervals, computed once).
+    pub(crate) unreachable_after: Duration,
+    /// Silence for this long ends the session (`liveness_intervals` intervals).
+    pub(crate) liveness_after: Duration,
     pub(crate) unreachable: bool,
     pub(crate) status: StatusBook,
     /// Last node event sequence seen on this session (0: none yet).

@@ -10,10 +10,12 @@ use crate::time::Instant;
 use super::command::CommandBook;
 use super::config::{CpConfig, CpConfigError, ms_u32};
 use super::conn::{Conn, ConnState, FlapHistory};
+use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
 use super::event::{CloseReason, ConnectionId, CpEvent, RequestId, Transmit};
 use super::identity::PeerIdentity;
+use super::session_frames::{self, InPlace, Parts};
 use super::stats::CpStats;
 use super::timer::Timer;
 use super::view::{EdgeView, Reachability};
@@ -54,7 +56,7 @@ pub struct ControlPlane {
     /// Boxed values: B-tree nodes hold 11 slots, so large inline values would waste
     /// most of a node per entry.
     pub(crate) conns: BTreeMap<ConnectionId, Box<Conn>>,
-    pub(crate) edges: BTreeMap<String, Box<EdgeEntry>>,
+    pub(crate) edges: EdgeTable,
     /// (deadline, connection): the earliest timer of every connection that has one.
     pub(crate) timers: BTreeSet<(Instant, ConnectionId)>,
     pub(crate) events: VecDeque<CpEvent>,
@@ -80,7 +82,7 @@ impl ControlPlane {
             config,
             policy,
             conns: BTreeMap::new(),
-            edges: BTreeMap::new(),
+            edges: EdgeTable::default(),
             timers: BTreeSet::new(),
             events: VecDeque::new(),
             wakeups: VecDeque::new(),
@@ -145,43 +147,67 @@ impl ControlPlane {
             return;
         }
         self.stats.bytes_in += bytes.len() as u64;
-        self.handling = Some(conn);
-        if heard_from(c, now, &self.config) {
+        if heard_from(c, now) {
             self.reachable_again(conn);
         }
+        self.handling = Some(conn);
         let mut input = bytes;
-        loop {
-            let decoded = match self.conns.get_mut(&conn) {
-                Some(c) if c.is_open() => c.decoder.decode(&mut input),
-                _ => break,
+        // One lookup of the connection for every frame a session sends all the time
+        // (`session_frames`); a frame that needs the whole endpoint releases it and
+        // the next frame looks it up again.
+        while let Some(c) = self.conns.get_mut(&conn) {
+            let mut parts = Parts {
+                config: &self.config,
+                edges: &mut self.edges,
+                events: &mut self.events,
+                wakeups: &mut self.wakeups,
+                handling: self.handling,
+                stats: &mut self.stats,
             };
-            match decoded {
-                Ok(Some(envelope)) => {
-                    self.stats.frames_in += 1;
-                    self.on_frame(now, conn, envelope);
+            let next = loop {
+                if !c.is_open() {
+                    break None;
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    self.protocol_error(conn, super::ProtocolViolation::Frame(e));
+                match c.decoder.decode(&mut input) {
+                    Ok(Some(envelope)) => {
+                        parts.stats.frames_in += 1;
+                        match session_frames::handle(&mut parts, c, conn, now, envelope) {
+                            InPlace::Done => {}
+                            InPlace::Declined(envelope) => break Some(Ok(envelope)),
+                            InPlace::Close(reason) => break Some(Err(reason)),
+                        }
+                    }
+                    Ok(None) => break None,
+                    Err(e) => {
+                        let violation = super::ProtocolViolation::Frame(e);
+                        break Some(Err(CloseReason::ProtocolError(violation)));
+                    }
+                }
+            };
+            match next {
+                Some(Ok(envelope)) => self.on_frame(now, conn, envelope),
+                Some(Err(reason)) => {
+                    self.close(conn, reason);
+                    break;
+                }
+                None => {
+                    // An idle connection keeps no large receive buffer: between
+                    // frames a fresh decoder is equivalent to the old one.
+                    if c.is_open()
+                        && c.decoder.is_at_boundary()
+                        && c.decoder.capacity() > IDLE_DECODER_CAPACITY
+                    {
+                        c.decoder = iop_proto::FrameDecoder::with_limits(
+                            c.decoder.max_frame_len(),
+                            *c.decoder.limits(),
+                        );
+                    }
+                    reindex_conn(&mut self.timers, conn, c);
                     break;
                 }
             }
         }
         self.handling = None;
-        // An idle connection keeps no large receive buffer: between frames a fresh
-        // decoder is equivalent to the old one.
-        if let Some(c) = self.conns.get_mut(&conn) {
-            if c.is_open()
-                && c.decoder.is_at_boundary()
-                && c.decoder.capacity() > IDLE_DECODER_CAPACITY
-            {
-                c.decoder = iop_proto::FrameDecoder::with_limits(
-                    c.decoder.max_frame_len(),
-                    *c.decoder.limits(),
-                );
-            }
-            reindex_conn(&mut self.timers, conn, c);
-        }
     }
 
     /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
@@ -370,18 +396,16 @@ impl ControlPlane {
                         },
                     });
                 }
-                if let Some(entry) = self.edges.get_mut(&session.edge_id) {
-                    // Stale-close suppression: only the live session's end disconnects.
-                    if entry.live == Some(conn) {
-                        entry.live = None;
-                        entry.view.reachability = Reachability::Disconnected;
-                        entry.view.fresh = false;
-                        self.events.push_back(CpEvent::EdgeDisconnected {
-                            edge_id: session.edge_id.clone(),
-                            session_id: session.session_id,
-                            reason: reason.clone(),
-                        });
-                    }
+                // Stale-close suppression: only the live session's end disconnects.
+                if let Some(entry) = self.edges.live_at(session.edge, conn) {
+                    entry.live = None;
+                    entry.view.reachability = Reachability::Disconnected;
+                    entry.view.fresh = false;
+                    self.events.push_back(CpEvent::EdgeDisconnected {
+                        edge_id: session.edge_id.clone(),
+                        session_id: session.session_id,
+                        reason: reason.clone(),
+                    });
                 }
                 (Some(session.edge_id), Some(session.session_id))
             }
@@ -418,7 +442,7 @@ impl ControlPlane {
             return;
         };
         let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-        if let Some(entry) = self.edges.get_mut(&edge_id) {
+        if let Some(entry) = self.edges.live_at(session.edge, conn) {
             entry.view.reachability = Reachability::Connected;
         }
         self.events.push_back(CpEvent::EdgeReachable {
@@ -449,9 +473,9 @@ impl ControlPlane {
             c.timers.stop(Timer::Unreachable);
             if let ConnState::Active(session) = &mut c.state {
                 session.unreachable = true;
-                let silent_for = session.heartbeat_interval * self.config.unreachable_intervals;
+                let silent_for = session.unreachable_after;
                 let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-                if let Some(entry) = self.edges.get_mut(&edge_id) {
+                if let Some(entry) = self.edges.live_at(session.edge, conn) {
                     entry.view.reachability = Reachability::Unreachable;
                 }
                 self.events.push_back(CpEvent::EdgeUnreachable {
@@ -547,17 +571,13 @@ pub(crate) fn reindex_conn(
 
 /// Any byte is proof of life: pushes the liveness deadlines of `c` out. True when
 /// its session was unreachable (it no longer is: the caller emits the event).
-fn heard_from(c: &mut Conn, now: Instant, config: &CpConfig) -> bool {
+fn heard_from(c: &mut Conn, now: Instant) -> bool {
     let ConnState::Active(session) = &mut c.state else {
         return false;
     };
-    let interval = session.heartbeat_interval;
-    c.timers.set(
-        Timer::Unreachable,
-        now + interval * config.unreachable_intervals,
-    );
     c.timers
-        .set(Timer::Liveness, now + interval * config.liveness_intervals);
+        .set(Timer::Unreachable, now + session.unreachable_after);
+    c.timers.set(Timer::Liveness, now + session.liveness_after);
     std::mem::replace(&mut session.unreachable, false)
 }
 

@@ -2,7 +2,7 @@
 
 use iop_proto::{
     Body, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeHelloResponse,
-    EdgeNodeEvent, EdgeStatusResponse, Envelope, HeartbeatAck, HelloRejectReason, NodeEventKind,
+    EdgeNodeEvent, Envelope, HelloRejectReason, NodeEventKind,
 };
 
 use crate::time::Instant;
@@ -10,13 +10,14 @@ use crate::time::Instant;
 use super::command::{CommandBook, EventEffect, ResponseEffect};
 use super::config::{DuplicatePolicy, ms_u32};
 use super::conn::{ConnState, FlapHistory, Session};
+use super::edges::EdgeSlot;
 use super::endpoint::{ControlPlane, EdgeEntry};
 use super::enrolment::CredentialHash;
 use super::event::{CloseReason, ConnectionId, CpEvent, ProtocolViolation, ResyncCause};
 use super::hello::{Rejection, check_hello};
-use super::status::Correlation;
+use super::session_frames::{self, InPlace, Parts};
 use super::timer::Timer;
-use super::view::{EdgeView, Reachability, StatusSummary};
+use super::view::{EdgeView, Reachability};
 
 use crate::limits::INSTANCE_ID_KEY;
 
@@ -35,22 +36,16 @@ impl ControlPlane {
             return;
         }
         match envelope.body {
-            None => self.stats.unknown_bodies += 1,
+            // `handle_bytes` handles these in place (`session_frames`) and never
+            // passes them here; any other caller gets the same handling.
+            None | Some(Body::Heartbeat(_) | Body::HeartbeatAck(_) | Body::StatusResponse(_)) => {
+                match self.handle_in_place(now, conn, envelope) {
+                    InPlace::Close(reason) => self.close(conn, reason),
+                    InPlace::Done | InPlace::Declined(_) => {}
+                }
+            }
             Some(Body::HelloRequest(_)) => {
                 self.protocol_error(conn, ProtocolViolation::SecondHello);
-            }
-            Some(Body::Heartbeat(hb)) => {
-                let _ = self.send(
-                    conn,
-                    Envelope::new(HeartbeatAck {
-                        sequence: hb.sequence,
-                    }),
-                );
-            }
-            // The CP sends no heartbeats; an ack is harmless.
-            Some(Body::HeartbeatAck(_)) => {}
-            Some(Body::StatusResponse(resp)) => {
-                self.on_status_response(now, conn, envelope.correlation_id, resp);
             }
             Some(Body::CommandResponse(resp)) => self.on_command_response(conn, resp),
             Some(Body::CommandEvent(ev)) => self.on_command_event(conn, ev),
@@ -151,22 +146,20 @@ impl ControlPlane {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        let unreachable_after = interval * self.config.unreachable_intervals;
+        let liveness_after = interval * self.config.liveness_intervals;
         c.decoder.set_max_frame_len(self.config.max_frame_len);
         c.timers.stop(Timer::Hello);
-        c.timers.set(
-            Timer::Unreachable,
-            now + interval * self.config.unreachable_intervals,
-        );
-        c.timers.set(
-            Timer::Liveness,
-            now + interval * self.config.liveness_intervals,
-        );
+        c.timers.set(Timer::Unreachable, now + unreachable_after);
+        c.timers.set(Timer::Liveness, now + liveness_after);
         c.state = ConnState::Active(Box::new(Session {
             edge_id: hello.edge_id.clone(),
+            edge: EdgeSlot::NONE,
             session_id,
             credential,
             instance_id: instance_id.clone(),
-            heartbeat_interval: interval,
+            unreachable_after,
+            liveness_after,
             unreachable: false,
             status: Default::default(),
             last_event_seq: 0,
@@ -215,26 +208,29 @@ impl ControlPlane {
         hello: &mut EdgeHelloRequest,
     ) -> u64 {
         let unix_ms = self.config.wall_clock.unix_ms(now);
-        let edge_id = hello.edge_id.clone();
-        let entry = self.edges.entry(edge_id.clone()).or_insert_with(|| {
-            Box::new(EdgeEntry {
-                view: EdgeView {
-                    edge_id,
-                    reachability: Reachability::Disconnected,
-                    session_id: 0,
-                    software_version: String::new(),
-                    operations: Vec::new(),
-                    metadata: Vec::new(),
-                    connected_since_unix_ms: 0,
-                    last_status: None,
-                    fresh: false,
-                    supersessions: 0,
-                },
-                live: None,
-                commands: CommandBook::default(),
-                flaps: FlapHistory::default(),
-            })
+        let slot = self.edges.slot_or_insert(&hello.edge_id, || EdgeEntry {
+            view: EdgeView {
+                edge_id: hello.edge_id.clone(),
+                reachability: Reachability::Disconnected,
+                session_id: 0,
+                software_version: String::new(),
+                operations: Vec::new(),
+                metadata: Vec::new(),
+                connected_since_unix_ms: 0,
+                last_status: None,
+                fresh: false,
+                supersessions: 0,
+            },
+            live: None,
+            commands: CommandBook::default(),
+            flaps: FlapHistory::default(),
         });
+        if let Some(session) = self.conns.get_mut(&conn).and_then(|c| c.session_mut()) {
+            session.edge = slot;
+        }
+        let Some(entry) = self.edges.at_mut(slot) else {
+            return 0;
+        };
         entry.live = Some(conn);
         let old_session_id = entry.view.session_id;
         let view = &mut entry.view;
@@ -324,7 +320,7 @@ impl ControlPlane {
         };
         session.fresh_floor = session.status.last_issued() + 1;
         let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-        if let Some(entry) = self.edges.get_mut(&edge_id) {
+        if let Some(entry) = self.edges.live_at(session.edge, conn) {
             entry.view.fresh = false;
         }
         let request = if self.config.auto_status_on_resync {
@@ -340,78 +336,35 @@ impl ControlPlane {
         });
     }
 
-    fn on_status_response(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        correlation_id: u64,
-        resp: EdgeStatusResponse,
-    ) {
-        let unix_ms = self.config.wall_clock.unix_ms(now);
+    /// [`session_frames::handle`] for `conn`, looked up.
+    fn handle_in_place(&mut self, now: Instant, conn: ConnectionId, envelope: Envelope) -> InPlace {
         let Some(c) = self.conns.get_mut(&conn) else {
-            return;
+            return InPlace::Done;
         };
-        let ConnState::Active(session) = &mut c.state else {
-            return;
+        let mut parts = Parts {
+            config: &self.config,
+            edges: &mut self.edges,
+            events: &mut self.events,
+            wakeups: &mut self.wakeups,
+            handling: self.handling,
+            stats: &mut self.stats,
         };
-        if session.status.never_issued(correlation_id) {
-            return self.protocol_error(
-                conn,
-                ProtocolViolation::NeverIssuedCorrelationId(correlation_id),
-            );
-        }
-        if resp.edge_id != session.edge_id {
-            return self.protocol_error(conn, ProtocolViolation::StatusEdgeIdMismatch);
-        }
-        let full = match session.status.take(correlation_id) {
-            Correlation::Pending { full } => full,
-            Correlation::Late | Correlation::NeverIssued => {
-                self.stats.late_status_responses += 1;
-                return;
-            }
-        };
-        c.timers
-            .set_opt(Timer::Status, session.status.next_deadline());
-        let session_id = session.session_id;
-        let fresh = full && correlation_id >= session.fresh_floor;
-        // `resp.edge_id` is the session's (checked above): the event carries it in the
-        // response only, which saves a copy of the id per status.
-        if let Some(entry) = self.edges.get_mut(resp.edge_id.as_str()) {
-            entry.view.last_status = Some(StatusSummary {
-                session_id,
-                registry_revision: resp.registry_revision,
-                observed_at_unix_ms: resp.observed_at_unix_ms,
-                received_at_unix_ms: unix_ms,
-                node_count: resp.nodes.len(),
-                connected_nodes: resp.nodes.iter().filter(|n| n.connected).count(),
-                truncated: resp.truncated,
-            });
-            if fresh {
-                entry.view.fresh = true;
-            }
-        }
-        self.events.push_back(CpEvent::StatusReceived {
-            request: super::RequestId {
-                session_id,
-                correlation_id,
-            },
-            response: resp,
-        });
+        session_frames::handle(&mut parts, c, conn, now, envelope)
     }
 
-    fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64)> {
+    fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
         self.conns
             .get(&conn)
             .and_then(|c| c.session())
-            .map(|s| (s.edge_id.clone(), s.session_id))
+            .map(|s| (s.edge_id.clone(), s.session_id, s.edge))
     }
 
     fn on_command_response(&mut self, conn: ConnectionId, resp: EdgeCommandResponse) {
-        let Some((edge_id, session_id)) = self.session_ids(conn) else {
+        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
             return;
         };
         let retention = self.config.finished_command_retention;
-        let effect = match self.edges.get_mut(&edge_id) {
+        let effect = match self.edges.live_at(slot, conn) {
             Some(entry) => entry.commands.on_response(&resp, retention),
             None => Ok(ResponseEffect::Unknown),
         };
@@ -432,11 +385,11 @@ impl ControlPlane {
     }
 
     fn on_command_event(&mut self, conn: ConnectionId, ev: EdgeCommandEvent) {
-        let Some((edge_id, session_id)) = self.session_ids(conn) else {
+        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
             return;
         };
         let retention = self.config.finished_command_retention;
-        let effect = match self.edges.get_mut(&edge_id) {
+        let effect = match self.edges.live_at(slot, conn) {
             Some(entry) => entry.commands.on_event(&ev, retention),
             None => Ok(EventEffect::Unknown),
         };

@@ -1,0 +1,151 @@
+//! The Control Plane's table of Edges: each entry in a slot that sessions reach by
+//! index, plus an index by Edge id for the application's calls.
+//!
+//! A session's frames (status answers, heartbeats) reach its Edge's entry through the
+//! slot index the session keeps: no search keyed by the id string, whose cost grows
+//! with the id's length and the number of Edges (at 10 000 Edges a B-tree search
+//! compares about 14 ids).
+
+use std::collections::BTreeMap;
+
+use super::endpoint::EdgeEntry;
+use super::event::ConnectionId;
+
+/// The slot of one Edge's entry in an [`EdgeTable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EdgeSlot(usize);
+
+impl EdgeSlot {
+    /// A slot no entry has: a session whose Edge is not registered yet.
+    pub(crate) const NONE: EdgeSlot = EdgeSlot(usize::MAX);
+}
+
+/// Every Edge the Control Plane knows.
+#[derive(Debug, Default)]
+pub(crate) struct EdgeTable {
+    /// By Edge id, in id order (the order of [`values`](Self::values)).
+    index: BTreeMap<String, EdgeSlot>,
+    slots: Vec<Option<Box<EdgeEntry>>>,
+    /// Empty slots, reused before the table grows.
+    free: Vec<EdgeSlot>,
+}
+
+impl EdgeTable {
+    /// The entry of `edge_id`.
+    pub(crate) fn get(&self, edge_id: &str) -> Option<&EdgeEntry> {
+        self.at(*self.index.get(edge_id)?)
+    }
+
+    /// The entry of `edge_id`, mutably.
+    pub(crate) fn get_mut(&mut self, edge_id: &str) -> Option<&mut EdgeEntry> {
+        let slot = *self.index.get(edge_id)?;
+        self.at_mut(slot)
+    }
+
+    /// The entry in `slot`.
+    pub(crate) fn at(&self, slot: EdgeSlot) -> Option<&EdgeEntry> {
+        self.slots.get(slot.0)?.as_deref()
+    }
+
+    /// The entry in `slot`, mutably.
+    pub(crate) fn at_mut(&mut self, slot: EdgeSlot) -> Option<&mut EdgeEntry> {
+        self.slots.get_mut(slot.0)?.as_deref_mut()
+    }
+
+    /// The entry in `slot` if `conn` carries its live session: the way an accepted
+    /// session reaches its Edge (an Edge with a live session is never removed, and
+    /// the check keeps a stale slot from ever reaching another Edge's entry).
+    pub(crate) fn live_at(&mut self, slot: EdgeSlot, conn: ConnectionId) -> Option<&mut EdgeEntry> {
+        self.at_mut(slot).filter(|e| e.live == Some(conn))
+    }
+
+    /// The slot of `edge_id`, creating its entry with `new` when it has none.
+    pub(crate) fn slot_or_insert(
+        &mut self,
+        edge_id: &str,
+        new: impl FnOnce() -> EdgeEntry,
+    ) -> EdgeSlot {
+        if let Some(slot) = self.index.get(edge_id) {
+            return *slot;
+        }
+        let entry = Some(Box::new(new()));
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                if let Some(place) = self.slots.get_mut(slot.0) {
+                    *place = entry;
+                }
+                slot
+            }
+            None => {
+                // `NONE` is never handed out: a `Vec` cannot hold `usize::MAX` boxes.
+                let slot = EdgeSlot(self.slots.len());
+                self.slots.push(entry);
+                slot
+            }
+        };
+        self.index.insert(edge_id.to_owned(), slot);
+        slot
+    }
+
+    /// Removes the entry of `edge_id`.
+    pub(crate) fn remove(&mut self, edge_id: &str) -> Option<Box<EdgeEntry>> {
+        let slot = self.index.remove(edge_id)?;
+        let entry = self.slots.get_mut(slot.0)?.take();
+        self.free.push(slot);
+        entry
+    }
+
+    /// Every entry, in Edge id order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &EdgeEntry> {
+        self.index.values().filter_map(|slot| self.at(*slot))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::command::CommandBook;
+    use super::super::conn::FlapHistory;
+    use super::super::view::{EdgeView, Reachability};
+    use super::*;
+
+    fn entry(edge_id: &str) -> EdgeEntry {
+        EdgeEntry {
+            view: EdgeView {
+                edge_id: edge_id.to_owned(),
+                reachability: Reachability::Disconnected,
+                session_id: 0,
+                software_version: String::new(),
+                operations: Vec::new(),
+                metadata: Vec::new(),
+                connected_since_unix_ms: 0,
+                last_status: None,
+                fresh: false,
+                supersessions: 0,
+            },
+            live: None,
+            commands: CommandBook::default(),
+            flaps: FlapHistory::default(),
+        }
+    }
+
+    #[test]
+    fn slots_are_stable_and_reused_after_removal() {
+        let mut t = EdgeTable::default();
+        let b = t.slot_or_insert("b", || entry("b"));
+        let a = t.slot_or_insert("a", || entry("a"));
+        assert_ne!(a, b);
+        assert_eq!(t.slot_or_insert("b", || unreachable!("exists")), b);
+        assert_eq!(t.at(a).map(|e| e.view.edge_id.as_str()), Some("a"));
+        assert_eq!(t.get("b").map(|e| e.view.edge_id.as_str()), Some("b"));
+        let ids: Vec<&str> = t.values().map(|e| e.view.edge_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"], "in id order, not slot order");
+
+        assert!(t.remove("b").is_some());
+        assert!(t.at(b).is_none() && t.get("b").is_none());
+        assert!(t.remove("b").is_none());
+        let c = t.slot_or_insert("c", || entry("c"));
+        assert_eq!(c, b, "the freed slot is reused");
+        assert_eq!(t.at(b).map(|e| e.view.edge_id.as_str()), Some("c"));
+        assert!(t.at(EdgeSlot::NONE).is_none());
+    }
+}
