@@ -28,6 +28,9 @@ use iop_core::cp::CpEvent;
 /// Unmeasured iterations before the measured ones (allocator pools, first-use paths).
 const WARM_UP: usize = 20;
 
+/// Other Edges connected in the `-fleet` scenario.
+const FLEET: u64 = 10_000;
+
 /// Goal: instructions outside prost per status exchange.
 const STATUS_GOAL: u64 = 1_000;
 
@@ -50,6 +53,12 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "status-0",
         what: "status exchange, Edge with 0 nodes",
+        calls: 200,
+        goal: Some(STATUS_GOAL),
+    },
+    Scenario {
+        name: "status-0-fleet",
+        what: "status exchange, Edge with 0 nodes, 10 000 other Edges connected",
         calls: 200,
         goal: Some(STATUS_GOAL),
     },
@@ -166,8 +175,8 @@ fn step<R>(i: usize, op: impl FnOnce() -> R) -> R {
 }
 
 /// A status scenario's session and response frames (correlation ids in order).
-fn status_fixture(reg: &NodeRegistry, calls: usize) -> (CpSession, Vec<Vec<u8>>) {
-    let session = CpSession::enrolled();
+fn status_fixture(reg: &NodeRegistry, calls: usize, others: u64) -> (CpSession, Vec<Vec<u8>>) {
+    let session = CpSession::enrolled_among(others);
     let first = session.next_correlation_id();
     let frames = (0..(WARM_UP + calls) as u64)
         .map(|i| frame(&status_response_envelope(reg, first + i)))
@@ -232,9 +241,10 @@ fn run(name: &str, calls: usize, part: Part) {
                 assert!(done > 0, "heartbeat: no ack");
             }
         }
-        "status-0" | "status-1x4" | "status-1000x4" => {
+        "status-0" | "status-0-fleet" | "status-1x4" | "status-1000x4" => {
             let reg = registry(nodes_of(name), 4);
-            let (mut s, frames) = status_fixture(&reg, calls);
+            let others = if name.ends_with("fleet") { FLEET } else { 0 };
+            let (mut s, frames) = status_fixture(&reg, calls, others);
             let first = s.next_correlation_id();
             let requests: Vec<Envelope> = (0..total as u64)
                 .map(|i| iop_bench::fixtures::full_status_request(first + i))

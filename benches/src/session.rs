@@ -83,10 +83,35 @@ impl CpSession {
     ///
     /// Panics if the core does not accept that exchange (a bug the tests would show).
     pub fn enrolled() -> Self {
-        let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny)
-            .expect("default config is valid");
-        let conn = ConnectionId(1);
+        Self::enrolled_among(0)
+    }
+
+    /// [`enrolled`](Self::enrolled), on a Control Plane that first enrolled `others`
+    /// other Edges (`edge-fleet-00000`, ...), each on its own connection: the
+    /// measured session's lookups then search a fleet-sized table.
+    pub fn enrolled_among(others: u64) -> Self {
+        let mut config = CpConfig::default();
+        config.max_connections = config.max_connections.max(
+            usize::try_from(others)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1),
+        );
+        let mut cp =
+            ControlPlane::new(config, EnrolmentPolicy::AcceptAny).expect("default config is valid");
         let now = Instant::from_millis(1_000);
+        let mut sink = Vec::new();
+        for i in 0..others {
+            let conn = ConnectionId(1_000_000 + i);
+            cp.handle_connect(now, conn).expect("a fresh connection id");
+            for wire in enrolment_frames(&format!("edge-fleet-{i:05}"), i + 2) {
+                cp.handle_bytes(now, conn, &wire);
+                while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut sink) {}
+                sink.clear();
+            }
+            while cp.poll_wakeup().is_some() {}
+            while cp.poll_event().is_some() {}
+        }
+        let conn = ConnectionId(1);
         cp.handle_connect(now, conn).expect("first connection");
         let mut s = Self {
             cp,
