@@ -173,12 +173,14 @@ impl ControlPlane {
     pub fn shutdown(&mut self, _now: Instant) {
         self.draining = true;
         self.shut_down = true;
-        let open: Vec<ConnectionId> = self
+        let mut open: Vec<ConnectionId> = self
             .conns
             .iter()
             .filter(|(_, c)| c.is_open())
             .map(|(id, _)| *id)
             .collect();
+        // In id order, whatever the table's.
+        open.sort_unstable();
         for conn in open {
             self.close(conn, CloseReason::Shutdown);
         }

@@ -1,6 +1,6 @@
 //! The [`ControlPlane`] endpoint: connections, timers and the pull-based outputs.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use iop_proto::{Envelope, GoAwayReason};
 
@@ -10,6 +10,7 @@ use crate::time::Instant;
 use super::command::CommandBook;
 use super::config::{CpConfig, CpConfigError, ms_u32};
 use super::conn::{Conn, ConnState, FlapHistory};
+use super::conn_table::ConnTable;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
@@ -53,9 +54,7 @@ pub(crate) struct EdgeEntry {
 pub struct ControlPlane {
     pub(crate) config: CpConfig,
     pub(crate) policy: EnrolmentPolicy,
-    /// Boxed values: B-tree nodes hold 11 slots, so large inline values would waste
-    /// most of a node per entry.
-    pub(crate) conns: BTreeMap<ConnectionId, Box<Conn>>,
+    pub(crate) conns: ConnTable,
     pub(crate) edges: EdgeTable,
     /// (deadline, connection): the earliest timer of every connection that has one.
     pub(crate) timers: BTreeSet<(Instant, ConnectionId)>,
@@ -81,7 +80,7 @@ impl ControlPlane {
             last_session_id: config.session_id_floor,
             config,
             policy,
-            conns: BTreeMap::new(),
+            conns: ConnTable::default(),
             edges: EdgeTable::default(),
             timers: BTreeSet::new(),
             events: VecDeque::new(),

@@ -132,6 +132,7 @@ mod api;
 mod command;
 mod config;
 mod conn;
+mod conn_table;
 mod edges;
 mod endpoint;
 mod enrolment;
