@@ -93,6 +93,16 @@ impl Outbound {
 
     /// Queues `envelope` behind everything already queued.
     pub(crate) fn push(&mut self, envelope: &Envelope) -> Result<(), OutboundError> {
+        self.push_frame(|max_frame_len, dst| encode_frame(envelope, max_frame_len, dst))
+    }
+
+    /// Queues the frame `encode` appends to the buffer (given the peer's frame limit),
+    /// as [`encode_frame`] would: the frame's length on success, nothing written on
+    /// an error.
+    pub(crate) fn push_frame(
+        &mut self,
+        encode: impl FnOnce(u32, &mut Vec<u8>) -> Result<usize, EncodeError>,
+    ) -> Result<(), OutboundError> {
         let queued = self.queued_bytes();
         // Drop the sent prefix once it is at least half the buffer: each byte is
         // moved at most once on average.
@@ -109,7 +119,7 @@ impl Outbound {
         // frame once (small frames without prost at all), and a refused frame is
         // taken back, so the queue never holds more than the cap.
         let before = self.bytes.len();
-        match encode_frame(envelope, self.max_frame_len, &mut self.bytes) {
+        match encode(self.max_frame_len, &mut self.bytes) {
             Ok(frame) if queued + frame <= self.cap => Ok(()),
             Ok(frame) => {
                 self.bytes.truncate(before);

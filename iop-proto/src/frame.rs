@@ -88,6 +88,30 @@ pub enum EncodeError {
     },
 }
 
+/// Encodes the frame of `Envelope::correlated(correlation_id, EdgeStatusRequest {
+/// node_ids })` — the same bytes as [`encode_frame`] — without building the envelope,
+/// for a sender that holds the ids already (the Control Plane's hot path).
+///
+/// ```
+/// use iop_proto::{EdgeStatusRequest, Envelope, encode_frame, encode_status_request_frame};
+///
+/// let mut direct = Vec::new();
+/// encode_status_request_frame(7, &["node-a"], 1 << 20, &mut direct)?;
+/// let mut via_envelope = Vec::new();
+/// let request = EdgeStatusRequest { node_ids: vec!["node-a".into()] };
+/// encode_frame(&Envelope::correlated(7, request), 1 << 20, &mut via_envelope)?;
+/// assert_eq!(direct, via_envelope);
+/// # Ok::<(), iop_proto::EncodeError>(())
+/// ```
+pub fn encode_status_request_frame<S: AsRef<str>>(
+    correlation_id: u64,
+    node_ids: &[S],
+    max_frame_len: u32,
+    dst: &mut impl BufMut,
+) -> Result<usize, EncodeError> {
+    crate::small_frames::status_request(correlation_id, node_ids, max_frame_len, dst)
+}
+
 /// Encodes `envelope` as one frame appended to `dst`, with no intermediate buffer.
 ///
 /// Returns the number of bytes written (prefix included). Refuses, without writing

@@ -73,7 +73,7 @@ mod wire {
 pub use body::BodyKind;
 pub use frame::{
     DEFAULT_MAX_FRAME_LEN, EncodeError, FrameDecoder, FrameError, LENGTH_PREFIX_LEN,
-    PRE_HELLO_MAX_FRAME_LEN, decode_envelope, encode_frame,
+    PRE_HELLO_MAX_FRAME_LEN, decode_envelope, encode_frame, encode_status_request_frame,
 };
 pub use limits::{DecodeLimits, LimitError, check_envelope};
 pub use prost::Message;

@@ -79,27 +79,44 @@ pub(crate) fn encode(
                 },
             ))
         }
-        Body::StatusRequest(req) => {
-            let inner: usize = req
-                .node_ids
-                .iter()
-                .map(|id| 1 + varint_len(id.len() as u64) + id.len())
-                .sum();
-            let len = correlation_len + 1 + varint_len(inner as u64) + inner;
-            Some(check(len, max_frame_len, dst).inspect(|_| {
-                dst.put_u32(len as u32);
-                put_uint64_field(dst, 1, correlation);
-                dst.put_u8(body_key(4));
-                put_varint(dst, inner as u64);
-                for id in &req.node_ids {
-                    dst.put_u8((1 << 3) | 2);
-                    put_varint(dst, id.len() as u64);
-                    dst.put_slice(id.as_bytes());
-                }
-            }))
-        }
+        Body::StatusRequest(req) => Some(status_request(
+            correlation,
+            &req.node_ids,
+            max_frame_len,
+            dst,
+        )),
         _ => None,
     }
+}
+
+/// The frame of an envelope with `correlation_id` and an `EdgeStatusRequest` for
+/// `node_ids`: [`encode_frame`](crate::encode_frame)'s bytes, without an envelope.
+pub(crate) fn status_request<S: AsRef<str>>(
+    correlation_id: u64,
+    node_ids: &[S],
+    max_frame_len: u32,
+    dst: &mut impl BufMut,
+) -> Result<usize, EncodeError> {
+    let inner: usize = node_ids
+        .iter()
+        .map(|id| {
+            let len = id.as_ref().len();
+            1 + varint_len(len as u64) + len
+        })
+        .sum();
+    let len = uint64_field_len(correlation_id) + 1 + varint_len(inner as u64) + inner;
+    check(len, max_frame_len, dst).inspect(|_| {
+        dst.put_u32(len as u32);
+        put_uint64_field(dst, 1, correlation_id);
+        dst.put_u8(body_key(4));
+        put_varint(dst, inner as u64);
+        for id in node_ids {
+            let id = id.as_ref();
+            dst.put_u8((1 << 3) | 2);
+            put_varint(dst, id.len() as u64);
+            dst.put_slice(id.as_bytes());
+        }
+    })
 }
 
 /// Checks the body length `len` against the limit and the room in `dst`; the frame's

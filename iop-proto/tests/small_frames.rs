@@ -4,7 +4,7 @@
 
 use iop_proto::{
     EdgeStatusRequest, EncodeError, Envelope, Heartbeat, HeartbeatAck, LENGTH_PREFIX_LEN, Message,
-    encode_frame,
+    encode_frame, encode_status_request_frame,
 };
 use proptest::prelude::*;
 
@@ -90,5 +90,23 @@ proptest! {
                 prop_assert_eq!(left, room);
             }
         }
+    }
+
+    #[test]
+    fn a_status_request_without_an_envelope_is_the_same_frame(
+        node_ids in prop::collection::vec("[a-z0-9.-]{0,200}", 0..12),
+        correlation_id in uint(),
+        max_cut in 0usize..8,
+    ) {
+        let envelope = Envelope::correlated(correlation_id, EdgeStatusRequest {
+            node_ids: node_ids.clone(),
+        });
+        let max = envelope.encoded_len().saturating_sub(max_cut) as u32;
+        let mut direct = vec![0xAB];
+        let got = encode_status_request_frame(correlation_id, &node_ids, max, &mut direct);
+        let mut via_envelope = vec![0xAB];
+        let want = encode_frame(&envelope, max, &mut via_envelope);
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(direct, via_envelope);
     }
 }

@@ -1,6 +1,6 @@
 //! Application calls: status requests, commands, drain, shutdown, revocation, queries.
 
-use iop_proto::{EdgeCommandRequest, EdgeStatusRequest, Envelope, Message};
+use iop_proto::{EdgeCommandRequest, Envelope, Message, encode_status_request_frame};
 
 use crate::ids::{MAX_ID_LEN, validate_id};
 use crate::outbound::OutboundError;
@@ -8,7 +8,7 @@ use crate::time::Instant;
 
 use super::command::CommandState;
 use super::conn::ConnState;
-use super::endpoint::{ControlPlane, queue_frame, reindex_conn};
+use super::endpoint::{ControlPlane, queue_encoded, reindex_conn};
 use super::enrolment::EnrolmentPolicy;
 use super::error::{CommandError, CommandSpec, RevokeError, StatusError};
 use super::event::{CloseReason, ConnectionId, RequestId};
@@ -57,11 +57,14 @@ impl ControlPlane {
             .ok_or(StatusError::TooManyInFlight { limit })?;
         let session_id = session.session_id;
         let deadline = session.status.next_deadline();
-        let envelope = Envelope::correlated(correlation_id, EdgeStatusRequest { node_ids });
-        match queue_frame(
+        // Written straight from the ids: no envelope to build and drop.
+        let encode = |max, dst: &mut Vec<u8>| {
+            encode_status_request_frame(correlation_id, &node_ids, max, dst)
+        };
+        match queue_encoded(
             c,
             conn,
-            &envelope,
+            encode,
             &mut self.wakeups,
             self.handling,
             &mut self.stats,

@@ -62,7 +62,9 @@ mod tests {
         assert_eq!(build.hash_one(ConnectionId(42)), direct.finish());
         // The top 7 bits (what hashbrown compares first) of 1 000 consecutive ids
         // take many values; the low bits (the bucket) are all distinct.
-        let hashes: Vec<u64> = (0..1_000).map(|i| build.hash_one(ConnectionId(i))).collect();
+        let hashes: Vec<u64> = (0..1_000)
+            .map(|i| build.hash_one(ConnectionId(i)))
+            .collect();
         let tops: HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
         assert!(tops.len() > 100, "{} distinct top-7-bit values", tops.len());
         let buckets: HashSet<u64> = hashes.iter().map(|h| h & 1023).collect();

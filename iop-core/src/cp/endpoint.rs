@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use iop_proto::{Envelope, GoAwayReason};
+use iop_proto::{EncodeError, Envelope, GoAwayReason, encode_frame};
 
 use crate::outbound::OutboundError;
 use crate::time::Instant;
@@ -520,7 +520,26 @@ pub(crate) fn queue_frame(
     handling: Option<ConnectionId>,
     stats: &mut CpStats,
 ) -> Result<(), OutboundError> {
-    c.outbound.push(envelope)?;
+    queue_encoded(
+        c,
+        conn,
+        |max, dst| encode_frame(envelope, max, dst),
+        wakeups,
+        handling,
+        stats,
+    )
+}
+
+/// [`queue_frame`] for the frame `encode` writes (see [`Outbound::push_frame`](crate::outbound::Outbound::push_frame)).
+pub(crate) fn queue_encoded(
+    c: &mut Conn,
+    conn: ConnectionId,
+    encode: impl FnOnce(u32, &mut Vec<u8>) -> Result<usize, EncodeError>,
+    wakeups: &mut VecDeque<ConnectionId>,
+    handling: Option<ConnectionId>,
+    stats: &mut CpStats,
+) -> Result<(), OutboundError> {
+    c.outbound.push_frame(encode)?;
     stats.frames_out += 1;
     queue_wakeup(c, conn, wakeups, handling);
     Ok(())

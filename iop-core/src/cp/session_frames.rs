@@ -53,6 +53,7 @@ pub(crate) struct Parts<'a> {
 /// heartbeat, a heartbeat ack, a status answer or a frame of an unknown type;
 /// declines anything else, and everything on a connection without an accepted
 /// session.
+#[inline]
 pub(crate) fn handle(
     parts: &mut Parts<'_>,
     c: &mut Conn,
