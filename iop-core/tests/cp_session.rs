@@ -145,6 +145,48 @@ fn forgetting_an_edge_needs_it_disconnected() {
 }
 
 #[test]
+fn a_forgotten_edges_place_goes_to_another_edge_without_mixing_their_views() {
+    // Sessions reach their Edge's view by a slot the Control Plane reuses once an
+    // Edge is forgotten: the new Edge's statuses, unreachability and disconnection
+    // must land on its own view, never on a neighbour's or a forgotten one's.
+    let mut t = Harness::new();
+    let (a, _) = t.enrol("edge-a", &[]);
+    let (b, _) = t.enrol("edge-b", &[]);
+    t.drop_transport(a);
+    assert!(t.cp.forget_edge("edge-a"));
+    let (c, sid_c) = t.enrol("edge-c", &[]);
+
+    let req = t.cp.request_status(t.now, "edge-c", vec![]).unwrap();
+    t.pump(None);
+    t.send(c, status_response(req.correlation_id, "edge-c", 77));
+    let view_c = t.cp.edge("edge-c").expect("edge-c is known");
+    assert_eq!(
+        view_c.last_status.as_ref().map(|s| s.registry_revision),
+        Some(77)
+    );
+    assert_eq!(view_c.session_id, sid_c);
+    let view_b = t.cp.edge("edge-b").expect("edge-b is known");
+    assert_eq!(
+        view_b.last_status.as_ref().map(|s| s.registry_revision),
+        Some(1)
+    );
+    assert!(t.cp.edge("edge-a").is_none());
+
+    t.drop_transport(c);
+    assert_eq!(
+        t.cp.edge("edge-c").map(|v| v.reachability),
+        Some(Reachability::Disconnected)
+    );
+    assert_eq!(
+        t.cp.edge("edge-b").map(|v| v.reachability),
+        Some(Reachability::Connected)
+    );
+    assert_eq!(t.cp.live_conn("edge-b"), Some(b));
+    let ids: Vec<&str> = t.cp.edges().map(|v| v.edge_id.as_str()).collect();
+    assert_eq!(ids, ["edge-b", "edge-c"], "views in id order");
+}
+
+#[test]
 fn the_endpoint_can_live_behind_a_mutex_shared_by_tasks() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<iop_core::cp::ControlPlane>();
