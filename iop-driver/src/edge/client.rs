@@ -420,7 +420,7 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
             },
         )
         .await;
-        let mut stream = match dial {
+        let stream = match dial {
             Dial::Done(Ok(stream)) => stream,
             Dial::Done(Err(e)) => {
                 match &e {
@@ -442,8 +442,9 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
         }
         let core = EdgeConn { shared: &shared };
         shared.closed.store(false, Ordering::Release);
-        let ended = io::drive::<R, _, _>(&mut stream, &core, &shared.wake).await;
-        drop(stream);
+        let mut wire = io::Wire::new(stream);
+        let ended = io::drive::<R, _, _, _>(&mut wire, &core, &shared.wake).await;
+        drop(wire);
         tracing::debug!(?ended, "transport ended");
         shared.with_inner(|edge, now| edge.handle_closed(now));
     }
