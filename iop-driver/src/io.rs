@@ -54,8 +54,10 @@ pub(crate) enum Ended {
 
 /// The core side of one connection, called with its lock taken inside each method.
 pub(crate) trait ConnCore {
-    /// Bytes read.
-    fn handle_bytes(&self, bytes: &[u8]);
+    /// Bytes read. With `out` (the write buffer, when nothing is pending in it) the
+    /// core's output is also pulled into it, as [`pull`](Self::pull) would, under the
+    /// same lock: `Some` says it was, `None` leaves the pull to the driver.
+    fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull>;
     /// Appends bytes to write (up to `limit` total in `out`).
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull;
     /// The core's next deadline for this connection, if it wants one driven here.
@@ -188,10 +190,11 @@ impl<S> WireAccess<S> for &Mutex<Wire<S>> {
 }
 
 enum Step {
-    /// `n` bytes were read; `filled` when they filled the buffer (more may be
-    /// waiting).
+    /// Bytes were read; `filled` when they filled the buffer (more may be
+    /// waiting), `pulled` when the core's output was pulled with them (all of it).
     Read {
         filled: bool,
+        pulled: bool,
     },
     Wrote,
     Eof,
@@ -306,9 +309,21 @@ where
                 match Pin::new(&mut w.stream).poll_read(cx, buf) {
                     Poll::Ready(Ok(0)) => Some(Step::Eof),
                     Poll::Ready(Ok(n)) => {
-                        core.handle_bytes(buf.get(..n).unwrap_or_default());
+                        // What the bytes provoke (an answer, an ack) is pulled in the
+                        // same step when nothing else is waiting to be written.
+                        let out = if w.drained() && !w.close {
+                            w.reset();
+                            Some(&mut w.out)
+                        } else {
+                            None
+                        };
+                        let pulled = core.handle_bytes(buf.get(..n).unwrap_or_default(), out);
+                        if pulled == Some(Pull::Close) {
+                            w.close = true;
+                        }
                         Some(Step::Read {
                             filled: n == buf.len(),
+                            pulled: pulled.is_some() && w.out.len() < PULL_BATCH,
                         })
                     }
                     Poll::Ready(Err(e)) => Some(Step::Failed(e)),
@@ -330,8 +345,8 @@ where
         })
         .await;
         match step {
-            Step::Read { filled } => {
-                need_pull = true;
+            Step::Read { filled, pulled } => {
+                need_pull = !pulled;
                 if filled && large.is_empty() {
                     large = vec![0; LARGE_READ];
                 } else if !filled && !large.is_empty() {
@@ -434,9 +449,10 @@ mod tests {
         close_after: usize,
     }
     impl ConnCore for Echo {
-        fn handle_bytes(&self, bytes: &[u8]) {
+        fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
             self.pending.lock().unwrap().extend_from_slice(bytes);
             *self.seen.lock().unwrap() += bytes.len();
+            out.map(|out| self.pull(out, PULL_BATCH))
         }
         fn pull(&self, out: &mut Vec<u8>, _limit: usize) -> Pull {
             out.append(&mut self.pending.lock().unwrap());
@@ -548,7 +564,9 @@ mod tests {
         close: std::sync::atomic::AtomicBool,
     }
     impl ConnCore for Script {
-        fn handle_bytes(&self, _: &[u8]) {}
+        fn handle_bytes(&self, _: &[u8], _: Option<&mut Vec<u8>>) -> Option<Pull> {
+            None
+        }
         fn pull(&self, out: &mut Vec<u8>, _: usize) -> Pull {
             out.append(&mut self.queued.lock().unwrap());
             if self.close.load(std::sync::atomic::Ordering::Relaxed) {

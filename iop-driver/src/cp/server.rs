@@ -682,18 +682,21 @@ struct CpConn<'a, R: Runtime> {
 }
 
 impl<R: Runtime> ConnCore for CpConn<'_, R> {
-    fn handle_bytes(&self, bytes: &[u8]) {
-        let edge_id = self.shared.with(|state, now| {
+    fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
+        let (pulled, edge_id) = self.shared.with(|state, now| {
             state.cp.handle_bytes(now, self.conn, bytes);
+            let pulled = out.map(|out| pull(&mut state.cp, self.conn, out, io::PULL_BATCH));
             if self.labelled.load(Ordering::Relaxed) {
-                return None;
+                return (pulled, None);
             }
-            state.cp.session_of(self.conn).map(|(id, _)| id.to_owned())
+            let edge_id = state.cp.session_of(self.conn).map(|(id, _)| id.to_owned());
+            (pulled, edge_id)
         });
         if let Some(edge_id) = edge_id {
             self.labelled.store(true, Ordering::Relaxed);
             tracing::Span::current().record("edge_id", edge_id.as_str());
         }
+        pulled
     }
 
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {
