@@ -1,7 +1,7 @@
 //! The Control Plane server: listener, accept loop, timer task, one driver task per
 //! connection, all around one [`ControlPlane`] behind a mutex.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -144,6 +144,33 @@ fn pull(cp: &mut ControlPlane, conn: ConnectionId, out: &mut Vec<u8>, limit: usi
 
 pub(crate) type StatusWaiter = oneshot::Sender<Result<EdgeStatusResponse, StatusRequestError>>;
 
+/// Status waiters by request: a hash map keeps its table between requests, where a
+/// B-tree allocated (and freed) a node for each one while a single request was in
+/// flight.
+pub(crate) type StatusWaiters =
+    HashMap<RequestId, StatusWaiter, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// A multiplicative hash (FxHash's) for the core's request ids: they are issued by
+/// the core, never chosen by a peer, so they need no flooding-resistant hash.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
 /// Everything under the one lock.
 pub(crate) struct CpState {
     pub(crate) cp: ControlPlane,
@@ -151,7 +178,7 @@ pub(crate) struct CpState {
     next_conn: u64,
     /// The deadline the timer task sleeps until.
     timer_armed: Option<Instant>,
-    pub(crate) status_waiters: BTreeMap<RequestId, StatusWaiter>,
+    pub(crate) status_waiters: StatusWaiters,
     pub(crate) book: CommandBook,
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
@@ -442,7 +469,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 conns: HashMap::new(),
                 next_conn: 0,
                 timer_armed: None,
-                status_waiters: BTreeMap::new(),
+                status_waiters: StatusWaiters::default(),
                 book: CommandBook::new(config.command_book),
                 events: Publisher::default(),
                 stopped: false,
