@@ -223,6 +223,10 @@ where
     let mut need_pull = true;
     // Bytes were written since the last flush.
     let mut unflushed = false;
+    // The core was called since its deadline was last asked for (a write alone
+    // changes nothing there: the deadline is asked for again only after an input, a
+    // wake-up or a pull).
+    let mut core_called = true;
     loop {
         if core.aborted() {
             return Ended::Aborted;
@@ -231,6 +235,7 @@ where
             if w.drained() {
                 w.reset();
                 if need_pull && !w.close {
+                    core_called = true;
                     if core.pull(&mut w.out, PULL_BATCH) == Pull::Close {
                         w.close = true;
                     }
@@ -273,8 +278,11 @@ where
             sleep.as_ref().map(|(at, _)| *at)
         } else if stall_at.is_some() {
             stall_at
-        } else {
+        } else if core_called {
+            core_called = false;
             core.deadline()
+        } else {
+            sleep.as_ref().map(|(at, _)| *at)
         };
         match (&sleep, deadline) {
             (Some((at, _)), Some(d)) if *at == d => {}
@@ -347,6 +355,7 @@ where
         match step {
             Step::Read { filled, pulled } => {
                 need_pull = !pulled;
+                core_called = true;
                 if filled && large.is_empty() {
                     large = vec![0; LARGE_READ];
                 } else if !filled && !large.is_empty() {
@@ -354,7 +363,10 @@ where
                 }
             }
             Step::Wrote => unflushed = true,
-            Step::Woken => need_pull = true,
+            Step::Woken => {
+                need_pull = true;
+                core_called = true;
+            }
             Step::Timeout if closing => {
                 tracing::debug!("peer did not take the final bytes in time");
                 return Ended::ByCore;
@@ -366,6 +378,7 @@ where
             Step::Timeout => {
                 sleep = None;
                 need_pull = true;
+                core_called = true;
                 core.handle_timeout();
             }
             Step::Eof => return Ended::Transport,

@@ -259,6 +259,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     }
 
     fn start_handlers(self: &Arc<Self>, starts: Vec<(Handler, CommandContext)>) {
+        if starts.is_empty() {
+            return;
+        }
         for (handler, ctx) in starts {
             let command_id = ctx.command_id.clone();
             let span = tracing::info_span!("command", command_id = %command_id);
