@@ -195,6 +195,7 @@ enum Step {
     Read {
         filled: bool,
         pulled: bool,
+        wrote: bool,
     },
     Wrote,
     Eof,
@@ -329,9 +330,19 @@ where
                         if pulled == Some(Pull::Close) {
                             w.close = true;
                         }
+                        // An answer goes out at once, before this loop's bookkeeping
+                        // (an error shows again on the next write).
+                        let mut wrote = false;
+                        if let Some(rest) = w.out.get(w.written..).filter(|r| !r.is_empty())
+                            && let Poll::Ready(Ok(n)) = Pin::new(&mut w.stream).poll_write(cx, rest)
+                        {
+                            w.written += n;
+                            wrote = n > 0;
+                        }
                         Some(Step::Read {
                             filled: n == buf.len(),
                             pulled: pulled.is_some() && w.out.len() < PULL_BATCH,
+                            wrote,
                         })
                     }
                     Poll::Ready(Err(e)) => Some(Step::Failed(e)),
@@ -353,9 +364,14 @@ where
         })
         .await;
         match step {
-            Step::Read { filled, pulled } => {
+            Step::Read {
+                filled,
+                pulled,
+                wrote,
+            } => {
                 need_pull = !pulled;
                 core_called = true;
+                unflushed |= wrote;
                 if filled && large.is_empty() {
                     large = vec![0; LARGE_READ];
                 } else if !filled && !large.is_empty() {
