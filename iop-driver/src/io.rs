@@ -3,14 +3,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures_io::{AsyncRead, AsyncWrite};
-use futures_lite::AsyncWriteExt;
 
 use crate::Runtime;
-use crate::signal::Signal;
+use crate::signal::{Signal, lock};
 
 /// Bytes read per `poll_read` into a stack buffer, held only during the poll. Small:
 /// it is zeroed on every poll (safe code cannot leave it uninitialised), and the
@@ -22,7 +22,7 @@ const SMALL_READ: usize = 256;
 /// socket is drained), so an idle connection holds none.
 const LARGE_READ: usize = 64 * 1024;
 /// Bytes pulled from the core before writing them out.
-const PULL_BATCH: usize = 64 * 1024;
+pub(crate) const PULL_BATCH: usize = 64 * 1024;
 /// A write buffer above this is released once flushed.
 const IDLE_WRITE_CAPACITY: usize = 4 * 1024;
 /// How long closing the transport (flush + shutdown) may take.
@@ -54,8 +54,10 @@ pub(crate) enum Ended {
 
 /// The core side of one connection, called with its lock taken inside each method.
 pub(crate) trait ConnCore {
-    /// Bytes read.
-    fn handle_bytes(&self, bytes: &[u8]);
+    /// Bytes read. With `out` (the write buffer, when nothing is pending in it) the
+    /// core's output is also pulled into it, as [`pull`](Self::pull) would, under the
+    /// same lock: `Some` says it was, `None` leaves the pull to the driver.
+    fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull>;
     /// Appends bytes to write (up to `limit` total in `out`).
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull;
     /// The core's next deadline for this connection, if it wants one driven here.
@@ -73,26 +75,143 @@ pub(crate) trait ConnCore {
 /// A boxed runtime timer.
 type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// The write side of one connection: its stream and the bytes pulled from the core
+/// that are not written yet. Whoever pulls appends to `out` (under the core's lock, so
+/// in the core's order) and whoever writes holds the `Wire`, so bytes leave in order,
+/// once each, and never from two tasks at a time.
+pub(crate) struct Wire<S> {
+    pub(crate) stream: S,
+    /// Pulled bytes; `out[written..]` are still to write.
+    pub(crate) out: Vec<u8>,
+    pub(crate) written: usize,
+    /// The core handed out its `Close` (to whoever pulled): once `out` is written the
+    /// transport closes.
+    pub(crate) close: bool,
+}
+
+impl<S> Wire<S> {
+    pub(crate) fn new(stream: S) -> Self {
+        Self {
+            stream,
+            out: Vec::new(),
+            written: 0,
+            close: false,
+        }
+    }
+
+    /// Nothing pulled is left to write.
+    pub(crate) fn drained(&self) -> bool {
+        self.written == self.out.len()
+    }
+
+    /// Empties a drained buffer for the next pull, releasing it if a burst grew it.
+    fn reset(&mut self) {
+        self.out.clear();
+        self.written = 0;
+        if self.out.capacity() > IDLE_WRITE_CAPACITY {
+            self.out = Vec::new();
+        }
+    }
+}
+
+/// What [`Wire::claim`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// The core had nothing to send after all.
+    Nothing,
+    /// Bytes were pulled: [`Wire::write_now`] them.
+    Pulled,
+    /// Left to the driver task, which must be woken.
+    Driver,
+}
+
+impl<S> Wire<S> {
+    /// For a task other than the driver that just queued output in the core (with
+    /// the core's lock held, which `pull` reaches): pulls it into `out` if nothing
+    /// else is pending there, so that this task may write it. Anything else is the
+    /// driver's: bytes still pending (they go first), the core's close, a batch that
+    /// may have left more behind.
+    pub(crate) fn claim(&mut self, pull: impl FnOnce(&mut Vec<u8>) -> Pull) -> Claim {
+        if self.close || !self.drained() {
+            return Claim::Driver;
+        }
+        self.reset();
+        if pull(&mut self.out) == Pull::Close {
+            self.close = true;
+            return Claim::Driver;
+        }
+        if self.out.len() >= PULL_BATCH {
+            Claim::Driver
+        } else if self.out.is_empty() {
+            Claim::Nothing
+        } else {
+            Claim::Pulled
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> Wire<S> {
+    /// Writes what is pending without waiting (a no-op waker: a stream that is not
+    /// ready is left to the driver task, which polls it with its own). True when
+    /// everything is written; on `false` the driver must be woken to finish, and it
+    /// sees any error itself when it retries.
+    pub(crate) fn write_now(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        while let Some(rest) = self.out.get(self.written..).filter(|r| !r.is_empty()) {
+            match Pin::new(&mut self.stream).poll_write(&mut cx, rest) {
+                Poll::Ready(Ok(n)) if n > 0 => self.written += n,
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
+/// How the driver task reaches its [`Wire`]: its own (the Edge) or one it shares
+/// with the tasks that write for it (the Control Plane's handles).
+pub(crate) trait WireAccess<S> {
+    /// Runs `f` on the wire; never across an `.await`.
+    fn with<T>(&mut self, f: impl FnOnce(&mut Wire<S>) -> T) -> T;
+}
+
+impl<S> WireAccess<S> for &mut Wire<S> {
+    // Inlined: out of line, its prologue and epilogue cost more than the closure.
+    #[inline(always)]
+    fn with<T>(&mut self, f: impl FnOnce(&mut Wire<S>) -> T) -> T {
+        f(self)
+    }
+}
+
+impl<S> WireAccess<S> for &Mutex<Wire<S>> {
+    #[inline(always)]
+    fn with<T>(&mut self, f: impl FnOnce(&mut Wire<S>) -> T) -> T {
+        f(&mut lock(self))
+    }
+}
+
 enum Step {
-    /// Bytes were read; `filled` when they filled the buffer (more may be waiting).
+    /// Bytes were read; `filled` when they filled the buffer (more may be
+    /// waiting), `pulled` when the core's output was pulled with them (all of it).
     Read {
         filled: bool,
+        pulled: bool,
+        wrote: bool,
     },
-    Wrote(usize),
+    Wrote,
     Eof,
     Failed(std::io::Error),
     Woken,
     Timeout,
 }
 
-/// Drives `stream` for `core` until the connection ends.
-pub(crate) async fn drive<R: Runtime, S, C>(stream: &mut S, core: &C, wake: &Signal) -> Ended
+/// Drives `wire` for `core` until the connection ends.
+pub(crate) async fn drive<R: Runtime, S, W, C>(mut wire: W, core: &C, wake: &Signal) -> Ended
 where
     S: AsyncRead + AsyncWrite + Unpin,
+    W: WireAccess<S>,
     C: ConnCore,
 {
-    let mut out: Vec<u8> = Vec::new();
-    let mut written = 0usize;
+    // The core's `Close` was seen: the final bytes are being written.
     let mut closing = false;
     // Set when the core ended the connection with bytes still pending here.
     let mut stall_at: Option<std::time::Instant> = None;
@@ -105,54 +224,66 @@ where
     let mut need_pull = true;
     // Bytes were written since the last flush.
     let mut unflushed = false;
+    // The core was called since its deadline was last asked for (a write alone
+    // changes nothing there: the deadline is asked for again only after an input, a
+    // wake-up or a pull).
+    let mut core_called = true;
     loop {
         if core.aborted() {
             return Ended::Aborted;
         }
-        if written == out.len() {
-            out.clear();
-            written = 0;
-            if out.capacity() > IDLE_WRITE_CAPACITY {
-                out = Vec::new();
-            }
-            if closing {
-                close_bounded::<R, S>(stream).await;
-                return Ended::ByCore;
-            }
-            if need_pull && core.pull(&mut out, PULL_BATCH) == Pull::Close {
-                closing = true;
-                // The final bytes get a bounded time: a peer that reads nothing must
-                // not hold the task forever.
-                let at = std::time::Instant::now() + CLOSE_BOUND;
-                sleep = Some((at, Box::pin(R::sleep_until(at))));
-                if out.is_empty() {
-                    close_bounded::<R, S>(stream).await;
-                    return Ended::ByCore;
+        let (drained, close) = wire.with(|w| {
+            if w.drained() {
+                w.reset();
+                if need_pull && !w.close {
+                    core_called = true;
+                    if core.pull(&mut w.out, PULL_BATCH) == Pull::Close {
+                        w.close = true;
+                    }
+                    // A full batch may have left more behind: pull again once it is
+                    // written.
+                    need_pull = w.out.len() >= PULL_BATCH;
                 }
             }
-            if need_pull {
-                // A full batch may have left more behind: pull again once it is
-                // written.
-                need_pull = out.len() >= PULL_BATCH;
+            (w.drained(), w.close)
+        });
+        if close && !closing {
+            closing = true;
+            // The final bytes get a bounded time: a peer that reads nothing must not
+            // hold the task forever.
+            let at = std::time::Instant::now() + CLOSE_BOUND;
+            sleep = Some((at, Box::pin(R::sleep_until(at))));
+        }
+        if drained {
+            if closing {
+                close_bounded::<R, S, W>(&mut wire).await;
+                return Ended::ByCore;
             }
-            if out.is_empty() && unflushed {
+            if unflushed {
                 unflushed = false;
                 // Everything written: make sure it left any buffering layer (TLS).
-                if let Err(e) = stream.flush().await {
+                let flushed = futures_lite::future::poll_fn(|cx| {
+                    wire.with(|w| Pin::new(&mut w.stream).poll_flush(cx))
+                })
+                .await;
+                if let Err(e) = flushed {
                     tracing::debug!(error = %e, "flush failed");
                     return Ended::Transport;
                 }
             }
         }
-        if !closing && stall_at.is_none() && written < out.len() && core.closed() {
+        if !closing && stall_at.is_none() && !drained && core.closed() {
             stall_at = Some(std::time::Instant::now() + CLOSE_BOUND);
         }
         let deadline = if closing {
             sleep.as_ref().map(|(at, _)| *at)
         } else if stall_at.is_some() {
             stall_at
-        } else {
+        } else if core_called {
+            core_called = false;
             core.deadline()
+        } else {
+            sleep.as_ref().map(|(at, _)| *at)
         };
         match (&sleep, deadline) {
             (Some((at, _)), Some(d)) if *at == d => {}
@@ -160,36 +291,66 @@ where
             (_, None) => sleep = None,
         }
         let step = futures_lite::future::poll_fn(|cx| {
-            if written < out.len() {
-                match Pin::new(&mut *stream).poll_write(cx, out.get(written..).unwrap_or_default())
-                {
-                    Poll::Ready(Ok(0)) => return Poll::Ready(Step::Eof),
-                    Poll::Ready(Ok(n)) => return Poll::Ready(Step::Wrote(n)),
-                    Poll::Ready(Err(e)) => return Poll::Ready(Step::Failed(e)),
-                    Poll::Pending => {}
+            let io = wire.with(|w| {
+                if let Some(rest) = w.out.get(w.written..).filter(|r| !r.is_empty()) {
+                    match Pin::new(&mut w.stream).poll_write(cx, rest) {
+                        Poll::Ready(Ok(0)) => return Some(Step::Eof),
+                        Poll::Ready(Ok(n)) => {
+                            w.written += n;
+                            return Some(Step::Wrote);
+                        }
+                        Poll::Ready(Err(e)) => return Some(Step::Failed(e)),
+                        Poll::Pending => {}
+                    }
                 }
-            }
-            // Read while writes are pending; a closing connection reads no more. The
-            // bytes go to the core at once: an idle connection's task holds no read
-            // buffer.
-            if !closing {
+                // Read while writes are pending; a closing connection reads no more.
+                // The bytes go to the core at once: an idle connection's task holds
+                // no read buffer.
+                if closing {
+                    return None;
+                }
                 let mut small = [0u8; SMALL_READ];
                 let buf: &mut [u8] = if large.is_empty() {
                     &mut small
                 } else {
                     &mut large
                 };
-                match Pin::new(&mut *stream).poll_read(cx, buf) {
-                    Poll::Ready(Ok(0)) => return Poll::Ready(Step::Eof),
+                match Pin::new(&mut w.stream).poll_read(cx, buf) {
+                    Poll::Ready(Ok(0)) => Some(Step::Eof),
                     Poll::Ready(Ok(n)) => {
-                        core.handle_bytes(buf.get(..n).unwrap_or_default());
-                        return Poll::Ready(Step::Read {
+                        // What the bytes provoke (an answer, an ack) is pulled in the
+                        // same step when nothing else is waiting to be written.
+                        let out = if w.drained() && !w.close {
+                            w.reset();
+                            Some(&mut w.out)
+                        } else {
+                            None
+                        };
+                        let pulled = core.handle_bytes(buf.get(..n).unwrap_or_default(), out);
+                        if pulled == Some(Pull::Close) {
+                            w.close = true;
+                        }
+                        // An answer goes out at once, before this loop's bookkeeping
+                        // (an error shows again on the next write).
+                        let mut wrote = false;
+                        if let Some(rest) = w.out.get(w.written..).filter(|r| !r.is_empty())
+                            && let Poll::Ready(Ok(n)) = Pin::new(&mut w.stream).poll_write(cx, rest)
+                        {
+                            w.written += n;
+                            wrote = n > 0;
+                        }
+                        Some(Step::Read {
                             filled: n == buf.len(),
-                        });
+                            pulled: pulled.is_some() && w.out.len() < PULL_BATCH,
+                            wrote,
+                        })
                     }
-                    Poll::Ready(Err(e)) => return Poll::Ready(Step::Failed(e)),
-                    Poll::Pending => {}
+                    Poll::Ready(Err(e)) => Some(Step::Failed(e)),
+                    Poll::Pending => None,
                 }
+            });
+            if let Some(step) = io {
+                return Poll::Ready(step);
             }
             if wake.poll_wait(cx).is_ready() {
                 return Poll::Ready(Step::Woken);
@@ -203,19 +364,25 @@ where
         })
         .await;
         match step {
-            Step::Read { filled } => {
-                need_pull = true;
+            Step::Read {
+                filled,
+                pulled,
+                wrote,
+            } => {
+                need_pull = !pulled;
+                core_called = true;
+                unflushed |= wrote;
                 if filled && large.is_empty() {
                     large = vec![0; LARGE_READ];
                 } else if !filled && !large.is_empty() {
                     large = Vec::new();
                 }
             }
-            Step::Wrote(n) => {
-                written += n;
-                unflushed = true;
+            Step::Wrote => unflushed = true,
+            Step::Woken => {
+                need_pull = true;
+                core_called = true;
             }
-            Step::Woken => need_pull = true,
             Step::Timeout if closing => {
                 tracing::debug!("peer did not take the final bytes in time");
                 return Ended::ByCore;
@@ -227,6 +394,7 @@ where
             Step::Timeout => {
                 sleep = None;
                 need_pull = true;
+                core_called = true;
                 core.handle_timeout();
             }
             Step::Eof => return Ended::Transport,
@@ -245,10 +413,13 @@ where
     }
 }
 
-async fn close_bounded<R: Runtime, S: AsyncWrite + Unpin>(stream: &mut S) {
+async fn close_bounded<R: Runtime, S: AsyncWrite + Unpin, W: WireAccess<S>>(wire: &mut W) {
     let deadline = std::time::Instant::now() + CLOSE_BOUND;
     let close = async {
-        let _ = stream.close().await;
+        let _ = futures_lite::future::poll_fn(|cx| {
+            wire.with(|w| Pin::new(&mut w.stream).poll_close(cx))
+        })
+        .await;
     };
     futures_lite::future::or(close, R::sleep_until(deadline)).await;
 }
@@ -277,6 +448,29 @@ mod tests {
         fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
     }
 
+    /// [`Nop`] whose timers never fire.
+    struct Patient;
+    impl Runtime for Patient {
+        type Stream = futures_lite::io::Cursor<Vec<u8>>;
+        type Listener = ();
+        async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn local_addr(_: &()) -> std::io::Result<std::net::SocketAddr> {
+            Ok(([127, 0, 0, 1], 0).into())
+        }
+        async fn accept(_: &()) -> std::io::Result<(Self::Stream, std::net::SocketAddr)> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        async fn sleep_until(_: std::time::Instant) {
+            std::future::pending::<()>().await;
+        }
+        fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
+    }
+
     /// Echo core: every byte read is written back; closes after `close_after` bytes.
     struct Echo {
         pending: std::sync::Mutex<Vec<u8>>,
@@ -284,9 +478,10 @@ mod tests {
         close_after: usize,
     }
     impl ConnCore for Echo {
-        fn handle_bytes(&self, bytes: &[u8]) {
+        fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
             self.pending.lock().unwrap().extend_from_slice(bytes);
             *self.seen.lock().unwrap() += bytes.len();
+            out.map(|out| self.pull(out, PULL_BATCH))
         }
         fn pull(&self, out: &mut Vec<u8>, _limit: usize) -> Pull {
             out.append(&mut self.pending.lock().unwrap());
@@ -315,9 +510,9 @@ mod tests {
             seen: Default::default(),
             close_after: usize::MAX,
         };
-        let mut stream = futures_lite::io::Cursor::new(Vec::new());
+        let mut wire = Wire::new(futures_lite::io::Cursor::new(Vec::new()));
         let wake = Signal::new();
-        let fut = drive::<Nop, _, _>(&mut stream, &core, &wake);
+        let fut = drive::<Nop, _, _, _>(&mut wire, &core, &wake);
         // A few words: no read buffer, no frame-sized buffer.
         let size = std::mem::size_of_val(&fut);
         assert!(size <= 512, "driver future is {size} bytes");
@@ -330,11 +525,161 @@ mod tests {
             seen: Default::default(),
             close_after: 5,
         };
-        let mut stream = futures_lite::io::Cursor::new(b"hello".to_vec());
+        let mut wire = Wire::new(futures_lite::io::Cursor::new(b"hello".to_vec()));
         let wake = Signal::new();
-        let ended = futures_lite::future::block_on(drive::<Nop, _, _>(&mut stream, &core, &wake));
+        let ended = futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
         assert_eq!(ended, Ended::ByCore);
         // The cursor wrote the echo after the 5 bytes it read.
-        assert_eq!(stream.into_inner(), b"hellohello");
+        assert_eq!(wire.stream.into_inner(), b"hellohello");
+    }
+
+    /// A stream that takes at most `room` more bytes (then `Pending` until given
+    /// more) and never has anything to read.
+    #[derive(Clone, Default)]
+    struct Narrow {
+        room: std::sync::Arc<std::sync::Mutex<usize>>,
+        taken: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+        writer: std::sync::Arc<std::sync::Mutex<Option<Waker>>>,
+    }
+    impl Narrow {
+        fn open(&self, more: usize) {
+            *self.room.lock().unwrap() += more;
+            if let Some(w) = self.writer.lock().unwrap().take() {
+                w.wake();
+            }
+        }
+        fn taken(&self) -> Vec<u8> {
+            self.taken.lock().unwrap().clone()
+        }
+    }
+    impl AsyncRead for Narrow {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            _: &mut [u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Pending
+        }
+    }
+    impl AsyncWrite for Narrow {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            let mut room = self.room.lock().unwrap();
+            if *room == 0 {
+                *self.writer.lock().unwrap() = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let n = buf.len().min(*room);
+            *room -= n;
+            self.taken.lock().unwrap().extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A core whose output is scripted: `queued` goes out on the next pull, then its
+    /// `Close` once `close` is set.
+    #[derive(Default)]
+    struct Script {
+        queued: std::sync::Mutex<Vec<u8>>,
+        close: std::sync::atomic::AtomicBool,
+    }
+    impl ConnCore for Script {
+        fn handle_bytes(&self, _: &[u8], _: Option<&mut Vec<u8>>) -> Option<Pull> {
+            None
+        }
+        fn pull(&self, out: &mut Vec<u8>, _: usize) -> Pull {
+            out.append(&mut self.queued.lock().unwrap());
+            if self.close.load(std::sync::atomic::Ordering::Relaxed) {
+                Pull::Close
+            } else {
+                Pull::Idle
+            }
+        }
+        fn deadline(&self) -> Option<std::time::Instant> {
+            None
+        }
+        fn handle_timeout(&self) {}
+        fn aborted(&self) -> bool {
+            false
+        }
+        fn closed(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_claim_takes_output_only_when_nothing_is_pending() {
+        let mut wire = Wire::new(Narrow::default());
+        assert_eq!(wire.claim(|_| Pull::Idle), Claim::Nothing);
+        assert_eq!(
+            wire.claim(|out| {
+                out.extend_from_slice(b"first");
+                Pull::Idle
+            }),
+            Claim::Pulled
+        );
+        // "first" is not written yet: a later claim must not pull (its bytes would
+        // have to go after "first", which only the driver may now write).
+        let mut pulled = false;
+        let claim = wire.claim(|_| {
+            pulled = true;
+            Pull::Idle
+        });
+        assert_eq!((claim, pulled), (Claim::Driver, false));
+        assert_eq!(wire.out, b"first");
+        // A batch that may have left more behind, and the close, go to the driver.
+        let mut wire = Wire::new(Narrow::default());
+        let big = wire.claim(|out| {
+            out.resize(PULL_BATCH, 7);
+            Pull::Idle
+        });
+        assert_eq!(big, Claim::Driver);
+        let mut wire = Wire::new(Narrow::default());
+        assert_eq!(wire.claim(|_| Pull::Close), Claim::Driver);
+        assert!(wire.close);
+        assert_eq!(wire.claim(|_| unreachable!()), Claim::Driver);
+    }
+
+    #[test]
+    fn what_a_claimant_cannot_write_the_driver_writes_first_in_order() {
+        let stream = Narrow::default();
+        stream.open(4);
+        let wire = Mutex::new(Wire::new(stream.clone()));
+        let core = Script::default();
+        // Another task pulled "hello world" and wrote what the stream took.
+        let claim = lock(&wire).claim(|out| {
+            out.extend_from_slice(b"hello world");
+            Pull::Idle
+        });
+        assert_eq!(claim, Claim::Pulled);
+        assert!(!lock(&wire).write_now());
+        assert_eq!(stream.taken(), b"hell");
+        // Later output, then the close, queued in the core for the driver.
+        core.queued.lock().unwrap().extend_from_slice(b", bye");
+        core.close.store(true, std::sync::atomic::Ordering::Relaxed);
+        let wake = Signal::new();
+        wake.notify();
+        let opener = {
+            let stream = stream.clone();
+            std::thread::spawn(move || {
+                for _ in 0..20 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    stream.open(1);
+                }
+            })
+        };
+        let ended = futures_lite::future::block_on(drive::<Patient, _, _, _>(&wire, &core, &wake));
+        opener.join().unwrap();
+        assert_eq!(ended, Ended::ByCore);
+        assert_eq!(stream.taken(), b"hello world, bye");
     }
 }

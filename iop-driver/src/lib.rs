@@ -47,15 +47,19 @@
 //!
 //! # Driving contract, as implemented
 //!
-//! Each connection is one task: it reads while writes are pending (into a 2 KiB stack
-//! buffer that lives only during a poll, handed to the core at once; the write buffer
-//! is released when it grew past 4 KiB), writes what the core hands out, and otherwise
-//! sleeps until a read, a wake-up from the core (`poll_wakeup` on the Control Plane,
-//! application calls on the Edge) or the core's deadline. The Control Plane's
-//! deadlines are driven by one timer task. A core sits behind a `std::sync::Mutex`
-//! that is never held across an `.await`. An idle enrolled connection holds about
-//! 2.2 KiB of heap on the Control Plane, the core's share included
-//! (`iop-tokio/tests/idle_memory.rs`).
+//! Each connection is one task: it reads while writes are pending (into a 256-byte
+//! stack buffer that lives only during a poll, or a 64 KiB heap buffer while reads
+//! keep filling it, handed to the core at once; the write buffer is released when it
+//! grew past 4 KiB), writes what the core hands out, and otherwise sleeps until a
+//! read, a wake-up from the core (`poll_wakeup` on the Control Plane, application
+//! calls on the Edge) or the core's deadline. On the Control Plane, the task that
+//! issues a status request or a command writes it itself when the connection is
+//! idle (plain TCP, nothing pending): a non-blocking write that leaves whatever the
+//! socket does not take to the connection's task, so bytes keep the core's order and
+//! only one task writes at a time. The Control Plane's deadlines are driven by one
+//! timer task. A core sits behind a `std::sync::Mutex` that is never held across an
+//! `.await`. An idle enrolled connection holds about 2.2 KiB of heap on the Control
+//! Plane, the core's share included (`iop-tokio/tests/idle_memory.rs`).
 //!
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -26,6 +26,7 @@ every_pairing!(
     heartbeat_timeout_then_reconnect,
     reconnect_after_a_cut,
     reconnect_after_a_control_plane_restart,
+    concurrent_requests_on_one_edge,
 );
 
 async fn server<C: Host>(config: ServerConfig) -> ControlPlaneServer<C> {
@@ -130,6 +131,101 @@ async fn status<C: Host, E: Host>() {
         matches!(err, iop_driver::StatusRequestError::Refused(_)),
         "{err:?}"
     );
+    bounded("edge shutdown", edge.shutdown()).await;
+    bounded("server shutdown", server.shutdown()).await;
+}
+
+/// Many tasks ask one Edge for statuses and send it commands at once: small requests
+/// (which the calling task writes itself when the connection is idle), large ones
+/// (which fill the socket buffer and leave the rest to the connection's task) and
+/// commands, interleaved. Every answer must match its question: a byte lost,
+/// duplicated or reordered on the wire would corrupt a frame and end the session.
+async fn concurrent_requests_on_one_edge<C: Host, E: Host>() {
+    const NODES: usize = 8;
+    const TASKS: usize = 6;
+    const ROUNDS: usize = 40;
+    let server = server::<C>(fast_server()).await;
+    let cp = server.handle();
+    let mut cp_events = cp.subscribe();
+    let edge = EdgeClient::<E>::new(fast_edge("edge-m"))
+        .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
+            let who = ctx.metadata().get("who").cloned().unwrap_or_default();
+            CommandResult::succeeded(format!("pong {who}"))
+        })
+        .connect(server.local_addr())
+        .unwrap();
+    edge.with_registry(|reg| {
+        for n in 0..NODES {
+            let node = NodeConfig::new(format!("node-{n}")).with_provider(ProviderConfig::new(
+                "llama",
+                ProviderCategory::LocalInference,
+                2,
+                1,
+            ));
+            let _ = reg.configure(node, 1_000).unwrap();
+        }
+    });
+    session_accepted(&mut cp_events, "edge-m").await;
+
+    let (done_tx, done_rx) = smol::channel::unbounded::<Result<usize, String>>();
+    for task in 0..TASKS {
+        let cp = cp.clone();
+        let done = done_tx.clone();
+        C::spawn(async move {
+            let mut checked = 0;
+            let result = async {
+                for round in 0..ROUNDS {
+                    let node = format!("node-{}", (task + round) % NODES);
+                    let mut ids = vec![node.clone()];
+                    if round % 10 == task % 10 {
+                        // A large request: ~600 KB of ids the Edge does not know,
+                        // more than one pull: left to the connection's task.
+                        ids.extend((0..5_000).map(|i| format!("{i:0>120}")));
+                    }
+                    let status = cp
+                        .request_status("edge-m", ids)
+                        .await
+                        .map_err(|e| format!("task {task} round {round}: {e}"))?;
+                    let got: Vec<_> = status.nodes.iter().map(|n| n.node_id.as_str()).collect();
+                    if got != [node.as_str()] {
+                        return Err(format!(
+                            "task {task} round {round}: asked {node}, got {got:?}"
+                        ));
+                    }
+                    checked += 1;
+                    if round % 4 == 0 {
+                        let who = format!("{task}/{round}");
+                        let mut spec = ping();
+                        spec.metadata.insert("who".into(), who.clone());
+                        let tracker = cp
+                            .send_command("edge-m", spec)
+                            .map_err(|e| format!("task {task} round {round}: {e}"))?;
+                        let record = tracker
+                            .finish()
+                            .await
+                            .ok_or_else(|| format!("command {who} has no record"))?;
+                        let last = record.events().last().map(|e| e.message.clone());
+                        if last.as_deref() != Some(format!("pong {who}").as_str()) {
+                            return Err(format!("command {who} ended with {last:?}"));
+                        }
+                        checked += 1;
+                    }
+                }
+                Ok(checked)
+            }
+            .await;
+            let _ = done.send(result).await;
+        });
+    }
+    drop(done_tx);
+    let mut answers = 0;
+    for _ in 0..TASKS {
+        let result = bounded("a task's requests", done_rx.recv()).await.unwrap();
+        answers += result.unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert_eq!(answers, TASKS * (ROUNDS + ROUNDS / 4));
+    // The session lived through it all.
+    assert_eq!(cp.stats().live_sessions, 1);
     bounded("edge shutdown", edge.shutdown()).await;
     bounded("server shutdown", server.shutdown()).await;
 }

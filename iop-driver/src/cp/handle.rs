@@ -109,7 +109,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         node_ids: Vec<String>,
     ) -> Result<EdgeStatusResponse, StatusRequestError> {
         let (tx, rx) = oneshot::channel();
-        self.shared.with(|state, now| {
+        self.shared.with_direct(|state, now| {
             if state.stopped {
                 return Err(StatusRequestError::Stopped);
             }
@@ -130,7 +130,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         spec: CommandSpec,
     ) -> Result<CommandTracker<R>, SendCommandError> {
         let operation = spec.operation.clone();
-        let command_id = self.shared.with(|state, now| {
+        let command_id = self.shared.with_direct(|state, now| {
             if state.stopped {
                 return Err(SendCommandError::Stopped);
             }

@@ -1,7 +1,7 @@
 //! The Control Plane server: listener, accept loop, timer task, one driver task per
 //! connection, all around one [`ControlPlane`] behind a mutex.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +19,7 @@ use tracing::Instrument;
 
 use super::book::{CommandBook, CommandResponse, CommandUpdate};
 use super::handle::{ControlPlaneHandle, StatusRequestError};
-use crate::io::{self, ConnCore, Ended, Pull};
+use crate::io::{self, Claim, ConnCore, Ended, Pull};
 use crate::notice::Publisher;
 use crate::signal::{Signal, lock};
 use crate::tls::{CertIdentity, HandshakeError, MaybeTls, ServerTls};
@@ -84,15 +84,92 @@ pub enum ServeError {
 }
 
 /// One connection's link to its driver task.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct ConnSlot {
     pub(crate) wake: Signal,
     pub(crate) aborted: AtomicBool,
     /// The core emitted `Closed` for this connection.
     pub(crate) closed: AtomicBool,
+    /// The connection's write side, shared with its driver task, through which the
+    /// task that queued output may write it itself (see [`CpShared::with_direct`]).
+    /// `None` for TLS: rustls buffers what it writes, only the driver flushes it.
+    direct: Option<Arc<dyn Direct>>,
+}
+
+/// A connection's [`io::Wire`] as the tasks that queue output for it see it.
+trait Direct: Send + Sync {
+    /// Called with the server's lock held, after the core queued output for `conn`.
+    /// Pulls it into the wire's buffer if the driver task has nothing pending there
+    /// and is not using the wire.
+    fn claim(&self, cp: &mut ControlPlane, conn: ConnectionId) -> Claim;
+    /// Called without the server's lock after [`Claim::Pulled`]: writes what is
+    /// pending without waiting. False when something is left for the driver task.
+    fn send(&self) -> bool;
+}
+
+impl<S: futures_io::AsyncWrite + Unpin + Send> Direct for Mutex<io::Wire<S>> {
+    fn claim(&self, cp: &mut ControlPlane, conn: ConnectionId) -> Claim {
+        // Never wait for the wire with the server's lock held (the driver task takes
+        // them in the other order): a busy wire is the driver's to serve.
+        match self.try_lock() {
+            Ok(mut w) => w.claim(|out| pull(cp, conn, out, io::PULL_BATCH)),
+            Err(std::sync::TryLockError::Poisoned(p)) => p
+                .into_inner()
+                .claim(|out| pull(cp, conn, out, io::PULL_BATCH)),
+            Err(std::sync::TryLockError::WouldBlock) => Claim::Driver,
+        }
+    }
+
+    fn send(&self) -> bool {
+        match self.try_lock() {
+            Ok(mut w) => w.write_now(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().write_now(),
+            // The driver task holds it: it is awake and sees the bytes.
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        }
+    }
+}
+
+/// Appends `conn`'s output to `out`, up to about `limit` bytes.
+fn pull(cp: &mut ControlPlane, conn: ConnectionId, out: &mut Vec<u8>, limit: usize) -> Pull {
+    while out.len() < limit {
+        match cp.poll_transmit(conn, out) {
+            Transmit::Bytes(_) => {}
+            Transmit::Idle => return Pull::Idle,
+            Transmit::Close => return Pull::Close,
+        }
+    }
+    Pull::Idle
 }
 
 pub(crate) type StatusWaiter = oneshot::Sender<Result<EdgeStatusResponse, StatusRequestError>>;
+
+/// Status waiters by request: a hash map keeps its table between requests, where a
+/// B-tree allocated (and freed) a node for each one while a single request was in
+/// flight.
+pub(crate) type StatusWaiters =
+    HashMap<RequestId, StatusWaiter, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// A multiplicative hash (FxHash's) for the core's request ids: they are issued by
+/// the core, never chosen by a peer, so they need no flooding-resistant hash.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 /// Everything under the one lock.
 pub(crate) struct CpState {
@@ -101,7 +178,7 @@ pub(crate) struct CpState {
     next_conn: u64,
     /// The deadline the timer task sleeps until.
     timer_armed: Option<Instant>,
-    pub(crate) status_waiters: BTreeMap<RequestId, StatusWaiter>,
+    pub(crate) status_waiters: StatusWaiters,
     pub(crate) book: CommandBook,
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
@@ -155,6 +232,39 @@ impl<R: Runtime> CpShared<R> {
         let now = self.clock.now();
         let out = f(&mut state, now);
         self.pump(&mut state);
+        out
+    }
+
+    /// [`with`](Self::with) for an application's call that queues output for one
+    /// connection (a status request, a command): the calling task writes it itself,
+    /// without the server's lock, when the connection's driver task has nothing
+    /// pending (the common case), instead of waking that task to do it — one task
+    /// switch less per request. Whatever cannot be written at once (a full socket
+    /// buffer, a busy or TLS connection) is left to the driver task, woken as usual.
+    pub(crate) fn with_direct<T>(&self, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
+        let mut state = lock(&self.state);
+        let now = self.clock.now();
+        let out = f(&mut state, now);
+        // The first connection the call queued output for; the others (if any) are
+        // woken by `pump`.
+        let mut direct = None;
+        let st = &mut *state;
+        if let Some(conn) = st.cp.poll_wakeup()
+            && let Some(slot) = st.conns.get(&conn)
+        {
+            match slot.direct.as_ref().map(|d| d.claim(&mut st.cp, conn)) {
+                Some(Claim::Nothing) => {}
+                Some(Claim::Pulled) => direct = Some(slot.clone()),
+                Some(Claim::Driver) | None => slot.wake.notify(),
+            }
+        }
+        self.pump(&mut state);
+        drop(state);
+        if let Some(slot) = direct
+            && !slot.direct.as_ref().is_some_and(|d| d.send())
+        {
+            slot.wake.notify();
+        }
         out
     }
 
@@ -359,7 +469,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 conns: HashMap::new(),
                 next_conn: 0,
                 timer_armed: None,
-                status_waiters: BTreeMap::new(),
+                status_waiters: StatusWaiters::default(),
                 book: CommandBook::new(config.command_book),
                 events: Publisher::default(),
                 stopped: false,
@@ -472,7 +582,15 @@ fn start_conn<R: Runtime>(
     peer: SocketAddr,
     identity: Option<Box<dyn PeerIdentity>>,
 ) -> bool {
-    let slot = Arc::new(ConnSlot::default());
+    let wire = Arc::new(Mutex::new(io::Wire::new(stream)));
+    let direct = match &lock(&wire).stream {
+        MaybeTls::Plain(_) => Some(wire.clone() as Arc<dyn Direct>),
+        _ => None,
+    };
+    let slot = Arc::new(ConnSlot {
+        direct,
+        ..ConnSlot::default()
+    });
     let conn = shared.with(|state, now| {
         if state.stopped {
             return None;
@@ -499,7 +617,7 @@ fn start_conn<R: Runtime>(
         %peer,
         edge_id = tracing::field::Empty
     );
-    R::spawn(conn_task(shared.clone(), conn, slot, stream).instrument(span));
+    R::spawn(conn_task(shared.clone(), conn, slot, wire).instrument(span));
     true
 }
 
@@ -560,7 +678,7 @@ async fn conn_task<R: Runtime>(
     shared: Arc<CpShared<R>>,
     conn: ConnectionId,
     slot: Arc<ConnSlot>,
-    mut stream: MaybeTls<R::Stream>,
+    wire: Arc<Mutex<io::Wire<MaybeTls<R::Stream>>>>,
 ) {
     tracing::debug!("connection accepted");
     let core = CpConn {
@@ -569,14 +687,16 @@ async fn conn_task<R: Runtime>(
         slot: &slot,
         labelled: AtomicBool::new(false),
     };
-    let ended = io::drive::<R, _, _>(&mut stream, &core, &slot.wake).await;
-    drop(stream);
+    let ended = io::drive::<R, _, _, _>(&*wire, &core, &slot.wake).await;
+    // The slot shares the wire: the stream closes once both are gone, here.
     shared.with(|state, now| {
         if ended != Ended::ByCore {
             state.cp.handle_closed(now, conn);
         }
         state.conns.remove(&conn);
     });
+    drop(slot);
+    drop(wire);
     tracing::debug!(?ended, "connection ended");
 }
 
@@ -589,31 +709,26 @@ struct CpConn<'a, R: Runtime> {
 }
 
 impl<R: Runtime> ConnCore for CpConn<'_, R> {
-    fn handle_bytes(&self, bytes: &[u8]) {
-        let edge_id = self.shared.with(|state, now| {
+    fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
+        let (pulled, edge_id) = self.shared.with(|state, now| {
             state.cp.handle_bytes(now, self.conn, bytes);
+            let pulled = out.map(|out| pull(&mut state.cp, self.conn, out, io::PULL_BATCH));
             if self.labelled.load(Ordering::Relaxed) {
-                return None;
+                return (pulled, None);
             }
-            state.cp.session_of(self.conn).map(|(id, _)| id.to_owned())
+            let edge_id = state.cp.session_of(self.conn).map(|(id, _)| id.to_owned());
+            (pulled, edge_id)
         });
         if let Some(edge_id) = edge_id {
             self.labelled.store(true, Ordering::Relaxed);
             tracing::Span::current().record("edge_id", edge_id.as_str());
         }
+        pulled
     }
 
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {
-        self.shared.with_state(|state| {
-            while out.len() < limit {
-                match state.cp.poll_transmit(self.conn, out) {
-                    Transmit::Bytes(_) => {}
-                    Transmit::Idle => return Pull::Idle,
-                    Transmit::Close => return Pull::Close,
-                }
-            }
-            Pull::Idle
-        })
+        self.shared
+            .with_state(|state| pull(&mut state.cp, self.conn, out, limit))
     }
 
     fn deadline(&self) -> Option<std::time::Instant> {

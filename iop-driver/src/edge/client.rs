@@ -235,17 +235,33 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     /// [`with_inner`](Self::with_inner) for calls that take no time (pulling the
     /// transmit): no clock read.
     fn with_edge<T>(self: &Arc<Self>, f: impl FnOnce(&mut Edge<G>) -> T) -> T {
-        let (out, starts) = {
+        self.with_edge_then(f, |_| ()).0
+    }
+
+    /// [`with_edge`](Self::with_edge), then `then` under the same lock once the
+    /// events `f` produced are routed (routing may queue output, e.g. the failure of
+    /// a command nobody handles).
+    fn with_edge_then<T, U>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut Edge<G>) -> T,
+        then: impl FnOnce(&mut Edge<G>) -> U,
+    ) -> (T, U) {
+        let (out, after, starts) = {
             let mut state = lock(&self.state);
             let out = f(&mut state.edge);
             self.pump(&mut state);
-            (out, std::mem::take(&mut state.starts))
+            let after = then(&mut state.edge);
+            self.pump(&mut state);
+            (out, after, std::mem::take(&mut state.starts))
         };
         self.start_handlers(starts);
-        out
+        (out, after)
     }
 
     fn start_handlers(self: &Arc<Self>, starts: Vec<(Handler, CommandContext)>) {
+        if starts.is_empty() {
+            return;
+        }
         for (handler, ctx) in starts {
             let command_id = ctx.command_id.clone();
             let span = tracing::info_span!("command", command_id = %command_id);
@@ -420,7 +436,7 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
             },
         )
         .await;
-        let mut stream = match dial {
+        let stream = match dial {
             Dial::Done(Ok(stream)) => stream,
             Dial::Done(Err(e)) => {
                 match &e {
@@ -442,8 +458,9 @@ async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(shared: Arc<EdgeSh
         }
         let core = EdgeConn { shared: &shared };
         shared.closed.store(false, Ordering::Release);
-        let ended = io::drive::<R, _, _>(&mut stream, &core, &shared.wake).await;
-        drop(stream);
+        let mut wire = io::Wire::new(stream);
+        let ended = io::drive::<R, _, _, _>(&mut wire, &core, &shared.wake).await;
+        drop(wire);
         tracing::debug!(?ended, "transport ended");
         shared.with_inner(|edge, now| edge.handle_closed(now));
     }
@@ -480,27 +497,36 @@ async fn dial<R: Runtime, G: EdgeRegistry>(
     Ok(MaybeTls::Client(Box::new(tls_stream)))
 }
 
+/// Appends the Edge's output to `out`, up to about `limit` bytes.
+fn pull<G: EdgeRegistry>(edge: &mut Edge<G>, out: &mut Vec<u8>, limit: usize) -> Pull {
+    while out.len() < limit {
+        match edge.poll_transmit(out) {
+            Transmit::Bytes(_) => {}
+            Transmit::Idle => return Pull::Idle,
+            Transmit::Close => return Pull::Close,
+        }
+    }
+    Pull::Idle
+}
+
 struct EdgeConn<'a, R: Runtime, G: EdgeRegistry> {
     shared: &'a Arc<EdgeShared<R, G>>,
 }
 
 impl<R: Runtime, G: EdgeRegistry + Send + 'static> ConnCore for EdgeConn<'_, R, G> {
-    fn handle_bytes(&self, bytes: &[u8]) {
+    fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
+        let clock = &self.shared.clock;
         self.shared
-            .with_inner(|edge, now| edge.handle_bytes(now, bytes));
+            .with_edge_then(
+                // The clock is read under the lock, like every other call's.
+                |edge| edge.handle_bytes(clock.now(), bytes),
+                |edge| out.map(|out| pull(edge, out, io::PULL_BATCH)),
+            )
+            .1
     }
 
     fn pull(&self, out: &mut Vec<u8>, limit: usize) -> Pull {
-        self.shared.with_edge(|edge| {
-            while out.len() < limit {
-                match edge.poll_transmit(out) {
-                    Transmit::Bytes(_) => {}
-                    Transmit::Idle => return Pull::Idle,
-                    Transmit::Close => return Pull::Close,
-                }
-            }
-            Pull::Idle
-        })
+        self.shared.with_edge(|edge| pull(edge, out, limit))
     }
 
     fn deadline(&self) -> Option<std::time::Instant> {
