@@ -8,8 +8,43 @@
 
 use std::collections::BTreeMap;
 
-use super::endpoint::EdgeEntry;
+use super::command::CommandBook;
+use super::conn::FlapHistory;
 use super::event::ConnectionId;
+use super::view::{EdgeView, Reachability};
+
+/// What the Control Plane holds about one Edge id.
+#[derive(Debug)]
+pub(crate) struct EdgeEntry {
+    pub(crate) view: EdgeView,
+    /// The connection of its live session.
+    pub(crate) live: Option<ConnectionId>,
+    pub(crate) commands: CommandBook,
+    pub(crate) flaps: FlapHistory,
+}
+
+impl EdgeEntry {
+    /// A new Edge: never connected, no commands.
+    pub(crate) fn new(edge_id: &str) -> Self {
+        Self {
+            view: EdgeView {
+                edge_id: edge_id.to_owned(),
+                reachability: Reachability::Disconnected,
+                session_id: 0,
+                software_version: String::new(),
+                operations: Vec::new(),
+                metadata: Vec::new(),
+                connected_since_unix_ms: 0,
+                last_status: None,
+                fresh: false,
+                supersessions: 0,
+            },
+            live: None,
+            commands: CommandBook::default(),
+            flaps: FlapHistory::default(),
+        }
+    }
+}
 
 /// The slot of one Edge's entry in an [`EdgeTable`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,16 +94,12 @@ impl EdgeTable {
         self.at_mut(slot).filter(|e| e.live == Some(conn))
     }
 
-    /// The slot of `edge_id`, creating its entry with `new` when it has none.
-    pub(crate) fn slot_or_insert(
-        &mut self,
-        edge_id: &str,
-        new: impl FnOnce() -> EdgeEntry,
-    ) -> EdgeSlot {
+    /// The slot of `edge_id`, creating a [new](EdgeEntry::new) entry when it has none.
+    pub(crate) fn slot_or_insert(&mut self, edge_id: &str) -> EdgeSlot {
         if let Some(slot) = self.index.get(edge_id) {
             return *slot;
         }
-        let entry = Some(Box::new(new()));
+        let entry = Some(Box::new(EdgeEntry::new(edge_id)));
         let slot = match self.free.pop() {
             Some(slot) => {
                 if let Some(place) = self.slots.get_mut(slot.0) {
@@ -103,38 +134,15 @@ impl EdgeTable {
 
 #[cfg(test)]
 mod tests {
-    use super::super::command::CommandBook;
-    use super::super::conn::FlapHistory;
-    use super::super::view::{EdgeView, Reachability};
     use super::*;
-
-    fn entry(edge_id: &str) -> EdgeEntry {
-        EdgeEntry {
-            view: EdgeView {
-                edge_id: edge_id.to_owned(),
-                reachability: Reachability::Disconnected,
-                session_id: 0,
-                software_version: String::new(),
-                operations: Vec::new(),
-                metadata: Vec::new(),
-                connected_since_unix_ms: 0,
-                last_status: None,
-                fresh: false,
-                supersessions: 0,
-            },
-            live: None,
-            commands: CommandBook::default(),
-            flaps: FlapHistory::default(),
-        }
-    }
 
     #[test]
     fn slots_are_stable_and_reused_after_removal() {
         let mut t = EdgeTable::default();
-        let b = t.slot_or_insert("b", || entry("b"));
-        let a = t.slot_or_insert("a", || entry("a"));
+        let b = t.slot_or_insert("b");
+        let a = t.slot_or_insert("a");
         assert_ne!(a, b);
-        assert_eq!(t.slot_or_insert("b", || unreachable!("exists")), b);
+        assert_eq!(t.slot_or_insert("b"), b);
         assert_eq!(t.at(a).map(|e| e.view.edge_id.as_str()), Some("a"));
         assert_eq!(t.get("b").map(|e| e.view.edge_id.as_str()), Some("b"));
         let ids: Vec<&str> = t.values().map(|e| e.view.edge_id.as_str()).collect();
@@ -143,7 +151,7 @@ mod tests {
         assert!(t.remove("b").is_some());
         assert!(t.at(b).is_none() && t.get("b").is_none());
         assert!(t.remove("b").is_none());
-        let c = t.slot_or_insert("c", || entry("c"));
+        let c = t.slot_or_insert("c");
         assert_eq!(c, b, "the freed slot is reused");
         assert_eq!(t.at(b).map(|e| e.view.edge_id.as_str()), Some("c"));
         assert!(t.at(EdgeSlot::NONE).is_none());

@@ -7,9 +7,8 @@ use iop_proto::{EncodeError, Envelope, GoAwayReason, encode_frame};
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::command::CommandBook;
 use super::config::{CpConfig, CpConfigError, ms_u32};
-use super::conn::{Conn, ConnState, FlapHistory};
+use super::conn::{Conn, ConnState};
 use super::conn_table::ConnTable;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
@@ -19,7 +18,7 @@ use super::identity::PeerIdentity;
 use super::session_frames::{self, InPlace, Parts};
 use super::stats::CpStats;
 use super::timer::Timer;
-use super::view::{EdgeView, Reachability};
+use super::view::Reachability;
 
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
@@ -36,16 +35,6 @@ pub struct ConnBuffers {
     pub decoder_capacity: usize,
     /// Encoded bytes queued for sending.
     pub outbound_queued: usize,
-}
-
-/// What the Control Plane holds about one Edge id.
-#[derive(Debug)]
-pub(crate) struct EdgeEntry {
-    pub(crate) view: EdgeView,
-    /// The connection of its live session.
-    pub(crate) live: Option<ConnectionId>,
-    pub(crate) commands: CommandBook,
-    pub(crate) flaps: FlapHistory,
 }
 
 /// The Control Plane endpoint: every Edge connection's session, and the view of every

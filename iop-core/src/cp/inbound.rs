@@ -7,17 +7,17 @@ use iop_proto::{
 
 use crate::time::Instant;
 
-use super::command::{CommandBook, EventEffect, ResponseEffect};
+use super::command::{EventEffect, ResponseEffect};
 use super::config::{DuplicatePolicy, ms_u32};
-use super::conn::{ConnState, FlapHistory, Session};
+use super::conn::{ConnState, Session};
 use super::edges::EdgeSlot;
-use super::endpoint::{ControlPlane, EdgeEntry};
+use super::endpoint::ControlPlane;
 use super::enrolment::CredentialHash;
 use super::event::{CloseReason, ConnectionId, CpEvent, ProtocolViolation, ResyncCause};
 use super::hello::{Rejection, check_hello};
 use super::session_frames::{self, InPlace, Parts};
 use super::timer::Timer;
-use super::view::{EdgeView, Reachability};
+use super::view::Reachability;
 
 use crate::limits::INSTANCE_ID_KEY;
 
@@ -208,23 +208,7 @@ impl ControlPlane {
         hello: &mut EdgeHelloRequest,
     ) -> u64 {
         let unix_ms = self.config.wall_clock.unix_ms(now);
-        let slot = self.edges.slot_or_insert(&hello.edge_id, || EdgeEntry {
-            view: EdgeView {
-                edge_id: hello.edge_id.clone(),
-                reachability: Reachability::Disconnected,
-                session_id: 0,
-                software_version: String::new(),
-                operations: Vec::new(),
-                metadata: Vec::new(),
-                connected_since_unix_ms: 0,
-                last_status: None,
-                fresh: false,
-                supersessions: 0,
-            },
-            live: None,
-            commands: CommandBook::default(),
-            flaps: FlapHistory::default(),
-        });
+        let slot = self.edges.slot_or_insert(&hello.edge_id);
         if let Some(session) = self.conns.get_mut(&conn).and_then(|c| c.session_mut()) {
             session.edge = slot;
         }
