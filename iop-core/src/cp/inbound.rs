@@ -15,7 +15,6 @@ use super::endpoint::ControlPlane;
 use super::enrolment::CredentialHash;
 use super::event::{CloseReason, ConnectionId, CpEvent, ProtocolViolation, ResyncCause};
 use super::hello::{Rejection, check_hello};
-use super::session_frames::{self, InPlace, Parts};
 use super::timer::Timer;
 use super::view::Reachability;
 
@@ -36,14 +35,10 @@ impl ControlPlane {
             return;
         }
         match envelope.body {
-            // `handle_bytes` handles these in place (`session_frames`) and never
-            // passes them here; any other caller gets the same handling.
-            None | Some(Body::Heartbeat(_) | Body::HeartbeatAck(_) | Body::StatusResponse(_)) => {
-                match self.handle_in_place(now, conn, envelope) {
-                    InPlace::Close(reason) => self.close(conn, reason),
-                    InPlace::Done | InPlace::Declined(_) => {}
-                }
-            }
+            // An accepted session's heartbeats, acks, status answers and unknown
+            // bodies are handled in place by `handle_bytes` (`session_frames`), the
+            // only caller, which passes on every other frame.
+            None | Some(Body::Heartbeat(_) | Body::HeartbeatAck(_) | Body::StatusResponse(_)) => {}
             Some(Body::HelloRequest(_)) => {
                 self.protocol_error(conn, ProtocolViolation::SecondHello);
             }
@@ -318,22 +313,6 @@ impl ControlPlane {
             cause,
             request,
         });
-    }
-
-    /// [`session_frames::handle`] for `conn`, looked up.
-    fn handle_in_place(&mut self, now: Instant, conn: ConnectionId, envelope: Envelope) -> InPlace {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return InPlace::Done;
-        };
-        let mut parts = Parts {
-            config: &self.config,
-            edges: &mut self.edges,
-            events: &mut self.events,
-            wakeups: &mut self.wakeups,
-            handling: self.handling,
-            stats: &mut self.stats,
-        };
-        session_frames::handle(&mut parts, c, conn, now, envelope)
     }
 
     fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
