@@ -11,8 +11,10 @@ pub mod echo;
 pub mod fleet;
 pub mod grpc;
 pub mod process;
+pub mod runtimes;
 pub mod spin;
 pub mod stats;
 
 pub use iop_bench::table::{Row, Table};
+pub use runtimes::{TwoRuntimes, arg};
 pub use spin::Spinners;

@@ -33,26 +33,10 @@ const MINIMAL: &str = "edge-minimal";
 
 fn main() -> Result<(), BoxError> {
     let spinners = iop_bench_socket::Spinners::start_or_spin();
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(31);
-    let cp_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let edge_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let edge = edge_rt.handle().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let edge_thread = std::thread::spawn(move || {
-        edge_rt.block_on(async {
-            let _ = stopped.await;
-        })
-    });
-    let result = cp_rt.block_on(measure(rounds, &edge));
-    let _ = stop.send(());
-    let _ = edge_thread.join();
+    let rounds: usize = iop_bench_socket::arg(1, 31);
+    let rts = iop_bench_socket::TwoRuntimes::start()?;
+    let result = rts.cp().block_on(measure(rounds, rts.edge()));
+    drop(rts);
     drop(spinners);
     println!("{}", result?);
     Ok(())

@@ -20,7 +20,7 @@ use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
 use iop_bench_socket::stats::{median, ratio_cell};
-use iop_bench_socket::{Row, Spinners, Table, echo};
+use iop_bench_socket::{Row, Spinners, Table, TwoRuntimes, arg, echo};
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::core::proto::EdgeStatusRequest;
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, ServerConfig};
@@ -66,23 +66,8 @@ static SCENARIOS: [Scenario; 3] = [
 
 fn main() -> Result<(), BoxError> {
     let spinners = Spinners::start_or_spin();
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(31);
-    let cp_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let edge_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let edge = edge_rt.handle().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let edge_thread = std::thread::spawn(move || {
-        edge_rt.block_on(async {
-            let _ = stopped.await;
-        })
-    });
+    let rounds: usize = arg(1, 31);
+    let rts = TwoRuntimes::start()?;
 
     let mut table = Table::new(
         format!("Status round trip on 127.0.0.1, one Edge, sequential ({rounds} rounds, medians)"),
@@ -102,11 +87,11 @@ fn main() -> Result<(), BoxError> {
         // answer arrives through its connection task (ours, tonic) would pay once per
         // round trip and the echo never (strace: 3 `epoll_wait` per round trip
         // instead of 2). `IOP_RT_BLOCK_ON=1` measures the old way.
-        let task = measure(scenario, rounds, edge.clone(), i as u16);
+        let task = measure(scenario, rounds, rts.edge().clone(), i as u16);
         let rows = if std::env::var_os("IOP_RT_BLOCK_ON").is_some() {
-            cp_rt.block_on(task)?
+            rts.cp().block_on(task)?
         } else {
-            cp_rt.block_on(async { tokio::spawn(task).await })??
+            rts.cp().block_on(async { tokio::spawn(task).await })??
         };
         for row in rows {
             table.push(row);
@@ -114,8 +99,6 @@ fn main() -> Result<(), BoxError> {
     }
     drop(spinners);
     println!("{table}");
-    let _ = stop.send(());
-    let _ = edge_thread.join();
     Ok(())
 }
 

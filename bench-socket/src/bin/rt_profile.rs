@@ -21,28 +21,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), BoxError> {
     let which = std::env::args().nth(1).unwrap_or_else(|| "ours".into());
-    let n: usize = std::env::args()
-        .nth(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(10_000);
-    let nodes: usize = std::env::args()
-        .nth(3)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(0);
-    let cp_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let edge_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let edge = edge_rt.handle().clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let edge_thread = std::thread::spawn(move || {
-        edge_rt.block_on(async {
-            let _ = stopped.await;
-        })
-    });
-    let done = cp_rt.block_on(async {
+    let n: usize = iop_bench_socket::arg(2, 10_000);
+    let nodes: usize = iop_bench_socket::arg(3, 0);
+    let rts = iop_bench_socket::TwoRuntimes::start()?;
+    let edge = rts.edge();
+    let done = rts.cp().block_on(async {
         let localhost: SocketAddr = "127.0.0.1:0".parse()?;
         let registry = fixtures::registry(nodes, 4);
         let done;
@@ -73,7 +56,7 @@ fn main() -> Result<(), BoxError> {
         } else {
             let (request_frame, response_frame) = echo::frames(&registry)?;
             let mut stream =
-                echo::connect(&edge, request_frame.len(), response_frame.clone()).await?;
+                echo::connect(edge, request_frame.len(), response_frame.clone()).await?;
             done = tokio::spawn(async move {
                 let mut buf = vec![0u8; response_frame.len()];
                 let mut done = 0;
@@ -93,7 +76,5 @@ fn main() -> Result<(), BoxError> {
         Ok::<usize, BoxError>(done)
     })?;
     println!("{which}: {done} round trips");
-    let _ = stop.send(());
-    let _ = edge_thread.join();
     Ok(())
 }
