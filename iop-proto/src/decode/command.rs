@@ -16,11 +16,7 @@ impl Decoder<'_> {
         entries: &mut u32,
     ) -> Step {
         const M: &str = "EdgeCommandRequest";
-        const METADATA: MapNames = MapNames {
-            map: "iop.EdgeCommandRequest.metadata",
-            key: "iop.EdgeCommandRequest.metadata.key",
-            value: "iop.EdgeCommandRequest.metadata.value",
-        };
+        const METADATA: MapNames = map_names!("EdgeCommandRequest", "metadata");
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => string_field!(d, wt, buf, "EdgeCommandRequest", m.command_id, Id),
             2 => string_field!(d, wt, buf, "EdgeCommandRequest", m.operation, Id),
@@ -65,11 +61,7 @@ impl Decoder<'_> {
         entries: &mut u32,
     ) -> Step {
         const M: &str = "EdgeCommandEvent";
-        const DETAIL: MapNames = MapNames {
-            map: "iop.EdgeCommandEvent.detail",
-            key: "iop.EdgeCommandEvent.detail.key",
-            value: "iop.EdgeCommandEvent.detail.value",
-        };
+        const DETAIL: MapNames = map_names!("EdgeCommandEvent", "detail");
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => string_field!(d, wt, buf, "EdgeCommandEvent", m.command_id, Id),
             2 => d.int32(wt, &mut m.phase, buf, M, "phase"),

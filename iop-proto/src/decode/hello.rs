@@ -16,11 +16,7 @@ impl Decoder<'_> {
         entries: &mut u32,
     ) -> Step {
         const M: &str = "EdgeHelloRequest";
-        const METADATA: MapNames = MapNames {
-            map: "iop.EdgeHelloRequest.metadata",
-            key: "iop.EdgeHelloRequest.metadata.key",
-            value: "iop.EdgeHelloRequest.metadata.value",
-        };
+        const METADATA: MapNames = map_names!("EdgeHelloRequest", "metadata");
         self.message(wt, buf, |d, tag, wt, buf| match tag {
             1 => string_field!(d, wt, buf, "EdgeHelloRequest", m.edge_id, Id),
             2 => d.uint32(wt, &mut m.protocol_version, buf, M, "protocol_version"),

@@ -40,6 +40,18 @@ macro_rules! string_field {
     }};
 }
 
+/// The [`envelope::MapNames`] of map field `$f` of message `$msg` (protobuf names,
+/// literals): `iop.<msg>.<f>`, and its `.key` and `.value`.
+macro_rules! map_names {
+    ($msg:literal, $f:literal) => {
+        MapNames {
+            map: concat!("iop.", $msg, ".", $f),
+            key: concat!("iop.", $msg, ".", $f, ".key"),
+            value: concat!("iop.", $msg, ".", $f, ".value"),
+        }
+    };
+}
+
 /// [`string_field!`] for one element of a repeated string field, at most
 /// `limits.$limit` of them.
 macro_rules! repeated_string_field {

@@ -67,11 +67,7 @@ impl Decoder<'_> {
     /// and then moves it in: the same allocations, one copy fewer).
     fn node(&mut self, wt: WireType, nodes: &mut Vec<EdgeNodeSnapshot>, buf: &mut &[u8]) -> Step {
         const M: &str = "EdgeNodeSnapshot";
-        const LABELS: MapNames = MapNames {
-            map: "iop.EdgeNodeSnapshot.labels",
-            key: "iop.EdgeNodeSnapshot.labels.key",
-            value: "iop.EdgeNodeSnapshot.labels.value",
-        };
+        const LABELS: MapNames = map_names!("EdgeNodeSnapshot", "labels");
         if wt != WireType::LengthDelimited {
             return Err(self.wire_type_error(wt));
         }
