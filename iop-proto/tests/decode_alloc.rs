@@ -5,15 +5,12 @@
 //! in turn: no other test thread allocates while it measures.
 
 mod common;
+mod counting;
 
+use counting::allocated;
 use iop_proto::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use std::alloc::System;
-
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const FIELD_15_LEN: u8 = 0x7a; // an unknown length-delimited field, used as padding
 
@@ -62,23 +59,6 @@ fn pad_to_max(mut body: Vec<u8>) -> Vec<u8> {
     }
     assert_eq!(body.len(), max, "cannot pad to the max frame size");
     body
-}
-
-/// Bytes allocated while `f` runs (cumulative, reallocation growth included: an upper
-/// bound of the peak) — the least of three runs. The counter is process-wide and the
-/// test harness's own thread may allocate during a run (reporting another test's
-/// result), which only ever adds bytes; `f` allocates the same on every run, so the
-/// least is its own cost and a real overrun still shows in every run.
-fn allocated<T>(mut f: impl FnMut() -> T) -> (T, usize) {
-    let mut least = usize::MAX;
-    let mut out = None;
-    for _ in 0..3 {
-        let region = Region::new(GLOBAL);
-        let value = f();
-        least = least.min(region.change().bytes_allocated);
-        out = Some(value);
-    }
-    (out.expect("ran three times"), least)
 }
 
 fn decode_frame(

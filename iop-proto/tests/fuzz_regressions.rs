@@ -4,14 +4,12 @@
 //! The counting allocator is process-wide, so every test of this file holds `SERIAL`
 //! while it runs: no other test thread allocates during a measurement.
 
-use std::alloc::System;
+mod counting;
+
 use std::sync::{Mutex, MutexGuard};
 
+use counting::allocated;
 use iop_proto::*;
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -19,23 +17,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Bytes allocated while `f` runs (cumulative, reallocation growth included: an upper
-/// bound of the peak) — the least of three runs. The counter is process-wide and the
-/// test harness's own thread may allocate during a run (reporting another test's
-/// result), which only ever adds bytes; `f` allocates the same on every run, so the
-/// least is its own cost and a real overrun still shows in every run.
-fn allocated<T>(mut f: impl FnMut() -> T) -> (T, usize) {
-    let mut least = usize::MAX;
-    let mut out = None;
-    for _ in 0..3 {
-        let region = Region::new(GLOBAL);
-        let value = f();
-        least = least.min(region.change().bytes_allocated);
-        out = Some(value);
-    }
-    (out.expect("ran three times"), least)
 }
 
 /// `envelope_roundtrip`: a body whose `hello_response` announces 32 bytes but holds
