@@ -152,33 +152,34 @@ impl ControlPlane {
                 handling: self.handling,
                 stats: &mut self.stats,
             };
+            // Frames handled in place until one is not (`Declined`), one closes the
+            // connection, or the input is used up (`Done`).
             let next = loop {
                 if !c.is_open() {
-                    break None;
+                    break InPlace::Done;
                 }
-                match c.decoder.decode(&mut input) {
+                let outcome = match c.decoder.decode(&mut input) {
                     Ok(Some(envelope)) => {
                         parts.stats.frames_in += 1;
-                        match session_frames::handle(&mut parts, c, conn, now, envelope) {
-                            InPlace::Done => {}
-                            InPlace::Declined(envelope) => break Some(Ok(envelope)),
-                            InPlace::Close(reason) => break Some(Err(reason)),
-                        }
+                        session_frames::handle(&mut parts, c, conn, now, envelope)
                     }
-                    Ok(None) => break None,
+                    Ok(None) => break InPlace::Done,
                     Err(e) => {
                         let violation = super::ProtocolViolation::Frame(e);
-                        break Some(Err(CloseReason::ProtocolError(violation)));
+                        InPlace::Close(CloseReason::ProtocolError(violation))
                     }
+                };
+                if !matches!(outcome, InPlace::Done) {
+                    break outcome;
                 }
             };
             match next {
-                Some(Ok(envelope)) => self.on_frame(now, conn, envelope),
-                Some(Err(reason)) => {
+                InPlace::Declined(envelope) => self.on_frame(now, conn, envelope),
+                InPlace::Close(reason) => {
                     self.close(conn, reason);
                     break;
                 }
-                None => {
+                InPlace::Done => {
                     // An idle connection keeps no large receive buffer: between
                     // frames a fresh decoder is equivalent to the old one.
                     if c.is_open()
