@@ -37,11 +37,11 @@ fn error_of(result: Result<(), DecodeError>, what: &'static str) -> DecodeError 
     }
 }
 
-/// Generates the merge of a varint scalar field: a one-byte varint inline, anything
-/// else (longer varints, a wrong wire type, malformed bytes) by prost's own merge, so
-/// the value and the error are prost's.
+/// Generates the merge of a varint scalar field: the varint read inline (one byte) or
+/// by prost's `decode_varint` and converted as prost's merge converts it; a wrong wire
+/// type goes to prost's own merge, so the value and the error are prost's.
 macro_rules! varint_scalar {
-    ($(#[$doc:meta])* $name:ident, $ty:ty, $merge:path, |$b:ident| $convert:expr) => {
+    ($(#[$doc:meta])* $name:ident, $ty:ty, $merge:path, |$v:ident| $convert:expr) => {
         $(#[$doc])*
         #[inline(always)]
         pub(super) fn $name(
@@ -52,16 +52,18 @@ macro_rules! varint_scalar {
             message: &'static str,
             field: &'static str,
         ) -> Step {
-            if wire_type == WireType::Varint
-                && let Some((&$b, rest)) = buf.split_first()
-                && $b < 0x80
-            {
-                *value = $convert;
-                *buf = rest;
-                return Ok(());
-            }
-            let result = $merge(wire_type, value, buf, DecodeContext::default());
-            let step = self.prost(result);
+            let step = if wire_type == WireType::Varint {
+                match self.varint(buf) {
+                    Ok($v) => {
+                        *value = $convert;
+                        return Ok(());
+                    }
+                    Err(stop) => Err(stop),
+                }
+            } else {
+                let result = $merge(wire_type, value, buf, DecodeContext::default());
+                self.prost(result)
+            };
             self.at(step, message, field)
         }
     };
@@ -70,19 +72,19 @@ macro_rules! varint_scalar {
 impl Decoder<'_> {
     varint_scalar!(
         /// A `uint64` field.
-        uint64, u64, prost::encoding::uint64::merge, |b| u64::from(b)
+        uint64, u64, prost::encoding::uint64::merge, |v| v
     );
     varint_scalar!(
         /// A `uint32` field.
-        uint32, u32, prost::encoding::uint32::merge, |b| u32::from(b)
+        uint32, u32, prost::encoding::uint32::merge, |v| v as u32
     );
     varint_scalar!(
         /// An `int32` field, or an (open) enum.
-        int32, i32, prost::encoding::int32::merge, |b| i32::from(b)
+        int32, i32, prost::encoding::int32::merge, |v| v as i32
     );
     varint_scalar!(
         /// A `bool` field.
-        boolean, bool, prost::encoding::bool::merge, |b| b != 0
+        boolean, bool, prost::encoding::bool::merge, |v| v != 0
     );
 
     /// A field key, as prost's `decode_key` reads it: a one-byte key inline, any
