@@ -487,3 +487,82 @@ fn merges_add_up_across_occurrences() {
         }
     }
 }
+
+/// Multi-byte varints in every scalar kind the schema has (`uint64`, `uint32`, an
+/// enum's `int32`, `bool`) read and convert as prost's merges do: truncated to 32
+/// bits, negative through ten bytes, any non-zero value true; non-canonical
+/// (zero-padded) varints read as their value, and an eleven-byte varint is prost's
+/// error.
+#[test]
+fn multi_byte_varints_convert_as_prost() {
+    let values = [
+        0x7f,
+        0x80,
+        300,
+        (1 << 31) + 7,
+        (1 << 32) + 5,
+        1 << 40,
+        (-1i64) as u64,
+        (-2i64) as u64,
+        u64::MAX - 1,
+    ];
+    for value in values {
+        let bodies = [
+            // Envelope.correlation_id (uint64) on a heartbeat ack.
+            vec![Wire::Varint(1, value), Wire::Message(13, Vec::new())],
+            // EdgeHelloRequest.protocol_version (uint32).
+            vec![Wire::Message(2, vec![Wire::Varint(2, value)])],
+            // EdgeStatusResponse: observed_at (uint64), truncated (bool); a node's
+            // connected (bool), state (enum) and generation (uint64).
+            vec![Wire::Message(
+                5,
+                vec![
+                    Wire::Varint(3, value),
+                    Wire::Varint(5, value),
+                    Wire::Message(
+                        2,
+                        vec![
+                            Wire::Bytes(1, b"n1".to_vec()),
+                            Wire::Varint(2, value),
+                            Wire::Varint(5, value),
+                            Wire::Varint(6, value),
+                        ],
+                    ),
+                ],
+            )],
+        ];
+        for pieces in bodies {
+            let mut body = Vec::new();
+            encode(&pieces, &mut body);
+            assert!(
+                reference(&body, &DecodeLimits::default()).is_ok(),
+                "the reference accepts {value:#x}: {}",
+                hex::encode(&body)
+            );
+            agree(&body, &DecodeLimits::default()).expect("same envelope as prost");
+        }
+    }
+    // Zero-padded varints (one to ten bytes for the value 5) and an eleven-byte one.
+    for len in 1..=11 {
+        let varint = if len == 1 {
+            vec![0x05]
+        } else {
+            let mut padded = vec![0x85];
+            padded.resize(len - 1, 0x80);
+            padded.push(0x00);
+            padded
+        };
+        for field_key in [0x08u8, 0x10] {
+            // correlation_id, then the hello's protocol_version.
+            let body = if field_key == 0x08 {
+                [&[0x08][..], &varint, &[0x6a, 0x00]].concat()
+            } else {
+                let inner = [&[0x10][..], &varint].concat();
+                [&[0x12, inner.len() as u8][..], &inner].concat()
+            };
+            let reference = reference(&body, &DecodeLimits::default());
+            assert_eq!(reference.is_ok(), len <= 10, "{len} bytes: {reference:?}");
+            agree(&body, &DecodeLimits::default()).expect("same result as prost");
+        }
+    }
+}
