@@ -47,7 +47,16 @@ fn decode_frames(decoder: &mut FrameDecoder, wire: &[u8], read: usize) -> usize 
     frames
 }
 
+/// Whether a row named `what` runs: every row without filters, else those whose name
+/// contains one of them (`cargo bench --bench codec -- encode`).
+fn wanted(filters: &[String], what: &str) -> bool {
+    filters.is_empty() || filters.iter().any(|f| what.contains(f.as_str()))
+}
+
 fn decode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &Envelope) {
+    if !wanted(&config_filters(), &format!("decode {what}")) {
+        return;
+    }
     let wire = frame(envelope);
     let body = &wire[4..];
     let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
@@ -113,6 +122,9 @@ fn decode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &
 }
 
 fn encode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &Envelope) {
+    if !wanted(&config_filters(), &format!("encode {what}")) {
+        return;
+    }
     let mut ours_buf = Vec::with_capacity(envelope.encoded_len() + 16);
     let mut prost_buf = Vec::with_capacity(envelope.encoded_len() + 16);
     let c = compare(
@@ -127,6 +139,14 @@ fn encode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &
         },
     );
     table.push(row(&format!("encode {what}"), &c, Some(FRAMING_GOAL)));
+}
+
+/// The command line's filters (arguments not starting with `-`; cargo passes `--bench`).
+fn config_filters() -> Vec<String> {
+    std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect()
 }
 
 fn main() {
@@ -163,6 +183,14 @@ fn main() {
         "encode_snapshot",
         "baseline",
     );
+    println!("{table}");
+    println!(
+        "Ratios: median of {} per-round ratios ours/baseline (quartiles in brackets); batches of ~{:?}, order alternating every round.",
+        config.rounds, config.batch
+    );
+    if !wanted(&config_filters(), "encode_snapshot") {
+        return;
+    }
     let budget = DEFAULT_MAX_FRAME_LEN as usize - STATUS_ENVELOPE_OVERHEAD;
     let built = status_response(&reg);
     let mut ours_buf = Vec::with_capacity(built.encoded_len());
@@ -199,10 +227,5 @@ fn main() {
         "encode_snapshot and prost agree byte for byte"
     );
 
-    println!("{table}");
     println!("{snapshot}");
-    println!(
-        "Ratios: median of {} per-round ratios ours/baseline (quartiles in brackets); batches of ~{:?}, order alternating every round.",
-        config.rounds, config.batch
-    );
 }

@@ -91,6 +91,7 @@ pub(crate) fn encode(
 
 /// The frame of an envelope with `correlation_id` and an `EdgeStatusRequest` for
 /// `node_ids`: [`encode_frame`](crate::encode_frame)'s bytes, without an envelope.
+#[inline(always)]
 pub(crate) fn status_request<S: AsRef<str>>(
     correlation_id: u64,
     node_ids: &[S],
