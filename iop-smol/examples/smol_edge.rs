@@ -12,22 +12,20 @@
 #![allow(clippy::print_stdout)]
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_lite::{FutureExt, StreamExt};
+use iop_smol::core::NodeRegistry;
 use iop_smol::core::cp::CommandSpec;
 use iop_smol::core::edge::{EdgeConfig, Target, TargetLevel};
 use iop_smol::core::proto::{CommandPhase, NodeState};
 use iop_smol::core::registry::NodeConfig;
 use iop_smol::{
     CommandContext, CommandResult, CommandUpdate, ControlPlaneServer, EdgeClient, EdgeHandle,
-    ServerConfig,
+    ServerConfig, Smol,
 };
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
-/// Where the handler finds the Edge's handle (set right after `connect`).
-type HandleSlot = Arc<Mutex<Option<EdgeHandle>>>;
 
 fn main() -> Result<(), Error> {
     let (connect, duration) = args()?;
@@ -42,16 +40,13 @@ fn main() -> Result<(), Error> {
             .or(server.as_ref().map(|s| s.local_addr()))
             .ok_or("no address")?;
 
-        // The Edge: its handler needs the registry, so it gets the handle once connected.
-        let slot: HandleSlot = Arc::default();
-        let handler_slot = slot.clone();
+        // The Edge: its handler reaches the registry through the command's context.
         let edge = EdgeClient::new(EdgeConfig::new("edge-smol"))
-            .operation("node.restart", TargetLevel::Node, move |ctx| {
-                let handle = handler_slot.lock().ok().and_then(|h| h.clone());
+            .operation("node.restart", TargetLevel::Node, |ctx| {
+                let handle: Option<EdgeHandle> = ctx.edge::<Smol, NodeRegistry>();
                 restart(ctx, handle)
             })
             .connect(cp_addr)?;
-        *slot.lock().map_err(|_| "poisoned")? = Some(edge.clone());
 
         // Two nodes: gpu-1 connects and becomes ready, gpu-2 stays configured only.
         let now = unix_ms();
@@ -118,7 +113,7 @@ async fn drive(server: &iop_smol::ControlPlaneServer) -> Result<(), Error> {
 /// SUCCEEDED.
 async fn restart(ctx: CommandContext, edge: Option<EdgeHandle>) -> CommandResult {
     let (Some(edge), Target::Nodes(nodes)) = (edge, ctx.target()) else {
-        return CommandResult::failed("not started, or not a node target");
+        return CommandResult::failed("shutting down, or not a node target");
     };
     for node in nodes {
         let state = edge.with_registry(|r| r.node_state(node).map(|(state, _)| state));

@@ -482,3 +482,47 @@ async fn an_edge_with_a_custom_registry_reports_its_nodes() {
     edge.shutdown().await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_reaches_its_edge_through_the_command_context() {
+    use iop_tokio::Tokio;
+    use iop_tokio::core::NodeRegistry;
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut events = cp.subscribe();
+    // The handler is given nothing but its context: no handle stored after `connect`
+    // (which a first command can outrun on another worker thread).
+    let edge = EdgeClient::new(fast_edge("edge-x"))
+        .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
+            let Some(edge) = ctx.edge::<Tokio, NodeRegistry>() else {
+                return CommandResult::failed("no edge in the context");
+            };
+            let nodes = edge.with_registry(|r| r.len());
+            let other_types = ctx.edge::<Tokio, ()>().is_some();
+            CommandResult::succeeded(format!("nodes {nodes}, other types {other_types}"))
+        })
+        .connect(server.local_addr())
+        .unwrap();
+    edge.with_registry(|reg| {
+        let _ = reg.configure(NodeConfig::new("gpu-1"), 1_000).unwrap();
+    });
+    next_cp(&mut events, "session", |e| {
+        matches!(e, CpEvent::SessionAccepted { .. }).then_some(())
+    })
+    .await;
+    let record = bounded(
+        "command",
+        cp.send_command("edge-x", ping()).unwrap().finish(),
+    )
+    .await
+    .unwrap();
+    let CommandUpdate::Event(last) = record.updates.last().unwrap() else {
+        panic!("ends with an event: {:?}", record.updates)
+    };
+    assert_eq!(last.phase(), CommandPhase::Succeeded, "{}", last.message);
+    assert_eq!(last.message, "nodes 1, other types false");
+    edge.shutdown().await;
+    server.shutdown().await;
+}

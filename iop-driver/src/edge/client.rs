@@ -324,6 +324,11 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
 struct Link<R: Runtime, G: EdgeRegistry>(std::sync::Weak<EdgeShared<R, G>>);
 
 impl<R: Runtime, G: EdgeRegistry + Send + 'static> Reporter for Link<R, G> {
+    fn edge(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        let shared: Arc<dyn std::any::Any + Send + Sync> = self.0.upgrade()?;
+        Some(shared)
+    }
+
     fn running(
         &self,
         command_id: &str,
@@ -549,6 +554,15 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> ConnCore for EdgeConn<'_, R, 
 /// A cloneable handle to a running Edge.
 pub struct EdgeHandle<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     shared: Arc<EdgeShared<R, G>>,
+}
+
+impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
+    /// The handle of the shared state a [`CommandContext`] carries, if it is an
+    /// Edge of these types.
+    pub(crate) fn from_any(shared: Arc<dyn std::any::Any + Send + Sync>) -> Option<Self> {
+        let shared = shared.downcast::<EdgeShared<R, G>>().ok()?;
+        Some(Self { shared })
+    }
 }
 
 impl<R: Runtime, G: EdgeRegistry> Clone for EdgeHandle<R, G> {

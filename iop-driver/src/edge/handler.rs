@@ -5,7 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use iop_core::edge::{Outcome, ReportError, Target};
+use iop_core::edge::{EdgeRegistry, Outcome, ReportError, Target};
+
+use crate::Runtime;
 
 /// How a handler finished: becomes the command's terminal phase. Built by
 /// [`succeeded`](Self::succeeded), [`failed`](Self::failed),
@@ -56,6 +58,9 @@ impl CommandResult {
 
 /// Where a context sends RUNNING reports (the Edge driver).
 pub(crate) trait Reporter: Send + Sync {
+    /// The driver's shared state, for [`CommandContext::edge`]; `None` once it is gone.
+    fn edge(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>>;
+
     fn running(
         &self,
         command_id: &str,
@@ -117,6 +122,21 @@ impl CommandContext {
     /// will be ignored).
     pub fn is_timed_out(&self) -> bool {
         std::time::Instant::now() >= self.deadline
+    }
+
+    /// The Edge this command runs on, for handlers that need its registry or events.
+    ///
+    /// `R` and `G` are the client's runtime and registry types (`iop_tokio` and
+    /// `iop_smol` name them: their `EdgeHandle` aliases). Unlike a handle the
+    /// application stores once [`EdgeClient::connect`](super::EdgeClient::connect)
+    /// returns, this is there for the first command too, which can reach a handler
+    /// on another thread before `connect` has returned. `None` once the Edge is shut
+    /// down, or if `R`/`G` are not the client's.
+    pub fn edge<R: Runtime, G: EdgeRegistry + Send + 'static>(
+        &self,
+    ) -> Option<super::EdgeHandle<R, G>> {
+        let shared = self.reporter.edge()?;
+        super::client::EdgeHandle::from_any(shared)
     }
 
     /// Reports progress (a RUNNING phase). After the deadline this returns

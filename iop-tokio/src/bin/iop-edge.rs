@@ -5,7 +5,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
@@ -152,16 +152,14 @@ fn run(args: Args) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
-        let slot = Arc::new(OnceLock::new());
         let mut client = EdgeClient::new(config).with_node_registry(registry);
         if let Some(tls) = tls {
             client = client.with_tls(tls);
         }
-        let client = edge_ops::register(client, slot.clone(), Some(args.config.clone()));
+        let client = edge_ops::register(client, Some(args.config.clone()));
         let edge = client
             .connect(cp_addr)
             .map_err(|e| Failure::Usage(format!("edge config: {e}")))?;
-        let _ = slot.set(edge.clone());
         tracing::info!(control_plane = %cp_addr, edge_id = %args.edge_id, "edge started");
         let sim = args.simulate.then(|| {
             tracing::info!(seed = args.seed, "simulated nodes running");

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use iop_core::NodeRegistry;
@@ -13,7 +12,7 @@ use iop_core::registry::ConfigureOutcome;
 
 use super::edge_config::EdgeFile;
 use super::unix_ms;
-use crate::{CommandContext, CommandResult, EdgeClient, EdgeHandle};
+use crate::{CommandContext, CommandResult, EdgeClient, EdgeHandle, Tokio};
 
 /// `edge.ping`: an edge-level liveness check answered by the Edge itself.
 pub const EDGE_PING: &str = "edge.ping";
@@ -138,46 +137,45 @@ fn in_flight(registry: &NodeRegistry, nodes: &[String]) -> u32 {
         .sum()
 }
 
-/// Registers the built-in operations on `client`. `handle` is filled in once the
-/// client is started (the handlers need it to reach the registry); `config_path` is
-/// the file `provider-pool.refresh` re-reads (without one, that operation fails
-/// saying so).
-pub fn register(
-    client: EdgeClient,
-    handle: Arc<OnceLock<EdgeHandle>>,
-    config_path: Option<PathBuf>,
-) -> EdgeClient {
-    let ping_handle = handle.clone();
-    let refresh_handle = handle.clone();
-    let drain_handle = handle.clone();
-    let resume_handle = handle;
+/// Registers the built-in operations on `client`. Each handler reaches its Edge
+/// through its [`CommandContext`]; `config_path` is the file `provider-pool.refresh`
+/// re-reads (without one, that operation fails saying so).
+pub fn register(client: EdgeClient, config_path: Option<PathBuf>) -> EdgeClient {
     client
-        .operation(EDGE_PING, TargetLevel::Edge, move |ctx| {
-            let handle = ping_handle.clone();
-            async move { ping(ctx, handle.get().cloned()).await }
+        .operation(EDGE_PING, TargetLevel::Edge, |ctx| async move {
+            let handle = edge_of(&ctx);
+            ping(ctx, handle).await
         })
         .operation(PROVIDER_POOL_REFRESH, TargetLevel::Edge, move |ctx| {
-            let handle = refresh_handle.clone();
             let path = config_path.clone();
-            async move { refresh(ctx, handle.get().cloned(), path).await }
+            async move {
+                let handle = edge_of(&ctx);
+                refresh(ctx, handle, path).await
+            }
         })
-        .operation(NODE_DRAIN, TargetLevel::Node, move |ctx| {
-            let handle = drain_handle.clone();
-            async move { drain(ctx, handle.get().cloned()).await }
+        .operation(NODE_DRAIN, TargetLevel::Node, |ctx| async move {
+            let handle = edge_of(&ctx);
+            drain(ctx, handle).await
         })
-        .operation(NODE_RESUME, TargetLevel::Node, move |ctx| {
-            let handle = resume_handle.clone();
-            async move { resume(ctx, handle.get().cloned()).await }
+        .operation(NODE_RESUME, TargetLevel::Node, |ctx| async move {
+            let handle = edge_of(&ctx);
+            resume(ctx, handle).await
         })
 }
 
-fn not_started() -> CommandResult {
-    CommandResult::failed("edge is not started yet")
+/// The Edge a command runs on: there from the first command (a handle stored by
+/// the application once `connect` returns could still be missing then).
+fn edge_of(ctx: &CommandContext) -> Option<EdgeHandle> {
+    ctx.edge::<Tokio, NodeRegistry>()
+}
+
+fn shut_down() -> CommandResult {
+    CommandResult::failed("the edge is shutting down")
 }
 
 async fn ping(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult {
     let Some(handle) = handle else {
-        return not_started();
+        return shut_down();
     };
     let _ = ctx.running("ping received", BTreeMap::new());
     let (nodes, revision) = handle.with_registry(|r| (r.len(), r.revision()));
@@ -192,7 +190,7 @@ async fn refresh(
     path: Option<PathBuf>,
 ) -> CommandResult {
     let Some(handle) = handle else {
-        return not_started();
+        return shut_down();
     };
     let Some(path) = path else {
         return CommandResult::failed("this edge was started without a config file");
@@ -248,7 +246,7 @@ async fn refresh(
 
 async fn drain(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult {
     let Some(handle) = handle else {
-        return not_started();
+        return shut_down();
     };
     let nodes = target_nodes(ctx.target());
     let (changed, leases) = handle.with_registry(|r| {
@@ -291,7 +289,7 @@ async fn drain(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult
 
 async fn resume(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult {
     let Some(handle) = handle else {
-        return not_started();
+        return shut_down();
     };
     let nodes = target_nodes(ctx.target());
     let _ = ctx.running(format!("resuming {} node(s)", nodes.len()), BTreeMap::new());

@@ -6,7 +6,7 @@ mod nodes;
 mod probe;
 
 use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt;
@@ -481,14 +481,12 @@ async fn start_edge(
     let mut config = EdgeConfig::new(e.edge_id);
     config.credential = Secret::new(e.credential.as_bytes().to_vec());
     config.software_version = format!("iop-demo {}", env!("CARGO_PKG_VERSION"));
-    let slot = Arc::new(OnceLock::new());
     let client = EdgeClient::new(config)
         .with_node_registry(registry)
         .with_shutdown_grace(Duration::from_secs(1));
-    let handle = edge_ops::register(client, slot.clone(), None)
+    let handle = edge_ops::register(client, None)
         .connect(addr)
         .map_err(|err| Failure::Runtime(format!("{}: {err}", e.edge_id)))?;
-    let _ = slot.set(handle.clone());
     let id = e.edge_id;
     wait_for(
         || {
