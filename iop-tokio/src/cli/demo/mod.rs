@@ -488,10 +488,15 @@ async fn start_edge(
         .connect(addr)
         .map_err(|err| Failure::Runtime(format!("{}: {err}", e.edge_id)))?;
     let id = e.edge_id;
+    // Both sides must know the session is up: the Edge replays no transition from
+    // before its session (SPEC: each session's events start with EDGE_READY), and it
+    // learns of the session one hop after the control plane accepts it.
     wait_for(
         || {
-            cp.edge(id)
-                .is_some_and(|v| v.reachability == Reachability::Connected)
+            handle.is_connected()
+                && cp
+                    .edge(id)
+                    .is_some_and(|v| v.reachability == Reachability::Connected)
         },
         "the edge's session",
     )
