@@ -58,7 +58,7 @@
 //!   async handler)`, then `connect(addr)` dials and keeps reconnecting with the core's
 //!   backoff; [`EdgeHandle`] (cloneable): `with_registry`, `events`, `is_connected`,
 //!   `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
-//!   progress) and return a [`CommandResult`].
+//!   progress, `edge` for their Edge's handle) and return a [`CommandResult`].
 //!
 //! * TLS (rustls): [`ServerConfig::tls`] takes a [`ServerTls`] (certificate, key,
 //!   optional client CA for mutual TLS), [`EdgeClient::with_tls`](iop_driver::EdgeClient::with_tls)

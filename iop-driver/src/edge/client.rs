@@ -137,7 +137,8 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
     /// command of it: the handler reports progress through its [`CommandContext`] and
     /// its [`CommandResult`] becomes the terminal phase. A handler still running at
     /// the command's deadline finds its result ignored (the Edge already reported
-    /// TIMED_OUT).
+    /// TIMED_OUT). A handler that needs the Edge (its registry, its events) gets it
+    /// from [`CommandContext::edge`], from the very first command on.
     pub fn operation<F, Fut>(
         mut self,
         operation: impl Into<String>,
