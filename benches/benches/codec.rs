@@ -7,6 +7,7 @@
 use std::hint::black_box;
 
 use iop_bench::compare::{CompareConfig, Comparison, compare};
+use iop_bench::filter::Filter;
 use iop_bench::fixtures::{
     EDGE_ID, NOW_UNIX_MS, full_status_request, registry, status_response, status_response_envelope,
     targeted_status_request,
@@ -47,14 +48,14 @@ fn decode_frames(decoder: &mut FrameDecoder, wire: &[u8], read: usize) -> usize 
     frames
 }
 
-/// Whether a row named `what` runs: every row without filters, else those whose name
-/// contains one of them (`cargo bench --bench codec -- encode`).
-fn wanted(filters: &[String], what: &str) -> bool {
-    filters.is_empty() || filters.iter().any(|f| what.contains(f.as_str()))
-}
-
-fn decode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &Envelope) {
-    if !wanted(&config_filters(), &format!("decode {what}")) {
+fn decode_rows(
+    table: &mut Table,
+    config: CompareConfig,
+    filter: &Filter,
+    what: &str,
+    envelope: &Envelope,
+) {
+    if !filter.wants(&format!("decode {what}")) {
         return;
     }
     let wire = frame(envelope);
@@ -121,8 +122,14 @@ fn decode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &
     assert!(decoder.is_at_boundary());
 }
 
-fn encode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &Envelope) {
-    if !wanted(&config_filters(), &format!("encode {what}")) {
+fn encode_rows(
+    table: &mut Table,
+    config: CompareConfig,
+    filter: &Filter,
+    what: &str,
+    envelope: &Envelope,
+) {
+    if !filter.wants(&format!("encode {what}")) {
         return;
     }
     let mut ours_buf = Vec::with_capacity(envelope.encoded_len() + 16);
@@ -141,16 +148,9 @@ fn encode_rows(table: &mut Table, config: CompareConfig, what: &str, envelope: &
     table.push(row(&format!("encode {what}"), &c, Some(FRAMING_GOAL)));
 }
 
-/// The command line's filters (arguments not starting with `-`; cargo passes `--bench`).
-fn config_filters() -> Vec<String> {
-    std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect()
-}
-
 fn main() {
     let config = CompareConfig::default();
+    let filter = Filter::from_args();
     let reg = registry(1_000, 4);
     let big = status_response_envelope(&reg, 42);
     let small = full_status_request(42);
@@ -161,19 +161,45 @@ fn main() {
         "ours (median/iter)",
         "prost (median/iter)",
     );
-    decode_rows(&mut table, config, "status request, all nodes", &small);
-    decode_rows(&mut table, config, "status request, 4 node ids", &targeted);
     decode_rows(
         &mut table,
         config,
+        &filter,
+        "status request, all nodes",
+        &small,
+    );
+    decode_rows(
+        &mut table,
+        config,
+        &filter,
+        "status request, 4 node ids",
+        &targeted,
+    );
+    decode_rows(
+        &mut table,
+        config,
+        &filter,
         "status response 1 000 nodes × 4 providers",
         &big,
     );
-    encode_rows(&mut table, config, "status request, all nodes", &small);
-    encode_rows(&mut table, config, "status request, 4 node ids", &targeted);
     encode_rows(
         &mut table,
         config,
+        &filter,
+        "status request, all nodes",
+        &small,
+    );
+    encode_rows(
+        &mut table,
+        config,
+        &filter,
+        "status request, 4 node ids",
+        &targeted,
+    );
+    encode_rows(
+        &mut table,
+        config,
+        &filter,
         "status response 1 000 nodes × 4 providers",
         &big,
     );
@@ -188,7 +214,7 @@ fn main() {
         "Ratios: median of {} per-round ratios ours/baseline (quartiles in brackets); batches of ~{:?}, order alternating every round.",
         config.rounds, config.batch
     );
-    if !wanted(&config_filters(), "encode_snapshot") {
+    if !filter.wants("encode_snapshot") {
         return;
     }
     let budget = DEFAULT_MAX_FRAME_LEN as usize - STATUS_ENVELOPE_OVERHEAD;

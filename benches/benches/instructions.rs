@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use iop_bench::callgrind::{self, SCENARIO_VAR, measured};
 use iop_bench::edge_session::EdgeSession;
+use iop_bench::filter::Filter;
 use iop_bench::fixtures::{registry, status_response_envelope};
 use iop_bench::proto::{
     DEFAULT_MAX_FRAME_LEN, Envelope, FrameDecoder, HeartbeatAck, LENGTH_PREFIX_LEN, Message,
@@ -352,10 +353,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
 
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let filter = Filter::from_args();
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(e) => {
@@ -387,10 +385,7 @@ fn main() -> ExitCode {
         "outside prost",
         "prost's share",
     );
-    for sc in SCENARIOS
-        .iter()
-        .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
-    {
+    for sc in SCENARIOS.iter().filter(|s| filter.wants(s.name)) {
         let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
         let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
         let prost = count(
@@ -449,10 +444,10 @@ fn main() -> ExitCode {
         "outside the codec",
         "codec's share",
     );
-    for sc in SCENARIOS.iter().filter(|s| {
-        !s.name.starts_with("edge-")
-            && (filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
-    }) {
+    for sc in SCENARIOS
+        .iter()
+        .filter(|s| !s.name.starts_with("edge-") && filter.wants(s.name))
+    {
         let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
         let Some(&total) = totals.get(sc.name) else {
             continue;
@@ -489,10 +484,7 @@ fn main() -> ExitCode {
         "ours",
         "prost",
     );
-    for sc in CODEC_SCENARIOS
-        .iter()
-        .filter(|s| filters.is_empty() || filters.iter().any(|f| s.name.contains(f.as_str())))
-    {
+    for sc in CODEC_SCENARIOS.iter().filter(|s| filter.wants(s.name)) {
         let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
         let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
         let prost = count(

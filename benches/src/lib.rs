@@ -37,6 +37,7 @@ pub use iop_core::proto;
 pub mod callgrind;
 pub mod compare;
 pub mod edge_session;
+pub mod filter;
 pub mod fixtures;
 pub mod session;
 pub mod table;
