@@ -3,6 +3,7 @@
 //! RUNNING with what it is doing, then SUCCEEDED or FAILED with counts).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -142,41 +143,30 @@ fn in_flight(registry: &NodeRegistry, nodes: &[String]) -> u32 {
 /// re-reads (without one, that operation fails saying so).
 pub fn register(client: EdgeClient, config_path: Option<PathBuf>) -> EdgeClient {
     client
-        .operation(EDGE_PING, TargetLevel::Edge, |ctx| async move {
-            let handle = edge_of(&ctx);
-            ping(ctx, handle).await
-        })
+        .operation(EDGE_PING, TargetLevel::Edge, |ctx| on_edge(ctx, ping))
         .operation(PROVIDER_POOL_REFRESH, TargetLevel::Edge, move |ctx| {
             let path = config_path.clone();
-            async move {
-                let handle = edge_of(&ctx);
-                refresh(ctx, handle, path).await
-            }
+            on_edge(ctx, |ctx, handle| refresh(ctx, handle, path))
         })
-        .operation(NODE_DRAIN, TargetLevel::Node, |ctx| async move {
-            let handle = edge_of(&ctx);
-            drain(ctx, handle).await
-        })
-        .operation(NODE_RESUME, TargetLevel::Node, |ctx| async move {
-            let handle = edge_of(&ctx);
-            resume(ctx, handle).await
-        })
+        .operation(NODE_DRAIN, TargetLevel::Node, |ctx| on_edge(ctx, drain))
+        .operation(NODE_RESUME, TargetLevel::Node, |ctx| on_edge(ctx, resume))
 }
 
-/// The Edge a command runs on: there from the first command (a handle stored by
-/// the application once `connect` returns could still be missing then).
-fn edge_of(ctx: &CommandContext) -> Option<EdgeHandle> {
-    ctx.edge::<Tokio, NodeRegistry>()
+/// Runs `operation` with the Edge the command runs on, which its context gives from
+/// the first command on (a handle the application stores once `connect` returns
+/// could still be missing then); fails the command once the Edge is shutting down.
+async fn on_edge<F, Fut>(ctx: CommandContext, operation: F) -> CommandResult
+where
+    F: FnOnce(CommandContext, EdgeHandle) -> Fut,
+    Fut: Future<Output = CommandResult>,
+{
+    match ctx.edge::<Tokio, NodeRegistry>() {
+        Some(handle) => operation(ctx, handle).await,
+        None => CommandResult::failed("the edge is shutting down"),
+    }
 }
 
-fn shut_down() -> CommandResult {
-    CommandResult::failed("the edge is shutting down")
-}
-
-async fn ping(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult {
-    let Some(handle) = handle else {
-        return shut_down();
-    };
+async fn ping(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
     let _ = ctx.running("ping received", BTreeMap::new());
     let (nodes, revision) = handle.with_registry(|r| (r.len(), r.revision()));
     CommandResult::succeeded("pong")
@@ -184,14 +174,7 @@ async fn ping(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult 
         .with_detail("registry_revision", revision.to_string())
 }
 
-async fn refresh(
-    ctx: CommandContext,
-    handle: Option<EdgeHandle>,
-    path: Option<PathBuf>,
-) -> CommandResult {
-    let Some(handle) = handle else {
-        return shut_down();
-    };
+async fn refresh(ctx: CommandContext, handle: EdgeHandle, path: Option<PathBuf>) -> CommandResult {
     let Some(path) = path else {
         return CommandResult::failed("this edge was started without a config file");
     };
@@ -244,10 +227,7 @@ async fn refresh(
     result
 }
 
-async fn drain(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult {
-    let Some(handle) = handle else {
-        return shut_down();
-    };
+async fn drain(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
     let nodes = target_nodes(ctx.target());
     let (changed, leases) = handle.with_registry(|r| {
         let changed = nodes
@@ -287,10 +267,7 @@ async fn drain(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult
     result
 }
 
-async fn resume(ctx: CommandContext, handle: Option<EdgeHandle>) -> CommandResult {
-    let Some(handle) = handle else {
-        return shut_down();
-    };
+async fn resume(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
     let nodes = target_nodes(ctx.target());
     let _ = ctx.running(format!("resuming {} node(s)", nodes.len()), BTreeMap::new());
     let changed = handle.with_registry(|r| {
