@@ -53,13 +53,7 @@ macro_rules! varint_scalar {
             field: &'static str,
         ) -> Step {
             let step = if wire_type == WireType::Varint {
-                match self.varint(buf) {
-                    Ok($v) => {
-                        *value = $convert;
-                        return Ok(());
-                    }
-                    Err(stop) => Err(stop),
-                }
+                self.varint(buf).map(|$v| *value = $convert)
             } else {
                 let result = $merge(wire_type, value, buf, DecodeContext::default());
                 self.prost(result)
