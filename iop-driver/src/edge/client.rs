@@ -326,8 +326,7 @@ struct Link<R: Runtime, G: EdgeRegistry>(std::sync::Weak<EdgeShared<R, G>>);
 
 impl<R: Runtime, G: EdgeRegistry + Send + 'static> Reporter for Link<R, G> {
     fn edge(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        let shared: Arc<dyn std::any::Any + Send + Sync> = self.0.upgrade()?;
-        Some(shared)
+        Some(self.0.upgrade()?)
     }
 
     fn running(
