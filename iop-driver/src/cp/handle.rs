@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 
 use futures_channel::oneshot;
 use iop_core::cp::{
@@ -13,6 +14,7 @@ use iop_core::proto::EdgeStatusResponse;
 
 use super::book::{CommandRecord, CommandTracker};
 use super::server::{CpShared, TlsStats};
+use super::status_wait::StatusReply;
 use crate::Runtime;
 use crate::notice::Subscription;
 use crate::signal::lock;
@@ -96,6 +98,13 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         lock(&self.shared.state).cp.stats()
     }
 
+    /// Callers of [`request_status`](Self::request_status) waiting now (a gauge for
+    /// metrics). A caller that drops its future stops counting at once, although
+    /// the Edge may still answer (the answer is then dropped).
+    pub fn status_callers_waiting(&self) -> usize {
+        lock(&self.shared.state).status_waiters.waiting()
+    }
+
     /// TLS handshake counters and the last failure (all zero without TLS).
     pub fn tls_stats(&self) -> TlsStats {
         lock(&self.shared.state).tls_stats.clone()
@@ -108,16 +117,18 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         edge_id: &str,
         node_ids: Vec<String>,
     ) -> Result<EdgeStatusResponse, StatusRequestError> {
-        let (tx, rx) = oneshot::channel();
-        self.shared.with_direct(|state, now| {
+        // This task's waker, registered with the request in the same lock, so the
+        // answer can never arrive unseen.
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let request = self.shared.with_direct(|state, now| {
             if state.stopped {
                 return Err(StatusRequestError::Stopped);
             }
             let request = state.cp.request_status(now, edge_id, node_ids)?;
-            state.status_waiters.insert(request, tx);
-            Ok(())
+            state.status_waiters.insert(request, waker);
+            Ok(request)
         })?;
-        rx.await.unwrap_or(Err(StatusRequestError::Stopped))
+        StatusReply::new(&self.shared, request).await
     }
 
     /// Sends a command to `edge_id` (with a generated id) and returns its tracker.
@@ -242,9 +253,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             let _ = rx.await;
         }
         let mut state = lock(&self.shared.state);
-        for (_, waiter) in std::mem::take(&mut state.status_waiters) {
-            let _ = waiter.send(Err(StatusRequestError::Stopped));
-        }
+        state.status_waiters.wake_all();
         state.book.wake_all();
         state.finished = true;
         state.events.close();

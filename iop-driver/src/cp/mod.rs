@@ -3,6 +3,7 @@
 mod book;
 mod handle;
 mod server;
+mod status_wait;
 
 pub use book::{
     CommandRecord, CommandResponse, CommandTracker, CommandUpdate, MAX_EVENTS_PER_RECORD,

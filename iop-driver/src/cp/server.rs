@@ -12,13 +12,13 @@ use futures_channel::oneshot;
 use iop_core::Instant;
 use iop_core::cp::{
     ConnectionId, ControlPlane, CpConfig, CpConfigError, CpEvent, EnrolmentPolicy, PeerIdentity,
-    RequestId, Transmit,
+    Transmit,
 };
-use iop_core::proto::EdgeStatusResponse;
 use tracing::Instrument;
 
 use super::book::{CommandBook, CommandResponse, CommandUpdate};
 use super::handle::{ControlPlaneHandle, StatusRequestError};
+use super::status_wait::StatusWaiters;
 use crate::io::{self, Claim, ConnCore, Ended, Pull};
 use crate::notice::Publisher;
 use crate::signal::{Signal, lock};
@@ -141,14 +141,6 @@ fn pull(cp: &mut ControlPlane, conn: ConnectionId, out: &mut Vec<u8>, limit: usi
     }
     Pull::Idle
 }
-
-pub(crate) type StatusWaiter = oneshot::Sender<Result<EdgeStatusResponse, StatusRequestError>>;
-
-/// Status waiters by request: a hash map keeps its table between requests, where a
-/// B-tree allocated (and freed) a node for each one while a single request was in
-/// flight.
-pub(crate) type StatusWaiters =
-    HashMap<RequestId, StatusWaiter, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// A multiplicative hash (FxHash's) for the core's request ids and the driver's
 /// connection ids: both are issued locally (by the core, by the accept loop's
@@ -320,9 +312,7 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
             request, response, ..
         } = event
     {
-        if let Some(w) = state.status_waiters.remove(&request) {
-            let _ = w.send(Ok(response));
-        }
+        state.status_waiters.complete(request, Ok(response));
         return;
     }
     match &event {
@@ -332,22 +322,23 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
                 slot.wake.notify();
             }
         }
+        // Copied only for a caller still waiting.
         CpEvent::StatusReceived {
             request, response, ..
-        } => {
-            if let Some(w) = state.status_waiters.remove(request) {
-                let _ = w.send(Ok(response.clone()));
-            }
+        } if state.status_waiters.is_waiting(*request) => {
+            state
+                .status_waiters
+                .complete(*request, Ok(response.clone()));
         }
         CpEvent::StatusTimedOut { request, .. } => {
-            if let Some(w) = state.status_waiters.remove(request) {
-                let _ = w.send(Err(StatusRequestError::TimedOut));
-            }
+            state
+                .status_waiters
+                .complete(*request, Err(StatusRequestError::TimedOut));
         }
         CpEvent::StatusAbandoned { request, .. } => {
-            if let Some(w) = state.status_waiters.remove(request) {
-                let _ = w.send(Err(StatusRequestError::Abandoned));
-            }
+            state
+                .status_waiters
+                .complete(*request, Err(StatusRequestError::Abandoned));
         }
         CpEvent::CommandResponded {
             edge_id,

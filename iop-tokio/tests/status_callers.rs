@@ -1,0 +1,120 @@
+//! Callers of `request_status` that stop waiting: a caller that drops its future
+//! leaves nothing behind (the Edge's late answer is dropped and the session goes
+//! on), and a caller waiting at shutdown gets an error, not a hang.
+
+mod hostile_support;
+mod support;
+
+use std::time::Duration;
+
+use hostile_support::*;
+use iop_tokio::core::proto::{Body, EdgeStatusResponse, Envelope};
+use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, StatusRequestError};
+use support::*;
+
+/// An Edge speaking raw frames, its session accepted and the Control Plane's resync
+/// request answered.
+async fn enrolled(server: &ControlPlaneServer, edge_id: &str) -> Attacker {
+    let mut edge = Attacker::connect(server.local_addr()).await;
+    edge.hello(edge_id).await;
+    let resync = next_status_request(&mut edge).await;
+    edge.write(&status_response(resync, edge_id)).await;
+    edge
+}
+
+async fn next_status_request(edge: &mut Attacker) -> u64 {
+    edge.until("a status request", |e| {
+        matches!(e.body, Some(Body::StatusRequest(_))).then_some(e.correlation_id)
+    })
+    .await
+}
+
+fn status_response(correlation: u64, edge_id: &str) -> Vec<u8> {
+    envelope_frame(&Envelope::correlated(
+        correlation,
+        EdgeStatusResponse {
+            edge_id: edge_id.into(),
+            ..Default::default()
+        },
+    ))
+}
+
+/// Waits until `n` callers wait.
+async fn callers_waiting(cp: &ControlPlaneHandle, n: usize) {
+    bounded("the callers' count", async {
+        while cp.status_callers_waiting() != n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_leaves_no_waiter_and_its_late_answer_is_dropped() {
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut edge = enrolled(&server, "edge-q").await;
+    assert_eq!(cp.status_callers_waiting(), 0);
+
+    let caller = tokio::spawn({
+        let cp = cp.clone();
+        async move { cp.request_status("edge-q", vec![]).await }
+    });
+    let asked = next_status_request(&mut edge).await;
+    callers_waiting(&cp, 1).await;
+    caller.abort();
+    assert!(caller.await.unwrap_err().is_cancelled());
+    assert_eq!(cp.status_callers_waiting(), 0, "the dropped caller's entry");
+
+    // The answer to the abandoned request still comes; nobody takes it, and the
+    // session carries on: the next caller gets its own answer.
+    edge.write(&status_response(asked, "edge-q")).await;
+    let next = tokio::spawn({
+        let cp = cp.clone();
+        async move { cp.request_status("edge-q", vec![]).await }
+    });
+    let again = next_status_request(&mut edge).await;
+    assert!(again > asked);
+    edge.write(&status_response(again, "edge-q")).await;
+    let status = bounded("the second answer", next).await.unwrap().unwrap();
+    assert_eq!(status.edge_id, "edge-q");
+    assert_eq!(cp.status_callers_waiting(), 0);
+    assert_eq!(cp.stats().late_status_responses, 0, "answered in time");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn callers_waiting_at_shutdown_get_an_error() {
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut edge = enrolled(&server, "edge-s").await;
+    let callers: Vec<_> = (0..3)
+        .map(|_| {
+            tokio::spawn({
+                let cp = cp.clone();
+                async move { cp.request_status("edge-s", vec![]).await }
+            })
+        })
+        .collect();
+    for _ in 0..3 {
+        next_status_request(&mut edge).await;
+    }
+    callers_waiting(&cp, 3).await;
+    // The Edge never answers; the Control Plane shuts down.
+    bounded("shutdown", cp.shutdown()).await;
+    for caller in callers {
+        let outcome = bounded("a caller's outcome", caller).await.unwrap();
+        assert!(
+            matches!(
+                outcome,
+                Err(StatusRequestError::Abandoned | StatusRequestError::Stopped)
+            ),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(cp.status_callers_waiting(), 0);
+}
