@@ -82,6 +82,25 @@ fn frames_and_bytes_are_counted() {
 }
 
 #[test]
+fn the_gauges_count_connections_live_sessions_and_known_edges() {
+    let mut t = Harness::new();
+    let (gone, _) = t.enrol("edge-1", &[]);
+    t.enrol("edge-2", &[]);
+    let both = t.cp.stats();
+    assert_eq!(
+        (both.connections, both.live_sessions, both.edges_known),
+        (2, 2, 2)
+    );
+    t.cp.handle_closed(t.now, gone);
+    let after = t.cp.stats();
+    assert_eq!(
+        (after.connections, after.live_sessions, after.edges_known),
+        (1, 1, 2),
+        "a disconnected Edge keeps its view"
+    );
+}
+
+#[test]
 fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
     let mut c = cfg();
     c.pre_hello_max_frame_len = 1024;

@@ -284,6 +284,8 @@ fn admin_api_end_to_end_over_the_binaries() {
     assert!(metrics.content_type.starts_with("text/plain"));
     for needle in [
         "iop_edges_connected 1",
+        "iop_edges_known 1",
+        "iop_status_requests_waiting 0",
         "iop_sessions_accepted_total 1",
         "iop_frames_received_total ",
         "iop_bytes_received_total ",

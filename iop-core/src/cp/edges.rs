@@ -126,6 +126,11 @@ impl EdgeTable {
         entry
     }
 
+    /// Edges with an entry.
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
+    }
+
     /// Every entry, in Edge id order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &EdgeEntry> {
         self.index.values().filter_map(|slot| self.at(*slot))

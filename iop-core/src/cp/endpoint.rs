@@ -281,6 +281,7 @@ impl ControlPlane {
         let mut stats = self.stats.clone();
         stats.connections = self.conns.len();
         stats.live_sessions = self.edges.values().filter(|e| e.live.is_some()).count();
+        stats.edges_known = self.edges.len();
         stats
     }
 

@@ -1,6 +1,6 @@
 //! Counters for metrics.
 
-/// Monotonic counters (and two gauges) of a Control Plane, for metrics.
+/// Monotonic counters (and three gauges) of a Control Plane, for metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CpStats {
@@ -8,6 +8,8 @@ pub struct CpStats {
     pub connections: usize,
     /// Live Edge sessions now (gauge).
     pub live_sessions: usize,
+    /// Edges with a view now, connected or not (gauge).
+    pub edges_known: usize,
     /// Connections ever handed to `handle_connect`.
     pub connections_accepted: u64,
     /// Frames decoded.

@@ -86,7 +86,7 @@ fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std:
 }
 
 /// Renders the Prometheus text format (version 0.0.4).
-pub fn render(stats: &CpStats, edges_known: usize, admin: &AdminMetrics) -> String {
+pub fn render(stats: &CpStats, status_callers_waiting: usize, admin: &AdminMetrics) -> String {
     let mut out = String::with_capacity(4096);
     let s = stats;
     metric(
@@ -101,7 +101,14 @@ pub fn render(stats: &CpStats, edges_known: usize, admin: &AdminMetrics) -> Stri
         "iop_edges_known",
         "gauge",
         "Edges the control plane has a view of, connected or not.",
-        edges_known,
+        s.edges_known,
+    );
+    metric(
+        &mut out,
+        "iop_status_requests_waiting",
+        "gauge",
+        "Status requests whose caller waits for the Edge's answer.",
+        status_callers_waiting,
     );
     metric(
         &mut out,

@@ -204,7 +204,8 @@ async fn events(State(s): State<AdminState>) -> Sse<impl Stream<Item = Result<Ev
 }
 
 async fn metrics_text(State(s): State<AdminState>) -> Response {
-    let text = metrics::render(&s.cp.stats(), s.cp.edges().len(), &s.metrics);
+    // Counts only: no copy of every Edge's view per scrape.
+    let text = metrics::render(&s.cp.stats(), s.cp.status_callers_waiting(), &s.metrics);
     (
         [(
             header::CONTENT_TYPE,
