@@ -72,16 +72,6 @@ impl Setup {
     }
 }
 
-fn status_response(correlation: u64, edge_id: &str) -> Vec<u8> {
-    envelope_frame(&Envelope::correlated(
-        correlation,
-        EdgeStatusResponse {
-            edge_id: edge_id.into(),
-            ..Default::default()
-        },
-    ))
-}
-
 #[tokio::test]
 async fn a_status_response_for_a_correlation_id_never_issued_is_a_protocol_error() {
     let mut s = setup().await;

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use hostile_support::*;
-use iop_tokio::core::proto::{Body, EdgeStatusResponse, Envelope};
+use iop_tokio::core::proto::Body;
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, StatusRequestError};
 use support::*;
 
@@ -27,16 +27,6 @@ async fn next_status_request(edge: &mut Attacker) -> u64 {
         matches!(e.body, Some(Body::StatusRequest(_))).then_some(e.correlation_id)
     })
     .await
-}
-
-fn status_response(correlation: u64, edge_id: &str) -> Vec<u8> {
-    envelope_frame(&Envelope::correlated(
-        correlation,
-        EdgeStatusResponse {
-            edge_id: edge_id.into(),
-            ..Default::default()
-        },
-    ))
 }
 
 /// Waits until `n` callers wait.

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use futures_lite::StreamExt;
 use iop_tokio::core::edge::EdgeEvent;
-use iop_tokio::core::proto::{self, Body, EdgeHelloRequest, Envelope, FrameDecoder, GoAwayReason};
+use iop_tokio::core::proto::{
+    self, Body, EdgeHelloRequest, EdgeStatusResponse, Envelope, FrameDecoder, GoAwayReason,
+};
 use iop_tokio::{ControlPlaneHandle, EdgeClient, EdgeHandle, Notice};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -34,6 +36,17 @@ pub fn envelope_frame(envelope: &Envelope) -> Vec<u8> {
     let mut wire = Vec::new();
     proto::encode_frame(envelope, u32::MAX, &mut wire).unwrap();
     wire
+}
+
+/// An empty status answer from `edge_id` to the request `correlation`.
+pub fn status_response(correlation: u64, edge_id: &str) -> Vec<u8> {
+    envelope_frame(&Envelope::correlated(
+        correlation,
+        EdgeStatusResponse {
+            edge_id: edge_id.into(),
+            ..Default::default()
+        },
+    ))
 }
 
 /// A hello frame for `edge_id` (any length, any bytes).
