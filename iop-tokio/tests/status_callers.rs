@@ -108,3 +108,86 @@ async fn callers_waiting_at_shutdown_get_an_error() {
     }
     assert_eq!(cp.status_callers_waiting(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_some_giving_up_all_end_and_leave_nothing_behind() {
+    const TASKS: usize = 8;
+    const EACH: usize = 40;
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    let cp = server.handle();
+    let mut events = cp.subscribe();
+    let edge = iop_tokio::EdgeClient::new(fast_edge("edge-m"))
+        .connect(server.local_addr())
+        .unwrap();
+    next_cp(&mut events, "session", |e| {
+        matches!(e, iop_tokio::core::cp::CpEvent::SessionAccepted { .. }).then_some(())
+    })
+    .await;
+    drop(events);
+
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let cp = cp.clone();
+            tokio::spawn(async move {
+                let (mut answered, mut gave_up) = (0, 0);
+                for i in 0..EACH {
+                    let request = cp.request_status("edge-m", vec![]);
+                    match (t + i) % 3 {
+                        // Sends the request, then gives up before any answer.
+                        0 => {
+                            let polled = futures_lite::future::poll_once(request).await;
+                            assert!(polled.is_none(), "task {t} request {i}: {polled:?}");
+                            gave_up += 1;
+                        }
+                        // Gives up after a few microseconds: before, during or after
+                        // the answer, depending on the interleaving.
+                        1 => {
+                            let patience = Duration::from_micros(((t * 7 + i * 13) % 50) as u64);
+                            match tokio::time::timeout(patience, request).await {
+                                Ok(Ok(status)) => {
+                                    assert_eq!(status.edge_id, "edge-m");
+                                    answered += 1;
+                                }
+                                Ok(Err(e)) => panic!("task {t} request {i}: {e}"),
+                                Err(_) => gave_up += 1,
+                            }
+                        }
+                        _ => {
+                            let status = request.await.expect("an answer");
+                            assert_eq!(status.edge_id, "edge-m");
+                            answered += 1;
+                        }
+                    }
+                }
+                (answered, gave_up)
+            })
+        })
+        .collect();
+    let (mut answered, mut gave_up) = (0, 0);
+    for task in tasks {
+        let (a, g) = bounded("a caller task", task).await.unwrap();
+        answered += a;
+        gave_up += g;
+    }
+    assert_eq!(answered + gave_up, TASKS * EACH);
+    assert!(
+        gave_up >= TASKS * EACH / 3,
+        "the callers polled once gave up"
+    );
+    assert!(
+        answered >= TASKS * EACH / 3,
+        "every patient caller answered"
+    );
+    assert_eq!(cp.status_callers_waiting(), 0, "no entry left behind");
+    // The session is intact: no request timed out, no protocol error.
+    assert_eq!(cp.stats().status_timeouts, 0);
+    assert_eq!(cp.stats().protocol_errors, 0);
+    let status = bounded("a last request", cp.request_status("edge-m", vec![]))
+        .await
+        .unwrap();
+    assert_eq!(status.edge_id, "edge-m");
+    edge.shutdown().await;
+    server.shutdown().await;
+}

@@ -98,11 +98,12 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         lock(&self.shared.state).cp.stats()
     }
 
-    /// Callers of [`request_status`](Self::request_status) waiting now (a gauge for
-    /// metrics). A caller that drops its future stops counting at once, although
-    /// the Edge may still answer (the answer is then dropped).
+    /// Calls of [`request_status`](Self::request_status) that have not returned yet
+    /// (a gauge for metrics): waiting for the Edge, or answered and about to return.
+    /// A caller that drops its future stops counting at once, although the Edge may
+    /// still answer (the answer is then dropped).
     pub fn status_callers_waiting(&self) -> usize {
-        lock(&self.shared.state).status_waiters.waiting()
+        lock(&self.shared.state).status_waiters.len()
     }
 
     /// TLS handshake counters and the last failure (all zero without TLS).

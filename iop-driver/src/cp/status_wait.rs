@@ -76,16 +76,8 @@ impl StatusWaiters {
         });
     }
 
-    /// Requests whose caller waits for an outcome not in yet.
-    pub(crate) fn waiting(&self) -> usize {
-        self.entries
-            .values()
-            .filter(|w| matches!(w, Waiter::Waiting(_)))
-            .count()
-    }
-
-    /// Requests registered and not yet collected by their caller.
-    #[cfg(test)]
+    /// Requests registered and not yet collected by their caller: each has a caller
+    /// whose future is alive (a dropped one removes its entry).
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }

@@ -107,7 +107,7 @@ pub fn render(stats: &CpStats, status_callers_waiting: usize, admin: &AdminMetri
         &mut out,
         "iop_status_requests_waiting",
         "gauge",
-        "Status requests whose caller waits for the Edge's answer.",
+        "Status requests whose caller has not had its outcome yet.",
         status_callers_waiting,
     );
     metric(
