@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use iop_bench::callgrind::parse_totals;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Instruction totals of one run, by thread number (1 = the main thread, where the
@@ -85,9 +87,8 @@ fn main() -> Result<(), BoxError> {
     println!("| crate | ours | raw TCP echo |");
     println!("|---|---:|---:|");
     let (go, ge) = (&groups["ours"], &groups["echo"]);
-    let mut names: Vec<&String> = go.keys().chain(ge.keys()).collect();
-    names.sort();
-    names.dedup();
+    let names: std::collections::BTreeSet<&String> = go.keys().chain(ge.keys()).collect();
+    let mut names: Vec<&String> = names.into_iter().collect();
     names.sort_by(|a, b| {
         let cost = |n: &String| go.get(n).copied().unwrap_or(0.0);
         cost(b).total_cmp(&cost(a))
@@ -156,14 +157,7 @@ fn run(
         else {
             continue;
         };
-        let text = std::fs::read_to_string(&path)?;
-        let total = text
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("totals:")
-                    .or_else(|| l.strip_prefix("summary:"))
-            })
-            .and_then(|v| v.trim().parse::<u64>().ok())
+        let total = parse_totals(&std::fs::read_to_string(&path)?)
             .ok_or_else(|| format!("no totals in {}", path.display()))?;
         totals.insert(thread, total);
         files.insert(thread, path);
