@@ -46,11 +46,7 @@ impl Setup {
     async fn attacker(&self, edge_id: &str) -> (Attacker, u64) {
         let mut attacker = Attacker::connect(self.server.local_addr()).await;
         attacker.hello(edge_id).await;
-        let correlation = attacker
-            .until("the resync status request", |e| {
-                matches!(e.body, Some(Body::StatusRequest(_))).then_some(e.correlation_id)
-            })
-            .await;
+        let correlation = attacker.next_status_request().await;
         assert!(correlation > 0);
         (attacker, correlation)
     }
@@ -128,11 +124,7 @@ async fn a_late_status_response_is_counted_and_dropped() {
     );
     let late = s.cp.stats().late_status_responses;
     // Both issued requests have timed out by now; answer both.
-    let second = attacker
-        .until("the second status request", |e| {
-            matches!(e.body, Some(Body::StatusRequest(_))).then_some(e.correlation_id)
-        })
-        .await;
+    let second = attacker.next_status_request().await;
     assert!(second > resync);
     attacker.write(&status_response(resync, "attacker")).await;
     attacker.write(&status_response(second, "attacker")).await;

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use hostile_support::*;
-use iop_tokio::core::proto::Body;
+use iop_tokio::core::proto::EdgeStatusResponse;
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, StatusRequestError};
 use support::*;
 
@@ -17,16 +17,18 @@ use support::*;
 async fn enrolled(server: &ControlPlaneServer, edge_id: &str) -> Attacker {
     let mut edge = Attacker::connect(server.local_addr()).await;
     edge.hello(edge_id).await;
-    let resync = next_status_request(&mut edge).await;
+    let resync = edge.next_status_request().await;
     edge.write(&status_response(resync, edge_id)).await;
     edge
 }
 
-async fn next_status_request(edge: &mut Attacker) -> u64 {
-    edge.until("a status request", |e| {
-        matches!(e.body, Some(Body::StatusRequest(_))).then_some(e.correlation_id)
-    })
-    .await
+/// A task asking `edge_id` for its status through `cp`.
+fn spawn_request(
+    cp: &ControlPlaneHandle,
+    edge_id: &'static str,
+) -> tokio::task::JoinHandle<Result<EdgeStatusResponse, StatusRequestError>> {
+    let cp = cp.clone();
+    tokio::spawn(async move { cp.request_status(edge_id, vec![]).await })
 }
 
 /// Waits until `n` callers wait.
@@ -48,11 +50,8 @@ async fn a_caller_that_gives_up_leaves_no_waiter_and_its_late_answer_is_dropped(
     let mut edge = enrolled(&server, "edge-q").await;
     assert_eq!(cp.status_callers_waiting(), 0);
 
-    let caller = tokio::spawn({
-        let cp = cp.clone();
-        async move { cp.request_status("edge-q", vec![]).await }
-    });
-    let asked = next_status_request(&mut edge).await;
+    let caller = spawn_request(&cp, "edge-q");
+    let asked = edge.next_status_request().await;
     callers_waiting(&cp, 1).await;
     caller.abort();
     assert!(caller.await.unwrap_err().is_cancelled());
@@ -61,11 +60,8 @@ async fn a_caller_that_gives_up_leaves_no_waiter_and_its_late_answer_is_dropped(
     // The answer to the abandoned request still comes; nobody takes it, and the
     // session carries on: the next caller gets its own answer.
     edge.write(&status_response(asked, "edge-q")).await;
-    let next = tokio::spawn({
-        let cp = cp.clone();
-        async move { cp.request_status("edge-q", vec![]).await }
-    });
-    let again = next_status_request(&mut edge).await;
+    let next = spawn_request(&cp, "edge-q");
+    let again = edge.next_status_request().await;
     assert!(again > asked);
     edge.write(&status_response(again, "edge-q")).await;
     let status = bounded("the second answer", next).await.unwrap().unwrap();
@@ -82,16 +78,9 @@ async fn callers_waiting_at_shutdown_get_an_error() {
         .unwrap();
     let cp = server.handle();
     let mut edge = enrolled(&server, "edge-s").await;
-    let callers: Vec<_> = (0..3)
-        .map(|_| {
-            tokio::spawn({
-                let cp = cp.clone();
-                async move { cp.request_status("edge-s", vec![]).await }
-            })
-        })
-        .collect();
+    let callers: Vec<_> = (0..3).map(|_| spawn_request(&cp, "edge-s")).collect();
     for _ in 0..3 {
-        next_status_request(&mut edge).await;
+        edge.next_status_request().await;
     }
     callers_waiting(&cp, 3).await;
     // The Edge never answers; the Control Plane shuts down.

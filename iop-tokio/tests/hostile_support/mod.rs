@@ -150,6 +150,14 @@ impl Attacker {
         }
     }
 
+    /// Skips frames until a status request; its correlation id.
+    pub async fn next_status_request(&mut self) -> u64 {
+        self.until("a status request", |e| {
+            matches!(e.body, Some(Body::StatusRequest(_))).then_some(e.correlation_id)
+        })
+        .await
+    }
+
     /// Sends a heartbeat and waits for its ack: the session is alive.
     pub async fn ping(&mut self, sequence: u64) {
         self.write(&envelope_frame(&Envelope::new(proto::Heartbeat {
