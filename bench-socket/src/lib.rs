@@ -10,6 +10,7 @@
 pub mod echo;
 pub mod fleet;
 pub mod grpc;
+pub mod placement;
 pub mod process;
 pub mod runtimes;
 pub mod spin;

@@ -3,9 +3,12 @@
 //! counts (the floor) vs the same exchange on a tonic gRPC bidirectional stream.
 //!
 //! The Control Plane side of all three runs on one current-thread runtime (this
-//! thread), the Edge side on another (a second thread): two cores, as two processes
-//! would. Each round times a batch of sequential round trips of each system, in a
-//! rotating order; the ratios are per round, the table shows their medians.
+//! thread), the Edge side on another (a second thread), as two processes would. Each
+//! round times a batch of sequential round trips of each system, in a rotating order;
+//! the ratios are per round, the table shows their medians. A last row per scenario
+//! says how often the two threads were on one CPU while each system was timed (see
+//! `iop_bench_socket::placement`: on one CPU, the usual case with the spinners, both
+//! sides' work adds up on the round trip's path; on two, cross-vCPU wake-ups dominate).
 //!
 //! ```text
 //! cargo run --release --manifest-path bench-socket/Cargo.toml --bin roundtrip [-- ROUNDS [NAME]]
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
+use iop_bench_socket::placement::{self, Placement};
 use iop_bench_socket::stats::{median, ratio_cell};
 use iop_bench_socket::{Row, Spinners, Table, TwoRuntimes, arg, echo};
 use iop_tokio::core::edge::EdgeConfig;
@@ -175,10 +179,20 @@ async fn measure(
         grpc.request_status(&grpc_request).await?;
     }
 
+    // Where the two threads run while each system is timed.
+    let edge_thread = edge_rt.spawn(async { placement::thread_id() }).await?;
+    let placement = match (placement::thread_id(), edge_thread) {
+        (Some(cp_thread), Some(edge_thread)) => Some(Placement::start(cp_thread, edge_thread, 3)),
+        _ => None,
+    };
     let mut samples = Samples::default();
     for round in 0..rounds {
         for k in 0..3 {
-            match (round + k) % 3 {
+            let system = (round + k) % 3;
+            if let Some(p) = &placement {
+                p.timing(Some(system));
+            }
+            match system {
                 0 => {
                     let (t, c) = (Instant::now(), ProcessTime::now());
                     for _ in 0..s.batch {
@@ -204,8 +218,12 @@ async fn measure(
                     samples.tonic_cpu.push(per_rt(c.elapsed(), s.batch));
                 }
             }
+            if let Some(p) = &placement {
+                p.timing(None);
+            }
         }
     }
+    let shares = placement.map(Placement::finish).unwrap_or_default();
 
     edge_rt
         .spawn(async move { client.shutdown().await })
@@ -253,6 +271,18 @@ async fn measure(
             Some(tonic_ratio <= s.goal_tonic),
         ));
     }
+    let share = |system: usize| match shares.get(system).copied().flatten() {
+        Some((share, n)) => format!("{:.0} % of {n}", share * 100.0),
+        None => "—".to_owned(),
+    };
+    rows.push(Row::new(
+        format!("{}: both threads on one CPU (samples every 2 ms)", s.name),
+        share(0),
+        format!("{} (echo), {} (tonic)", share(1), share(2)),
+        "—",
+        "—",
+        None,
+    ));
     Ok(rows)
 }
 
