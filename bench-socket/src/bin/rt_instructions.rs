@@ -3,9 +3,10 @@
 //! the `rt_profile` binary next to it under `valgrind --tool=callgrind
 //! --separate-threads=yes` for both systems and both Ns, and divides the difference of
 //! each thread's totals by N2 − N1, so set-up and tear-down cancel out. It then groups
-//! the Control Plane thread's self cost by the crate of the function it runs in
-//! (inlined code counted in the function it was inlined into), with
-//! `callgrind_annotate`. Needs valgrind; prints Markdown. See BENCHMARKS.md §4.
+//! each thread's self cost by the crate of the function it runs in (inlined code
+//! counted in the function it was inlined into), with `callgrind_annotate`: both
+//! threads share one CPU in the round trip, so the Edge's instructions count as much
+//! as the Control Plane's. Needs valgrind; prints Markdown. See BENCHMARKS.md §4.
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
@@ -41,7 +42,8 @@ fn main() -> Result<(), BoxError> {
     std::fs::create_dir_all(&dir)?;
     let span = (n2 - n1) as f64;
     let mut per_rt: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
-    let mut groups: BTreeMap<&str, BTreeMap<String, f64>> = BTreeMap::new();
+    // Per thread, per system: self cost per round trip by crate.
+    let mut groups: BTreeMap<u32, BTreeMap<&str, BTreeMap<String, f64>>> = BTreeMap::new();
     for system in ["ours", "echo"] {
         let (small, small_files) = run(&profile, &dir, system, n1, nodes)?;
         let (large, large_files) = run(&profile, &dir, system, n2, nodes)?;
@@ -50,12 +52,14 @@ fn main() -> Result<(), BoxError> {
             let before = small.get(thread).copied().unwrap_or(0);
             threads.insert(*thread, (*total as f64 - before as f64) / span);
         }
-        if let (Some(a), Some(b)) = (small_files.get(&1), large_files.get(&1)) {
-            let (a, b) = (by_crate(a)?, by_crate(b)?);
-            let g = groups.entry(system).or_default();
-            for (name, cost) in &b {
-                let before = a.get(name).copied().unwrap_or(0);
-                g.insert(name.clone(), (*cost as f64 - before as f64) / span);
+        for thread in [1, 2] {
+            if let (Some(a), Some(b)) = (small_files.get(&thread), large_files.get(&thread)) {
+                let (a, b) = (by_crate(a)?, by_crate(b)?);
+                let g = groups.entry(thread).or_default().entry(system).or_default();
+                for (name, cost) in &b {
+                    let before = a.get(name).copied().unwrap_or(0);
+                    g.insert(name.clone(), (*cost as f64 - before as f64) / span);
+                }
             }
         }
     }
@@ -83,26 +87,38 @@ fn main() -> Result<(), BoxError> {
     let (o, e): (f64, f64) = (ours.values().sum(), echo.values().sum());
     println!("| all | {o:.0} | {e:.0} | {:.0} |\n", o - e);
 
-    println!("### Control Plane thread, self cost per round trip by the function's crate\n");
-    println!("| crate | ours | raw TCP echo |");
-    println!("|---|---:|---:|");
-    let (go, ge) = (&groups["ours"], &groups["echo"]);
-    let names: std::collections::BTreeSet<&String> = go.keys().chain(ge.keys()).collect();
-    let mut names: Vec<&String> = names.into_iter().collect();
-    names.sort_by(|a, b| {
-        let cost = |n: &String| go.get(n).copied().unwrap_or(0.0);
-        cost(b).total_cmp(&cost(a))
-    });
-    for n in names {
-        let (o, e) = (
-            go.get(n).copied().unwrap_or(0.0),
-            ge.get(n).copied().unwrap_or(0.0),
+    let empty = BTreeMap::new();
+    for (thread, by_system) in &groups {
+        println!(
+            "### {} thread, self cost per round trip by the function's crate\n",
+            if *thread == 1 {
+                "Control Plane"
+            } else {
+                "Edge"
+            }
         );
-        if o.abs() >= 5.0 || e.abs() >= 5.0 {
-            println!("| `{n}` | {o:.0} | {e:.0} |");
+        println!("| crate | ours | raw TCP echo |");
+        println!("|---|---:|---:|");
+        let go = by_system.get("ours").unwrap_or(&empty);
+        let ge = by_system.get("echo").unwrap_or(&empty);
+        let names: std::collections::BTreeSet<&String> = go.keys().chain(ge.keys()).collect();
+        let mut names: Vec<&String> = names.into_iter().collect();
+        names.sort_by(|a, b| {
+            let cost = |n: &String| go.get(n).copied().unwrap_or(0.0);
+            cost(b).total_cmp(&cost(a))
+        });
+        for n in names {
+            let (o, e) = (
+                go.get(n).copied().unwrap_or(0.0),
+                ge.get(n).copied().unwrap_or(0.0),
+            );
+            if o.abs() >= 5.0 || e.abs() >= 5.0 {
+                println!("| `{n}` | {o:.0} | {e:.0} |");
+            }
         }
+        println!();
     }
-    println!("\nProfiles: {}", dir.display());
+    println!("Profiles: {}", dir.display());
     Ok(())
 }
 
