@@ -9,6 +9,7 @@
 
 pub mod echo;
 pub mod fleet;
+pub mod floor;
 pub mod grpc;
 pub mod placement;
 pub mod process;

@@ -1,5 +1,6 @@
 //! Every socket-level benchmark of BENCHMARKS.md §4–§6, one after the other, with
-//! their default arguments: `roundtrip`, `edge_floor`, `idle_memory`, `scale`, then
+//! their default arguments: `roundtrip`, `edge_floor`, `codec_floor`, `idle_memory`,
+//! `scale`, then
 //! `rt_instructions` when valgrind is installed. Each is a sibling binary run as its
 //! own process (so one's sockets, threads and heap never touch the next one's) and
 //! prints its own Markdown table; this one stops at the first that fails.
@@ -23,7 +24,13 @@ fn main() -> Result<(), BoxError> {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    let mut benches = vec!["roundtrip", "edge_floor", "idle_memory", "scale"];
+    let mut benches = vec![
+        "roundtrip",
+        "edge_floor",
+        "codec_floor",
+        "idle_memory",
+        "scale",
+    ];
     if valgrind {
         benches.push("rt_instructions");
     }

@@ -1,5 +1,5 @@
-//! User-space instructions per status round trip, ours against the raw TCP echo, per
-//! thread: `rt_instructions [N1 [N2 [NODES]]]` (default 2 000, 4 000, 0 nodes) runs
+//! User-space instructions per status round trip, ours against the raw TCP echo (and,
+//! with 0 nodes, the codec floor of `codec_floor`), per thread: `rt_instructions [N1 [N2 [NODES]]]` (default 2 000, 4 000, 0 nodes) runs
 //! the `rt_profile` binary next to it under `valgrind --tool=callgrind
 //! --separate-threads=yes` for both systems and both Ns, and divides the difference of
 //! each thread's totals by N2 − N1, so set-up and tear-down cancel out. It then groups
@@ -44,7 +44,13 @@ fn main() -> Result<(), BoxError> {
     let mut per_rt: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
     // Per thread, per system: self cost per round trip by crate.
     let mut groups: BTreeMap<u32, BTreeMap<&str, BTreeMap<String, f64>>> = BTreeMap::new();
-    for system in ["ours", "echo"] {
+    // The codec floor answers with an empty status only.
+    let systems: &[&str] = if nodes == 0 {
+        &["ours", "echo", "floor"]
+    } else {
+        &["ours", "echo"]
+    };
+    for &system in systems {
         let (small, small_files) = run(&profile, &dir, system, n1, nodes)?;
         let (large, large_files) = run(&profile, &dir, system, n2, nodes)?;
         let threads = per_rt.entry(system).or_default();
@@ -67,9 +73,12 @@ fn main() -> Result<(), BoxError> {
     println!(
         "### User-space instructions per status round trip ({nodes} nodes; N = {n1} and {n2})\n"
     );
-    println!("| thread | ours | raw TCP echo | ours − echo |");
-    println!("|---|---:|---:|---:|");
+    println!("| thread | ours | codec floor | raw TCP echo | ours − echo |");
+    println!("|---|---:|---:|---:|---:|");
+    let no_floor = BTreeMap::new();
     let (ours, echo) = (&per_rt["ours"], &per_rt["echo"]);
+    let floor = per_rt.get("floor").unwrap_or(&no_floor);
+    let cell = |v: Option<f64>| v.map_or("—".to_owned(), |v| format!("{v:.0}"));
     let name = |t: u32| match t {
         1 => "Control Plane (main thread)".to_owned(),
         2 => "Edge".to_owned(),
@@ -82,10 +91,16 @@ fn main() -> Result<(), BoxError> {
             ours.get(&t).copied().unwrap_or(0.0),
             echo.get(&t).copied().unwrap_or(0.0),
         );
-        println!("| {} | {o:.0} | {e:.0} | {:.0} |", name(t), o - e);
+        println!(
+            "| {} | {o:.0} | {} | {e:.0} | {:.0} |",
+            name(t),
+            cell(floor.get(&t).copied()),
+            o - e
+        );
     }
     let (o, e): (f64, f64) = (ours.values().sum(), echo.values().sum());
-    println!("| all | {o:.0} | {e:.0} | {:.0} |\n", o - e);
+    let f = (!floor.is_empty()).then(|| floor.values().sum::<f64>());
+    println!("| all | {o:.0} | {} | {e:.0} | {:.0} |\n", cell(f), o - e);
 
     let empty = BTreeMap::new();
     for (thread, by_system) in &groups {
@@ -97,11 +112,16 @@ fn main() -> Result<(), BoxError> {
                 "Edge"
             }
         );
-        println!("| crate | ours | raw TCP echo |");
-        println!("|---|---:|---:|");
+        println!("| crate | ours | codec floor | raw TCP echo |");
+        println!("|---|---:|---:|---:|");
         let go = by_system.get("ours").unwrap_or(&empty);
         let ge = by_system.get("echo").unwrap_or(&empty);
-        let names: std::collections::BTreeSet<&String> = go.keys().chain(ge.keys()).collect();
+        let gf = by_system.get("floor");
+        let names: std::collections::BTreeSet<&String> = go
+            .keys()
+            .chain(ge.keys())
+            .chain(gf.into_iter().flat_map(|g| g.keys()))
+            .collect();
         let mut names: Vec<&String> = names.into_iter().collect();
         names.sort_by(|a, b| {
             let cost = |n: &String| go.get(n).copied().unwrap_or(0.0);
@@ -112,8 +132,9 @@ fn main() -> Result<(), BoxError> {
                 go.get(n).copied().unwrap_or(0.0),
                 ge.get(n).copied().unwrap_or(0.0),
             );
-            if o.abs() >= 5.0 || e.abs() >= 5.0 {
-                println!("| `{n}` | {o:.0} | {e:.0} |");
+            let f = gf.map(|g| g.get(n).copied().unwrap_or(0.0));
+            if o.abs() >= 5.0 || e.abs() >= 5.0 || f.is_some_and(|f| f.abs() >= 5.0) {
+                println!("| `{n}` | {o:.0} | {} | {e:.0} |", cell(f));
             }
         }
         println!();

@@ -1,7 +1,8 @@
-//! One system's status round trips only, for profilers: `rt_profile ours|echo N
+//! One system's status round trips only, for profilers: `rt_profile ours|echo|floor N
 //! [NODES]` runs N sequential round trips of ours (`request_status` against an
-//! `EdgeClient` with NODES × 4 providers, default 0) or of the raw TCP echo of the same
-//! bytes, set up as `roundtrip` sets them up (two current-thread runtimes, the Control
+//! `EdgeClient` with NODES × 4 providers, default 0), of the raw TCP echo of the same
+//! bytes, or of the codec floor (`floor`: hand-written ends that only frame, encode
+//! and decode, 0 nodes; see `codec_floor`), set up as `roundtrip` sets them up (two current-thread runtimes, the Control
 //! Plane side in a spawned task), and prints only the count done. Instructions per
 //! round trip: run it under `valgrind --tool=callgrind` with two values of N and divide
 //! the difference of the totals by the difference of the Ns; syscalls per round trip:
@@ -53,6 +54,19 @@ fn main() -> Result<(), BoxError> {
             })
             .await?;
             drop(client);
+        } else if which == "floor" {
+            let mut floor = iop_bench_socket::floor::FloorCp::connect(edge, "edge-p").await?;
+            done = tokio::spawn(async move {
+                let mut done = 0;
+                for _ in 0..n {
+                    if floor.round_trip().await.is_err() {
+                        break;
+                    }
+                    done += 1;
+                }
+                done
+            })
+            .await?;
         } else {
             let (request_frame, response_frame) = echo::frames(&registry)?;
             let mut stream =

@@ -1,0 +1,138 @@
+//! What the 0-node status round trip costs a system that does nothing but frame,
+//! encode and decode it, against the raw TCP echo and against ours: the floor under
+//! any design that moves the status as decoded messages, measured on the same
+//! harness as `roundtrip` (BENCHMARKS.md §4).
+//!
+//! * **Codec floor**: a hand-written Control Plane in the caller's own task builds the
+//!   status request envelope (the next correlation id), frames it with `encode_frame`,
+//!   writes it, reads until `FrameDecoder` yields the answer, checks its correlation
+//!   id and returns the decoded `EdgeStatusResponse`; a hand-written Edge decodes the
+//!   request and answers with an empty status, built, framed and written (as
+//!   `edge_floor`'s minimal Edge does). No session, hello, timers, handle or
+//!   connection task on either side.
+//! * **Raw echo**: the same bytes, moved without encoding or decoding.
+//! * **Ours**: `ControlPlaneHandle::request_status` against an `EdgeClient`.
+//!
+//! Same layout as `roundtrip` (the Control Plane sides in a spawned task on this
+//! thread's current-thread runtime, the Edge sides on a second thread's, the
+//! spinners running); each round times a batch of 200 round trips of each system in a
+//! rotating order; the table shows the medians of the per-round ratios.
+//!
+//! ```text
+//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin codec_floor [-- ROUNDS]
+//! ```
+#![forbid(unsafe_code)]
+#![allow(clippy::print_stdout)]
+
+use std::time::{Duration, Instant};
+
+use iop_bench::fixtures;
+use iop_bench_socket::floor::FloorCp;
+use iop_bench_socket::stats::{median, ratio_cell};
+use iop_bench_socket::{Spinners, TwoRuntimes, arg, echo};
+use iop_tokio::core::edge::EdgeConfig;
+use iop_tokio::core::registry::NodeRegistry;
+use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const BATCH: usize = 200;
+const EDGE_ID: &str = fixtures::EDGE_ID;
+
+fn main() -> Result<(), BoxError> {
+    let spinners = Spinners::start_or_spin();
+    let rounds: usize = arg(1, 31);
+    let rts = TwoRuntimes::start()?;
+    let edge = rts.edge().clone();
+    let result = rts
+        .cp()
+        .block_on(async { tokio::spawn(measure(rounds, edge)).await });
+    drop(rts);
+    drop(spinners);
+    println!("{}", result??);
+    Ok(())
+}
+
+async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<String, BoxError> {
+    // Ours.
+    let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?;
+    let cp = server.handle();
+    let client = {
+        let _in_edge_runtime = edge_rt.enter();
+        EdgeClient::new(EdgeConfig::new(EDGE_ID))
+            .with_node_registry(NodeRegistry::default())
+            .connect(server.local_addr())?
+    };
+    let start = Instant::now();
+    while cp.stats().live_sessions < 1 {
+        if start.elapsed() > Duration::from_secs(10) {
+            return Err("the edge never enrolled".into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The echo of the same bytes.
+    let (request_frame, response_frame) = echo::frames(&fixtures::registry(0, 4))?;
+    let mut echo = echo::connect(&edge_rt, request_frame.len(), response_frame.clone()).await?;
+    let mut echo_buf = vec![0u8; response_frame.len()];
+    // The codec floor.
+    let mut floor = FloorCp::connect(&edge_rt, EDGE_ID).await?;
+
+    let answer = cp.request_status(EDGE_ID, vec![]).await?;
+    let floor_answer = floor.round_trip().await?;
+    if answer.nodes.len() != floor_answer.nodes.len() {
+        return Err("the floor's answer differs from ours".into());
+    }
+    for _ in 0..BATCH {
+        std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
+        echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
+        std::hint::black_box(floor.round_trip().await?);
+    }
+
+    // Per round, ns per round trip: ours, echo, floor.
+    let mut per: [Vec<f64>; 3] = Default::default();
+    for round in 0..rounds {
+        for k in 0..3 {
+            let system = (round + k) % 3;
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                match system {
+                    0 => {
+                        std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
+                    }
+                    1 => echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?,
+                    _ => {
+                        std::hint::black_box(floor.round_trip().await?);
+                    }
+                }
+            }
+            if let Some(samples) = per.get_mut(system) {
+                samples.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
+            }
+        }
+    }
+    edge_rt
+        .spawn(async move { client.shutdown().await })
+        .await?;
+    server.shutdown().await;
+
+    let [ours, echo, floor] = per;
+    let ratios =
+        |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
+    let us = |xs: &[f64]| median(&mut xs.to_vec()) / 1e3;
+    Ok(format!(
+        "### Status round trip, 0 nodes: the codec floor ({rounds} rounds, medians)\n\n\
+         | what | per round trip | ratio |\n|---|---:|---:|\n\
+         | raw TCP echo ({} B out, {} B back) | {:.2} µs | — |\n\
+         | codec floor: hand-written both sides, encode + decode only | {:.2} µs | {} the echo |\n\
+         | ours: `request_status` against `EdgeClient` | {:.2} µs | {} the echo |\n\
+         | ours against the codec floor | — | {} |\n",
+        request_frame.len(),
+        response_frame.len(),
+        us(&echo),
+        us(&floor),
+        ratio_cell(&mut ratios(&floor, &echo)),
+        us(&ours),
+        ratio_cell(&mut ratios(&ours, &echo)),
+        ratio_cell(&mut ratios(&ours, &floor)),
+    ))
+}
