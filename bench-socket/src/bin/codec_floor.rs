@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use iop_bench::fixtures;
 use iop_bench_socket::floor::FloorCp;
+use iop_bench_socket::placement::{self, Placement};
 use iop_bench_socket::stats::{median, ratio_cell};
 use iop_bench_socket::{Spinners, TwoRuntimes, arg, echo};
 use iop_tokio::core::edge::EdgeConfig;
@@ -88,11 +89,20 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         std::hint::black_box(floor.round_trip().await?);
     }
 
+    // Where the two threads run while each system is timed (see `roundtrip`).
+    let edge_thread = edge_rt.spawn(async { placement::thread_id() }).await?;
+    let placement = match (placement::thread_id(), edge_thread) {
+        (Some(cp_thread), Some(edge_thread)) => Some(Placement::start(cp_thread, edge_thread, 3)),
+        _ => None,
+    };
     // Per round, ns per round trip: ours, echo, floor.
     let mut per: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
         for k in 0..3 {
             let system = (round + k) % 3;
+            if let Some(p) = &placement {
+                p.timing(Some(system));
+            }
             let t = Instant::now();
             for _ in 0..BATCH {
                 match system {
@@ -108,8 +118,16 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
             if let Some(samples) = per.get_mut(system) {
                 samples.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
             }
+            if let Some(p) = &placement {
+                p.timing(None);
+            }
         }
     }
+    let shares = placement.map(Placement::finish).unwrap_or_default();
+    let share = |system: usize| match shares.get(system).copied().flatten() {
+        Some((share, n)) => format!("{:.0} % of {n}", share * 100.0),
+        None => "—".to_owned(),
+    };
     edge_rt
         .spawn(async move { client.shutdown().await })
         .await?;
@@ -125,7 +143,8 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
          | raw TCP echo ({} B out, {} B back) | {:.2} µs | — |\n\
          | codec floor: hand-written both sides, encode + decode only | {:.2} µs | {} the echo |\n\
          | ours: `request_status` against `EdgeClient` | {:.2} µs | {} the echo |\n\
-         | ours against the codec floor | — | {} |\n",
+         | ours against the codec floor | — | {} |\n\
+         | both threads on one CPU (samples every 2 ms): echo, floor, ours | {}, {}, {} | — |\n",
         request_frame.len(),
         response_frame.len(),
         us(&echo),
@@ -134,5 +153,8 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         us(&ours),
         ratio_cell(&mut ratios(&ours, &echo)),
         ratio_cell(&mut ratios(&ours, &floor)),
+        share(1),
+        share(2),
+        share(0),
     ))
 }
