@@ -67,10 +67,17 @@ impl FloorCp {
     }
 }
 
-/// Answers every status request with an empty status; nothing else.
+/// The floor's Edge end: connects, then [`answer_status`].
 async fn floor_edge(addr: std::net::SocketAddr, edge_id: &'static str) -> Result<(), BoxError> {
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    answer_status(&mut stream, edge_id).await
+}
+
+/// A minimal Edge's loop: answers every status request on `stream` with an empty
+/// status as `edge_id` (decoded with `FrameDecoder`, built, framed with
+/// `encode_frame`, one write per read); nothing else. Returns when the peer closes.
+pub async fn answer_status(stream: &mut TcpStream, edge_id: &str) -> Result<(), BoxError> {
     let mut decoder = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
     let mut buf = [0u8; 2048];
     let mut out = Vec::new();

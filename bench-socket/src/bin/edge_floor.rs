@@ -16,16 +16,15 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use iop_bench_socket::floor::answer_status;
 use iop_bench_socket::stats::{median, ratio_cell};
 use iop_tokio::core::edge::EdgeConfig;
-use iop_tokio::core::proto::{
-    self, Body, EdgeHelloRequest, EdgeStatusResponse, Envelope, FrameDecoder,
-};
+use iop_tokio::core::proto::{self, EdgeHelloRequest, Envelope};
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-type BoxError = Box<dyn std::error::Error>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const BATCH: usize = 200;
 const OURS: &str = "edge-ours";
@@ -115,28 +114,5 @@ async fn minimal_edge(addr: SocketAddr) -> Result<(), BoxError> {
     let mut out = Vec::new();
     proto::encode_frame(&Envelope::new(hello), u32::MAX, &mut out)?;
     stream.write_all(&out).await?;
-    let mut decoder = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
-    let mut buf = [0u8; 2048];
-    loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        let mut input = buf.get(..n).unwrap_or_default();
-        out.clear();
-        while let Some(envelope) = decoder.decode(&mut input)? {
-            if let Some(Body::StatusRequest(_)) = envelope.body {
-                let status = EdgeStatusResponse {
-                    edge_id: MINIMAL.into(),
-                    observed_at_unix_ms: 1_796_000_000_000,
-                    ..Default::default()
-                };
-                let answer = Envelope::correlated(envelope.correlation_id, status);
-                proto::encode_frame(&answer, u32::MAX, &mut out)?;
-            }
-        }
-        if !out.is_empty() {
-            stream.write_all(&out).await?;
-        }
-    }
+    answer_status(&mut stream, MINIMAL).await
 }
