@@ -371,8 +371,12 @@ fn enrolment_file_admits_the_right_credential_only() {
     // Credentials are never logged (the Edges log at debug level).
     let log = std::fs::read_to_string(&bad_log).unwrap();
     assert!(!log.contains("not-the-secret"), "{log}");
-    let log = std::fs::read_to_string(&good_log).unwrap();
-    assert!(log.contains("connected to control plane"), "{log}");
+    // The Control Plane lists the Edge as connected once it has sent the hello
+    // response, which can be before the Edge has read it and logged the connection.
+    let log = wait_until("edge-7 logs its connection", || {
+        let log = std::fs::read_to_string(&good_log).ok()?;
+        log.contains("connected to control plane").then_some(log)
+    });
     assert!(!log.contains("edge-7-secret"), "{log}");
 }
 
