@@ -92,18 +92,50 @@ impl Placement {
             .store(system.unwrap_or(NONE), Ordering::Relaxed);
     }
 
-    /// Stops sampling: per system, the share of its samples (0–1) in which the two
-    /// threads were on one CPU, and the number of samples (`None` without any).
-    pub fn finish(mut self) -> Vec<Option<(f64, u64)>> {
+    /// Stops sampling and returns what was counted.
+    pub fn finish(mut self) -> Shares {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(sampler) = self.sampler.take() {
             let _ = sampler.join();
         }
-        let counts = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
-        counts
-            .into_iter()
-            .map(|(same, all)| (all > 0).then(|| (same as f64 / all as f64, all)))
-            .collect()
+        Shares(self.counts.lock().map(|c| c.clone()).unwrap_or_default())
+    }
+
+    /// Starts sampling the calling thread (a round-trip bench's Control Plane side) and
+    /// `edge_rt`'s thread; `None` where thread ids cannot be read (not Linux).
+    pub async fn start_this_thread_and(
+        edge_rt: &tokio::runtime::Handle,
+        systems: usize,
+    ) -> Option<Self> {
+        let edge_thread = edge_rt.spawn(async { thread_id() }).await.ok()??;
+        Some(Self::start(thread_id()?, edge_thread, systems))
+    }
+}
+
+/// Per system: samples with the two threads on the same CPU, samples in all. Empty
+/// when nothing was sampled.
+#[derive(Debug, Default)]
+pub struct Shares(Vec<(u64, u64)>);
+
+impl Shares {
+    /// The share (0–1) of `system`'s samples with both threads on one CPU, and the
+    /// number of samples; `None` without any.
+    pub fn get(&self, system: usize) -> Option<(f64, u64)> {
+        let (same, all) = *self.0.get(system)?;
+        (all > 0).then(|| (same as f64 / all as f64, all))
+    }
+
+    /// A table cell: "97 % of 31", or "—" without samples.
+    pub fn cell(&self, system: usize) -> String {
+        match self.get(system) {
+            Some((share, n)) => format!("{:.0} % of {n}", share * 100.0),
+            None => "—".to_owned(),
+        }
+    }
+
+    /// Whether most of `system`'s samples had the threads on two CPUs.
+    pub fn mostly_apart(&self, system: usize) -> bool {
+        self.get(system).is_some_and(|(share, _)| share < 0.5)
     }
 }
 
@@ -137,8 +169,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(30));
         placement.timing(None);
         let shares = placement.finish();
-        assert_eq!(shares[0], None);
-        let (share, samples) = shares[1].expect("sampled");
+        assert_eq!(shares.get(0), None);
+        let (share, samples) = shares.get(1).expect("sampled");
         assert!(samples >= 3, "{samples} samples");
         assert_eq!(share, 1.0);
     }

@@ -18,3 +18,8 @@ pub fn ratio_cell(ratios: &mut [f64]) -> String {
     let q3 = quantile(ratios, 0.75);
     format!("{m:.3} ({q1:.3}–{q3:.3})")
 }
+
+/// `a[i] / b[i]`, pairwise.
+pub fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| a / b).collect()
+}

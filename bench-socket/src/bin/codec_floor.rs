@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use iop_bench::fixtures;
 use iop_bench_socket::floor::FloorCp;
-use iop_bench_socket::placement::{self, Placement};
-use iop_bench_socket::stats::{median, ratio_cell};
+use iop_bench_socket::placement::Placement;
+use iop_bench_socket::stats::{median, ratio_cell, ratios};
 use iop_bench_socket::{Spinners, TwoRuntimes, arg, echo};
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::core::registry::NodeRegistry;
@@ -90,11 +90,7 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
     }
 
     // Where the two threads run while each system is timed (see `roundtrip`).
-    let edge_thread = edge_rt.spawn(async { placement::thread_id() }).await?;
-    let placement = match (placement::thread_id(), edge_thread) {
-        (Some(cp_thread), Some(edge_thread)) => Some(Placement::start(cp_thread, edge_thread, 3)),
-        _ => None,
-    };
+    let placement = Placement::start_this_thread_and(&edge_rt, 3).await;
     // Per round, ns per round trip: ours, echo, floor.
     let mut per: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
@@ -124,18 +120,12 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         }
     }
     let shares = placement.map(Placement::finish).unwrap_or_default();
-    let share = |system: usize| match shares.get(system).copied().flatten() {
-        Some((share, n)) => format!("{:.0} % of {n}", share * 100.0),
-        None => "—".to_owned(),
-    };
     edge_rt
         .spawn(async move { client.shutdown().await })
         .await?;
     server.shutdown().await;
 
     let [ours, echo, floor] = per;
-    let ratios =
-        |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
     let us = |xs: &[f64]| median(&mut xs.to_vec()) / 1e3;
     Ok(format!(
         "### Status round trip, 0 nodes: the codec floor ({rounds} rounds, medians)\n\n\
@@ -153,8 +143,8 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         us(&ours),
         ratio_cell(&mut ratios(&ours, &echo)),
         ratio_cell(&mut ratios(&ours, &floor)),
-        share(1),
-        share(2),
-        share(0),
+        shares.cell(1),
+        shares.cell(2),
+        shares.cell(0),
     ))
 }

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
-use iop_bench_socket::placement::{self, Placement};
-use iop_bench_socket::stats::{median, ratio_cell};
+use iop_bench_socket::placement::Placement;
+use iop_bench_socket::stats::{median, ratio_cell, ratios};
 use iop_bench_socket::{Row, Spinners, Table, TwoRuntimes, arg, echo};
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::core::proto::EdgeStatusRequest;
@@ -180,11 +180,7 @@ async fn measure(
     }
 
     // Where the two threads run while each system is timed.
-    let edge_thread = edge_rt.spawn(async { placement::thread_id() }).await?;
-    let placement = match (placement::thread_id(), edge_thread) {
-        (Some(cp_thread), Some(edge_thread)) => Some(Placement::start(cp_thread, edge_thread, 3)),
-        _ => None,
-    };
+    let placement = Placement::start_this_thread_and(&edge_rt, 3).await;
     let mut samples = Samples::default();
     for round in 0..rounds {
         for k in 0..3 {
@@ -271,26 +267,15 @@ async fn measure(
             Some(tonic_ratio <= s.goal_tonic),
         ));
     }
-    let share = |system: usize| match shares.get(system).copied().flatten() {
-        Some((share, n)) => format!("{:.0} % of {n}", share * 100.0),
-        None => "—".to_owned(),
-    };
     // Most samples of every system on two CPUs: the run measured cross-vCPU wake-ups
     // (~45 µs per round trip here), not the systems' own costs (BENCHMARKS.md §4).
     // Said of the scenarios with an echo goal; with 1 000 nodes the milliseconds of
     // encoding and decoding dominate either way, and the placement varies within a run.
-    let two_cpus = s.goal_echo.is_some()
-        && (0..3).all(|system| {
-            shares
-                .get(system)
-                .copied()
-                .flatten()
-                .is_some_and(|(share, _)| share < 0.5)
-        });
+    let two_cpus = s.goal_echo.is_some() && (0..3).all(|system| shares.mostly_apart(system));
     rows.push(Row::new(
         format!("{}: both threads on one CPU (samples every 2 ms)", s.name),
-        share(0),
-        format!("{} (echo), {} (tonic)", share(1), share(2)),
+        shares.cell(0),
+        format!("{} (echo), {} (tonic)", shares.cell(1), shares.cell(2)),
         "—",
         if two_cpus {
             "two CPUs: cross-vCPU wake-ups dominate, ratios not comparable"
@@ -309,10 +294,6 @@ async fn ours_rt(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), BoxError>
 
 fn per_rt(elapsed: Duration, batch: usize) -> f64 {
     elapsed.as_nanos() as f64 / batch as f64
-}
-
-fn ratios(a: &[f64], b: &[f64]) -> Vec<f64> {
-    a.iter().zip(b).map(|(a, b)| a / b).collect()
 }
 
 fn fmt_time(ns: f64) -> String {

@@ -2,8 +2,9 @@
 //! [NODES]` runs N sequential round trips of ours (`request_status` against an
 //! `EdgeClient` with NODES × 4 providers, default 0), of the raw TCP echo of the same
 //! bytes, or of the codec floor (`floor`: hand-written ends that only frame, encode
-//! and decode, 0 nodes; see `codec_floor`), set up as `roundtrip` sets them up (two current-thread runtimes, the Control
-//! Plane side in a spawned task), and prints only the count done. Instructions per
+//! and decode, 0 nodes; see `codec_floor`), set up as `roundtrip` sets them up (two
+//! current-thread runtimes, the Control Plane side in a spawned task), and prints only
+//! the count done. Instructions per
 //! round trip: run it under `valgrind --tool=callgrind` with two values of N and divide
 //! the difference of the totals by the difference of the Ns; syscalls per round trip:
 //! `strace -f -c`. See BENCHMARKS.md §4.
