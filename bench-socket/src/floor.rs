@@ -24,15 +24,8 @@ impl FloorCp {
         edge_rt: &tokio::runtime::Handle,
         edge_id: &'static str,
     ) -> Result<Self, BoxError> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        edge_rt.spawn(async move {
-            if let Err(e) = floor_edge(addr, edge_id).await {
-                eprintln!("floor edge failed: {e}");
-            }
-        });
-        let (stream, _) = listener.accept().await?;
-        stream.set_nodelay(true)?;
+        let stream =
+            accept_spawned(edge_rt, "floor edge", move |addr| floor_edge(addr, edge_id)).await?;
         Ok(Self {
             stream,
             decoder: FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN),
@@ -65,6 +58,30 @@ impl FloorCp {
             }
         }
     }
+}
+
+/// Listens on 127.0.0.1, spawns `edge(address)` on `edge_rt` (a hand-written Edge that
+/// connects there; its failure is printed as `what`'s), and returns the connection it
+/// makes, with `TCP_NODELAY` on.
+pub async fn accept_spawned<F, Fut>(
+    edge_rt: &tokio::runtime::Handle,
+    what: &'static str,
+    edge: F,
+) -> Result<TcpStream, BoxError>
+where
+    F: FnOnce(std::net::SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let running = edge(listener.local_addr()?);
+    edge_rt.spawn(async move {
+        if let Err(e) = running.await {
+            eprintln!("{what} failed: {e}");
+        }
+    });
+    let (stream, _) = listener.accept().await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// The floor's Edge end: connects, then [`answer_status`].

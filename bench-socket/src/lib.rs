@@ -7,6 +7,7 @@
 //! `BENCHMARKS.md`.
 #![forbid(unsafe_code)]
 
+pub mod core_floor;
 pub mod echo;
 pub mod fleet;
 pub mod floor;

@@ -10,6 +10,10 @@
 //!   request and answers with an empty status, built, framed and written (as
 //!   `edge_floor`'s minimal Edge does). No session, hello, timers, handle or
 //!   connection task on either side.
+//! * **Cores floor**: our two Sans-IO cores (`ControlPlane`, `Edge`), each driven by
+//!   a hand-written loop in one task (the Control Plane's in the caller's), with no
+//!   driver: no connection task, handle, server lock, waiter table or timers. What
+//!   our cores add to the codec floor, with the least driving they allow.
 //! * **Raw echo**: the same bytes, moved without encoding or decoding.
 //! * **Ours**: `ControlPlaneHandle::request_status` against an `EdgeClient`.
 //!
@@ -27,6 +31,7 @@
 use std::time::{Duration, Instant};
 
 use iop_bench::fixtures;
+use iop_bench_socket::core_floor::CoreFloorCp;
 use iop_bench_socket::floor::FloorCp;
 use iop_bench_socket::placement::Placement;
 use iop_bench_socket::stats::{median, ratio_cell, ratios};
@@ -75,27 +80,32 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
     let (request_frame, response_frame) = echo::frames(&fixtures::registry(0, 4))?;
     let mut echo = echo::connect(&edge_rt, request_frame.len(), response_frame.clone()).await?;
     let mut echo_buf = vec![0u8; response_frame.len()];
-    // The codec floor.
+    // The codec floor, and the cores floor.
     let mut floor = FloorCp::connect(&edge_rt, EDGE_ID).await?;
+    let mut cores = CoreFloorCp::connect(&edge_rt, EDGE_ID).await?;
 
     let answer = cp.request_status(EDGE_ID, vec![]).await?;
     let floor_answer = floor.round_trip().await?;
-    if answer.nodes.len() != floor_answer.nodes.len() {
-        return Err("the floor's answer differs from ours".into());
+    let cores_answer = cores.round_trip().await?;
+    if answer.nodes.len() != floor_answer.nodes.len()
+        || answer.nodes.len() != cores_answer.nodes.len()
+    {
+        return Err("a floor's answer differs from ours".into());
     }
     for _ in 0..BATCH {
         std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
         echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
         std::hint::black_box(floor.round_trip().await?);
+        std::hint::black_box(cores.round_trip().await?);
     }
 
     // Where the two threads run while each system is timed (see `roundtrip`).
-    let placement = Placement::start_this_thread_and(&edge_rt, 3).await;
-    // Per round, ns per round trip: ours, echo, floor.
-    let mut per: [Vec<f64>; 3] = Default::default();
+    let placement = Placement::start_this_thread_and(&edge_rt, 4).await;
+    // Per round, ns per round trip: ours, echo, codec floor, cores floor.
+    let mut per: [Vec<f64>; 4] = Default::default();
     for round in 0..rounds {
-        for k in 0..3 {
-            let system = (round + k) % 3;
+        for k in 0..4 {
+            let system = (round + k) % 4;
             if let Some(p) = &placement {
                 p.timing(Some(system));
             }
@@ -106,8 +116,11 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
                         std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
                     }
                     1 => echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?,
-                    _ => {
+                    2 => {
                         std::hint::black_box(floor.round_trip().await?);
+                    }
+                    _ => {
+                        std::hint::black_box(cores.round_trip().await?);
                     }
                 }
             }
@@ -125,26 +138,32 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         .await?;
     server.shutdown().await;
 
-    let [ours, echo, floor] = per;
+    let [ours, echo, floor, cores] = per;
     let us = |xs: &[f64]| median(&mut xs.to_vec()) / 1e3;
     Ok(format!(
-        "### Status round trip, 0 nodes: the codec floor ({rounds} rounds, medians)\n\n\
+        "### Status round trip, 0 nodes: the codec and cores floors ({rounds} rounds, medians)\n\n\
          | what | per round trip | ratio |\n|---|---:|---:|\n\
          | raw TCP echo ({} B out, {} B back) | {:.2} µs | — |\n\
          | codec floor: hand-written both sides, encode + decode only | {:.2} µs | {} the echo |\n\
+         | cores floor: our two cores, hand-written loops, no driver | {:.2} µs | {} the echo |\n\
          | ours: `request_status` against `EdgeClient` | {:.2} µs | {} the echo |\n\
          | ours against the codec floor | — | {} |\n\
-         | both threads on one CPU (samples every 2 ms): echo, floor, ours | {}, {}, {} | — |\n",
+         | ours against the cores floor | — | {} |\n\
+         | both threads on one CPU (samples every 2 ms): echo, codec floor, cores floor, ours | {}, {}, {}, {} | — |\n",
         request_frame.len(),
         response_frame.len(),
         us(&echo),
         us(&floor),
         ratio_cell(&mut ratios(&floor, &echo)),
+        us(&cores),
+        ratio_cell(&mut ratios(&cores, &echo)),
         us(&ours),
         ratio_cell(&mut ratios(&ours, &echo)),
         ratio_cell(&mut ratios(&ours, &floor)),
+        ratio_cell(&mut ratios(&ours, &cores)),
         shares.cell(1),
         shares.cell(2),
+        shares.cell(3),
         shares.cell(0),
     ))
 }

@@ -1,5 +1,5 @@
 //! User-space instructions per status round trip, ours against the raw TCP echo (and,
-//! with 0 nodes, the codec floor of `codec_floor`), per thread: `rt_instructions [N1 [N2 [NODES]]]` (default 2 000, 4 000, 0 nodes) runs
+//! with 0 nodes, the codec and cores floors of `codec_floor`), per thread: `rt_instructions [N1 [N2 [NODES]]]` (default 2 000, 4 000, 0 nodes) runs
 //! the `rt_profile` binary next to it under `valgrind --tool=callgrind
 //! --separate-threads=yes` for both systems and both Ns, and divides the difference of
 //! each thread's totals by N2 − N1, so set-up and tear-down cancel out. It then groups
@@ -44,9 +44,9 @@ fn main() -> Result<(), BoxError> {
     let mut per_rt: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
     // Per thread, per system: self cost per round trip by crate.
     let mut groups: BTreeMap<u32, BTreeMap<&str, BTreeMap<String, f64>>> = BTreeMap::new();
-    // The codec floor answers with an empty status only.
+    // The codec and cores floors answer with an empty status only.
     let systems: &[&str] = if nodes == 0 {
-        &["ours", "echo", "floor"]
+        &["ours", "echo", "floor", "cores"]
     } else {
         &["ours", "echo"]
     };
@@ -73,11 +73,12 @@ fn main() -> Result<(), BoxError> {
     println!(
         "### User-space instructions per status round trip ({nodes} nodes; N = {n1} and {n2})\n"
     );
-    println!("| thread | ours | codec floor | raw TCP echo | ours − echo |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| thread | ours | cores floor | codec floor | raw TCP echo | ours − echo |");
+    println!("|---|---:|---:|---:|---:|---:|");
     let no_floor = BTreeMap::new();
     let (ours, echo) = (&per_rt["ours"], &per_rt["echo"]);
     let floor = per_rt.get("floor").unwrap_or(&no_floor);
+    let cores = per_rt.get("cores").unwrap_or(&no_floor);
     let cell = |v: Option<f64>| v.map_or("—".to_owned(), |v| format!("{v:.0}"));
     let name = |t: u32| match t {
         1 => "Control Plane (main thread)".to_owned(),
@@ -92,15 +93,22 @@ fn main() -> Result<(), BoxError> {
             echo.get(&t).copied().unwrap_or(0.0),
         );
         println!(
-            "| {} | {o:.0} | {} | {e:.0} | {:.0} |",
+            "| {} | {o:.0} | {} | {} | {e:.0} | {:.0} |",
             name(t),
+            cell(cores.get(&t).copied()),
             cell(floor.get(&t).copied()),
             o - e
         );
     }
     let (o, e): (f64, f64) = (ours.values().sum(), echo.values().sum());
     let f = (!floor.is_empty()).then(|| floor.values().sum::<f64>());
-    println!("| all | {o:.0} | {} | {e:.0} | {:.0} |\n", cell(f), o - e);
+    let c = (!cores.is_empty()).then(|| cores.values().sum::<f64>());
+    println!(
+        "| all | {o:.0} | {} | {} | {e:.0} | {:.0} |\n",
+        cell(c),
+        cell(f),
+        o - e
+    );
 
     let empty = BTreeMap::new();
     for (thread, by_system) in &groups {
@@ -112,15 +120,17 @@ fn main() -> Result<(), BoxError> {
                 "Edge"
             }
         );
-        println!("| crate | ours | codec floor | raw TCP echo |");
-        println!("|---|---:|---:|---:|");
+        println!("| crate | ours | cores floor | codec floor | raw TCP echo |");
+        println!("|---|---:|---:|---:|---:|");
         let go = by_system.get("ours").unwrap_or(&empty);
         let ge = by_system.get("echo").unwrap_or(&empty);
         let gf = by_system.get("floor");
+        let gc = by_system.get("cores");
         let names: std::collections::BTreeSet<&String> = go
             .keys()
             .chain(ge.keys())
             .chain(gf.into_iter().flat_map(|g| g.keys()))
+            .chain(gc.into_iter().flat_map(|g| g.keys()))
             .collect();
         let mut names: Vec<&String> = names.into_iter().collect();
         names.sort_by(|a, b| {
@@ -133,8 +143,10 @@ fn main() -> Result<(), BoxError> {
                 ge.get(n).copied().unwrap_or(0.0),
             );
             let f = gf.map(|g| g.get(n).copied().unwrap_or(0.0));
-            if o.abs() >= 5.0 || e.abs() >= 5.0 || f.is_some_and(|f| f.abs() >= 5.0) {
-                println!("| `{n}` | {o:.0} | {} | {e:.0} |", cell(f));
+            let c = gc.map(|g| g.get(n).copied().unwrap_or(0.0));
+            let big = |v: Option<f64>| v.is_some_and(|v| v.abs() >= 5.0);
+            if o.abs() >= 5.0 || e.abs() >= 5.0 || big(f) || big(c) {
+                println!("| `{n}` | {o:.0} | {} | {} | {e:.0} |", cell(c), cell(f));
             }
         }
         println!();

@@ -1,8 +1,10 @@
-//! One system's status round trips only, for profilers: `rt_profile ours|echo|floor N
-//! [NODES]` runs N sequential round trips of ours (`request_status` against an
-//! `EdgeClient` with NODES × 4 providers, default 0), of the raw TCP echo of the same
-//! bytes, or of the codec floor (`floor`: hand-written ends that only frame, encode
-//! and decode, 0 nodes; see `codec_floor`), set up as `roundtrip` sets them up (two
+//! One system's status round trips only, for profilers: `rt_profile
+//! ours|echo|floor|cores N [NODES]` runs N sequential round trips of ours
+//! (`request_status` against an `EdgeClient` with NODES × 4 providers, default 0), of
+//! the raw TCP echo of the same bytes, of the codec floor (`floor`: hand-written ends
+//! that only frame, encode and decode, 0 nodes; see `codec_floor`), or of the cores
+//! floor (`cores`: our two cores driven by hand-written loops, no driver, 0 nodes),
+//! set up as `roundtrip` sets them up (two
 //! current-thread runtimes, the Control Plane side in a spawned task), and prints only
 //! the count done. Instructions per
 //! round trip: run it under `valgrind --tool=callgrind` with two values of N and divide
@@ -15,11 +17,19 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use iop_bench::fixtures;
+use iop_bench_socket::core_floor::CoreFloorCp;
 use iop_bench_socket::echo;
+use iop_bench_socket::floor::FloorCp;
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One of the two floors of `codec_floor`.
+enum Floor {
+    Codec(Box<FloorCp>),
+    Cores(Box<CoreFloorCp>),
+}
 
 fn main() -> Result<(), BoxError> {
     let which = std::env::args().nth(1).unwrap_or_else(|| "ours".into());
@@ -55,12 +65,20 @@ fn main() -> Result<(), BoxError> {
             })
             .await?;
             drop(client);
-        } else if which == "floor" {
-            let mut floor = iop_bench_socket::floor::FloorCp::connect(edge, "edge-p").await?;
+        } else if which == "floor" || which == "cores" {
+            let mut floor = if which == "floor" {
+                Floor::Codec(Box::new(FloorCp::connect(edge, "edge-p").await?))
+            } else {
+                Floor::Cores(Box::new(CoreFloorCp::connect(edge, "edge-p").await?))
+            };
             done = tokio::spawn(async move {
                 let mut done = 0;
                 for _ in 0..n {
-                    if floor.round_trip().await.is_err() {
+                    let answered = match &mut floor {
+                        Floor::Codec(f) => f.round_trip().await.is_ok(),
+                        Floor::Cores(f) => f.round_trip().await.is_ok(),
+                    };
+                    if !answered {
                         break;
                     }
                     done += 1;
