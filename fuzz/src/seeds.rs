@@ -195,7 +195,7 @@ pub fn edge_session_frames(edge_id: &str) -> Vec<u8> {
 
 /// Mode byte, split header, the Edge's stream (see `targets::cp_session_bytes`).
 fn cp_session_bytes(vectors: &[Vector]) -> Vec<Seed> {
-    use crate::targets::cp_session_bytes::{EDGE_ID, valid_hello};
+    use crate::targets::cp_session_bytes::{EDGE_ID, hello_of, valid_hello};
     let session = edge_session_frames(EDGE_ID);
     let mut seeds = vec![
         seed("hello_then_session", &[&[0, 0], &valid_hello(), &session]),
@@ -212,6 +212,14 @@ fn cp_session_bytes(vectors: &[Vector]) -> Vec<Seed> {
         seed("transport_closes", &[&[9, 0], &session]),
         seed("rival_supersedes", &[&[17, 1, 40], &session]),
         seed("rival_supersedes_time_close", &[&[27, 1, 60], &session]),
+        seed(
+            "rival_of_another_edge",
+            &[
+                &[16, 0],
+                &hello_of("edge-2"),
+                &edge_session_frames("edge-2"),
+            ],
+        ),
     ];
     for v in vectors {
         seeds.push(seed(

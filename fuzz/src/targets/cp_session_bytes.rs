@@ -11,8 +11,9 @@
 //! so; after `Closed`, `poll_transmit` hands out the last bytes then `Close`, and later
 //! bytes change nothing; an early `handle_timeout` does nothing; the same input gives
 //! the same transcript, bit for bit. In the rival variant a second connection enrols
-//! the same Edge after the first read: it is accepted, a live first session is
-//! superseded (`GoAway{SUPERSEDED}` last), and each connection closes once.
+//! [`EDGE_ID`] after the first read: it is accepted, a live first session of that
+//! Edge is superseded (`GoAway{SUPERSEDED}` last), one of another Edge (the stream
+//! may carry its own hello) is left alone, and each connection closes once.
 
 use std::fmt::Write as _;
 
@@ -38,8 +39,13 @@ pub const EDGE_ID: &str = "edge-1";
 
 /// The hello the "after hello" mode sends first.
 pub fn valid_hello() -> Vec<u8> {
+    hello_of(EDGE_ID)
+}
+
+/// A valid hello of `edge_id` (as [`valid_hello`] is [`EDGE_ID`]'s).
+pub fn hello_of(edge_id: &str) -> Vec<u8> {
     let hello = Envelope::new(EdgeHelloRequest {
-        edge_id: EDGE_ID.into(),
+        edge_id: edge_id.into(),
         protocol_version: PROTOCOL_VERSION,
         software_version: "fuzz".into(),
         operations: vec!["edge.ping".into(), "node.drain".into()],
@@ -69,6 +75,8 @@ struct Session {
     /// `poll_transmit` said `Close`: the CP forgot the connection.
     forgotten: bool,
     accepted: bool,
+    /// The Edge the first connection's session was accepted for.
+    accepted_edge: Option<String>,
     /// What the CP wrote on the rival connection, if one was opened.
     rival: Option<OutboundFrames>,
     /// The application put the CP in drain.
@@ -99,6 +107,7 @@ impl Session {
             closed: None,
             forgotten: false,
             accepted: false,
+            accepted_edge: None,
             rival: None,
             draining: false,
             rival_closed: 0,
@@ -213,9 +222,10 @@ impl Session {
     fn on_event(&mut self, event: CpEvent) {
         match event {
             CpEvent::SessionAccepted { conn: RIVAL, .. } => {}
-            CpEvent::SessionAccepted { .. } => {
+            CpEvent::SessionAccepted { edge_id, .. } => {
                 assert!(!self.accepted, "two sessions on one connection");
                 self.accepted = true;
+                self.accepted_edge = Some(edge_id);
             }
             CpEvent::Closed { conn: RIVAL, .. } => self.rival_closed += 1,
             CpEvent::Closed { conn, reason, .. } => {
@@ -284,11 +294,13 @@ impl Session {
         assert!(responses <= 1, "{responses} hello responses");
     }
 
-    /// A second connection enrols the same Edge. With the default `Replace` policy it
-    /// is accepted, and a live first session is superseded (SPEC §4.1, §5.3); a
-    /// draining CP refuses it with DRAINING and leaves the first alone.
+    /// A second connection enrols [`EDGE_ID`]. With the default `Replace` policy it is
+    /// accepted, and a live first session of the same Edge is superseded (SPEC §4.1,
+    /// §5.3), while one of another Edge is left alone; a draining CP refuses it with
+    /// DRAINING and leaves the first alone.
     fn enrol_rival(&mut self) {
         let live = self.accepted && self.closed.is_none();
+        let same_edge = self.accepted_edge.as_deref() == Some(EDGE_ID);
         if let Err(err) = self.cp.handle_connect(self.now, RIVAL) {
             panic!("rival connect refused: {err}");
         }
@@ -312,10 +324,17 @@ impl Session {
             Some(Body::HelloResponse(r)) => assert!(r.accepted, "rival refused: {r:?}"),
             other => panic!("the rival got {other:?}"),
         }
-        if live {
+        if live && same_edge {
             assert!(
                 matches!(self.closed, Some(CloseReason::Superseded { .. })),
                 "a live session was not superseded: {:?}",
+                self.closed
+            );
+        } else if live {
+            assert!(
+                self.closed.is_none(),
+                "a rival for {EDGE_ID} closed {:?}'s session: {:?}",
+                self.accepted_edge,
                 self.closed
             );
         }
@@ -392,4 +411,61 @@ fn hex(bytes: &[u8]) -> String {
     }
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An input whose stream is one read holding `hello`, in the rival variant.
+    fn rival_after(hello: &[u8]) -> Vec<u8> {
+        let mut data = vec![16, 0];
+        data.extend_from_slice(hello);
+        data
+    }
+
+    /// The rival enrols the Edge the stream's own hello enrolled: the first session
+    /// is superseded (the check in `enrol_rival` holds it to that).
+    #[test]
+    fn a_rival_of_the_same_edge_supersedes_the_first_session() {
+        let data = rival_after(&hello_of(EDGE_ID));
+        let transcript = Session::run(&data);
+        assert!(transcript.contains("EdgeSuperseded"), "{transcript}");
+        run(&data);
+    }
+
+    /// The stream enrols another Edge; the rival enrolling [`EDGE_ID`] must leave
+    /// that session alone. The target's check once expected a supersession whatever
+    /// Edge the first session was for, and `fuzz-deep` found an input (below) that
+    /// enrolled `edge-2` first: the oracle was wrong, the core right.
+    #[test]
+    fn a_rival_of_another_edge_leaves_the_first_session_alone() {
+        let data = rival_after(&hello_of("edge-2"));
+        let transcript = Session::run(&data);
+        assert!(!transcript.contains("EdgeSuperseded"), "{transcript}");
+        assert_eq!(
+            transcript.matches("SessionAccepted").count(),
+            2,
+            "{transcript}"
+        );
+        run(&data);
+    }
+
+    /// The input `scripts/fuzz-deep.sh` found (session 7), replayed as it was.
+    #[test]
+    fn the_input_fuzz_deep_found_passes() {
+        const FOUND: &[u8] = &[
+            0x10, 0x10, 0x00, 0x00, 0x00, 0x52, 0x12, 0x50, 0x0a, 0x06, 0x65, 0x64, 0x67, 0x65,
+            0x2d, 0x32, 0x10, 0x01, 0x1a, 0x05, 0x30, 0x2e, 0x31, 0x2e, 0x30, 0x22, 0x09, 0x01,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x67, 0x22, 0x0a, 0x6e, 0x6f, 0x64, 0x65,
+            0x2e, 0x64, 0x72, 0x61, 0x69, 0x6e, 0x2a, 0x17, 0x0a, 0x0f, 0x69, 0x6f, 0x70, 0x2e,
+            0x69, 0x6e, 0x73, 0x74, 0x61, 0x6e, 0x63, 0x65, 0x5f, 0x69, 0x64, 0x12, 0x04, 0x37,
+            0x66, 0x33, 0x61, 0x3a, 0x06, 0x73, 0x65, 0x63, 0x72, 0x65, 0x74, 0x3a, 0x05, 0x63,
+            0x6d, 0x64, 0x2d, 0x01, 0x00, 0x00, 0x00, 0x55, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb,
+            0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb,
+            0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xfb, 0xb7, 0x00, 0x59, 0xfe, 0xf5, 0xf3,
+            0x65, 0x2d, 0x61, 0x30, 0x10,
+        ];
+        run(FOUND);
+    }
 }
