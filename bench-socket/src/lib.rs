@@ -12,6 +12,7 @@ pub mod echo;
 pub mod fleet;
 pub mod floor;
 pub mod grpc;
+pub mod ours;
 pub mod placement;
 pub mod process;
 pub mod runtimes;

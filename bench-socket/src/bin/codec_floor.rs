@@ -28,17 +28,16 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use iop_bench::fixtures;
 use iop_bench_socket::core_floor::CoreFloorCp;
 use iop_bench_socket::floor::FloorCp;
+use iop_bench_socket::ours::Ours;
 use iop_bench_socket::placement::Placement;
 use iop_bench_socket::stats::{median, ratio_cell, ratios};
 use iop_bench_socket::{Spinners, TwoRuntimes, arg, echo};
-use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::core::registry::NodeRegistry;
-use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -60,22 +59,8 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<String, BoxError> {
-    // Ours.
-    let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?;
-    let cp = server.handle();
-    let client = {
-        let _in_edge_runtime = edge_rt.enter();
-        EdgeClient::new(EdgeConfig::new(EDGE_ID))
-            .with_node_registry(NodeRegistry::default())
-            .connect(server.local_addr())?
-    };
-    let start = Instant::now();
-    while cp.stats().live_sessions < 1 {
-        if start.elapsed() > Duration::from_secs(10) {
-            return Err("the edge never enrolled".into());
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let ours = Ours::start(&edge_rt, EDGE_ID, NodeRegistry::default()).await?;
+    let cp = ours.cp();
     // The echo of the same bytes.
     let (request_frame, response_frame) = echo::frames(&fixtures::registry(0, 4))?;
     let mut echo = echo::connect(&edge_rt, request_frame.len(), response_frame.clone()).await?;
@@ -133,10 +118,7 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         }
     }
     let shares = placement.map(Placement::finish).unwrap_or_default();
-    edge_rt
-        .spawn(async move { client.shutdown().await })
-        .await?;
-    server.shutdown().await;
+    ours.shutdown(&edge_rt).await?;
 
     let [ours, echo, floor, cores] = per;
     let us = |xs: &[f64]| median(&mut xs.to_vec()) / 1e3;

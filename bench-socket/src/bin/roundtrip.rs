@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
+use iop_bench_socket::ours::Ours;
 use iop_bench_socket::placement::Placement;
 use iop_bench_socket::stats::{median, ratio_cell, ratios};
 use iop_bench_socket::{Row, Spinners, Table, TwoRuntimes, arg, echo};
-use iop_tokio::core::edge::EdgeConfig;
+use iop_tokio::ControlPlaneHandle;
 use iop_tokio::core::proto::EdgeStatusRequest;
-use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, ServerConfig};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -131,23 +131,9 @@ async fn measure(
     let response = fixtures::status_response(&registry);
 
     // Ours.
-    let server = ControlPlaneServer::bind(localhost, ServerConfig::default()).await?;
-    let cp = server.handle();
     let edge_id = format!("edge-rt-{index}");
-    let client = {
-        let _in_edge_runtime = edge_rt.enter();
-        EdgeClient::new(EdgeConfig::new(edge_id.clone()))
-            .with_node_registry(registry)
-            .connect(server.local_addr())?
-    };
-    let start = Instant::now();
-    while cp.stats().live_sessions < 1 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "edge never enrolled"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let ours = Ours::start(&edge_rt, &edge_id, registry).await?;
+    let cp = ours.cp();
 
     // Raw echo: the Edge side reads the request bytes and writes the response bytes.
     let mut echo = echo::connect(&edge_rt, request_frame.len(), response_frame.clone()).await?;
@@ -221,10 +207,7 @@ async fn measure(
     }
     let shares = placement.map(Placement::finish).unwrap_or_default();
 
-    edge_rt
-        .spawn(async move { client.shutdown().await })
-        .await?;
-    server.shutdown().await;
+    ours.shutdown(&edge_rt).await?;
 
     let bytes = format!(
         "{} B out, {} B back",

@@ -13,15 +13,11 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use iop_bench::fixtures;
 use iop_bench_socket::core_floor::CoreFloorCp;
 use iop_bench_socket::echo;
 use iop_bench_socket::floor::FloorCp;
-use iop_tokio::core::edge::EdgeConfig;
-use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
+use iop_bench_socket::ours::Ours;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -38,22 +34,11 @@ fn main() -> Result<(), BoxError> {
     let rts = iop_bench_socket::TwoRuntimes::start()?;
     let edge = rts.edge();
     let done = rts.cp().block_on(async {
-        let localhost: SocketAddr = "127.0.0.1:0".parse()?;
         let registry = fixtures::registry(nodes, 4);
         let done;
         if which == "ours" {
-            let server = ControlPlaneServer::bind(localhost, ServerConfig::default()).await?;
-            let cp = server.handle();
-            let client = {
-                let _g = edge.enter();
-                EdgeClient::new(EdgeConfig::new("edge-p"))
-                    .with_node_registry(registry)
-                    .connect(server.local_addr())?
-            };
-            while cp.stats().live_sessions < 1 {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            let cp2 = cp.clone();
+            let ours = Ours::start(edge, "edge-p", registry).await?;
+            let cp2 = ours.cp();
             done = tokio::spawn(async move {
                 let mut done = 0;
                 for _ in 0..n {
@@ -64,7 +49,7 @@ fn main() -> Result<(), BoxError> {
                 done
             })
             .await?;
-            drop(client);
+            drop(ours);
         } else if which == "floor" || which == "cores" {
             let mut floor = if which == "floor" {
                 Floor::Codec(Box::new(FloorCp::connect(edge, "edge-p").await?))
