@@ -74,8 +74,7 @@ struct Session {
     closed: Option<CloseReason>,
     /// `poll_transmit` said `Close`: the CP forgot the connection.
     forgotten: bool,
-    accepted: bool,
-    /// The Edge the first connection's session was accepted for.
+    /// The Edge the first connection's session was accepted for, once it was.
     accepted_edge: Option<String>,
     /// What the CP wrote on the rival connection, if one was opened.
     rival: Option<OutboundFrames>,
@@ -106,7 +105,6 @@ impl Session {
             log: FrameLog::default(),
             closed: None,
             forgotten: false,
-            accepted: false,
             accepted_edge: None,
             rival: None,
             draining: false,
@@ -121,7 +119,10 @@ impl Session {
         if mode.after_hello {
             s.cp.handle_bytes(s.now, CONN, &valid_hello());
             s.drain();
-            assert!(s.accepted, "the valid hello was not accepted");
+            assert!(
+                s.accepted_edge.is_some(),
+                "the valid hello was not accepted"
+            );
         }
         for chunk in splits.chunks(stream) {
             if s.forgotten {
@@ -137,7 +138,7 @@ impl Session {
             if mode.time_passes {
                 s.pass_time(read_delay(chunk.len()));
             }
-            if mode.app_calls && s.accepted && !s.forgotten {
+            if mode.app_calls && s.accepted_edge.is_some() && !s.forgotten {
                 s.app_call(chunk.first().copied().unwrap_or(0));
             }
             if mode.rival && s.rival.is_none() {
@@ -223,8 +224,10 @@ impl Session {
         match event {
             CpEvent::SessionAccepted { conn: RIVAL, .. } => {}
             CpEvent::SessionAccepted { edge_id, .. } => {
-                assert!(!self.accepted, "two sessions on one connection");
-                self.accepted = true;
+                assert!(
+                    self.accepted_edge.is_none(),
+                    "two sessions on one connection"
+                );
                 self.accepted_edge = Some(edge_id);
             }
             CpEvent::Closed { conn: RIVAL, .. } => self.rival_closed += 1,
@@ -299,7 +302,7 @@ impl Session {
     /// §5.3), while one of another Edge is left alone; a draining CP refuses it with
     /// DRAINING and leaves the first alone.
     fn enrol_rival(&mut self) {
-        let live = self.accepted && self.closed.is_none();
+        let live = self.accepted_edge.is_some() && self.closed.is_none();
         let same_edge = self.accepted_edge.as_deref() == Some(EDGE_ID);
         if let Err(err) = self.cp.handle_connect(self.now, RIVAL) {
             panic!("rival connect refused: {err}");
