@@ -17,12 +17,7 @@ use crate::limits::{DecodeLimits, LimitError};
 /// Size of the length prefix in bytes.
 pub const LENGTH_PREFIX_LEN: usize = 4;
 
-/// Default maximum frame body length once the hello is accepted: 4 MiB (SPEC §7).
-pub const DEFAULT_MAX_FRAME_LEN: u32 = 4 * 1024 * 1024;
-
-/// Maximum frame body length the Control Plane accepts before a hello is accepted:
-/// 64 KiB (SPEC §4.1, §7).
-pub const PRE_HELLO_MAX_FRAME_LEN: u32 = 64 * 1024;
+pub use crate::limits::{DEFAULT_MAX_FRAME_LEN, PRE_HELLO_MAX_FRAME_LEN};
 
 /// A body buffer larger than this is released after its frame is decoded, so that an
 /// idle connection does not keep the memory of the largest frame it ever saw.

@@ -75,7 +75,7 @@ pub use frame::{
     DEFAULT_MAX_FRAME_LEN, EncodeError, FrameDecoder, FrameError, LENGTH_PREFIX_LEN,
     PRE_HELLO_MAX_FRAME_LEN, decode_envelope, encode_frame, encode_status_request_frame,
 };
-pub use limits::{DecodeLimits, LimitError, check_envelope};
+pub use limits::{DecodeLimits, ExceedsLimit, LimitError, check_envelope};
 pub use prost::Message;
 pub use wire::envelope::Body;
 pub use wire::*;

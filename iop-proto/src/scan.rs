@@ -254,6 +254,17 @@ impl<'l> Scan<'l> {
         }
     }
 
+    /// Walks the bytes of an `EdgeStatusResponse` alone (no envelope around it), as
+    /// [`envelope`](Self::envelope) walks an envelope's.
+    pub(crate) fn status_response(&mut self, body: &[u8]) -> Result<usize, LimitError> {
+        let mut counts = [0; MAX_FIELD];
+        let mut buf = body;
+        match self.message(Msg::StatusResponse, &mut buf, body.len(), &mut counts) {
+            Ok(()) | Err(Stop::Malformed) => Ok(self.estimated.saturating_add(DECODE_ERROR_BYTES)),
+            Err(Stop::Limit(err)) => Err(err),
+        }
+    }
+
     fn charge(&mut self, bytes: usize) -> Result<(), Stop> {
         self.estimated = self.estimated.saturating_add(bytes);
         if self.estimated > self.budget {
