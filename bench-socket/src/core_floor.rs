@@ -137,7 +137,7 @@ async fn core_floor_edge(
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let clock = Clock::new();
-    let mut config = EdgeConfig::new(edge_id);
+    let mut config = EdgeConfig::new(edge_id, iop_tokio::process_seed());
     config.wall_clock = clock.wall_clock();
     let mut edge = Edge::new(config, NodeRegistry::default())?;
     edge.handle_connected(clock.now())?;

@@ -74,7 +74,7 @@ pub fn run_edges(system: System, n: usize, addr: SocketAddr) -> Result<(), Strin
             let edge_id = format!("edge-{i:05}");
             match system {
                 System::Ours => {
-                    let mut config = EdgeConfig::new(edge_id);
+                    let mut config = EdgeConfig::new(edge_id, iop_tokio::process_seed());
                     config.backoff_base = Duration::from_millis(100);
                     config.backoff_max = Duration::from_secs(1);
                     let edge = EdgeClient::<()>::with_edge_registry(config, ())

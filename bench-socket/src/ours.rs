@@ -30,7 +30,7 @@ impl Ours {
             ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?;
         let client = {
             let _in_edge_runtime = edge_rt.enter();
-            EdgeClient::new(EdgeConfig::new(edge_id))
+            EdgeClient::new(EdgeConfig::new(edge_id, iop_tokio::process_seed()))
                 .with_node_registry(registry)
                 .connect(server.local_addr())?
         };

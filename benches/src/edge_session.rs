@@ -26,7 +26,7 @@ impl EdgeSession {
     ///
     /// Panics if the core does not accept that exchange (a bug the tests would show).
     pub fn enrolled(registry: NodeRegistry) -> Self {
-        let mut config = EdgeConfig::new(EDGE_ID);
+        let mut config = EdgeConfig::new(EDGE_ID, 0);
         for op in OPERATIONS {
             config = config.with_operation(op, TargetLevel::Edge);
         }

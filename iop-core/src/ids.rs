@@ -3,10 +3,7 @@
 //! `edge_id`, `node_id` and `provider_id` match `[A-Za-z0-9._-]{1,128}`; label keys and
 //! values match `[A-Za-z0-9._/-]{1,63}`.
 
-/// Longest valid id, in bytes.
-pub const MAX_ID_LEN: usize = 128;
-/// Longest valid label key or value, in bytes.
-pub const MAX_LABEL_LEN: usize = 63;
+pub use crate::limits::{MAX_ID_LEN, MAX_LABEL_LEN};
 
 /// Why a string is not a valid id or label.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

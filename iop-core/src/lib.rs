@@ -13,7 +13,7 @@
 //! use iop_core::{Instant, NodeRegistry};
 //!
 //! let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny)?;
-//! let config = EdgeConfig::new("edge-1").with_operation("edge.ping", TargetLevel::Edge);
+//! let config = EdgeConfig::new("edge-1", 7).with_operation("edge.ping", TargetLevel::Edge);
 //! let mut edge = Edge::new(config, NodeRegistry::new())?;
 //! let now = Instant::ZERO;
 //!

@@ -15,9 +15,7 @@ use crate::varint;
 /// status requests) fit in it, so a kept buffer of this size serves them all.
 pub(crate) const MIN_RESERVE: usize = 128;
 
-/// Default cap on bytes queued for one connection before the peer is dropped as too
-/// slow (SPEC §7).
-pub const DEFAULT_OUTBOUND_CAP: usize = 8 * 1024 * 1024;
+pub use crate::limits::DEFAULT_OUTBOUND_CAP;
 
 /// Why a frame could not be queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -207,6 +207,8 @@ proptest! {
                 CpEvent::CommandEvent { event, .. } => event.command_id == *id
                     && event.phase == CommandPhase::Succeeded as i32,
                 CpEvent::CommandLost { command_id, .. } => command_id == id,
+                // Sent on three sessions that each dropped before the Edge read it.
+                CpEvent::CommandUndeliverable { command_id, .. } => command_id == id,
                 CpEvent::CommandResponded { command_id, accepted, .. } => command_id == id && !accepted,
                 _ => false,
             }).count();

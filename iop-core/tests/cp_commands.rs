@@ -91,11 +91,11 @@ fn generated_ids_are_deterministic_and_supplied_ids_unique() {
     );
     assert_eq!(
         t.cp.send_command(t.now, "edge-1", spec("op"), Some(String::new())),
-        Err(CommandError::InvalidCommandId)
+        Err(CommandError::InvalidCommandId { len: 0 })
     );
     assert_eq!(
         t.cp.send_command(t.now, "edge-1", spec("op"), Some("x".repeat(129))),
-        Err(CommandError::InvalidCommandId)
+        Err(CommandError::InvalidCommandId { len: 129 })
     );
 }
 

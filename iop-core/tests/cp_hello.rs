@@ -351,17 +351,17 @@ fn a_second_hello_is_a_protocol_error() {
 }
 
 #[test]
-fn pre_hello_frames_are_capped_at_64_kib() {
+fn pre_hello_frames_are_capped_at_256_kib() {
     let mut t = Harness::new();
     let conn = t.connect();
     // Only the length prefix is needed: the decoder refuses it at once.
-    t.send_raw(conn, &(64 * 1024 + 1u32).to_be_bytes());
+    t.send_raw(conn, &(256 * 1024 + 1u32).to_be_bytes());
     assert!(t.is_closed(conn));
     assert!(t.events.iter().any(|e| matches!(
         e,
         CpEvent::Closed {
             reason: CloseReason::ProtocolError(ProtocolViolation::Frame(
-                proto::FrameError::TooLarge { max: 65_536, .. }
+                proto::FrameError::TooLarge { max: 262_144, .. }
             )),
             ..
         }
@@ -370,12 +370,12 @@ fn pre_hello_frames_are_capped_at_64_kib() {
     let (conn, _) = t.enrol("edge-1", &[]);
     let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     t.pump(None);
-    let big = big_status_response(req.correlation_id, "edge-1", 100 * 1024);
-    assert!(big.encoded_len() > 64 * 1024);
+    let big = big_status_response(req.correlation_id, "edge-1", 300 * 1024);
+    assert!(big.encoded_len() > 256 * 1024);
     t.send(conn, big);
     assert!(
         !t.is_closed(conn),
-        "a 100 KiB frame is fine after the hello"
+        "a 300 KiB frame is fine after the hello"
     );
     assert!(
         t.events

@@ -102,18 +102,21 @@ fn the_gauges_count_connections_live_sessions_and_known_edges() {
 
 #[test]
 fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
+    // The lowest frame limit a CP may have: its pre-hello one, 256 KiB. Requests
+    // within every field cap can still be larger.
     let mut c = cfg();
-    c.pre_hello_max_frame_len = 1024;
-    c.max_frame_len = 2048;
+    c.max_frame_len = c.pre_hello_max_frame_len;
     let mut t = Harness::with(c, Default::default());
     let (conn, _) = t.enrol("edge-1", &["op"]);
-    let ids: Vec<String> = (0..100).map(|i| format!("node-{i:030}")).collect();
+    let ids: Vec<String> = (0..10_000).map(|i| format!("node-{i:030}")).collect();
     assert!(matches!(
         t.cp.request_status(t.now, "edge-1", ids),
         Err(iop_core::cp::StatusError::TooLarge(_))
     ));
     let mut spec = iop_core::cp::CommandSpec::new("op");
-    spec.metadata.insert("blob".into(), "x".repeat(4_000));
+    for i in 0..64 {
+        spec.metadata.insert(format!("blob-{i}"), "x".repeat(4_096));
+    }
     assert!(matches!(
         t.cp.send_command(t.now, "edge-1", spec, Some("c1".into())),
         Err(iop_core::cp::CommandError::TooLarge(_))

@@ -15,7 +15,7 @@ use iop_core::testing::{NetConfig, Pair, Side};
 const EDGE: &str = "edge-1";
 
 fn edge_config() -> EdgeConfig {
-    EdgeConfig::new(EDGE).with_operation("edge.ping", TargetLevel::Edge)
+    EdgeConfig::new(EDGE, 0).with_operation("edge.ping", TargetLevel::Edge)
 }
 
 fn registry() -> NodeRegistry {

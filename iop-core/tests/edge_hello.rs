@@ -249,8 +249,8 @@ fn unexpected_messages_are_protocol_errors() {
     h.deliver(Envelope::new(resp));
     assert_protocol_error(&mut h, ProtocolError::ProtocolVersion(99));
 
-    // A frame limit below the 64 KiB the CP accepted the hello under: no frame of
-    // ours (not even a heartbeat) could be sent (found by the hostile-CP tests).
+    // A frame limit below the 64 KiB a CP may announce at least: the session
+    // would be mute (found by the hostile-CP tests).
     for tiny in [1, 1_024, 65_535] {
         let mut h = Harness::default_edge();
         h.connect();

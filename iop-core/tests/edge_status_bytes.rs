@@ -153,7 +153,7 @@ fn connected<R: EdgeRegistry>(
     max_frame_len: u32,
     outbound_cap: usize,
 ) -> Edge<R> {
-    let mut config = EdgeConfig::new(edge_id);
+    let mut config = EdgeConfig::new(edge_id, 0);
     config.wall_clock = WallClock::new(ORIGIN_UNIX_MS);
     config.outbound_cap = outbound_cap;
     let mut edge = Edge::new(config, registry).expect("valid config");
@@ -254,7 +254,7 @@ proptest! {
         edge_id in arb_edge_id(),
         overshoot in any::<bool>(),
     ) {
-        // The smallest limit a CP may announce is the 64 KiB pre-hello cap.
+        // The smallest limit a CP may announce is 64 KiB.
         let max_frame_len = proto::PRE_HELLO_MAX_FRAME_LEN + extra;
         let reference = build(&specs);
         let cap = iop_core::outbound::DEFAULT_OUTBOUND_CAP;

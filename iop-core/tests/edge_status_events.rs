@@ -53,7 +53,7 @@ fn status_is_answered_with_the_same_correlation_id() {
 
 #[test]
 fn status_is_truncated_rather_than_over_the_cps_max_frame_len() {
-    // The smallest limit a CP may announce is the 64 KiB pre-hello cap.
+    // The smallest limit a CP may announce is 64 KiB.
     let names: Vec<String> = (0..8_000).map(|i| format!("node-{i:04}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let mut h = Harness::new(config(), FakeRegistry::with_nodes(&refs));

@@ -52,7 +52,7 @@ fn accepting(max_frame_len: u32) -> Envelope {
 #[test]
 fn a_tiny_frame_limit_in_the_hello_response_is_a_protocol_error() {
     let now = Instant::ZERO;
-    let mut edge = Edge::new(EdgeConfig::new("edge-1"), ()).unwrap();
+    let mut edge = Edge::new(EdgeConfig::new("edge-1", 0), ()).unwrap();
     edge.handle_connected(now).unwrap();
     let (hello, _) = written(&mut edge);
     assert!(matches!(hello[0].body, Some(Body::HelloRequest(_))));
@@ -89,12 +89,12 @@ fn a_tiny_frame_limit_in_the_hello_response_is_a_protocol_error() {
     )));
 }
 
-/// The floor is `MIN_PEER_MAX_FRAME_LEN` (the 64 KiB pre-hello limit): a CP that
+/// The floor is `MIN_PEER_MAX_FRAME_LEN` (64 KiB, SPEC §7): a CP that
 /// accepts with exactly that still gets its session, and one byte less does not.
 #[test]
 fn a_frame_limit_at_the_floor_is_accepted() {
     let floor = iop_core::limits::MIN_PEER_MAX_FRAME_LEN;
-    let mut below = Edge::new(EdgeConfig::new("edge-1"), ()).unwrap();
+    let mut below = Edge::new(EdgeConfig::new("edge-1", 0), ()).unwrap();
     below.handle_connected(Instant::ZERO).unwrap();
     let _ = written(&mut below);
     below.handle_bytes(Instant::ZERO, &frame(accepting(floor - 1)));
@@ -107,7 +107,7 @@ fn a_frame_limit_at_the_floor_is_accepted() {
     )));
 
     let now = Instant::ZERO;
-    let mut edge = Edge::new(EdgeConfig::new("edge-1"), ()).unwrap();
+    let mut edge = Edge::new(EdgeConfig::new("edge-1", 0), ()).unwrap();
     edge.handle_connected(now).unwrap();
     let _ = written(&mut edge);
     edge.handle_bytes(now, &frame(accepting(floor)));

@@ -19,8 +19,7 @@ fn scripted(seed: u64) -> Pair {
     let mut p = Pair::new(seed, CpConfig::default(), net).unwrap();
     for (k, s) in [(0u64, 11u64), (1, 12)] {
         let mut c =
-            EdgeConfig::new(format!("edge-{k}")).with_operation("edge.ping", TargetLevel::Edge);
-        c.seed = s;
+            EdgeConfig::new(format!("edge-{k}"), s).with_operation("edge.ping", TargetLevel::Edge);
         c.wall_clock = WallClock::new(1_800_000_000_000);
         p.add_edge(c, NodeRegistry::new()).unwrap();
     }

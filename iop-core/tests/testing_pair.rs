@@ -13,9 +13,7 @@ use iop_core::testing::{NetConfig, Pair, Side};
 const EDGE: &str = "edge-1";
 
 fn config(seed: u64) -> EdgeConfig {
-    let mut c = EdgeConfig::new(EDGE).with_operation("edge.ping", TargetLevel::Edge);
-    c.seed = seed;
-    c
+    EdgeConfig::new(EDGE, seed).with_operation("edge.ping", TargetLevel::Edge)
 }
 
 fn pair() -> Pair {

@@ -55,6 +55,20 @@ impl Default for Clock {
     }
 }
 
+/// A seed for [`EdgeConfig::new`](iop_core::edge::EdgeConfig::new) that no other Edge
+/// gets: the time of the call, the process id and a per-process counter, mixed. Every
+/// Edge of a fleet then has its own `iop.instance_id` and backoff jitter, also two
+/// started in the same process or the same nanosecond.
+pub fn process_seed() -> u64 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    nanos ^ u64::from(std::process::id()).rotate_left(32) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

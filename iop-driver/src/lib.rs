@@ -82,7 +82,7 @@ mod runtime;
 mod signal;
 pub mod tls;
 
-pub use clock::Clock;
+pub use clock::{Clock, process_seed};
 pub use cp::{
     CommandRecord, CommandResponse, CommandTracker, CommandUpdate, ControlPlaneHandle,
     ControlPlaneServer, MAX_EVENTS_PER_RECORD, SendCommandError, ServeError, ServerConfig,

@@ -158,7 +158,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cases: [(&str, Vec<u8>, u32); 3] = [
         ("zero length", vec![0, 0, 0, 0], DEFAULT_MAX_FRAME_LEN),
         (
-            "over the 64 KiB pre-hello limit (prefix only)",
+            "over the 256 KiB pre-hello limit (prefix only)",
             (PRE_HELLO_MAX_FRAME_LEN + 1).to_be_bytes().to_vec(),
             PRE_HELLO_MAX_FRAME_LEN,
         ),

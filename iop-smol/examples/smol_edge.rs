@@ -41,7 +41,7 @@ fn main() -> Result<(), Error> {
             .ok_or("no address")?;
 
         // The Edge: its handler reaches the registry through the command's context.
-        let edge = EdgeClient::new(EdgeConfig::new("edge-smol"))
+        let edge = EdgeClient::new(EdgeConfig::new("edge-smol", iop_smol::process_seed()))
             .operation("node.restart", TargetLevel::Node, |ctx| {
                 let handle: Option<EdgeHandle> = ctx.edge::<Smol, NodeRegistry>();
                 restart(ctx, handle)

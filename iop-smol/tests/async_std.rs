@@ -29,16 +29,13 @@ async fn control_plane_and_edge_run_on_async_std() {
         .unwrap();
     let cp = server.handle();
     let mut cp_events = cp.subscribe();
-    let mut client = EdgeClient::new(EdgeConfig::new("edge-as")).operation(
-        "edge.ping",
-        TargetLevel::Edge,
-        |ctx| async move {
+    let mut client = EdgeClient::new(EdgeConfig::new("edge-as", iop_smol::process_seed()))
+        .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
             ctx.running("working", BTreeMap::new()).unwrap();
             // The handler itself awaits an async-std timer.
             async_std::task::sleep(Duration::from_millis(5)).await;
             CommandResult::succeeded("pong")
-        },
-    );
+        });
     let mut edge_events = client.events();
     let edge = client.connect(server.local_addr()).unwrap();
 

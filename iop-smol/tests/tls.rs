@@ -60,7 +60,7 @@ impl Ca {
 }
 
 fn fast_edge(id: &str) -> EdgeConfig {
-    let mut c = EdgeConfig::new(id);
+    let mut c = EdgeConfig::new(id, iop_smol::process_seed());
     c.backoff_base = Duration::from_millis(20);
     c.backoff_max = Duration::from_millis(200);
     c

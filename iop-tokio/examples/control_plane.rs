@@ -110,7 +110,7 @@ async fn show_status(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), Error
 
 /// An Edge whose node `gpu-1` connects, becomes ready, then drops its connection.
 async fn stand_in_edge(cp: SocketAddr) -> Result<(), Error> {
-    let edge = EdgeClient::new(EdgeConfig::new("edge-1")).connect(cp)?;
+    let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed())).connect(cp)?;
     let _ = edge.with_registry(|nodes| nodes.configure(NodeConfig::new("gpu-1"), unix_ms()))?;
     while !edge.is_connected() {
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -64,7 +64,7 @@ async fn main() -> Result<(), Error> {
         .ok_or("no address")?;
 
     let handler_inventory = inventory.clone();
-    let edge = EdgeClient::new(EdgeConfig::new("edge-inventory"))
+    let edge = EdgeClient::new(EdgeConfig::new("edge-inventory", iop_tokio::process_seed()))
         .operation("model.load", TargetLevel::Node, move |ctx| {
             load_model(ctx, handler_inventory.clone())
         })

@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
     let cp = server.handle();
     let mut events = cp.subscribe();
-    let edge = EdgeClient::new(EdgeConfig::new("edge-bench"))
+    let edge = EdgeClient::new(EdgeConfig::new("edge-bench", iop_tokio::process_seed()))
         .operation("edge.ping", TargetLevel::Edge, |_ctx| async {
             CommandResult::succeeded("pong")
         })

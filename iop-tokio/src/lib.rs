@@ -19,7 +19,7 @@
 //! let mut events = cp.subscribe();
 //!
 //! // The Edge: one operation, handled by an async fn.
-//! let edge = EdgeClient::new(EdgeConfig::new("edge-1"))
+//! let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed()))
 //!     .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
 //!         ctx.running("pinging", Default::default()).ok();
 //!         CommandResult::succeeded("pong")
@@ -107,7 +107,7 @@ pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, Ser
 pub use iop_driver::{
     Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate, DialError,
     HandlerFuture, MAX_EVENTS_PER_RECORD, Notice, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, Subscription, TlsStats,
+    StatusRequestError, Subscription, TlsStats, process_seed,
 };
 
 /// A running Control Plane on tokio.

@@ -72,7 +72,7 @@ async fn a_4_gib_length_prefix_before_the_hello_is_refused_from_the_prefix_alone
             reason,
             CloseReason::ProtocolError(ProtocolViolation::Frame(FrameError::TooLarge {
                 len: 0xFFFF_FFFF,
-                max: 65_536
+                max: 262_144
             }))
         ),
         "{reason:?}"
@@ -199,7 +199,7 @@ fn nested_length_delimited(depth: usize) -> Vec<u8> {
 async fn ten_thousand_nested_unknown_groups_are_refused_as_too_deep() {
     let mut s = setup().await;
     let body = nested_groups(10_000);
-    assert!(body.len() <= 64 * 1024, "within the pre-hello cap");
+    assert!(body.len() <= 256 * 1024, "within the pre-hello cap");
     let mut attacker = Attacker::connect(s.server.local_addr()).await;
     attacker.write(&frame(&body)).await;
     attacker.expect_go_away(GoAwayReason::ProtocolError).await;
@@ -220,7 +220,7 @@ async fn ten_thousand_nested_unknown_groups_are_refused_as_too_deep() {
 async fn ten_thousand_nested_unknown_length_delimited_fields_are_skipped_whole() {
     let s = setup().await;
     let body = nested_length_delimited(10_000);
-    assert!(body.len() <= 64 * 1024, "{} bytes", body.len());
+    assert!(body.len() <= 256 * 1024, "{} bytes", body.len());
     let mut attacker = Attacker::connect(s.server.local_addr()).await;
     attacker.hello("attacker").await;
     let before = s.cp.stats().unknown_bodies;
@@ -297,7 +297,7 @@ async fn a_hello_with_a_1_mib_edge_id_is_refused_by_the_pre_hello_cap() {
         matches!(
             reason,
             CloseReason::ProtocolError(ProtocolViolation::Frame(FrameError::TooLarge {
-                max: 65_536,
+                max: 262_144,
                 ..
             }))
         ),

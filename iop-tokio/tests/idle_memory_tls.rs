@@ -42,7 +42,10 @@ async fn held_by_pairs(
     let region = Region::new(GLOBAL);
     let mut edges = Vec::new();
     for i in 0..PAIRS {
-        let mut client = EdgeClient::new(EdgeConfig::new(format!("{prefix}-{i:03}")));
+        let mut client = EdgeClient::new(EdgeConfig::new(
+            format!("{prefix}-{i:03}"),
+            iop_tokio::process_seed(),
+        ));
         if let Some(tls) = tls {
             client = client.with_tls(tls.clone());
         }

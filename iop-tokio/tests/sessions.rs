@@ -420,7 +420,11 @@ async fn a_peer_that_stops_reading_is_dropped_as_slow_and_others_carry_on() {
 
     // 64 KiB commands to a peer that reads nothing, until its session is dropped.
     let mut spec = CommandSpec::new("edge.ping");
-    spec.metadata.insert("blob".into(), "x".repeat(64 * 1024));
+    // Sixteen values at the 4 KiB cap (SPEC §7).
+    for i in 0..16 {
+        spec.metadata
+            .insert(format!("blob-{i}"), "x".repeat(4 * 1024));
+    }
     let mut sent = 0;
     while cp.send_command("edge-slow", spec.clone()).is_ok() {
         sent += 1;

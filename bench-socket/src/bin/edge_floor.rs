@@ -47,7 +47,7 @@ async fn measure(rounds: usize, edge: &tokio::runtime::Handle) -> Result<String,
     let addr = server.local_addr();
     let client = {
         let _in_edge_runtime = edge.enter();
-        EdgeClient::new(EdgeConfig::new(OURS)).connect(addr)?
+        EdgeClient::new(EdgeConfig::new(OURS, iop_tokio::process_seed())).connect(addr)?
     };
     edge.spawn(async move {
         if let Err(e) = minimal_edge(addr).await {

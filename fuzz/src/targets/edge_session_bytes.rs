@@ -4,7 +4,7 @@
 //! Input: a [`Mode`] byte, a [`Splits`] header, then the CP's byte stream.
 //!
 //! Checked: no panic; every byte the Edge writes decodes as whole, valid frames under
-//! the SPEC limits, of kinds an Edge may send: a hello first (within the 64 KiB
+//! the SPEC limits, of kinds an Edge may send: a hello first (within the 256 KiB
 //! pre-hello cap) and once, nothing after a `GoAway`, node events numbered 1, 2, 3 …
 //! per session starting with EDGE_READY (gaps allowed), a status response only for a
 //! status request the Edge received (once each), a command response before any event
@@ -103,7 +103,7 @@ impl Session {
         };
         let mode = Mode::from_byte(mode);
         let (splits, stream) = Splits::parse(rest);
-        let config = EdgeConfig::new(EDGE_ID)
+        let config = EdgeConfig::new(EDGE_ID, 0)
             .with_operation("edge.ping", TargetLevel::Edge)
             .with_operation("node.drain", TargetLevel::Node);
         let edge = match Edge::new(config, registry()) {
@@ -113,7 +113,7 @@ impl Session {
         let mut s = Session {
             edge,
             now: Instant::ZERO,
-            // Until a session is accepted the CP takes at most 64 KiB.
+            // Until a session is accepted the CP takes at most 256 KiB.
             out: OutboundFrames::new(PRE_HELLO_MAX_FRAME_LEN),
             mirror: FrameDecoder::new(DEFAULT_MAX_FRAME_LEN),
             status_asked: BTreeMap::new(),

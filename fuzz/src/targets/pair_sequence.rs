@@ -155,7 +155,7 @@ struct Pair {
 
 impl Pair {
     fn new() -> Self {
-        let config = EdgeConfig::new(EDGE)
+        let config = EdgeConfig::new(EDGE, 0)
             .with_operation("edge.ping", TargetLevel::Edge)
             .with_operation("node.drain", TargetLevel::Node);
         let mut registry = NodeRegistry::new();

@@ -1,5 +1,6 @@
 //! Application calls: status requests, commands, drain, shutdown, revocation, queries.
 
+use iop_proto::limits::send;
 use iop_proto::{EdgeCommandRequest, Envelope, Message, encode_status_request_frame};
 
 use crate::ids::{MAX_ID_LEN, validate_id};
@@ -25,6 +26,8 @@ impl ControlPlane {
         edge_id: &str,
         node_ids: Vec<String>,
     ) -> Result<RequestId, StatusError> {
+        // Within what the Edge decodes (SPEC §4.6) before anything is queued.
+        send::status_request(&node_ids)?;
         for id in &node_ids {
             validate_id("node_id", id).map_err(StatusError::InvalidNodeId)?;
         }
@@ -117,7 +120,7 @@ impl ControlPlane {
         let mut next_n = self.last_command_n;
         let command_id = match command_id {
             Some(id) if id.is_empty() || id.len() > MAX_ID_LEN => {
-                return Err(CommandError::InvalidCommandId);
+                return Err(CommandError::InvalidCommandId { len: id.len() });
             }
             Some(id) => id,
             // Skip any id the application already chose itself.
@@ -143,6 +146,9 @@ impl ControlPlane {
             metadata: spec.metadata,
             timeout_ms: spec.timeout_ms,
         };
+        // Nothing the Edge's decoder refuses is ever queued (SPEC §4.6): such a
+        // command would end the session, and be re-sent on every next one.
+        send::command_request(&request)?;
         let envelope = Envelope::new(request.clone());
         let len = envelope.encoded_len();
         if len > self.config.max_frame_len as usize {

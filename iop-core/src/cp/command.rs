@@ -60,6 +60,8 @@ struct Tracked {
     last_seq: u32,
     phase: CommandPhase,
     outcome: Option<CommandOutcome>,
+    /// Sessions its request was sent on that ended without its response.
+    unanswered_sessions: u32,
 }
 
 /// What a command response means for the application.
@@ -76,7 +78,7 @@ pub(crate) enum ResponseEffect {
 /// What a command event means for the application.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum EventEffect {
-    /// No such command (or one already marked lost): count and drop.
+    /// No such command (or one already marked lost or undeliverable): count and drop.
     Unknown,
     /// Already seen `(command_id, sequence)`: drop.
     Duplicate,
@@ -138,6 +140,7 @@ impl CommandBook {
                 last_seq: 0,
                 phase: CommandPhase::Unspecified,
                 outcome: None,
+                unanswered_sessions: 0,
             },
         );
     }
@@ -219,7 +222,11 @@ impl CommandBook {
             rule,
         };
         match (&t.outcome, t.answer) {
-            (Some(CommandOutcome::Lost), _) => return Ok(EventEffect::Unknown),
+            // Given up on: what the Edge still says of it (a replay from a session
+            // whose answer was lost) is counted and dropped, as for an unknown id.
+            (Some(CommandOutcome::Lost | CommandOutcome::Undeliverable { .. }), _) => {
+                return Ok(EventEffect::Unknown);
+            }
             (_, CommandAnswer::Rejected(_)) => {
                 return Err(ProtocolViolation::CommandEventAfterRejection {
                     command_id: ev.command_id.clone(),
@@ -262,6 +269,44 @@ impl CommandBook {
             self.finish(&ev.command_id, CommandOutcome::Finished(phase), retention);
         }
         Ok(EventEffect::New)
+    }
+
+    /// The Edge's live session ended. Every unanswered command whose request it
+    /// carried counts one more unanswered session; one that reaches `max` is FAILED
+    /// "undeliverable" (SPEC §4.4). Returns those, in their original order.
+    pub(crate) fn on_session_end(&mut self, max: u32, retention: usize) -> Vec<(String, u32)> {
+        let mut failed: Vec<(u64, String, u32)> = Vec::new();
+        for (id, t) in &mut self.commands {
+            if t.outcome.is_some() || !t.awaiting_response || t.answer != CommandAnswer::Pending {
+                continue;
+            }
+            t.awaiting_response = false;
+            t.unanswered_sessions = t.unanswered_sessions.saturating_add(1);
+            if t.unanswered_sessions >= max {
+                t.phase = CommandPhase::Failed;
+                failed.push((t.order, id.clone(), t.unanswered_sessions));
+            }
+        }
+        failed.sort();
+        failed
+            .into_iter()
+            .map(|(_, id, sessions)| {
+                self.finish(&id, CommandOutcome::Undeliverable { sessions }, retention);
+                (id, sessions)
+            })
+            .collect()
+    }
+
+    /// Ids of the commands without an outcome, in their original order.
+    pub(crate) fn unfinished_ids(&self) -> Vec<String> {
+        let mut open: Vec<(u64, &String)> = self
+            .commands
+            .iter()
+            .filter(|(_, t)| t.outcome.is_none())
+            .map(|(id, t)| (t.order, id))
+            .collect();
+        open.sort();
+        open.into_iter().map(|(_, id)| id.clone()).collect()
     }
 
     /// A new session was accepted whose hello listed `inflight`. Returns the requests

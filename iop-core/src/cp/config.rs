@@ -30,7 +30,8 @@ pub struct CpConfig {
     /// Largest frame body accepted once the hello is accepted, sent to the Edge as
     /// `max_frame_len` in the hello response. Also the largest frame sent.
     pub max_frame_len: u32,
-    /// Largest frame body accepted before the hello is accepted (64 KiB).
+    /// Largest frame body accepted before the hello is accepted (256 KiB, a protocol
+    /// constant: not lower, or the largest legal hello would be refused).
     pub pre_hello_max_frame_len: u32,
     /// Caps checked on every frame before it is decoded (SPEC §7 amplification caps).
     pub decode_limits: iop_proto::DecodeLimits,
@@ -60,6 +61,18 @@ pub struct CpConfig {
     pub transmit_chunk: usize,
     /// Connections held at once; past it a new connection gets `GoAway{OVERLOADED}`.
     pub max_connections: usize,
+    /// Connections held whose hello is not accepted yet (1 024); past it a new
+    /// connection gets `GoAway{OVERLOADED}`, so unauthenticated peers pin at most
+    /// this many pre-hello frame buffers.
+    pub max_pending_hellos: usize,
+    /// Sessions a command's request may be sent on and end without its response
+    /// before the command is FAILED "undeliverable" and never re-sent (3).
+    pub undeliverable_after_sessions: u32,
+    /// Views of disconnected Edges kept (100 000); past it the one disconnected
+    /// longest is forgotten, with its commands ([`CpEvent::EdgeForgotten`](super::CpEvent::EdgeForgotten)).
+    pub max_disconnected_views: usize,
+    /// How long the view of an Edge is kept after its last session ended (24 h).
+    pub disconnected_view_ttl: Duration,
     /// What to do with a second live session for one `edge_id`.
     pub duplicate_policy: DuplicatePolicy,
     /// `retry_after_ms` sent with `GoAway{SUPERSEDED}`.
@@ -107,12 +120,16 @@ impl Default for CpConfig {
             unreachable_intervals: 2,
             liveness_intervals: limits::LIVENESS_INTERVALS,
             status_timeout: limits::DEFAULT_STATUS_TIMEOUT,
-            max_inflight_status: limits::DEFAULT_MAX_INFLIGHT_STATUS,
-            max_inflight_commands: limits::DEFAULT_MAX_INFLIGHT_COMMANDS,
+            max_inflight_status: limits::MAX_INFLIGHT_STATUS,
+            max_inflight_commands: limits::MAX_INFLIGHT_COMMANDS,
             finished_command_retention: 256,
             outbound_cap: limits::DEFAULT_OUTBOUND_CAP,
             transmit_chunk: 64 * 1024,
             max_connections: limits::DEFAULT_MAX_CONNECTIONS,
+            max_pending_hellos: limits::MAX_PENDING_HELLOS,
+            undeliverable_after_sessions: limits::MAX_UNDELIVERED_SESSIONS,
+            max_disconnected_views: limits::MAX_DISCONNECTED_VIEWS,
+            disconnected_view_ttl: limits::DEFAULT_DISCONNECTED_VIEW_TTL,
             duplicate_policy: DuplicatePolicy::Replace,
             retry_after_superseded: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
             retry_after_duplicate: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
@@ -138,6 +155,10 @@ pub enum CpConfigError {
     /// A frame limit is 0.
     #[error("frame limits must be above 0")]
     ZeroFrameLimit,
+    /// `pre_hello_max_frame_len` is below the protocol's 256 KiB: the largest legal
+    /// hello would be refused.
+    #[error("pre_hello_max_frame_len {0} is below the protocol's {min}", min = limits::PRE_HELLO_MAX_FRAME_LEN)]
+    PreHelloLimitTooSmall(u32),
     /// `max_frame_len` is below `pre_hello_max_frame_len`.
     #[error("max_frame_len {max} is below the pre-hello limit {pre_hello}")]
     FrameLimitBelowPreHello {
@@ -158,8 +179,9 @@ pub enum CpConfigError {
         /// `max_protocol_version`.
         max: u32,
     },
-    /// `max_connections` is 0: every connection would be refused.
-    #[error("max_connections must be above 0")]
+    /// `max_connections` or `max_pending_hellos` is 0: every connection would be
+    /// refused.
+    #[error("max_connections and max_pending_hellos must be above 0")]
     ZeroConnections,
 }
 
@@ -168,6 +190,11 @@ impl CpConfig {
     pub fn validate(&self) -> Result<(), CpConfigError> {
         if self.max_frame_len == 0 || self.pre_hello_max_frame_len == 0 {
             return Err(CpConfigError::ZeroFrameLimit);
+        }
+        if self.pre_hello_max_frame_len < limits::PRE_HELLO_MAX_FRAME_LEN {
+            return Err(CpConfigError::PreHelloLimitTooSmall(
+                self.pre_hello_max_frame_len,
+            ));
         }
         if self.max_frame_len < self.pre_hello_max_frame_len {
             return Err(CpConfigError::FrameLimitBelowPreHello {
@@ -184,7 +211,7 @@ impl CpConfig {
                 max: self.max_protocol_version,
             });
         }
-        if self.max_connections == 0 {
+        if self.max_connections == 0 || self.max_pending_hellos == 0 {
             return Err(CpConfigError::ZeroConnections);
         }
         Ok(())
@@ -243,5 +270,13 @@ mod tests {
             ..d()
         };
         assert_eq!(c.validate(), Err(CpConfigError::ZeroFrameLimit));
+        let c = CpConfig {
+            pre_hello_max_frame_len: 64 * 1024,
+            ..d()
+        };
+        assert_eq!(
+            c.validate(),
+            Err(CpConfigError::PreHelloLimitTooSmall(64 * 1024))
+        );
     }
 }

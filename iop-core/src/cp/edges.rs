@@ -6,7 +6,9 @@
 //! with the id's length and the number of Edges (at 10 000 Edges a B-tree search
 //! compares about 14 ids).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::time::Instant;
 
 use super::command::CommandBook;
 use super::conn::FlapHistory;
@@ -21,6 +23,8 @@ pub(crate) struct EdgeEntry {
     pub(crate) live: Option<ConnectionId>,
     pub(crate) commands: CommandBook,
     pub(crate) flaps: FlapHistory,
+    /// When its last session ended, while it has none.
+    disconnected_at: Option<Instant>,
 }
 
 impl EdgeEntry {
@@ -42,12 +46,13 @@ impl EdgeEntry {
             live: None,
             commands: CommandBook::default(),
             flaps: FlapHistory::default(),
+            disconnected_at: None,
         }
     }
 }
 
 /// The slot of one Edge's entry in an [`EdgeTable`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct EdgeSlot(usize);
 
 impl EdgeSlot {
@@ -63,6 +68,9 @@ pub(crate) struct EdgeTable {
     slots: Vec<Option<Box<EdgeEntry>>>,
     /// Empty slots, reused before the table grows.
     free: Vec<EdgeSlot>,
+    /// Entries without a live session, by when their last one ended (SPEC §7 bounds
+    /// how many are kept, and for how long).
+    disconnected: BTreeSet<(Instant, EdgeSlot)>,
 }
 
 impl EdgeTable {
@@ -120,10 +128,53 @@ impl EdgeTable {
 
     /// Removes the entry of `edge_id`.
     pub(crate) fn remove(&mut self, edge_id: &str) -> Option<Box<EdgeEntry>> {
-        let slot = self.index.remove(edge_id)?;
-        let entry = self.slots.get_mut(slot.0)?.take();
+        let slot = *self.index.get(edge_id)?;
+        self.remove_slot(slot)
+    }
+
+    fn remove_slot(&mut self, slot: EdgeSlot) -> Option<Box<EdgeEntry>> {
+        let entry = self.slots.get_mut(slot.0)?.take()?;
+        self.index.remove(&entry.view.edge_id);
+        if let Some(at) = entry.disconnected_at {
+            self.disconnected.remove(&(at, slot));
+        }
         self.free.push(slot);
-        entry
+        Some(entry)
+    }
+
+    /// The entry in `slot` lost its live session at `now`.
+    pub(crate) fn disconnected(&mut self, slot: EdgeSlot, now: Instant) {
+        if let Some(entry) = self.slots.get_mut(slot.0).and_then(|e| e.as_deref_mut()) {
+            if let Some(old) = entry.disconnected_at.replace(now) {
+                self.disconnected.remove(&(old, slot));
+            }
+            self.disconnected.insert((now, slot));
+        }
+    }
+
+    /// The entry in `slot` has a live session again.
+    pub(crate) fn connected(&mut self, slot: EdgeSlot) {
+        if let Some(entry) = self.slots.get_mut(slot.0).and_then(|e| e.as_deref_mut())
+            && let Some(at) = entry.disconnected_at.take()
+        {
+            self.disconnected.remove(&(at, slot));
+        }
+    }
+
+    /// When the longest-disconnected entry lost its session.
+    pub(crate) fn oldest_disconnected(&self) -> Option<Instant> {
+        self.disconnected.first().map(|(at, _)| *at)
+    }
+
+    /// Entries without a live session.
+    pub(crate) fn disconnected_count(&self) -> usize {
+        self.disconnected.len()
+    }
+
+    /// Removes the longest-disconnected entry.
+    pub(crate) fn remove_oldest_disconnected(&mut self) -> Option<Box<EdgeEntry>> {
+        let (_, slot) = *self.disconnected.first()?;
+        self.remove_slot(slot)
     }
 
     /// Edges with an entry.

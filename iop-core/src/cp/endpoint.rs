@@ -13,7 +13,7 @@ use super::conn_table::ConnTable;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
-use super::event::{CloseReason, ConnectionId, CpEvent, RequestId, Transmit};
+use super::event::{CloseReason, ConnectionId, CpEvent, ForgetReason, RequestId, Transmit};
 use super::identity::PeerIdentity;
 use super::session_frames::{self, InPlace, Parts};
 use super::stats::CpStats;
@@ -55,6 +55,11 @@ pub struct ControlPlane {
     pub(crate) handling: Option<ConnectionId>,
     pub(crate) last_session_id: u64,
     pub(crate) last_command_n: u64,
+    /// The latest `now` of any input: when an end that an application call causes
+    /// (a revoke, a slow peer found while sending) happened.
+    pub(crate) latest_now: Instant,
+    /// Connections whose hello is not accepted yet (`ConnState::AwaitingHello`).
+    pub(crate) pending_hellos: usize,
     pub(crate) draining: bool,
     pub(crate) shut_down: bool,
     pub(crate) stats: CpStats,
@@ -76,6 +81,8 @@ impl ControlPlane {
             wakeups: VecDeque::new(),
             handling: None,
             last_command_n: 0,
+            latest_now: Instant::ZERO,
+            pending_hellos: 0,
             draining: false,
             shut_down: false,
             stats: CpStats::default(),
@@ -105,8 +112,10 @@ impl ControlPlane {
         if self.conns.contains_key(&conn) {
             return Err(ConnectError::DuplicateConnectionId(conn));
         }
+        self.saw(now);
         self.stats.connections_accepted += 1;
-        let over = self.conns.len() >= self.config.max_connections;
+        let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
+        let over = self.conns.len() >= self.config.max_connections || hellos_full;
         let mut c = Conn::new(
             self.config.pre_hello_max_frame_len,
             self.config.decode_limits,
@@ -116,9 +125,13 @@ impl ControlPlane {
         c.timers.set(Timer::Hello, now + self.config.hello_timeout);
         c.peer = identity;
         self.conns.insert(conn, Box::new(c));
+        self.pending_hellos += 1;
         if self.shut_down {
             self.close(conn, CloseReason::Shutdown);
         } else if over {
+            if hellos_full {
+                self.stats.pending_hellos_refused += 1;
+            }
             self.close(conn, CloseReason::Overloaded);
         }
         self.reindex(conn);
@@ -133,6 +146,9 @@ impl ControlPlane {
         };
         if !c.is_open() || bytes.is_empty() {
             return;
+        }
+        if now > self.latest_now {
+            self.latest_now = now;
         }
         self.stats.bytes_in += bytes.len() as u64;
         if heard_from(c, now) {
@@ -201,7 +217,8 @@ impl ControlPlane {
 
     /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
     /// Control Plane already closed or forgot.
-    pub fn handle_closed(&mut self, _now: Instant, conn: ConnectionId) {
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId) {
+        self.saw(now);
         let open = self.conns.get(&conn).is_some_and(|c| c.is_open());
         if open {
             self.close(conn, CloseReason::TransportClosed);
@@ -211,6 +228,8 @@ impl ControlPlane {
 
     /// Fires every timer due at `now`. Extra calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.saw(now);
+        self.expire_views(now);
         while let Some(&(at, conn)) = self.timers.first() {
             if at > now {
                 break;
@@ -234,7 +253,15 @@ impl ControlPlane {
     /// later is re-indexed lazily, when this earlier time comes (that call to
     /// `handle_timeout` then only re-indexes).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.first().map(|(at, _)| *at)
+        let conns = self.timers.first().map(|(at, _)| *at);
+        let views = self
+            .edges
+            .oldest_disconnected()
+            .map(|at| at + self.config.disconnected_view_ttl);
+        match (conns, views) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Appends bytes for `conn` to `buf` (about `transmit_chunk` at most per call).
@@ -346,6 +373,9 @@ impl ControlPlane {
             return;
         }
         let state = std::mem::replace(&mut c.state, ConnState::Closing);
+        if matches!(state, ConnState::AwaitingHello) {
+            self.pending_hellos -= 1;
+        }
         c.timers.clear();
         // Release any partial frame: nothing more is read.
         c.decoder = iop_proto::FrameDecoder::new(0);
@@ -391,11 +421,25 @@ impl ControlPlane {
                     entry.live = None;
                     entry.view.reachability = Reachability::Disconnected;
                     entry.view.fresh = false;
+                    let undeliverable = entry.commands.on_session_end(
+                        self.config.undeliverable_after_sessions,
+                        self.config.finished_command_retention,
+                    );
                     self.events.push_back(CpEvent::EdgeDisconnected {
                         edge_id: session.edge_id.clone(),
                         session_id: session.session_id,
                         reason: reason.clone(),
                     });
+                    for (command_id, sessions) in undeliverable {
+                        self.stats.commands_undeliverable += 1;
+                        self.events.push_back(CpEvent::CommandUndeliverable {
+                            edge_id: session.edge_id.clone(),
+                            command_id,
+                            sessions,
+                        });
+                    }
+                    self.edges.disconnected(session.edge, self.latest_now);
+                    self.evict_views();
                 }
                 (Some(session.edge_id), Some(session.session_id))
             }
@@ -408,6 +452,44 @@ impl ControlPlane {
             reason,
         });
         self.reindex(conn);
+    }
+
+    /// Moves the time of the latest input on (inputs may come with the same `now`).
+    pub(crate) fn saw(&mut self, now: Instant) {
+        if now > self.latest_now {
+            self.latest_now = now;
+        }
+    }
+
+    /// Forgets the views whose last session ended `disconnected_view_ttl` ago.
+    fn expire_views(&mut self, now: Instant) {
+        let ttl = self.config.disconnected_view_ttl;
+        while self
+            .edges
+            .oldest_disconnected()
+            .is_some_and(|at| at + ttl <= now)
+        {
+            self.forget_oldest(ForgetReason::Expired);
+        }
+    }
+
+    /// Forgets the longest-disconnected views while there are too many.
+    fn evict_views(&mut self) {
+        while self.edges.disconnected_count() > self.config.max_disconnected_views {
+            self.forget_oldest(ForgetReason::Evicted);
+        }
+    }
+
+    fn forget_oldest(&mut self, reason: ForgetReason) {
+        let Some(entry) = self.edges.remove_oldest_disconnected() else {
+            return;
+        };
+        self.stats.views_forgotten += 1;
+        self.events.push_back(CpEvent::EdgeForgotten {
+            unfinished_commands: entry.commands.unfinished_ids(),
+            edge_id: entry.view.edge_id,
+            reason,
+        });
     }
 
     /// Removes `conn` entirely.

@@ -1,6 +1,8 @@
 //! Errors for the application's own misuse. Peer misbehaviour is never an `Err`: it
 //! closes the connection with a [`CloseReason`](super::CloseReason).
 
+use iop_proto::ExceedsLimit;
+
 use crate::ids::IdError;
 use crate::outbound::OutboundError;
 
@@ -25,6 +27,10 @@ pub enum StatusError {
     /// A node id breaks the id grammar.
     #[error("invalid node id: {0}")]
     InvalidNodeId(IdError),
+    /// The request is over what an Edge accepts (SPEC §4.6, §7): more than 10 000
+    /// node ids, or one over 128 bytes. Nothing was sent.
+    #[error("the status request was not sent: {0}")]
+    ExceedsLimit(#[from] ExceedsLimit),
     /// The session already has the maximum of status requests in flight.
     #[error("{limit} status requests are already in flight on this session")]
     TooManyInFlight {
@@ -106,8 +112,16 @@ pub enum CommandError {
     #[error("edge did not advertise operation {0:?}")]
     OperationNotAdvertised(String),
     /// The command id is empty or longer than 128 bytes.
-    #[error("command id must be 1 to 128 bytes")]
-    InvalidCommandId,
+    #[error("command id must be 1 to 128 bytes, not {len}")]
+    InvalidCommandId {
+        /// Its length.
+        len: usize,
+    },
+    /// A field of the command is over what an Edge accepts (SPEC §4.6, §7): the
+    /// operation, the selector, a metadata key or value, or the number of metadata
+    /// entries. Nothing was sent and the Edge's session is untouched.
+    #[error("the command was not sent: {0}")]
+    ExceedsLimit(#[from] ExceedsLimit),
     /// The command id is already in use for this Edge.
     #[error("command id {0:?} is already in use for this edge")]
     DuplicateCommandId(String),

@@ -197,6 +197,24 @@ pub enum CommandOutcome {
     /// The Edge reconnected without listing this accepted, unfinished command: it was
     /// lost by the Edge (treated as FAILED).
     Lost,
+    /// Its request was sent on this many sessions that each ended without its response:
+    /// FAILED "undeliverable", never sent again.
+    Undeliverable {
+        /// Sessions that ended without answering it.
+        sessions: u32,
+    },
+    /// The view of its Edge was forgotten before it finished.
+    Forgotten,
+}
+
+/// Why the view of a disconnected Edge was forgotten ([`CpEvent::EdgeForgotten`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForgetReason {
+    /// Disconnected for `disconnected_view_ttl`.
+    Expired,
+    /// The oldest of more than `max_disconnected_views` disconnected views.
+    Evicted,
 }
 
 /// Something the application should know. Pull with
@@ -326,6 +344,28 @@ pub enum CpEvent {
         /// The command.
         command_id: String,
     },
+    /// A command's request was sent on `sessions` sessions that each ended without
+    /// its response (SPEC §4.4): it is marked FAILED "undeliverable" and never sent
+    /// again, so one request the Edge cannot take does not end its sessions for ever.
+    CommandUndeliverable {
+        /// The Edge.
+        edge_id: String,
+        /// The command.
+        command_id: String,
+        /// Sessions that ended without answering it.
+        sessions: u32,
+    },
+    /// The view of a disconnected Edge was forgotten, with its commands: it had been
+    /// disconnected for `disconnected_view_ttl`, or was the oldest of more than
+    /// `max_disconnected_views` (SPEC §7). Its unfinished commands end with it.
+    EdgeForgotten {
+        /// The Edge.
+        edge_id: String,
+        /// Why.
+        reason: ForgetReason,
+        /// Commands of it that had no outcome yet.
+        unfinished_commands: Vec<String>,
+    },
     /// A node or edge lifecycle event, in sequence order.
     NodeEvent {
         /// The Edge.
@@ -365,6 +405,8 @@ impl CpEvent {
             | CpEvent::CommandResponded { edge_id, .. }
             | CpEvent::CommandEvent { edge_id, .. }
             | CpEvent::CommandLost { edge_id, .. }
+            | CpEvent::CommandUndeliverable { edge_id, .. }
+            | CpEvent::EdgeForgotten { edge_id, .. }
             | CpEvent::NodeEvent { edge_id, .. } => Some(edge_id),
             CpEvent::StatusReceived { response, .. } => Some(&response.edge_id),
             CpEvent::Closed { edge_id, .. } => edge_id.as_deref(),

@@ -147,6 +147,9 @@ impl ControlPlane {
         c.timers.stop(Timer::Hello);
         c.timers.set(Timer::Unreachable, now + unreachable_after);
         c.timers.set(Timer::Liveness, now + liveness_after);
+        if matches!(c.state, ConnState::AwaitingHello) {
+            self.pending_hellos -= 1;
+        }
         c.state = ConnState::Active(Box::new(Session {
             edge_id: hello.edge_id.clone(),
             edge: EdgeSlot::NONE,
@@ -207,6 +210,7 @@ impl ControlPlane {
         if let Some(session) = self.conns.get_mut(&conn).and_then(|c| c.session_mut()) {
             session.edge = slot;
         }
+        self.edges.connected(slot);
         let Some(entry) = self.edges.at_mut(slot) else {
             return 0;
         };

@@ -154,10 +154,9 @@ pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
 pub use event::{
-    CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, ProtocolViolation,
-    RequestId, ResyncCause, Transmit,
+    CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, ForgetReason,
+    ProtocolViolation, RequestId, ResyncCause, Transmit,
 };
-pub use hello::{MAX_HELLO_INFLIGHT_IDS, MAX_HELLO_OPERATIONS, MAX_MAP_ENTRIES, MAX_TEXT_LEN};
 pub use identity::{NamedPeer, PeerIdentity};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

@@ -122,7 +122,8 @@ fn status_response(
     c.timers
         .set_opt(Timer::Status, session.status.next_deadline());
     let session_id = session.session_id;
-    let fresh = full && correlation_id >= session.fresh_floor;
+    // A truncated answer is partial: it never counts as the fresh view (SPEC §4.3).
+    let fresh = full && !resp.truncated && correlation_id >= session.fresh_floor;
     if let Some(entry) = parts.edges.live_at(session.edge, conn) {
         entry.view.last_status = Some(StatusSummary {
             session_id,

@@ -50,6 +50,12 @@ pub struct CpStats {
     pub commands_resent: u64,
     /// Commands marked lost by the Edge.
     pub commands_lost: u64,
+    /// Commands FAILED "undeliverable": sent on too many sessions that ended unanswered.
+    pub commands_undeliverable: u64,
+    /// Views of disconnected Edges forgotten by age or by count.
+    pub views_forgotten: u64,
+    /// Connections refused `OVERLOADED` because too many hellos were pending.
+    pub pending_hellos_refused: u64,
     /// Node event gaps seen.
     pub event_gaps: u64,
 }

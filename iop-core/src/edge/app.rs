@@ -54,9 +54,10 @@ impl<R: EdgeRegistry> Edge<R> {
         }
         self.pump_registry();
         let unix_ms = self.config.wall_clock.unix_ms(now);
+        let limit = self.report_frame_limit();
         let event = self
             .commands
-            .report(now, unix_ms, command_id, phase, message, detail)?;
+            .report(now, unix_ms, command_id, phase, message, detail, limit)?;
         self.send_command_event(now, event);
         Ok(())
     }

@@ -7,14 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use iop_proto::{CommandPhase, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse};
+use iop_proto::limits::{ExceedsLimit, send};
+use iop_proto::{CommandPhase, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, Message};
 
 use crate::Instant;
-
-/// Longest message or detail value an event may carry (SPEC §7).
-pub(crate) const MAX_TEXT_LEN: usize = 4 * 1024;
-/// Most entries of a detail map (SPEC §7).
-pub(crate) const MAX_MAP_ENTRIES: usize = 64;
 
 /// How a handler finished, as reported by the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,15 +52,42 @@ pub enum ReportError {
         /// Its terminal phase.
         phase: CommandPhase,
     },
-    /// The message, a detail value or the number of detail entries is over SPEC §7.
-    #[error("message over 4 KiB, or detail with over 64 entries or a value over 4 KiB")]
-    Oversized,
+    /// The event would break a limit of the Control Plane (SPEC §4.6, §7): its message,
+    /// a detail key or value, the number of detail entries, or the whole frame against
+    /// the Control Plane's announced `max_frame_len` (field `frame`). Nothing was
+    /// recorded or sent: the command is where it was, and a smaller report may follow.
+    #[error("the report was not sent: {0}")]
+    ExceedsLimit(#[from] ExceedsLimit),
     /// The command emitted `u32::MAX` events already.
     #[error("command {0:?} has no event sequence numbers left")]
     SequenceExhausted(String),
     /// The Edge has shut down.
     #[error("the Edge has shut down")]
     ShutDown,
+}
+
+/// Body bytes of the frame that carries `event` alone.
+pub(crate) fn event_frame_len(event: &EdgeCommandEvent) -> usize {
+    let len = event.encoded_len();
+    1 + crate::varint::len(len as u64) + len
+}
+
+/// `event` as it can be sent in frames of at most `max_frame_len` bytes: itself, or —
+/// when a Control Plane with a lower limit than the one it was reported under asks for
+/// it again (the replay of SPEC §4.4) — the same command, phase and sequence with its
+/// detail left out and a message that says so.
+pub(crate) fn fit_event(event: &EdgeCommandEvent, max_frame_len: u32) -> EdgeCommandEvent {
+    let len = event_frame_len(event);
+    if len <= max_frame_len as usize {
+        return event.clone();
+    }
+    EdgeCommandEvent {
+        detail: BTreeMap::new(),
+        message: format!(
+            "event of {len} bytes left out: over the control plane's frame limit of {max_frame_len}"
+        ),
+        ..event.clone()
+    }
 }
 
 fn is_terminal(phase: CommandPhase) -> bool {
@@ -131,15 +154,12 @@ impl Commands {
         self.deadlines.len()
     }
 
-    /// Held ids by priority for a size-limited hello: running commands (id order),
-    /// then finished ones, most recently finished first.
-    pub(crate) fn held_ids_by_priority(&self) -> Vec<String> {
-        let running = self.deadlines.iter().map(|(_, id)| id);
-        let mut ids: Vec<String> = {
-            let mut r: Vec<&String> = running.collect();
-            r.sort();
-            r.into_iter().cloned().collect()
-        };
+    /// Every held id for the hello: running commands (id order), then finished ones,
+    /// most recently finished first.
+    pub(crate) fn held_ids(&self) -> Vec<String> {
+        let mut running: Vec<&String> = self.deadlines.iter().map(|(_, id)| id).collect();
+        running.sort();
+        let mut ids: Vec<String> = running.into_iter().cloned().collect();
         ids.extend(self.finished.iter().rev().map(|(_, id)| id.clone()));
         ids
     }
@@ -193,7 +213,9 @@ impl Commands {
         (response, event)
     }
 
-    /// Records the next event of `command_id` in `phase`.
+    /// Records the next event of `command_id` in `phase`, if it fits the Control
+    /// Plane's limits with frames of at most `max_frame_len` bytes.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn report(
         &mut self,
         now: Instant,
@@ -202,15 +224,8 @@ impl Commands {
         phase: CommandPhase,
         message: String,
         detail: BTreeMap<String, String>,
+        max_frame_len: u32,
     ) -> Result<EdgeCommandEvent, ReportError> {
-        if message.len() > MAX_TEXT_LEN
-            || detail.len() > MAX_MAP_ENTRIES
-            || detail
-                .iter()
-                .any(|(k, v)| k.len() > MAX_TEXT_LEN || v.len() > MAX_TEXT_LEN)
-        {
-            return Err(ReportError::Oversized);
-        }
         let held = self
             .held
             .get_mut(command_id)
@@ -238,6 +253,8 @@ impl Commands {
             detail,
             occurred_at_unix_ms: unix_ms,
         };
+        send::command_event(&event)?;
+        send::frame(event_frame_len(&event), max_frame_len)?;
         held.latest = event.clone();
         if is_terminal(phase) {
             held.finished_at = Some(now);
@@ -270,6 +287,7 @@ impl Commands {
                     CommandPhase::TimedOut,
                     "the handler did not finish before the command's deadline".to_owned(),
                     BTreeMap::new(),
+                    u32::MAX,
                 )
                 .ok()
             })
@@ -288,6 +306,7 @@ impl Commands {
                     CommandPhase::Cancelled,
                     "the Edge is shutting down".to_owned(),
                     BTreeMap::new(),
+                    u32::MAX,
                 )
                 .ok()
             })
@@ -357,6 +376,7 @@ mod tests {
             CommandPhase::Succeeded,
             String::new(),
             BTreeMap::new(),
+            u32::MAX,
         )
         .unwrap();
     }
@@ -367,14 +387,14 @@ mod tests {
         finish(&mut t, 0, "a");
         finish(&mut t, 1_000, "b");
         finish(&mut t, 2_000, "c");
-        assert_eq!(t.held_ids_by_priority(), ["c", "b"]);
+        assert_eq!(t.held_ids(), ["c", "b"]);
         assert_eq!(t.next_deadline(), Some(Instant::from_millis(11_000)));
         t.evict(Instant::from_millis(10_999));
-        assert_eq!(t.held_ids_by_priority(), ["c", "b"]);
+        assert_eq!(t.held_ids(), ["c", "b"]);
         t.evict(Instant::from_millis(11_000));
-        assert_eq!(t.held_ids_by_priority(), ["c"]);
+        assert_eq!(t.held_ids(), ["c"]);
         t.evict(Instant::from_millis(12_000));
-        assert!(t.held_ids_by_priority().is_empty());
+        assert!(t.held_ids().is_empty());
         assert_eq!(t.next_deadline(), None);
     }
 
@@ -385,7 +405,7 @@ mod tests {
         t.accept(Instant::ZERO, 0, req("z-run"));
         t.accept(Instant::ZERO, 0, req("a-run"));
         assert_eq!(t.running(), 2);
-        assert_eq!(t.held_ids_by_priority(), ["a-run", "z-run", "done"]);
+        assert_eq!(t.held_ids(), ["a-run", "z-run", "done"]);
         assert_eq!(t.next_deadline(), Some(Instant::from_millis(10_000)));
         let timed_out = t.expire(Instant::from_millis(60_000), 7);
         assert_eq!(timed_out.len(), 2);

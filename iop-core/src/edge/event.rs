@@ -144,4 +144,10 @@ pub struct EdgeStats {
     pub hellos_sent: u64,
     /// Sessions accepted.
     pub sessions_accepted: u64,
+    /// Frames not sent because the Control Plane's frame limit refused them (0 unless
+    /// a custom registry wrote a node the limits cannot carry).
+    pub unsendable_frames: u64,
+    /// Status answers cut to fewer nodes than their byte budget allowed because the
+    /// Control Plane's decoder would have found them too large to decode (SPEC §7).
+    pub statuses_reduced: u64,
 }

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
+use iop_proto::limits::send;
 use iop_proto::{
-    Body, CommandRejectReason, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeCommandResponse,
-    EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway, GoAwayReason, HelloRejectReason,
-    NodeEventKind, PROTOCOL_VERSION,
+    Body, CommandRejectReason, DEFAULT_MAX_FRAME_LEN, DecodeLimits, EdgeCommandRequest,
+    EdgeCommandResponse, EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway, GoAwayReason,
+    HelloRejectReason, NodeEventKind, PROTOCOL_VERSION,
 };
 
 use super::commands::Known;
@@ -25,6 +26,18 @@ const STATUS_RESPONSE_KEY: u8 = (5 << 3) | 2;
 
 /// Writes into `buf` the bytes prost puts before the body of
 /// `Envelope::correlated(correlation_id, response)`; returns them.
+/// Tries at writing a status response within the CP's decoded-size budget.
+const STATUS_FIT_TRIES: usize = 6;
+
+/// What one try at writing a status response came to.
+enum Fit {
+    Fits,
+    /// The CP's decoder would find it too large to decode: try this byte budget.
+    TooHeavy(usize),
+    /// The registry wrote more than its budget, or what the limits refuse.
+    Overshot,
+}
+
 fn status_envelope_head(correlation_id: u64, buf: &mut [u8; 12]) -> &[u8] {
     let mut n = 0;
     let mut put = |b: u8| {
@@ -161,32 +174,62 @@ impl<R: EdgeRegistry> Edge<R> {
         // the registry.
         let unix_ms = self.config.wall_clock.unix_ms(now);
         let max = self.outbound.max_frame_len() as usize;
-        let budget = max.saturating_sub(STATUS_ENVELOPE_OVERHEAD);
+        let mut budget = max.saturating_sub(STATUS_ENVELOPE_OVERHEAD);
         // The envelope before its body: `correlation_id` (skipped when 0), then the
         // key of `status_response`; the response's bytes follow, written in place.
         let mut head = [0u8; 12];
         let head = status_envelope_head(correlation_id, &mut head);
         let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
         let node_ids = request.node_ids.as_slice();
-        let mut overshot = false;
-        let queued = self.outbound.push_with(head, |out| {
-            let start = out.len();
-            registry.encode_snapshot(edge_id, node_ids, unix_ms, budget, out);
-            overshot = out.len().saturating_sub(start) > budget;
-            !overshot
-        });
-        if overshot {
-            // The registry overshot its budget: send no nodes rather than nothing.
-            // Rare, so built as a message.
-            let mut response = registry.snapshot(edge_id, node_ids, unix_ms, budget);
-            edge_id.clone_into(&mut response.edge_id);
-            response.observed_at_unix_ms = unix_ms;
-            response.nodes.clear();
-            response.truncated = true;
-            self.send(now, Envelope::correlated(correlation_id, response));
-        } else {
-            self.sent(now, queued.map(|_| ()));
+        // The CP's decoder also bounds the heap a frame decodes to (SPEC §7): the
+        // bytes are checked with its own walk before they are queued, and a response
+        // over that budget is written again with fewer nodes (each try cuts the byte
+        // budget in proportion to the overshoot).
+        for _ in 0..STATUS_FIT_TRIES {
+            let mut verdict = Fit::Fits;
+            let queued = self.outbound.push_with(head, |out| {
+                let start = out.len();
+                registry.encode_snapshot(edge_id, node_ids, unix_ms, budget, out);
+                let body = out.get(start..).unwrap_or_default();
+                verdict = if body.len() > budget {
+                    Fit::Overshot
+                } else {
+                    match send::status_response_heap(body) {
+                        Ok(heap) if heap <= DecodeLimits::SPEC.decoded_budget(body.len()) => {
+                            Fit::Fits
+                        }
+                        // Nine tenths of the bytes that would fit at this heap per byte.
+                        Ok(heap) => {
+                            let allowed = DecodeLimits::SPEC.decoded_budget(body.len()) as u128;
+                            let fits = body.len() as u128 * allowed / heap as u128;
+                            Fit::TooHeavy((fits * 9 / 10) as usize)
+                        }
+                        Err(_) => Fit::Overshot,
+                    }
+                };
+                matches!(verdict, Fit::Fits)
+            });
+            match verdict {
+                Fit::Fits => {
+                    self.sent(now, queued.map(|_| ()));
+                    return;
+                }
+                Fit::TooHeavy(smaller) => {
+                    self.stats.statuses_reduced += 1;
+                    budget = smaller;
+                }
+                Fit::Overshot => break,
+            }
         }
+        // The registry wrote what the limits cannot carry: send no nodes rather than
+        // nothing. Rare, so built as a message.
+        let mut response = registry.snapshot(edge_id, node_ids, unix_ms, 0);
+        edge_id.clone_into(&mut response.edge_id);
+        response.observed_at_unix_ms = unix_ms;
+        response.nodes.clear();
+        response.truncated = true;
+        self.stats.unsendable_frames += 1;
+        self.send(now, Envelope::correlated(correlation_id, response));
     }
 
     fn reject_command(
@@ -196,11 +239,14 @@ impl<R: EdgeRegistry> Edge<R> {
         reason: CommandRejectReason,
         message: impl Into<String>,
     ) {
+        // The message may quote what the CP sent (a selector): held to the cap.
+        let mut message = message.into();
+        send::truncate_text(&mut message, iop_proto::limits::MAX_TEXT_LEN);
         let response = EdgeCommandResponse {
             command_id,
             accepted: false,
             reject_reason: reason as i32,
-            message: message.into(),
+            message,
         };
         self.send(now, Envelope::new(response));
     }

@@ -64,7 +64,7 @@
 //! use iop_core::proto::{self, Body, EdgeHelloResponse, Envelope, FrameDecoder};
 //! use iop_core::Instant;
 //!
-//! let config = EdgeConfig::new("edge-1").with_operation("edge.ping", TargetLevel::Edge);
+//! let config = EdgeConfig::new("edge-1", 7).with_operation("edge.ping", TargetLevel::Edge);
 //! let mut edge = Edge::new(config, ())?;
 //! let now = Instant::ZERO;
 //!

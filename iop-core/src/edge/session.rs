@@ -3,8 +3,9 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
+use iop_proto::limits::send;
 use iop_proto::{
-    EdgeHelloRequest, EdgeNodeEvent, Envelope, FrameDecoder, GoAwayReason, Heartbeat, Message,
+    EdgeHelloRequest, EdgeNodeEvent, Envelope, FrameDecoder, GoAwayReason, Heartbeat,
     NodeEventKind, PRE_HELLO_MAX_FRAME_LEN, PROTOCOL_VERSION,
 };
 
@@ -89,6 +90,9 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     instance_id: String,
     /// Command ids listed in the last hello's `inflight_command_ids`.
     pub(crate) hello_listed: BTreeSet<String>,
+    /// The frame limit the last Control Plane announced (the SPEC default before any):
+    /// what a report made while disconnected is held to.
+    pub(crate) peer_max_frame_len: u32,
     pub(crate) stats: EdgeStats,
 }
 
@@ -118,6 +122,7 @@ impl<R: EdgeRegistry> Edge<R> {
             shut_down: false,
             instance_id,
             hello_listed: BTreeSet::new(),
+            peer_max_frame_len: iop_proto::DEFAULT_MAX_FRAME_LEN,
             stats: EdgeStats::default(),
             config,
         })
@@ -310,30 +315,20 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
+    /// The hello: every command the Edge holds is listed (SPEC §4.4). The config was
+    /// checked so that the largest such hello fits the pre-hello frame limit.
     fn build_hello(&self) -> EdgeHelloRequest {
         let mut metadata = self.config.metadata.clone();
         metadata.insert(INSTANCE_ID_KEY.to_owned(), self.instance_id.clone());
-        let mut hello = EdgeHelloRequest {
+        EdgeHelloRequest {
             edge_id: self.config.edge_id.clone(),
             protocol_version: PROTOCOL_VERSION,
             software_version: self.config.software_version.clone(),
             operations: self.config.operations.keys().cloned().collect(),
             metadata,
             credential: self.config.credential.expose().to_vec(),
-            inflight_command_ids: Vec::new(),
-        };
-        // Envelope overhead: body tag and length.
-        let budget = (PRE_HELLO_MAX_FRAME_LEN as usize).saturating_sub(hello.encoded_len() + 8);
-        let mut used = 0usize;
-        for id in self.commands.held_ids_by_priority() {
-            let cost = id.len() + 3;
-            if used + cost > budget {
-                break;
-            }
-            used += cost;
-            hello.inflight_command_ids.push(id);
+            inflight_command_ids: self.commands.held_ids(),
         }
-        hello
     }
 
     fn set_timer(&mut self, timer: Timer, at: Option<Instant>) {
@@ -353,6 +348,7 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Moves the session to `Active` after an accepted hello.
     pub(crate) fn activate(&mut self, now: Instant, interval: Duration, max_frame_len: u32) {
         self.outbound.set_max_frame_len(max_frame_len);
+        self.peer_max_frame_len = max_frame_len;
         self.retry_not_before = None;
         self.conn = Conn::Active(Session {
             interval,
@@ -385,16 +381,33 @@ impl<R: EdgeRegistry> Edge<R> {
                 self.close(now, CloseReason::SlowPeer, None);
                 false
             }
-            // Larger than the CP accepts: this one frame cannot be sent.
-            Err(_) => false,
+            // Larger than the CP accepts: this one frame cannot be sent. The checks
+            // before queueing keep every frame the Edge makes within the CP's limits,
+            // so this counts what a custom registry or a bug let through.
+            Err(_) => {
+                self.stats.unsendable_frames += 1;
+                false
+            }
         }
     }
 
     /// Sends a command event if a session is up; otherwise it stays the command's
-    /// latest event and is re-sent on the next accepted session.
+    /// latest event and is re-sent on the next accepted session. An event recorded
+    /// under a higher frame limit than this session's goes out without its detail
+    /// ([`fit_event`](super::commands::fit_event)).
     pub(crate) fn send_command_event(&mut self, now: Instant, event: iop_proto::EdgeCommandEvent) {
         if self.is_connected() {
+            let event = super::commands::fit_event(&event, self.outbound.max_frame_len());
             self.send(now, Envelope::new(event));
+        }
+    }
+
+    /// The frame limit a report must respect now: the Control Plane's, or while
+    /// disconnected the last one announced.
+    pub(crate) fn report_frame_limit(&self) -> u32 {
+        match self.conn {
+            Conn::Active(_) => self.outbound.max_frame_len(),
+            _ => self.peer_max_frame_len,
         }
     }
 
@@ -406,6 +419,8 @@ impl<R: EdgeRegistry> Edge<R> {
         };
         session.node_event_seq += 1;
         self.conn = Conn::Active(session);
+        let mut reason = event.reason;
+        send::truncate_text(&mut reason, iop_proto::limits::MAX_TEXT_LEN);
         let wire = EdgeNodeEvent {
             edge_id: self.config.edge_id.clone(),
             node_id: event.node_id,
@@ -413,9 +428,11 @@ impl<R: EdgeRegistry> Edge<R> {
             generation: event.generation,
             sequence: session.node_event_seq,
             occurred_at_unix_ms: event.occurred_at_unix_ms,
-            reason: event.reason,
+            reason,
         };
-        if self.outbound.push(&Envelope::new(wire)).is_err() {
+        // A node id over the id cap (from a custom registry) would end the session: the
+        // event is dropped instead, its sequence consumed, so the CP resyncs (§4.5).
+        if send::node_event(&wire).is_err() || self.outbound.push(&Envelope::new(wire)).is_err() {
             self.stats.dropped_node_events += 1;
         }
     }

@@ -7,13 +7,14 @@ use std::fmt;
 use crate::ids::{IdError, validate_id, validate_label};
 
 /// Most providers one node may have (SPEC §7).
-pub const MAX_PROVIDERS_PER_NODE: usize = 256;
+pub const MAX_PROVIDERS_PER_NODE: usize = crate::limits::MAX_PROVIDERS_PER_NODE;
 /// Most labels one node may have (SPEC §7, entries per map).
-pub const MAX_LABELS_PER_NODE: usize = 64;
-/// Most models one provider (or one node's config summary) may list.
-pub const MAX_MODELS: usize = 256;
-/// Longest model name or config revision, in bytes.
-pub const MAX_NAME_LEN: usize = 128;
+pub const MAX_LABELS_PER_NODE: usize = crate::limits::MAX_MAP_ENTRIES;
+/// Most models one provider (or one node's config summary) may list (SPEC §7).
+pub const MAX_MODELS: usize = crate::limits::MAX_MODELS;
+/// Longest model name or config revision, in bytes: the registry holds them to the
+/// id length, below the wire's 4 KiB for text.
+pub const MAX_NAME_LEN: usize = crate::limits::MAX_ID_LEN;
 
 /// The kind of resource a provider is (wire `ProviderCategory`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -8,6 +8,7 @@
 use super::NodeRegistry;
 use super::node::NodeEntry;
 use super::provider::ProviderEntry;
+use crate::limits::MAX_NODES;
 
 /// Most bytes an `Envelope` adds around an encoded `EdgeStatusResponse`: the
 /// `correlation_id` field (1 + 10) and the `status_response` tag and length (1 + 5).
@@ -238,6 +239,11 @@ impl NodeRegistry {
         // `truncated` flag does not fit after it.
         let mut last: Option<usize> = None;
         for e in entries {
+            // No status carries more nodes than the receiver decodes (SPEC §4.3).
+            if nodes == MAX_NODES {
+                truncated = true;
+                break;
+            }
             let len = node_len(e);
             let field = delimited_len(len);
             if used.saturating_add(field) > budget {

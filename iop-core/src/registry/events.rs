@@ -10,7 +10,7 @@ use super::connection::Generation;
 /// Default bound of the registry's event queue.
 pub const DEFAULT_EVENT_CAPACITY: usize = 4_096;
 /// Longest event reason kept, in bytes (longer ones are cut at a character boundary).
-pub const MAX_REASON_LEN: usize = 4_096;
+pub const MAX_REASON_LEN: usize = crate::limits::MAX_TEXT_LEN;
 
 /// A node lifecycle transition, queued only after it has happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -4,6 +4,7 @@
 //! pre-sized vectors, measured, and kept only if it fits. No maps or hashing per
 //! provider.
 
+use crate::limits::MAX_NODES;
 use crate::proto::{EdgeNodeSnapshot, EdgeStatusResponse, Message, NodeConfigSummary};
 
 use super::NodeRegistry;
@@ -40,9 +41,10 @@ impl NodeRegistry {
     /// The status of the nodes named in `node_ids` (all nodes when empty; unknown ids are
     /// simply absent; repeats count once), sorted by node id.
     ///
-    /// The response's encoded length stays within `max_encoded_len`: nodes are added in
-    /// order while the next one fits; when one is left out, `truncated` is set and the
-    /// nodes present are complete. (If not even an empty response fits, the response
+    /// The response's encoded length stays within `max_encoded_len`, and it holds at
+    /// most [`MAX_NODES`] (10 000) nodes: nodes are added in id order while the next
+    /// one fits; when one is left out, `truncated` is set and the nodes present are
+    /// complete (a Control Plane asks for the rest by id). (If not even an empty response fits, the response
     /// has no nodes.) Pass `usize::MAX` for no budget.
     pub fn snapshot<S: AsRef<str>>(
         &self,
@@ -81,6 +83,11 @@ fn fill<'a>(
     // `truncated = true` costs two bytes; reserve them only when needed.
     let mut used = response.encoded_len();
     for entry in entries {
+        // No status carries more nodes than the receiver decodes (SPEC §4.3).
+        if response.nodes.len() == MAX_NODES {
+            response.truncated = true;
+            break;
+        }
         let node = entry.snapshot();
         let len = delimited_len(node.encoded_len());
         if used.saturating_add(len) > budget {

@@ -92,10 +92,9 @@ pub(super) fn edge_id(k: usize) -> String {
 }
 
 pub(super) fn edge_config(k: usize, seed: u64) -> EdgeConfig {
-    let mut c = EdgeConfig::new(edge_id(k))
+    let mut c = EdgeConfig::new(edge_id(k), seed)
         .with_operation("edge.ping", TargetLevel::Edge)
         .with_operation("node.restart", TargetLevel::Node);
-    c.seed = seed;
     c.wall_clock = WallClock::new(ORIGIN_UNIX_MS);
     c
 }

@@ -119,12 +119,11 @@ impl EdgeRegistry for FakeRegistry {
 }
 
 pub fn config() -> EdgeConfig {
-    let mut c = EdgeConfig::new("edge-1")
+    let mut c = EdgeConfig::new("edge-1", 42)
         .with_operation("edge.ping", TargetLevel::Edge)
         .with_operation("node.restart", TargetLevel::Node);
     c.credential = "s3cret-credential".into();
     c.software_version = "test/1.0".into();
-    c.seed = 42;
     c.wall_clock = WallClock::new(ORIGIN_UNIX_MS);
     c
 }

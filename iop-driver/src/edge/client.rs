@@ -68,8 +68,8 @@ impl<R: Runtime, G: EdgeRegistry> std::fmt::Debug for EdgeClient<R, G> {
 
 impl<R: Runtime> EdgeClient<R, NodeRegistry> {
     /// An Edge with `config` and an empty [`NodeRegistry`]. The config's `wall_clock`
-    /// is set from the real clock when it starts, and a zero `seed` (backoff jitter)
-    /// from the time.
+    /// is set from the real clock when it starts; give it a seed of its own
+    /// ([`process_seed`](crate::process_seed)).
     pub fn new(config: EdgeConfig) -> Self {
         Self {
             config,
@@ -162,13 +162,6 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
         let clock = Clock::new();
         let mut config = self.config;
         config.wall_clock = clock.wall_clock();
-        if config.seed == 0 {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1);
-            config.seed = nanos ^ u64::from(std::process::id()).rotate_left(32);
-        }
         let edge_id = config.edge_id.clone();
         let edge = Edge::new(config, self.registry)?;
         let shared = Arc::new(EdgeShared::<R, G> {

@@ -109,7 +109,7 @@ fn run(args: Args) -> Result<(), Failure> {
     logging::init(args.log_level.as_deref(), "info").map_err(Failure::Usage)?;
     let cp_addr = resolve(&args.control_plane)?;
     let file = EdgeFile::load(&args.config).map_err(|e| Failure::Usage(e.to_string()))?;
-    let mut config = EdgeConfig::new(args.edge_id.clone());
+    let mut config = EdgeConfig::new(args.edge_id.clone(), iop_tokio::process_seed());
     config.software_version = format!("iop-edge {}", env!("CARGO_PKG_VERSION"));
     if let Some(path) = &args.credential_file {
         // The credential in clear: zeroed when dropped (Secret keeps its own copy).

@@ -45,7 +45,7 @@ pub fn fast_server() -> ServerConfig {
 
 /// An Edge config that reconnects quickly.
 pub fn fast_edge(edge_id: &str) -> EdgeConfig {
-    let mut config = EdgeConfig::new(edge_id);
+    let mut config = EdgeConfig::new(edge_id, iop_tokio::process_seed());
     config.backoff_base = Duration::from_millis(20);
     config.backoff_max = Duration::from_millis(200);
     config

@@ -478,7 +478,7 @@ async fn start_edge(
             .configure(node, unix_ms())
             .map_err(|err| Failure::Runtime(format!("{}: {err}", e.edge_id)))?;
     }
-    let mut config = EdgeConfig::new(e.edge_id);
+    let mut config = EdgeConfig::new(e.edge_id, crate::process_seed());
     config.credential = Secret::new(e.credential.as_bytes().to_vec());
     config.software_version = format!("iop-demo {}", env!("CARGO_PKG_VERSION"));
     let client = EdgeClient::new(config)
