@@ -1,31 +1,39 @@
-//! Protocol limits and defaults of SPEC §7, shared by both ends.
+//! Protocol limits and defaults of SPEC §7, shared by both ends: the one table of
+//! [`iop_proto::limits`], re-exported, and where each row is configured.
 //!
-//! Every one of these is a default: each side's config struct lets the user change it.
+//! Both cores check what they are about to send against these limits before they
+//! queue it (SPEC §4.6): an application call that would send what the peer must
+//! refuse gets a typed error naming the field ([`ExceedsLimit`]), and nothing goes on
+//! the wire.
 //!
 //! # Where each SPEC §7 row is configured
 //!
 //! [`CpConfig`](crate::cp::CpConfig) (the Control Plane; a runtime's `ServerConfig`
 //! holds one as `cp`), [`EdgeConfig`](crate::edge::EdgeConfig) (an Edge) and
-//! [`DecodeLimits`](iop_proto::DecodeLimits) (the decoder's caps, held by both as
-//! `decode_limits`). All are `Default` with the SPEC values and `#[non_exhaustive]`:
-//! start from `default()` and assign fields.
+//! [`DecodeLimits`] (the decoder's caps, held by both as
+//! `decode_limits`). `CpConfig` is `Default` with the SPEC values, `EdgeConfig::new`
+//! likewise; both are `#[non_exhaustive]`: start from them and assign fields.
 //!
 //! | SPEC §7 row | default | Control Plane | Edge |
 //! |---|---|---|---|
-//! | max frame length after / before the hello | 4 MiB / 64 KiB | `CpConfig::max_frame_len` / `pre_hello_max_frame_len` | `EdgeConfig::max_frame_len` (the CP's hello response may lower what it sends) |
-//! | decoded size of one frame | ≤ 8 × wire size, floor 8 MiB | `decode_limits.max_amplification` / `amplification_floor` | same fields of `EdgeConfig::decode_limits` |
-//! | nodes per status response / providers per node / entries per map / operations per hello | 10 000 / 256 / 64 / 256 | `decode_limits.max_nodes` / `max_providers_per_node` / `max_map_entries` / `max_operations` | same fields; an Edge advertises at most 256 operations (fixed: what a hello may carry) |
-//! | string lengths: ids / messages and metadata values | 128 B / 4 KiB | `decode_limits.max_id_len` / `max_text_len` | same fields; the reports an Edge sends are held to 4 KiB (fixed) |
+//! | max frame length after / before the hello | 4 MiB / 256 KiB | `CpConfig::max_frame_len` (announced, never below 256 KiB) / `pre_hello_max_frame_len` (not below 256 KiB) | `EdgeConfig::max_frame_len` (at least [`MAX_CONTROL_PLANE_FRAME_LEN`]); what it sends is held to the CP's announced limit (at least 64 KiB) |
+//! | connections not yet accepted | 1 024 | `CpConfig::max_pending_hellos` | — |
+//! | decoded size of one frame | ≤ 8 × wire size, floor 8 MiB | `decode_limits.max_amplification` / `amplification_floor` | same fields; a status answer is cut to what the CP decodes within them |
+//! | nodes per status response / providers per node / entries per map / operations per hello | 10 000 / 256 / 64 / 256 | `decode_limits.max_nodes` / `max_providers_per_node` / `max_map_entries` / `max_operations` | same fields; status answers stop at 10 000 nodes |
+//! | string lengths: ids and map keys / messages, selectors, map values | 128 B / 4 KiB | `decode_limits.max_id_len` / `max_text_len` | same fields |
+//! | hello: operations / metadata entries / metadata value / software_version / inflight ids | 256 / 16 / 256 B / 128 B / 256 + 1 024 | checked in every hello (`INVALID_HELLO`) | checked when the `Edge` is built ([`ConfigError`](crate::edge::ConfigError)) |
 //! | hello timeout | 10 s | `CpConfig::hello_timeout` | `EdgeConfig::hello_timeout` |
 //! | heartbeat interval / liveness window | 5 s (1–60 s) / 3 intervals | `CpConfig::heartbeat_interval` (offered in the hello response) / `liveness_intervals` (and `unreachable_intervals`, 2) | the interval the CP offers / [`LIVENESS_INTERVALS`] (fixed) |
 //! | status request timeout | 10 s | `CpConfig::status_timeout` | — |
 //! | in-flight status requests per session | 64 | `CpConfig::max_inflight_status` | — |
-//! | in-flight commands per Edge | 256 | `CpConfig::max_inflight_commands` | `EdgeConfig::max_inflight_commands` |
-//! | command timeout default / finished-id retention | 60 s / 10 min, 4 096 ids | — (`CommandSpec::timeout_ms`, 0 = the Edge's default); finished commands remembered: `CpConfig::finished_command_retention` (256) | `EdgeConfig::default_command_timeout` / `command_retention`, `max_retained_commands` |
+//! | in-flight commands per Edge | 256 | `CpConfig::max_inflight_commands` | `EdgeConfig::max_inflight_commands` (at most 256) |
+//! | command timeout default / finished-id retention | 60 s / 10 min, 1 024 ids | — (`CommandSpec::timeout_ms`, 0 = the Edge's default); finished commands remembered: `CpConfig::finished_command_retention` (256) | `EdgeConfig::default_command_timeout` / `command_retention`, `max_retained_commands` (at most 1 024) |
+//! | sessions a request may end unanswered | 3 | `CpConfig::undeliverable_after_sessions` | — |
 //! | outbound buffer per connection | 8 MiB | `CpConfig::outbound_cap` | `EdgeConfig::outbound_cap` |
 //! | connections per CP | 20 000 | `CpConfig::max_connections` | — |
 //! | reconnect backoff | 250 ms × 2ⁿ up to 30 s, full jitter | — | `EdgeConfig::backoff_base` / `backoff_max` (jitter seeded by `seed`) |
 //! | retry_after on SUPERSEDED / DRAINING / OVERLOADED | 5 s / 10 s / 10 s | `CpConfig::retry_after_superseded` / `retry_after_draining` / `retry_after_overloaded` (and `retry_after_duplicate`) | honoured as received |
+//! | disconnected Edge views kept | 100 000, 24 h | `CpConfig::max_disconnected_views` / `disconnected_view_ttl` | — |
 //!
 //! The runtime drivers add their own knobs in `ServerConfig` (`shutdown_grace`,
 //! `command_book`, `subscriber_capacity`) and on `EdgeClient`

@@ -303,3 +303,46 @@ fn invalid_configs_are_refused() {
     c.metadata.insert(INSTANCE_ID_KEY.into(), "x".into());
     assert!(iop_core::edge::Edge::new(c, ()).is_err());
 }
+
+/// A config whose hello would break a hello cap is refused when the Edge is built,
+/// naming the field, so no hello the CP must refuse is ever sent (SPEC §4.6, §7).
+#[test]
+fn a_config_over_a_hello_cap_is_refused_naming_the_field() {
+    use iop_core::edge::{ConfigError, Edge};
+    let over = |f: &dyn Fn(&mut iop_core::edge::EdgeConfig)| {
+        let mut c = edge_support::config();
+        f(&mut c);
+        match Edge::new(c, ()) {
+            Err(ConfigError::ExceedsLimit(e)) => (e.field, e.size, e.limit),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        over(&|c| {
+            c.metadata.insert("k".into(), "v".repeat(257));
+        }),
+        ("EdgeConfig::metadata.value", 257, 256)
+    );
+    assert_eq!(
+        over(&|c| c.software_version = "v".repeat(129)),
+        ("EdgeConfig::software_version", 129, 128)
+    );
+    assert_eq!(
+        over(&|c| c.max_retained_commands = 4_096),
+        ("EdgeConfig::max_retained_commands", 4_096, 1_024)
+    );
+    assert_eq!(
+        over(&|c| {
+            for i in 0..16 {
+                c.metadata.insert(format!("k{i}"), String::new());
+            }
+        }),
+        ("EdgeConfig::metadata (with iop.instance_id)", 17, 16)
+    );
+    let mut c = edge_support::config();
+    c.max_frame_len = 64 * 1024;
+    assert!(matches!(
+        Edge::new(c, ()),
+        Err(ConfigError::MaxFrameLenTooSmall { min: 1_310_015, .. })
+    ));
+}

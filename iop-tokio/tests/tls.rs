@@ -120,6 +120,52 @@ async fn a_session_runs_inside_tls() {
 }
 
 #[tokio::test]
+async fn over_the_connection_cap_a_tls_edge_is_told_overloaded() {
+    let p = pki();
+    let ca = p.pki.ca_pem();
+    let mut config = fast_server();
+    config.tls = Some(
+        ServerTls::from_pem(
+            p.server.cert_pem.as_bytes(),
+            p.server.key_pem.as_bytes(),
+            None,
+        )
+        .unwrap(),
+    );
+    config.cp.max_connections = 1;
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+    let good = edge("edge-good", Some(client_tls(&ca, None)), &server);
+    wait_until("the good edge connects", || good.is_connected()).await;
+
+    // Past the cap the handshake still completes, and the Edge is told why it cannot
+    // stay, and when to come back (SPEC §4.1), as over plain TCP.
+    let mut client = EdgeClient::new(fast_edge("edge-over")).with_tls(client_tls(&ca, None));
+    let mut events = client.events();
+    let over = client.connect(server.local_addr()).unwrap();
+    let reason = next_edge(&mut events, "the refusal", |e| match e {
+        EdgeEvent::Closed { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert!(
+        matches!(
+            reason,
+            CloseReason::GoAway {
+                reason: iop_tokio::core::proto::GoAwayReason::Overloaded,
+                ..
+            }
+        ),
+        "{reason:?}"
+    );
+    let stats = server.handle().tls_stats();
+    assert!(stats.refused_over_capacity >= 1, "{stats:?}");
+    assert!(good.is_connected());
+    over.shutdown().await;
+    good.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn mutual_tls_accepts_the_named_edge_and_refuses_a_mismatched_identity() {
     let p = pki();
     let (server, good) = setup(&p, true).await;

@@ -7,6 +7,7 @@ pub mod frame_decode;
 pub mod fused_decode;
 pub mod pair_sequence;
 pub mod registry_ops;
+pub mod sender_limits;
 
 use iop_proto::DecodeLimits;
 

@@ -249,6 +249,14 @@ impl ControlPlane {
         false
     }
 
+    /// Ids of the commands of `edge_id` without an outcome yet, oldest first.
+    pub fn unfinished_commands(&self, edge_id: &str) -> Vec<String> {
+        self.edges
+            .get(edge_id)
+            .map(|e| e.commands.unfinished_ids())
+            .unwrap_or_default()
+    }
+
     /// The view of one Edge.
     pub fn edge(&self, edge_id: &str) -> Option<&EdgeView> {
         self.edges.get(edge_id).map(|e| &e.view)

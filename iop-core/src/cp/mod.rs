@@ -43,10 +43,11 @@
 //!
 //! # Rules in force
 //!
-//! * **Hello** (SPEC §4.1): the first frame must be `hello_request` (frames ≤ 64 KiB
-//!   until accepted). Checks in order: `EMPTY_EDGE_ID`, `INVALID_HELLO` (id grammar,
-//!   version 0, §7 hello limits; an id over 128 bytes never gets here: the decoder's
-//!   limits refuse the frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`,
+//! * **Hello** (SPEC §4.1): the first frame must be `hello_request` (frames ≤ 256 KiB
+//!   until accepted, at most 1 024 connections waiting; past it `GoAway{OVERLOADED}`).
+//!   Checks in order: `EMPTY_EDGE_ID`, `INVALID_HELLO` (id grammar, version 0, the §7
+//!   hello caps; an id over 128 bytes never gets here: the decoder's limits refuse the
+//!   frame as a protocol error), `UNSUPPORTED_PROTOCOL_VERSION`,
 //!   `UNKNOWN_EDGE` / `BAD_CREDENTIAL` ([`EnrolmentPolicy`]; SHA-256 hashes compared
 //!   in constant time), then — with [`CpConfig::require_peer_identity`] — `BAD_CREDENTIAL`
 //!   when the connection's [`PeerIdentity`] (mutual TLS, attached by
@@ -61,7 +62,11 @@
 //!   `GoAway{HEARTBEAT_TIMEOUT}`.
 //! * **Status** (§4.3): correlation ids from 1 per session; each request ends in exactly
 //!   one of `StatusReceived` / `StatusTimedOut` / `StatusAbandoned`. Late responses are
-//!   counted and dropped; never-issued ids and a wrong `edge_id` are protocol errors.
+//!   counted and dropped; never-issued ids and a wrong `edge_id` are protocol errors. A
+//!   truncated answer is partial and never makes the view fresh.
+//! * **Sending** (§4.6): [`send_command`](ControlPlane::send_command) and
+//!   [`request_status`](ControlPlane::request_status) refuse what an Edge would refuse
+//!   (`ExceedsLimit`, naming the field), before anything is queued.
 //! * **Commands** (§4.4): response before events (except for a command the Edge listed
 //!   in its hello's `inflight_command_ids`, whose replayed events may precede the
 //!   answer to the re-sent request); sequence strictly increasing (gaps allowed),
@@ -72,8 +77,10 @@
 //!   the id may each have reported it (`tests/cp_replay.rs`). Unknown ids are counted and dropped. On every new
 //!   session of an Edge, commands never answered are re-sent (same id, original
 //!   order), and commands believed accepted (answered, or with events seen) that the
-//!   hello does not list become [`CpEvent::CommandLost`] (FAILED). Generated command
-//!   ids read `cmd-<command_id_epoch hex>-<n>`.
+//!   hello does not list become [`CpEvent::CommandLost`] (FAILED). A command whose
+//!   request was sent on 3 sessions that each ended unanswered becomes
+//!   [`CpEvent::CommandUndeliverable`] (FAILED) and is never sent again. Generated
+//!   command ids read `cmd-<command_id_epoch hex>-<n>`.
 //! * **Node events** (§4.5): sequence must increase (else protocol error), and
 //!   `edge_id` must be the session's; a gap, or a first event that is not
 //!   `EDGE_READY`, is a resync point ([`CpEvent::ResyncNeeded`]), not an error. Only a
@@ -83,7 +90,9 @@
 //!   the small ones kept so that small frames cost no allocation); an idle enrolled
 //!   session, its Edge view included, measures about 1.2 KiB of heap
 //!   (`tests/cp_memory.rs`). See [`ControlPlane::connection_buffers`]. Edge views and
-//!   command books outlive sessions until [`ControlPlane::forget_edge`].
+//!   command books outlive sessions until [`ControlPlane::forget_edge`], 24 h after
+//!   their last session, or when more than 100 000 Edges are disconnected, the oldest
+//!   first ([`CpEvent::EdgeForgotten`]).
 //!
 //! `iop_core::testing::Pair` (cargo feature `testing`) wires a `ControlPlane` to real
 //! [`Edge`](crate::edge::Edge) processes in memory with a fake clock; it is the

@@ -53,9 +53,17 @@
 //! The first `node_event` of every accepted session is `EDGE_READY` (sequence 1);
 //! registry transitions while disconnected are dropped (the next status carries them).
 //! Commands keep running across reconnects: the next hello lists every held command in
-//! `inflight_command_ids` (running first, then most recently finished, as many as fit
-//! the CP's 64 KiB pre-hello frame limit), and after acceptance the latest event of
-//! each listed command is re-sent.
+//! `inflight_command_ids` (running first, then most recently finished; the config's
+//! limits make the largest such hello fit the CP's 256 KiB pre-hello frame limit), and
+//! after acceptance the latest event of each listed command is re-sent.
+//!
+//! # Sending within the CP's limits
+//!
+//! Nothing the CP must refuse is sent (SPEC §4.6): [`Edge::new`] refuses a config whose
+//! hello could break a hello cap; a report over a limit — its message, detail, or the
+//! CP's announced frame limit — is an [`ReportError::ExceedsLimit`] and is not
+//! recorded; a status answer holds at most 10 000 nodes, fits the frame, and decodes
+//! within the CP's decoded-size budget (fewer nodes, `truncated` set, otherwise).
 //!
 //! # Example
 //!

@@ -128,6 +128,11 @@ impl<R: EdgeRegistry> Edge<R> {
         })
     }
 
+    /// The configuration.
+    pub fn config(&self) -> &EdgeConfig {
+        &self.config
+    }
+
     /// The node registry.
     pub fn registry(&self) -> &R {
         &self.registry

@@ -38,6 +38,15 @@ pub enum CommandUpdate {
     Event(EdgeCommandEvent),
     /// The Edge came back without it: the command is FAILED as lost.
     Lost,
+    /// Its request was sent on this many sessions that each ended without an answer:
+    /// FAILED "undeliverable", never sent again (SPEC §4.4).
+    Undeliverable {
+        /// Sessions that ended without answering it.
+        sessions: u32,
+    },
+    /// The view of its Edge was forgotten (disconnected too long, or too many
+    /// disconnected Edges) before it finished.
+    Forgotten,
 }
 
 /// Everything known about one command: its response and every event so far.
@@ -189,7 +198,8 @@ impl CommandBook {
 }
 
 /// Follows one command: yields every [`CommandUpdate`] (the Edge's response, then its
-/// phases) and ends after the terminal one, a rejection or [`CommandUpdate::Lost`].
+/// phases) and ends after the terminal one, a rejection, [`CommandUpdate::Lost`],
+/// [`CommandUpdate::Undeliverable`] or [`CommandUpdate::Forgotten`].
 ///
 /// It also ends if the command falls out of the handle's record book (more than its
 /// capacity of newer commands) or the server stops.

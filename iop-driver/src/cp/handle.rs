@@ -49,6 +49,9 @@ pub enum SendCommandError {
     Stopped,
 }
 
+/// Requests a named-node status may add to its pages for nodes an answer left out.
+const MAX_EXTRA_PAGES: usize = 16;
+
 /// A cloneable handle to a running [`ControlPlaneServer`](super::ControlPlaneServer).
 ///
 /// Queries take the server's lock briefly and never wait on the network; the `async`
@@ -112,8 +115,80 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// Asks `edge_id` for the status of `node_ids` (empty = every node) and waits for
-    /// the answer, at most the core's `status_timeout`.
+    /// the answer, at most the core's `status_timeout` per request.
+    ///
+    /// An Edge answers at most 10 000 nodes per status, in id order, and fewer when
+    /// they would not fit a frame (SPEC §4.3). Named nodes are paged: more than
+    /// 10 000 ids go out as several requests, and the ids an answer left out are
+    /// asked for again, until every named node came or a page brought none (at most
+    /// `ceil(n / 10 000) + 16` requests); the pages are merged into one response in id
+    /// order. For every node (`node_ids` empty) a truncated answer is returned as it
+    /// is, `truncated` set: the wire has no way to ask for "the nodes after this
+    /// one", so the caller pages with the ids it knows. Either way `truncated` on the
+    /// result means the view is partial.
     pub async fn request_status(
+        &self,
+        edge_id: &str,
+        node_ids: Vec<String>,
+    ) -> Result<EdgeStatusResponse, StatusRequestError> {
+        if node_ids.is_empty() {
+            return self.request_status_page(edge_id, node_ids).await;
+        }
+        let mut wanted: Vec<String> = node_ids;
+        wanted.sort_unstable();
+        wanted.dedup();
+        let pages = wanted.len().div_ceil(iop_core::limits::MAX_NODES);
+        let mut merged: Option<EdgeStatusResponse> = None;
+        let mut left: &[String] = &wanted;
+        let mut retry: Vec<String> = Vec::new();
+        let mut stalled = false;
+        for _ in 0..pages + MAX_EXTRA_PAGES {
+            let page: Vec<String> = if retry.is_empty() {
+                let (page, rest) = left.split_at(left.len().min(iop_core::limits::MAX_NODES));
+                left = rest;
+                page.to_vec()
+            } else {
+                std::mem::take(&mut retry)
+            };
+            if page.is_empty() {
+                break;
+            }
+            let answer = self.request_status_page(edge_id, page.clone()).await?;
+            if answer.truncated && !answer.nodes.is_empty() {
+                // Asked by name: the ones left out are known, ask for them next.
+                let got: std::collections::BTreeSet<&str> =
+                    answer.nodes.iter().map(|n| n.node_id.as_str()).collect();
+                retry = page
+                    .iter()
+                    .filter(|id| !got.contains(id.as_str()))
+                    .cloned()
+                    .collect();
+            }
+            // Not even one node fits a frame: asking again would bring nothing.
+            stalled = answer.truncated && answer.nodes.is_empty();
+            merged = Some(match merged {
+                None => answer,
+                Some(mut m) => {
+                    m.observed_at_unix_ms = m.observed_at_unix_ms.min(answer.observed_at_unix_ms);
+                    m.registry_revision = answer.registry_revision;
+                    m.nodes.extend(answer.nodes);
+                    m
+                }
+            });
+            if stalled {
+                break;
+            }
+        }
+        let mut merged = merged.unwrap_or_default();
+        merged.nodes.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+        // Partial when a named node may be missing: a page never asked, ids left out
+        // and not asked again within the bound, or a page that brought none.
+        merged.truncated = stalled || !left.is_empty() || !retry.is_empty();
+        Ok(merged)
+    }
+
+    /// One status request: at most 10 000 node ids.
+    async fn request_status_page(
         &self,
         edge_id: &str,
         node_ids: Vec<String>,
@@ -175,6 +250,27 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             state.events.close();
         }
         subscription
+    }
+
+    /// Forgets a disconnected Edge: its view and its commands (their trackers end with
+    /// [`CommandUpdate::Forgotten`](crate::CommandUpdate::Forgotten)). False when the
+    /// Edge is unknown or connected. Views are also forgotten on their own, 24 h after
+    /// their last session and past 100 000 disconnected Edges (`CpConfig`).
+    pub fn forget_edge(&self, edge_id: &str) -> bool {
+        self.shared.with_state(|state| {
+            let unfinished = state.cp.unfinished_commands(edge_id);
+            let forgotten = state.cp.forget_edge(edge_id);
+            if forgotten {
+                for command_id in unfinished {
+                    state.book.push(
+                        &command_id,
+                        crate::CommandUpdate::Forgotten,
+                        Some(iop_core::cp::CommandOutcome::Forgotten),
+                    );
+                }
+            }
+            forgotten
+        })
     }
 
     /// Ends `edge_id`'s session with `GoAway{CREDENTIAL_REVOKED}` and removes it from

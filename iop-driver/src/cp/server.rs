@@ -83,6 +83,20 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
+/// TLS handshakes at a time for connections over the cap, so that they can be told
+/// `OVERLOADED` (past it they are closed without a word).
+const MAX_REFUSAL_HANDSHAKES: usize = 64;
+
+/// What the accept loop does with a TLS connection.
+enum Admit {
+    /// Under the cap: handshake, then serve.
+    Handshake,
+    /// Over the cap: handshake, then the core refuses it `OVERLOADED`.
+    Refuse,
+    /// Over the cap with too many refusals under way: close at once.
+    Drop,
+}
+
 /// One connection's link to its driver task.
 #[derive(Default)]
 pub(crate) struct ConnSlot {
@@ -188,6 +202,9 @@ pub(crate) struct CpState {
     pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
     /// TLS handshakes under way (they count against the connection cap).
     handshaking: usize,
+    /// TLS handshakes under way for connections over the cap, to be refused
+    /// `OVERLOADED` once done (at most [`MAX_REFUSAL_HANDSHAKES`]).
+    refusing: usize,
     pub(crate) tls_stats: TlsStats,
 }
 
@@ -200,7 +217,8 @@ pub struct TlsStats {
     pub handshakes_completed: u64,
     /// Handshakes that failed (bad certificate, not TLS, timed out, ...).
     pub handshakes_failed: u64,
-    /// Connections dropped before the handshake because the connection cap was reached.
+    /// Connections over the connection cap: refused `GoAway{OVERLOADED}` after their
+    /// handshake, or dropped before it when too many such refusals were under way.
     pub refused_over_capacity: u64,
     /// The most recent failure.
     pub last_failure: Option<HandshakeError>,
@@ -379,6 +397,33 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
                 Some(iop_core::cp::CommandOutcome::Lost),
             );
         }
+        CpEvent::CommandUndeliverable {
+            command_id,
+            sessions,
+            ..
+        } => {
+            state.book.push(
+                command_id,
+                CommandUpdate::Undeliverable {
+                    sessions: *sessions,
+                },
+                Some(iop_core::cp::CommandOutcome::Undeliverable {
+                    sessions: *sessions,
+                }),
+            );
+        }
+        CpEvent::EdgeForgotten {
+            unfinished_commands,
+            ..
+        } => {
+            for command_id in unfinished_commands {
+                state.book.push(
+                    command_id,
+                    CommandUpdate::Forgotten,
+                    Some(iop_core::cp::CommandOutcome::Forgotten),
+                );
+            }
+        }
         _ => {}
     }
     if !state.events.is_empty() {
@@ -414,6 +459,14 @@ fn log_event(event: &CpEvent) {
             edge_id,
             command_id,
         } => tracing::warn!(edge_id, command_id, "command lost"),
+        CpEvent::CommandUndeliverable {
+            edge_id,
+            command_id,
+            sessions,
+        } => tracing::warn!(edge_id, command_id, sessions, "command undeliverable"),
+        CpEvent::EdgeForgotten {
+            edge_id, reason, ..
+        } => tracing::info!(edge_id, ?reason, "edge view forgotten"),
         other => tracing::trace!(event = ?other, "control plane event"),
     }
 }
@@ -472,6 +525,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 accept_done: false,
                 idle_waiters: Vec::new(),
                 handshaking: 0,
+                refusing: 0,
                 tls_stats: TlsStats::default(),
             }),
             clock,
@@ -543,24 +597,34 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
                     if state.stopped {
                         return None;
                     }
-                    if state.conns.len() + state.handshaking >= shared.max_connections {
-                        state.tls_stats.refused_over_capacity += 1;
-                        return Some(false);
+                    if state.conns.len() + state.handshaking < shared.max_connections {
+                        state.handshaking += 1;
+                        return Some(Admit::Handshake);
                     }
-                    state.handshaking += 1;
-                    Some(true)
+                    // Over the cap the Edge is still told OVERLOADED with its
+                    // retry_after, as over plain TCP: after a handshake, by the core.
+                    // A few such handshakes at a time; past them, a bare close.
+                    state.tls_stats.refused_over_capacity += 1;
+                    if state.refusing < MAX_REFUSAL_HANDSHAKES {
+                        state.refusing += 1;
+                        return Some(Admit::Refuse);
+                    }
+                    Some(Admit::Drop)
                 });
-                match admitted {
+                let refuse = match admitted {
                     None => break,
-                    Some(false) => {
-                        tracing::warn!(%peer, "connection cap reached: dropped before the TLS handshake");
+                    Some(Admit::Drop) => {
+                        tracing::debug!(%peer, "connection cap reached: dropped before the TLS handshake");
                         continue;
                     }
-                    Some(true) => {}
-                }
+                    Some(Admit::Handshake) => false,
+                    Some(Admit::Refuse) => true,
+                };
                 let acceptor = futures_rustls::TlsAcceptor::from(tls.config.clone());
                 let span = tracing::info_span!("tls_accept", %peer);
-                R::spawn(handshake::<R>(shared.clone(), acceptor, stream, peer).instrument(span));
+                R::spawn(
+                    handshake::<R>(shared.clone(), acceptor, stream, peer, refuse).instrument(span),
+                );
             }
         }
     }
@@ -622,7 +686,16 @@ async fn handshake<R: Runtime>(
     acceptor: futures_rustls::TlsAcceptor,
     stream: R::Stream,
     peer: SocketAddr,
+    refuse: bool,
 ) {
+    // Counted under `refusing` (over the cap) or `handshaking` until it ends.
+    let done = move |state: &mut CpState| {
+        if refuse {
+            state.refusing -= 1;
+        } else {
+            state.handshaking -= 1;
+        }
+    };
     let deadline = std::time::Instant::now() + shared.handshake_timeout;
     let result = futures_lite::future::or(
         async {
@@ -642,7 +715,7 @@ async fn handshake<R: Runtime>(
         Err(error) => {
             tracing::warn!(%error, kind = ?error.kind, "edge connection refused");
             shared.with_state(|state| {
-                state.handshaking -= 1;
+                done(state);
                 state.tls_stats.handshakes_failed += 1;
                 state.tls_stats.last_failure = Some(error);
             });
@@ -663,7 +736,7 @@ async fn handshake<R: Runtime>(
         "TLS handshake completed"
     );
     shared.with_state(|state| {
-        state.handshaking -= 1;
+        done(state);
         state.tls_stats.handshakes_completed += 1;
     });
     start_conn(&shared, MaybeTls::Server(Box::new(tls)), peer, identity);

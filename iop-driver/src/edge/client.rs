@@ -14,7 +14,8 @@ use iop_core::Instant;
 use iop_core::NodeRegistry;
 use iop_core::edge::EdgeRegistry;
 use iop_core::edge::{
-    ConfigError, Edge, EdgeConfig, EdgeEvent, EdgeStats, ReportError, TargetLevel, Transmit,
+    ConfigError, Edge, EdgeConfig, EdgeEvent, EdgeStats, Outcome, ReportError, TargetLevel,
+    Transmit,
 };
 use tracing::Instrument;
 
@@ -351,7 +352,16 @@ async fn run_handler<R: Runtime, G: EdgeRegistry + Send + 'static>(
         };
     let outcome = result.outcome;
     let reported = shared.with_app(|edge, now| {
-        edge.report_outcome(now, &command_id, outcome, result.message, result.detail)
+        match edge.report_outcome(now, &command_id, outcome, result.message, result.detail) {
+            // A terminal the Control Plane would refuse (SPEC §4.6) is replaced by a
+            // FAILED that says why, so that the command still ends exactly once.
+            Err(ReportError::ExceedsLimit(limit)) => {
+                tracing::warn!(%limit, ?outcome, "handler result over the control plane's limits; reported FAILED");
+                let message = format!("the handler's {outcome:?} result could not be sent: {limit}");
+                edge.report_outcome(now, &command_id, Outcome::Failed, message, BTreeMap::new())
+            }
+            other => other,
+        }
     });
     match reported {
         Ok(()) => tracing::debug!(?outcome, "command finished"),

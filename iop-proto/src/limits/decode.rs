@@ -119,7 +119,7 @@ pub enum LimitError {
 }
 
 /// Checks the raw protobuf bytes of one `iop.Envelope` against `limits`, without
-/// allocating; see the [module docs](self).
+/// allocating; see the [module docs](super).
 ///
 /// `Ok` carries an upper bound of the heap bytes prost allocates to decode `body`
 /// (or to reject it, when it is malformed). The decoded message's share of it is

@@ -4,6 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use iop_core::cp::{CommandError, StatusError};
+use iop_core::proto::ExceedsLimit;
 
 use crate::{SendCommandError, StatusRequestError};
 
@@ -12,12 +13,15 @@ use crate::{SendCommandError, StatusRequestError};
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// Stable code, e.g. `unknown_edge`, `not_connected`, `timeout`, `bad_request`.
+    /// Stable code, e.g. `unknown_edge`, `not_connected`, `timeout`, `bad_request`,
+    /// `exceeds_limit`.
     pub code: &'static str,
     /// Human-readable message (never a secret).
     pub message: String,
     /// The command concerned, when one was created (a command answer that timed out).
     pub command_id: Option<String>,
+    /// For `exceeds_limit`: the field over its limit, its size and the limit.
+    pub limit: Option<ExceedsLimit>,
 }
 
 impl ApiError {
@@ -28,6 +32,20 @@ impl ApiError {
             code,
             message: message.into(),
             command_id: None,
+            limit: None,
+        }
+    }
+
+    /// 400 `exceeds_limit`: the request would break a limit the Edge enforces (SPEC
+    /// §4.6); nothing was sent to it.
+    pub fn exceeds_limit(limit: &ExceedsLimit) -> Self {
+        Self {
+            limit: Some(limit.clone()),
+            ..Self::new(
+                StatusCode::BAD_REQUEST,
+                "exceeds_limit",
+                format!("nothing was sent to the edge: {limit}"),
+            )
         }
     }
 
@@ -70,6 +88,9 @@ impl ApiError {
             StatusRequestError::Refused(StatusError::InvalidNodeId(e)) => {
                 Self::bad_request(format!("node id: {e}"))
             }
+            StatusRequestError::Refused(StatusError::ExceedsLimit(limit)) => {
+                Self::exceeds_limit(limit)
+            }
             StatusRequestError::Refused(e) => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
             }
@@ -103,6 +124,9 @@ impl ApiError {
                 "unknown_operation",
                 format!("edge {edge_id:?} does not advertise operation {op:?}"),
             ),
+            SendCommandError::Refused(CommandError::ExceedsLimit(limit)) => {
+                Self::exceeds_limit(limit)
+            }
             SendCommandError::Refused(CommandError::TooManyInFlight { limit }) => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",
@@ -122,8 +146,16 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut error = serde_json::json!({ "code": self.code, "message": self.message });
-        if let (Some(id), Some(obj)) = (self.command_id, error.as_object_mut()) {
-            obj.insert("commandId".into(), id.into());
+        if let Some(obj) = error.as_object_mut() {
+            if let Some(id) = self.command_id {
+                obj.insert("commandId".into(), id.into());
+            }
+            if let Some(limit) = self.limit {
+                obj.insert("field".into(), limit.field.into());
+                obj.insert("size".into(), limit.size.into());
+                obj.insert("limit".into(), limit.limit.into());
+                obj.insert("unit".into(), limit.unit.to_string().into());
+            }
         }
         (
             self.status,
@@ -158,6 +190,16 @@ mod tests {
             let api = ApiError::from_status("e", &error);
             assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
         }
+    }
+
+    #[test]
+    fn a_request_over_a_limit_is_a_400_naming_the_field() {
+        let limit = ExceedsLimit::bytes("iop.EdgeCommandRequest.metadata.value", 5_000, 4_096);
+        let api = ApiError::from_command("e", &SendCommandError::Refused(limit.clone().into()));
+        assert_eq!((api.status.as_u16(), api.code), (400, "exceeds_limit"));
+        assert_eq!(api.limit, Some(limit.clone()));
+        let api = ApiError::from_status("e", &StatusRequestError::Refused(limit.into()));
+        assert_eq!((api.status.as_u16(), api.code), (400, "exceeds_limit"));
     }
 
     #[test]

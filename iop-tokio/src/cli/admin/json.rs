@@ -77,8 +77,15 @@ pub fn command_record(r: &CommandRecord) -> Value {
         .last()
         .and_then(|e| CommandPhase::try_from(e.phase).ok());
     let lost = matches!(r.outcome, Some(CommandOutcome::Lost));
-    let phase = match (&r.outcome, last_phase) {
-        (Some(CommandOutcome::Lost), _) => phase_name(CommandPhase::Failed),
+    // Given up on by the Control Plane: FAILED whatever the Edge last said.
+    let given_up = matches!(
+        r.outcome,
+        Some(
+            CommandOutcome::Lost | CommandOutcome::Undeliverable { .. } | CommandOutcome::Forgotten
+        )
+    );
+    let phase = match (given_up, last_phase) {
+        (true, _) => phase_name(CommandPhase::Failed),
         (_, Some(p)) => phase_name(p),
         (_, None) => phase_name(CommandPhase::Unspecified),
     };
@@ -86,6 +93,8 @@ pub fn command_record(r: &CommandRecord) -> Value {
         CommandOutcome::Rejected(reason) => format!("REJECTED:{}", reason.as_str_name()),
         CommandOutcome::Finished(p) => p.as_str_name().to_owned(),
         CommandOutcome::Lost => "LOST".to_owned(),
+        CommandOutcome::Undeliverable { .. } => "UNDELIVERABLE".to_owned(),
+        CommandOutcome::Forgotten => "FORGOTTEN".to_owned(),
         _ => "UNKNOWN".to_owned(),
     });
     json!({
@@ -166,6 +175,20 @@ pub fn cp_event(e: &CpEvent) -> Option<(&'static str, Value)> {
             }
             ("command_event", v)
         }
+        CpEvent::CommandUndeliverable {
+            edge_id,
+            command_id,
+            sessions,
+        } => (
+            "command_undeliverable",
+            json!({ "edgeId": edge_id, "commandId": command_id, "sessions": sessions }),
+        ),
+        CpEvent::EdgeForgotten {
+            edge_id, reason, ..
+        } => (
+            "edge_forgotten",
+            json!({ "edgeId": edge_id, "reason": format!("{reason:?}") }),
+        ),
         _ => return None,
     })
 }

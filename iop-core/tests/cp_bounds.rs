@@ -1,0 +1,213 @@
+//! The Control Plane's bounds against requests and peers that never end (SPEC §4.4,
+//! §4.1, §7): the poison bound on a command no session survives, the pending-hello
+//! cap, the bounded views of disconnected Edges, and a truncated status that is not
+//! a fresh view.
+
+mod cp_support;
+
+use std::time::Duration;
+
+use cp_support::*;
+use iop_core::cp::{CommandOutcome, CommandSpec, CpEvent, EnrolmentPolicy, ForgetReason};
+use iop_core::proto::{Body, EdgeStatusResponse, Envelope, GoAwayReason};
+
+fn command_requests(frames: &[Envelope]) -> Vec<String> {
+    frames
+        .iter()
+        .filter_map(|f| match &f.body {
+            Some(Body::CommandRequest(r)) => Some(r.command_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A peer that closes every session the command is sent on: after the third such
+/// session the command is FAILED "undeliverable" and the fourth never gets it.
+#[test]
+fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &["op"]);
+    let id =
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
+            .unwrap();
+    t.pump(None);
+    let mut conn = conn;
+    for session in 1..=3 {
+        assert_eq!(
+            command_requests(&t.take_frames(conn)),
+            std::slice::from_ref(&id),
+            "sent on session {session}"
+        );
+        // The peer closes on it, without an answer.
+        t.drop_transport(conn);
+        let undeliverable = t.take_events().into_iter().find_map(|e| match e {
+            CpEvent::CommandUndeliverable {
+                command_id,
+                sessions,
+                ..
+            } => Some((command_id, sessions)),
+            _ => None,
+        });
+        if session < 3 {
+            assert_eq!(undeliverable, None);
+            assert!(t.cp.command("edge-1", &id).unwrap().outcome.is_none());
+            conn = t.hello_with(hello("edge-1", &["op"])).0;
+        } else {
+            assert_eq!(undeliverable, Some((id.clone(), 3)));
+        }
+    }
+    assert_eq!(
+        t.cp.command("edge-1", &id).unwrap().outcome,
+        Some(CommandOutcome::Undeliverable { sessions: 3 })
+    );
+    assert_eq!(t.cp.stats().commands_undeliverable, 1);
+    // Never sent again: the next session gets none, and keeps going.
+    let (conn, _) = t.hello_with(hello("edge-1", &["op"]));
+    assert!(command_requests(&t.take_frames(conn)).is_empty());
+    assert!(!t.is_closed(conn));
+    // And if the Edge had it after all (its answer lost with a session), what it
+    // replays is dropped, not a protocol error.
+    t.send(
+        conn,
+        cmd_event(&id, iop_core::proto::CommandPhase::Accepted, 1),
+    );
+    assert!(!t.is_closed(conn));
+    assert_eq!(t.cp.stats().unknown_command_ids, 1);
+}
+
+/// Answered sessions do not count: a command answered before its session ended is
+/// never undeliverable, whatever happens to later sessions.
+#[test]
+fn only_sessions_that_end_unanswered_count() {
+    let mut t = Harness::new();
+    let (conn, _) = t.enrol("edge-1", &["op"]);
+    let id =
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
+            .unwrap();
+    t.pump(None);
+    t.take_frames(conn);
+    t.drop_transport(conn);
+    let (conn, _) = t.hello_with(hello("edge-1", &["op"]));
+    t.take_frames(conn);
+    t.send(conn, cmd_response(&id, true));
+    for _ in 0..4 {
+        let mut h = hello("edge-1", &["op"]);
+        h.inflight_command_ids = vec![id.clone()];
+        let (c, _) = t.hello_with(h);
+        t.drop_transport(c);
+    }
+    assert!(t.cp.command("edge-1", &id).unwrap().outcome.is_none());
+    assert_eq!(t.cp.stats().commands_undeliverable, 0);
+}
+
+#[test]
+fn past_the_pending_hello_cap_a_connection_is_told_overloaded() {
+    let mut c = cfg();
+    c.max_pending_hellos = 2;
+    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let (a, b) = (t.connect(), t.connect());
+    let over = t.connect();
+    assert!(t.is_closed(over));
+    let frames = t.take_frames(over);
+    assert_eq!(
+        go_away(&frames),
+        Some((GoAwayReason::Overloaded as i32, 10_000))
+    );
+    assert_eq!(t.cp.stats().pending_hellos_refused, 1);
+    // An accepted hello frees its place.
+    t.send(a, hello("edge-1", &[]));
+    assert!(!t.is_closed(a));
+    let next = t.connect();
+    assert!(!t.is_closed(next) && !t.is_closed(b));
+}
+
+fn forgotten(events: &[CpEvent]) -> Vec<(String, ForgetReason)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            CpEvent::EdgeForgotten {
+                edge_id, reason, ..
+            } => Some((edge_id.clone(), *reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Under accept-any every new id makes a view: a peer cycling ids grows the CP by at
+/// most `max_disconnected_views`, oldest forgotten first, and every view goes
+/// `disconnected_view_ttl` after its last session.
+#[test]
+fn views_of_disconnected_edges_are_bounded_in_number_and_age() {
+    let mut c = cfg();
+    c.max_disconnected_views = 3;
+    c.disconnected_view_ttl = Duration::from_secs(3_600);
+    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut events = Vec::new();
+    for i in 0..5 {
+        let (conn, _) = t.enrol(&format!("edge-{i}"), &["op"]);
+        if i == 0 {
+            t.cp.send_command(t.now, "edge-0", CommandSpec::new("op"), Some("c0".into()))
+                .unwrap();
+            t.pump(None);
+        }
+        t.advance(Duration::from_secs(1));
+        t.drop_transport(conn);
+        events.extend(t.take_events());
+    }
+    assert_eq!(
+        forgotten(&events),
+        [
+            ("edge-0".to_owned(), ForgetReason::Evicted),
+            ("edge-1".to_owned(), ForgetReason::Evicted)
+        ]
+    );
+    // Its unfinished command ends with it.
+    assert!(events.iter().any(|e| matches!(e,
+        CpEvent::EdgeForgotten { edge_id, unfinished_commands, .. }
+            if edge_id == "edge-0" && unfinished_commands == &["c0".to_owned()])));
+    let known: Vec<String> = t.cp.edges().map(|v| v.edge_id.clone()).collect();
+    assert_eq!(known, ["edge-2", "edge-3", "edge-4"]);
+
+    // edge-3 comes back and leaves again: its age restarts from its new last session.
+    // (Disconnected at 1..=5 s; edge-3 again at 15 s.)
+    t.advance(Duration::from_secs(10));
+    let (conn, _) = t.enrol("edge-3", &["op"]);
+    t.drop_transport(conn);
+    t.take_events();
+    t.advance(Duration::from_secs(3_590));
+    assert_eq!(
+        forgotten(&t.take_events()),
+        [
+            ("edge-2".to_owned(), ForgetReason::Expired),
+            ("edge-4".to_owned(), ForgetReason::Expired)
+        ]
+    );
+    t.advance(Duration::from_secs(9));
+    assert!(t.cp.edge("edge-3").is_some());
+    t.advance(Duration::from_secs(1));
+    assert!(t.cp.edge("edge-3").is_none());
+    assert_eq!(t.cp.stats().views_forgotten, 5);
+    assert_eq!(t.cp.stats().edges_known, 0);
+}
+
+#[test]
+fn a_truncated_status_is_not_a_fresh_view() {
+    let mut c = cfg();
+    c.auto_status_on_resync = false;
+    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let (conn, _) = t.enrol("edge-1", &[]);
+    let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    let truncated = EdgeStatusResponse {
+        edge_id: "edge-1".into(),
+        truncated: true,
+        ..Default::default()
+    };
+    t.send(conn, Envelope::correlated(req.correlation_id, truncated));
+    let view = t.cp.edge("edge-1").unwrap();
+    assert!(!view.fresh, "a partial answer is not the fresh view");
+    assert!(view.last_status.as_ref().unwrap().truncated);
+    // A complete one is.
+    let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
+    t.send(conn, status_response(req.correlation_id, "edge-1", 2));
+    assert!(t.cp.edge("edge-1").unwrap().fresh);
+}

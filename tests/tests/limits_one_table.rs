@@ -1,0 +1,115 @@
+//! SPEC §4.6: "the limits are one table, shared by the encoder and the decoder of both
+//! sides". The table is `iop_proto::limits`; this test fails when a crate of the
+//! workspace defines a limit of its own — a `MAX_`/`MIN_`/`DEFAULT_` constant with a
+//! number in it — instead of reading the table, unless it is one of the local
+//! constants below, which bound no message a peer sends or receives.
+
+use std::path::{Path, PathBuf};
+
+/// Constants that are not wire limits, each with why.
+const LOCAL: &[(&str, &str)] = &[
+    ("MIN_RESERVE", "outbound buffer sizing"),
+    ("MAX_U32_VARINT", "a fact of the varint encoding"),
+    ("MAX_LEN", "a fact of the varint encoding"),
+    (
+        "MAX_QUEUED_REQUESTS",
+        "the Edge's own request queue, never on the wire",
+    ),
+    (
+        "MAX_CANDIDATES",
+        "the Edge's own request queue, never on the wire",
+    ),
+    (
+        "DEFAULT_EVENT_CAPACITY",
+        "the registry's event queue inside the Edge",
+    ),
+    (
+        "MAX_REFUSAL_HANDSHAKES",
+        "a driver's TLS refusals under way",
+    ),
+    (
+        "MAX_EVENTS_PER_RECORD",
+        "the driver's record book of commands",
+    ),
+    (
+        "MAX_EXTRA_PAGES",
+        "requests a driver adds when paging a status",
+    ),
+    ("MAX_FIELD", "the decoder's field-number table"),
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `(file, line, name)` of every limit-like constant defined with a number.
+fn limit_constants(root: &Path) -> Vec<(String, usize, String)> {
+    let mut files = Vec::new();
+    for krate in [
+        "iop-proto",
+        "iop-core",
+        "iop-driver",
+        "iop-tokio",
+        "iop-smol",
+    ] {
+        rust_files(&root.join(krate).join("src"), &mut files);
+    }
+    let table = root.join("iop-proto/src/limits");
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| !f.starts_with(&table)) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let Some(at) = line.find("const ") else {
+                continue;
+            };
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let rest = &line[at + "const ".len()..];
+            let Some((name, value)) = rest.split_once(':').and_then(|(name, rest)| {
+                rest.split_once('=').map(|(_, value)| (name.trim(), value))
+            }) else {
+                continue;
+            };
+            let limit_like = ["MAX_", "MIN_", "DEFAULT_"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            if limit_like && value.chars().any(|c| c.is_ascii_digit()) {
+                let rel = file.strip_prefix(root).unwrap().display().to_string();
+                found.push((rel, n + 1, name.to_owned()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_limit_is_read_from_the_one_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let found = limit_constants(root);
+    let strays: Vec<String> = found
+        .iter()
+        .filter(|(_, _, name)| !LOCAL.iter().any(|(local, _)| local == name))
+        .map(|(file, line, name)| format!("{file}:{line}: {name}"))
+        .collect();
+    assert!(
+        strays.is_empty(),
+        "limits defined outside iop_proto::limits (read the table instead, or list a \
+         constant that bounds nothing on the wire in LOCAL):\n{}",
+        strays.join("\n")
+    );
+    // The scan sees what it is meant to: every local constant is still there.
+    for (local, _) in LOCAL {
+        assert!(
+            found.iter().any(|(_, _, name)| name == local),
+            "{local} is gone: remove it from LOCAL"
+        );
+    }
+}
