@@ -6,11 +6,13 @@
 //! everything, nor a side by sending everything. The fuzz target `sender_limits` runs
 //! the same oracle on arbitrary sizes.
 
+use iop_core::NodeRegistry;
 use iop_core::limits::{
     MAX_CONTROL_PLANE_FRAME_LEN, MAX_HELLO_METADATA_ENTRIES, MAX_HELLO_METADATA_VALUE_LEN,
     MAX_HELLO_OPERATIONS, MAX_ID_LEN, MAX_INFLIGHT_COMMANDS, MAX_MAP_ENTRIES, MAX_NODES,
     MAX_RETAINED_COMMANDS, MAX_SOFTWARE_VERSION_LEN, MAX_TEXT_LEN,
 };
+use iop_core::registry::{NodeConfig, ProviderCategory, ProviderConfig};
 use iop_core::testing::sender::{
     Case, CommandCase, ConfigCase, NodeShape, RegistryCase, ReportCase, StatusCase, Verdict, check,
 };
@@ -144,13 +146,45 @@ proptest! {
     fn status_answers(nodes in 0..12usize, providers in prop_oneof![0..3usize, Just(256usize)],
                       models in prop_oneof![0..3usize, Just(256usize)], model_len in prop_oneof![Just(1usize), Just(100)],
                       labels in prop_oneof![0..3usize, Just(64usize)], ready in any::<bool>(),
-                      named in any::<bool>(), cp in prop_oneof![Just(64u32 << 10), Just(1 << 20)]) {
+                      named in any::<bool>(), cp in prop_oneof![Just(64u32 << 10), Just(1 << 20)],
+                      naive in any::<bool>()) {
         let shapes: Vec<NodeShape> = (0..nodes)
             .map(|i| NodeShape { node_id: format!("node-{i:03}"), providers, models, model_len, labels, ready })
             .collect();
         let node_ids = if named { shapes.iter().step_by(2).map(|s| s.node_id.clone()).collect() } else { Vec::new() };
-        let case = Case::Registry(RegistryCase { nodes: shapes, node_ids, cp_max_frame_len: cp });
+        let case = Case::Registry(RegistryCase { nodes: shapes, node_ids, cp_max_frame_len: cp, naive });
         holds(&case, Some(true))?;
+    }
+
+    /// The registry's encoder counts the heap a receiver decodes its bytes into as the
+    /// decoder's own walk does, so it needs no second pass over them.
+    #[test]
+    fn the_encoder_counts_the_decoded_heap_as_the_decoder_does(
+        nodes in 0..12usize, providers in 0..6usize, models in 0..6usize, model_len in 0..20usize,
+        labels in 0..70usize, node_models in 0..5usize, revision in 0..10usize) {
+        let mut registry = NodeRegistry::new();
+        for i in 0..nodes {
+            let mut node = NodeConfig::new(format!("n{i}")).with_revision("r".repeat(revision));
+            for m in 0..node_models {
+                node = node.with_model(format!("nm{m}"));
+            }
+            for l in 0..labels.min(64) {
+                node = node.with_label(format!("k{l}"), "v".repeat(l % 9 + 1));
+            }
+            for p in 0..providers {
+                let mut provider = ProviderConfig::new(format!("p{p}"), ProviderCategory::Api, 2, 1);
+                for m in 0..models {
+                    provider = provider.with_model(format!("{m}{}", "m".repeat(model_len)));
+                }
+                node = node.with_provider(provider);
+            }
+            let _ = registry.configure(node, 0).unwrap();
+        }
+        let mut out = Vec::new();
+        let written = registry.encode_snapshot("edge-1", 7, &[] as &[&str], usize::MAX, &mut out);
+        let walked = iop_core::proto::limits::send::status_response_heap(&out).unwrap();
+        // The walk adds what prost's error for malformed bytes would cost (512).
+        prop_assert_eq!(written.heap + 512, walked);
     }
 }
 
@@ -181,10 +215,12 @@ fn the_largest_hello_lists_every_held_command_and_is_accepted() {
 
 /// 8 000 nodes with 64 labels each: 5 MB on the wire, decoded 15 times that, so even
 /// the 4 MiB that fit a frame decode past the CP's budget (8 × wire size). The Edge
-/// sends fewer nodes, within the budget, rather than a frame the CP must refuse.
+/// sends fewer nodes, within the budget, rather than a frame the CP must refuse: the
+/// node registry's encoder by counting as it writes, and for a custom registry that
+/// knows only the byte budget, the Edge by checking its bytes and asking for fewer.
 #[test]
 fn a_status_too_heavy_to_decode_is_cut_to_fit() {
-    let shapes = (0..8_000)
+    let shapes: Vec<NodeShape> = (0..8_000)
         .map(|i| NodeShape {
             node_id: format!("n{i:04}"),
             providers: 0,
@@ -194,10 +230,16 @@ fn a_status_too_heavy_to_decode_is_cut_to_fit() {
             ready: false,
         })
         .collect();
-    let case = Case::Registry(RegistryCase {
-        nodes: shapes,
-        node_ids: Vec::new(),
-        cp_max_frame_len: 4 << 20,
-    });
-    assert!(matches!(check(&case), Ok(Verdict::Sent(_))));
+    for naive in [false, true] {
+        let case = Case::Registry(RegistryCase {
+            nodes: shapes.clone(),
+            node_ids: Vec::new(),
+            cp_max_frame_len: 4 << 20,
+            naive,
+        });
+        assert!(
+            matches!(check(&case), Ok(Verdict::Sent(_))),
+            "naive: {naive}"
+        );
+    }
 }

@@ -15,15 +15,12 @@
 
 use std::mem::size_of;
 
+use crate::limits::heap::{map_growth, string_bytes, vec_growth};
 use crate::limits::{DecodeLimits, LimitError};
 use crate::{EdgeNodeSnapshot, ProviderSnapshot};
 
 /// Field numbers 1..=14 index the per-message counters.
 const MAX_FIELD: usize = 15;
-/// Heap bytes of one `BTreeMap<String, String>` node (an internal node, the larger).
-const MAP_NODE_BYTES: usize = 640;
-/// Every `BTreeMap` node but the root holds at least this many entries.
-const MAP_MIN_NODE_ENTRIES: usize = 5;
 /// Heap bytes of the `DecodeError` prost returns for malformed bytes: its boxed
 /// inner part (about 72 bytes) and its stack of (message, field) names, 32 bytes per
 /// level of nesting in a `Vec` growing from 4 slots. The schema nests at most 4
@@ -180,51 +177,6 @@ fn field(msg: Msg, number: u64) -> Option<Field> {
         (Msg::GoAway, 2) => Str("iop.GoAway.message", Text),
         _ => return None,
     })
-}
-
-/// Heap bytes of a `Vec` after `n` single pushes: capacity doubles from 4.
-fn vec_bytes(n: usize, elem: usize) -> usize {
-    if n == 0 {
-        0
-    } else {
-        n.next_power_of_two().max(4).saturating_mul(elem)
-    }
-}
-
-/// Heap bytes of a `BTreeMap<String, String>` node set holding `n` entries (at most).
-fn map_bytes(n: usize) -> usize {
-    if n == 0 {
-        0
-    } else {
-        (1 + n / MAP_MIN_NODE_ENTRIES).saturating_mul(MAP_NODE_BYTES)
-    }
-}
-
-/// What pushing one more element onto a `Vec` holding `len` adds to
-/// [`vec_bytes`]: nonzero only when the push reallocates.
-#[inline(always)]
-pub(crate) fn vec_growth(len: usize, elem: usize) -> usize {
-    if len == 0 {
-        vec_bytes(1, elem)
-    } else if len >= 4 && len.is_power_of_two() {
-        len.saturating_mul(elem)
-    } else {
-        0
-    }
-}
-
-/// What inserting one more entry into a map that has read `before` adds to
-/// [`map_bytes`].
-#[inline]
-pub(crate) fn map_growth(before: usize) -> usize {
-    map_bytes(before + 1).saturating_sub(map_bytes(before))
-}
-
-/// Heap bytes of a string or bytes field of `len` bytes: `Vec::reserve` rounds
-/// small allocations up to 8 bytes.
-#[inline(always)]
-pub(crate) fn string_bytes(len: usize) -> usize {
-    if len == 0 { 0 } else { len.max(8) }
 }
 
 /// One pass over a frame: the limits, the budget, and the running estimate.
@@ -524,6 +476,7 @@ fn varint(buf: &mut &[u8]) -> Result<u64, Stop> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::heap::vec_bytes;
 
     const ALL: [Msg; 14] = [
         Msg::Envelope,

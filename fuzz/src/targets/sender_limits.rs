@@ -118,6 +118,8 @@ pub enum Input {
         nodes: Vec<(u8, Size, Size, Size, bool)>,
         /// Ask for every other node by id.
         named: bool,
+        /// From a custom registry that keeps only to its byte budget.
+        naive: bool,
         /// The CP's announced limit, in KiB above 64.
         cp_kib: u16,
     },
@@ -167,7 +169,9 @@ impl Input {
             Input::Status { count, len } => {
                 let len = len.near(MAX_ID_LEN).max(1);
                 Case::Status(StatusCase {
-                    node_ids: (0..count.near_rarely(MAX_NODES)).map(|i| id(len, i)).collect(),
+                    node_ids: (0..count.near_rarely(MAX_NODES))
+                        .map(|i| id(len, i))
+                        .collect(),
                 })
             }
             Input::Report {
@@ -225,6 +229,7 @@ impl Input {
             Input::Registry {
                 ref nodes,
                 named,
+                naive,
                 cp_kib,
             } => {
                 let shapes: Vec<NodeShape> = nodes
@@ -253,6 +258,7 @@ impl Input {
                     nodes: shapes,
                     node_ids,
                     cp_max_frame_len: kib(cp_kib),
+                    naive,
                 })
             }
         }

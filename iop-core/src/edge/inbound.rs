@@ -181,9 +181,11 @@ impl<R: EdgeRegistry> Edge<R> {
         let head = status_envelope_head(correlation_id, &mut head);
         let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
         let node_ids = request.node_ids.as_slice();
-        // The CP's decoder also bounds the heap a frame decodes to (SPEC §7): the
-        // bytes are checked with its own walk before they are queued, and a response
-        // over that budget is written again with fewer nodes (each try cuts the byte
+        let checked = registry.encodes_within_limits();
+        // The CP's decoder also bounds the heap a frame decodes to (SPEC §7). A
+        // registry that does not keep to the limits by construction has its bytes
+        // checked with the decoder's own walk before they are queued, and a response
+        // over the budget is written again with fewer nodes (each try cuts the byte
         // budget in proportion to the overshoot).
         for _ in 0..STATUS_FIT_TRIES {
             let mut verdict = Fit::Fits;
@@ -193,6 +195,8 @@ impl<R: EdgeRegistry> Edge<R> {
                 let body = out.get(start..).unwrap_or_default();
                 verdict = if body.len() > budget {
                     Fit::Overshot
+                } else if checked {
+                    Fit::Fits
                 } else {
                     match send::status_response_heap(body) {
                         Ok(heap) if heap <= DecodeLimits::SPEC.decoded_budget(body.len()) => {

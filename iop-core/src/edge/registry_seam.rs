@@ -86,6 +86,16 @@ pub trait EdgeRegistry {
         response.encode_raw(out);
     }
 
+    /// Whether [`encode_snapshot`](Self::encode_snapshot) always writes what a receiver
+    /// with the SPEC §7 limits decodes — every field cap, at most 10 000 nodes, and the
+    /// decoded-size budget of the frame — as [`NodeRegistry`] does by construction.
+    /// The Edge checks the bytes of a registry that says `false` (the default) with the
+    /// receiver's own walk before it sends them, and sends fewer nodes if they would
+    /// be refused.
+    fn encodes_within_limits(&self) -> bool {
+        false
+    }
+
     /// Resolves a parsed selector against the configured nodes, whatever their state
     /// (as [`NodeRegistry::resolve`] does). The Edge checks the operation's level first.
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError>;
@@ -129,6 +139,10 @@ impl EdgeRegistry for () {
         out: &mut Vec<u8>,
     ) {
         crate::registry::encode_empty_snapshot(edge_id, observed_at_unix_ms, out);
+    }
+
+    fn encodes_within_limits(&self) -> bool {
+        true
     }
 
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
@@ -177,6 +191,12 @@ impl EdgeRegistry for NodeRegistry {
             max_encoded_len,
             out,
         );
+    }
+
+    /// Its configs are checked against the SPEC caps when configured, and its encoder
+    /// counts nodes and decoded heap as it writes.
+    fn encodes_within_limits(&self) -> bool {
+        true
     }
 
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {

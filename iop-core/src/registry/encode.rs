@@ -3,7 +3,12 @@
 //! Produces exactly the bytes `snapshot(..).encode_to_vec()` would (same fields, same
 //! order, proto3 defaults skipped), without building the message: no per-node or
 //! per-provider allocation, only the output buffer grows. Lengths are computed before
-//! writing, so a node either goes in whole or not at all.
+//! writing, so a node either goes in whole or not at all; so is the heap a receiver
+//! decodes them into (`iop_proto::limits::heap`), so that an answer stays within the
+//! receiver's decoded-size budget without a second pass over its bytes.
+
+use iop_proto::DecodeLimits;
+use iop_proto::limits::heap::{self, map_growth, string_bytes, vec_growth};
 
 use super::NodeRegistry;
 use super::node::NodeEntry;
@@ -25,6 +30,10 @@ pub struct EncodedSnapshot {
     pub truncated: bool,
     /// Bytes appended to the buffer.
     pub len: usize,
+    /// Heap a receiver's decoder allocates for these bytes, as the SPEC §7 decode
+    /// limits count it (`iop_proto::limits::heap`): within the decoded-size budget of
+    /// a frame of `len` bytes.
+    pub heap: usize,
 }
 
 const LEN: u8 = 2;
@@ -32,6 +41,8 @@ const VARINT: u8 = 0;
 
 use crate::varint::{len as varint_len, put as put_varint};
 
+// A few instructions, called per field of every node: kept inline.
+#[inline(always)]
 fn put_key(out: &mut Vec<u8>, field: u8, wire_type: u8) {
     // Every field number here is < 16: the key is one byte.
     out.push((field << 3) | wire_type);
@@ -56,6 +67,8 @@ fn uint_len(v: u64) -> usize {
     if v == 0 { 0 } else { 1 + varint_len(v) }
 }
 
+// A few instructions, called per field of every node: kept inline.
+#[inline(always)]
 fn put_str(out: &mut Vec<u8>, field: u8, s: &str) {
     if !s.is_empty() {
         put_key(out, field, LEN);
@@ -65,12 +78,16 @@ fn put_str(out: &mut Vec<u8>, field: u8, s: &str) {
 }
 
 /// A repeated string element is written even when empty.
+// A few instructions, called per field of every node: kept inline.
+#[inline(always)]
 fn put_repeated_str(out: &mut Vec<u8>, field: u8, s: &str) {
     put_key(out, field, LEN);
     put_varint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
 }
 
+// A few instructions, called per field of every node: kept inline.
+#[inline(always)]
 fn put_uint(out: &mut Vec<u8>, field: u8, v: u64) {
     if v != 0 {
         put_key(out, field, VARINT);
@@ -132,6 +149,38 @@ fn summary_len(e: &NodeEntry) -> usize {
 
 fn label_len(key: &str, value: &str) -> usize {
     str_len(key) + str_len(value)
+}
+
+/// Heap a decoder allocates for one `EdgeNodeSnapshot` of `e`, its slot in the
+/// response's `nodes` aside: the node id, the config summary's revision, provider ids
+/// and models, each provider's id and models, and the labels.
+pub(crate) fn node_heap(e: &NodeEntry) -> usize {
+    let mut h = string_bytes(e.config.node_id.len()) + string_bytes(e.config.revision.len());
+    for (i, p) in e.providers.iter().enumerate() {
+        let id = string_bytes(p.config.provider_id.len());
+        // Once in the summary's `provider_ids`, once in the provider's snapshot.
+        h += vec_growth(i, heap::STRING) + id + vec_growth(i, heap::PROVIDER_SNAPSHOT) + id;
+        h += strings_heap(&p.config.models);
+    }
+    h += strings_heap(&e.config.models);
+    for (i, (k, v)) in e.config.labels.iter().enumerate() {
+        h += map_growth(i) + string_bytes(k.len()) + string_bytes(v.len());
+    }
+    h
+}
+
+fn strings_heap(items: &[String]) -> usize {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| vec_growth(i, heap::STRING) + string_bytes(s.len()))
+        .sum()
+}
+
+/// Whether a response of `len` bytes decoding to `heap` bytes is within the receiver's
+/// decoded-size budget (the frame around it is longer, and so has a larger budget).
+pub(crate) fn within_heap_budget(heap: usize, len: usize) -> bool {
+    heap <= DecodeLimits::SPEC.decoded_budget(len)
 }
 
 /// Encoded length of one `EdgeNodeSnapshot` (without its field key and length).
@@ -232,33 +281,39 @@ impl NodeRegistry {
         out: &mut Vec<u8>,
     ) -> EncodedSnapshot {
         let mut used = str_len(edge_id) + uint_len(observed_at_unix_ms) + uint_len(self.revision);
+        let mut decoded = string_bytes(edge_id.len());
         put_str(out, 1, edge_id);
         let mut nodes = 0;
         let mut truncated = false;
-        // Where the last node written starts, to take it back if the
-        // `truncated` flag does not fit after it.
-        let mut last: Option<usize> = None;
+        // Where the last node written starts, and its share of `decoded`, to take it
+        // back if the `truncated` flag does not fit after it.
+        let mut last: Option<(usize, usize)> = None;
         for e in entries {
-            // No status carries more nodes than the receiver decodes (SPEC §4.3).
+            // No status carries more nodes than the receiver decodes (SPEC §4.3), nor
+            // more than its decoded-size budget (SPEC §7).
             if nodes == MAX_NODES {
                 truncated = true;
                 break;
             }
             let len = node_len(e);
             let field = delimited_len(len);
-            if used.saturating_add(field) > budget {
+            let node = vec_growth(nodes, heap::NODE_SNAPSHOT) + e.heap;
+            let after = used.saturating_add(field);
+            if after > budget || !within_heap_budget(decoded + node, after) {
                 truncated = true;
                 break;
             }
-            last = Some(out.len());
+            last = Some((out.len(), node));
             put_node(out, e, len);
-            used += field;
+            used = after;
+            decoded += node;
             nodes += 1;
         }
         if truncated && used + 2 > budget {
             // One node is at least two bytes: taking back the last one is enough.
-            if let Some(at) = last {
+            if let Some((at, node)) = last {
                 out.truncate(at);
+                decoded -= node;
                 nodes -= 1;
             }
         }
@@ -269,6 +324,7 @@ impl NodeRegistry {
             nodes,
             truncated,
             len: 0,
+            heap: decoded,
         }
     }
 }

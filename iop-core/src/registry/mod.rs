@@ -316,7 +316,7 @@ impl NodeRegistry {
         let node_id = config.node_id.clone();
         let outcome = match self.nodes.get_mut(&node_id) {
             None => {
-                let entry = NodeEntry {
+                let mut entry = NodeEntry {
                     config,
                     providers: new_providers.into_iter().map(ProviderEntry::new).collect(),
                     ownership: Ownership {
@@ -326,7 +326,9 @@ impl NodeRegistry {
                     },
                     before_pending: None,
                     drained: false,
+                    heap: 0,
                 };
+                entry.heap = encode::node_heap(&entry);
                 self.nodes.insert(node_id.clone(), entry);
                 ConfigureOutcome::Added
             }
@@ -362,6 +364,7 @@ impl NodeRegistry {
                 }
                 entry.providers = providers;
                 entry.config = config;
+                entry.heap = encode::node_heap(entry);
                 ConfigureOutcome::Updated
             }
         };

@@ -24,6 +24,9 @@ pub(crate) struct NodeEntry {
     /// Set while PENDING: what a PENDING close restores.
     pub(crate) before_pending: Option<Ownership>,
     pub(crate) drained: bool,
+    /// The heap a receiver decodes this node's snapshot into (its config alone decides
+    /// it): [`encode::node_heap`](super::encode::node_heap), kept for every answer.
+    pub(crate) heap: usize,
 }
 
 impl NodeEntry {

@@ -8,7 +8,9 @@ use crate::limits::MAX_NODES;
 use crate::proto::{EdgeNodeSnapshot, EdgeStatusResponse, Message, NodeConfigSummary};
 
 use super::NodeRegistry;
-use super::encode::delimited_len;
+use iop_proto::limits::heap::{self, string_bytes, vec_growth};
+
+use super::encode::{delimited_len, within_heap_budget};
 use super::node::NodeEntry;
 
 impl NodeEntry {
@@ -82,19 +84,23 @@ fn fill<'a>(
 ) {
     // `truncated = true` costs two bytes; reserve them only when needed.
     let mut used = response.encoded_len();
+    let mut decoded = string_bytes(response.edge_id.len());
     for entry in entries {
-        // No status carries more nodes than the receiver decodes (SPEC §4.3).
+        // No status carries more nodes than the receiver decodes (SPEC §4.3), nor
+        // more than its decoded-size budget (SPEC §7): as `encode_snapshot` does.
         if response.nodes.len() == MAX_NODES {
             response.truncated = true;
             break;
         }
         let node = entry.snapshot();
         let len = delimited_len(node.encoded_len());
-        if used.saturating_add(len) > budget {
+        let share = vec_growth(response.nodes.len(), heap::NODE_SNAPSHOT) + entry.heap;
+        if used.saturating_add(len) > budget || !within_heap_budget(decoded + share, used + len) {
             response.truncated = true;
             break;
         }
         used += len;
+        decoded += share;
         response.nodes.push(node);
     }
     if response.truncated {

@@ -124,6 +124,9 @@ pub struct RegistryCase {
     pub node_ids: Vec<String>,
     /// The `max_frame_len` the Control Plane announces.
     pub cp_max_frame_len: u32,
+    /// Answer from a custom registry that keeps only to the byte budget it is given
+    /// (no node or decoded-size cap), instead of a [`NodeRegistry`].
+    pub naive: bool,
 }
 
 /// One call of a sending API.
@@ -541,7 +544,68 @@ fn registry(c: &RegistryCase) -> Result<Verdict, String> {
             let _ = registry.mark_ready(&shape.node_id, generation, 0);
         }
     }
-    let mut edge = Edge::new(EdgeConfig::new("edge-1", 1), registry).map_err(|e| e.to_string())?;
+    if c.naive {
+        // Node by node: the registry's own answers would already keep to the limits.
+        let ids: Vec<String> = registry.node_ids().map(str::to_owned).collect();
+        let nodes = ids
+            .iter()
+            .flat_map(|id| registry.snapshot("edge-1", 0, &[id], usize::MAX).nodes)
+            .collect();
+        let naive = Naive(nodes);
+        let edge = Edge::new(EdgeConfig::new("edge-1", 1), naive).map_err(|e| e.to_string())?;
+        return answer(edge, c);
+    }
+    let edge = Edge::new(EdgeConfig::new("edge-1", 1), registry).map_err(|e| e.to_string())?;
+    answer(edge, c)
+}
+
+/// A custom registry that fills a snapshot while the byte budget lasts, and knows no
+/// other limit: the Edge must check what it writes.
+struct Naive(Vec<iop_proto::EdgeNodeSnapshot>);
+
+impl EdgeRegistry for Naive {
+    fn snapshot(
+        &self,
+        edge_id: &str,
+        node_ids: &[String],
+        observed_at_unix_ms: u64,
+        max_encoded_len: usize,
+    ) -> iop_proto::EdgeStatusResponse {
+        use iop_proto::Message;
+        let mut response = iop_proto::EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            observed_at_unix_ms,
+            ..Default::default()
+        };
+        let mut used = response.encoded_len() + 2;
+        for node in &self.0 {
+            if !node_ids.is_empty() && !node_ids.contains(&node.node_id) {
+                continue;
+            }
+            let len = node.encoded_len();
+            used += 1 + iop_proto::limits::varint_len(len as u64) + len;
+            if used > max_encoded_len {
+                response.truncated = true;
+                break;
+            }
+            response.nodes.push(node.clone());
+        }
+        response
+    }
+
+    fn resolve(
+        &self,
+        _selector: &crate::registry::Selector,
+    ) -> Result<crate::registry::Target, crate::registry::ResolveError> {
+        Err(crate::registry::ResolveError::NoMatchingTarget)
+    }
+
+    fn poll_lifecycle_event(&mut self) -> Option<edge::LifecycleEvent> {
+        None
+    }
+}
+
+fn answer<R: EdgeRegistry>(mut edge: Edge<R>, c: &RegistryCase) -> Result<Verdict, String> {
     let mut cp = FakeCp {
         max_frame_len: legal_cp_limit(c.cp_max_frame_len),
         session: 0,

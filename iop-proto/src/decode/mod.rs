@@ -80,8 +80,8 @@ use prost::DecodeError;
 
 use crate::Envelope;
 use crate::frame::{FrameError, Sticky};
+use crate::limits::heap::{map_growth, string_bytes, vec_growth};
 use crate::limits::{DecodeLimits, LimitError, check_envelope};
-use crate::scan::{map_growth, string_bytes, vec_growth};
 
 /// Why decoding stopped; the details are in [`Decoder::failure`].
 pub(crate) struct Stop;

@@ -110,6 +110,7 @@
 use std::time::Duration;
 
 mod decode;
+pub mod heap;
 pub mod send;
 
 pub use decode::{DecodeLimits, LimitError, check_envelope};
@@ -213,8 +214,8 @@ const fn delimited(len: usize) -> usize {
     1 + varint_len(len as u64) + len
 }
 
-/// Bytes of the varint of `v`.
-pub(crate) const fn varint_len(v: u64) -> usize {
+/// Bytes of the varint of `v` (a length prefix inside a message, say).
+pub const fn varint_len(v: u64) -> usize {
     let mut n = 1;
     let mut v = v >> 7;
     while v > 0 {
