@@ -78,6 +78,8 @@ mod cp;
 mod edge;
 mod io;
 mod notice;
+mod published;
+mod rate_log;
 mod runtime;
 mod signal;
 pub mod tls;
@@ -85,11 +87,12 @@ pub mod tls;
 pub use clock::{Clock, process_seed};
 pub use cp::{
     CommandRecord, CommandResponse, CommandTracker, CommandUpdate, ControlPlaneHandle,
-    ControlPlaneServer, MAX_EVENTS_PER_RECORD, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, TlsStats,
+    ControlPlaneServer, RecordLimits, SendCommandError, ServeError, ServerConfig,
+    StatusRequestError, SubscribeOptions, TlsReloadError, TlsStats,
 };
 pub use edge::{CommandContext, CommandResult, DialError, EdgeClient, EdgeHandle, HandlerFuture};
 pub use notice::{Notice, Subscription};
+pub use rate_log::RateLog;
 pub use runtime::Runtime;
 
 pub use iop_core;

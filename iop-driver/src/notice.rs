@@ -1,5 +1,9 @@
 //! Bounded per-subscriber event queues: a slow subscriber loses events and is told
 //! how many, never slowing down the driver that publishes them.
+//!
+//! Each queue is bounded twice, by a count of events and by an estimate of the bytes
+//! they hold (a status answer can be megabytes), and each subscriber may say which
+//! kinds of events it wants: an event no subscriber asked for is never cloned.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -20,10 +24,25 @@ pub enum Notice<T> {
     Lagged(u64),
 }
 
+/// An event a [`Publisher`] can filter and account for.
+pub(crate) trait Published: Clone {
+    /// The bit of its kind in a subscriber's filter (one bit per kind, below 64).
+    fn kind_bit(&self) -> u64;
+    /// An estimate of the heap and inline bytes a queued copy holds.
+    fn cost(&self) -> usize;
+}
+
+/// Every kind.
+pub(crate) const ALL_KINDS: u64 = u64::MAX;
+
 #[derive(Debug)]
 struct Queue<T> {
-    items: VecDeque<Notice<T>>,
+    items: VecDeque<(Notice<T>, usize)>,
     capacity: usize,
+    /// Bytes the queued events may hold ([`Published::cost`]).
+    byte_budget: usize,
+    /// Bytes they hold now.
+    bytes: usize,
     /// Events dropped since the last `Lagged` marker was queued.
     lagged: u64,
     waker: Option<Waker>,
@@ -36,10 +55,11 @@ pub struct Subscription<T> {
     queue: Arc<Mutex<Queue<T>>>,
 }
 
-/// The publishing side: a list of weakly held subscriber queues.
+/// The publishing side: a list of weakly held subscriber queues, with the kinds each
+/// wants (kept here too, so that asking who wants an event takes no lock).
 #[derive(Debug)]
 pub(crate) struct Publisher<T> {
-    subscribers: Vec<Weak<Mutex<Queue<T>>>>,
+    subscribers: Vec<(u64, Weak<Mutex<Queue<T>>>)>,
 }
 
 impl<T> Default for Publisher<T> {
@@ -50,17 +70,26 @@ impl<T> Default for Publisher<T> {
     }
 }
 
-impl<T: Clone> Publisher<T> {
-    /// A new subscriber holding at most `capacity` undelivered events (at least 1).
-    pub(crate) fn subscribe(&mut self, capacity: usize) -> Subscription<T> {
+impl<T: Published> Publisher<T> {
+    /// A new subscriber to the kinds in `kinds` (bits of [`Published::kind_bit`]),
+    /// holding at most `capacity` undelivered events (at least 1) of at most
+    /// `byte_budget` bytes in all (one event always fits).
+    pub(crate) fn subscribe(
+        &mut self,
+        kinds: u64,
+        capacity: usize,
+        byte_budget: usize,
+    ) -> Subscription<T> {
         let queue = Arc::new(Mutex::new(Queue {
             items: VecDeque::new(),
             capacity: capacity.max(1),
+            byte_budget,
+            bytes: 0,
             lagged: 0,
             waker: None,
             closed: false,
         }));
-        self.subscribers.push(Arc::downgrade(&queue));
+        self.subscribers.push((kinds, Arc::downgrade(&queue)));
         Subscription { queue }
     }
 
@@ -69,23 +98,43 @@ impl<T: Clone> Publisher<T> {
         self.subscribers.is_empty()
     }
 
-    /// Offers `event` to every live subscriber; drops subscribers that went away.
+    /// Whether a subscriber may want an event of this kind bit (one that went away
+    /// may still be counted until the next publish).
+    pub(crate) fn wants(&self, bit: u64) -> bool {
+        self.subscribers.iter().any(|(kinds, _)| kinds & bit != 0)
+    }
+
+    /// Offers `event` to every live subscriber that wants its kind; drops subscribers
+    /// that went away. A subscriber over its count or byte budget loses the event and
+    /// is told so (`Lagged`) before its next one.
     pub(crate) fn publish(&mut self, event: &T) {
-        self.subscribers.retain(|weak| {
+        let bit = event.kind_bit();
+        // Measured once, and only if someone wants it.
+        let mut cost = None;
+        self.subscribers.retain(|(kinds, weak)| {
+            if kinds & bit == 0 {
+                // Not asked for: not even looked at (a subscriber that went away is
+                // dropped by the next event it wants, or by `close`).
+                return weak.strong_count() > 0;
+            }
             let Some(queue) = weak.upgrade() else {
                 return false;
             };
             let waker = {
                 let mut q = lock(&queue);
-                if q.items.len() >= q.capacity {
+                let cost = *cost.get_or_insert_with(|| event.cost());
+                let full = q.items.len() >= q.capacity
+                    || (!q.items.is_empty() && q.bytes.saturating_add(cost) > q.byte_budget);
+                if full {
                     q.lagged += 1;
                     None
                 } else {
                     if q.lagged > 0 {
                         let n = std::mem::take(&mut q.lagged);
-                        q.items.push_back(Notice::Lagged(n));
+                        q.items.push_back((Notice::Lagged(n), 0));
                     }
-                    q.items.push_back(Notice::Event(event.clone()));
+                    q.bytes += cost;
+                    q.items.push_back((Notice::Event(event.clone()), cost));
                     q.waker.take()
                 }
             };
@@ -98,7 +147,7 @@ impl<T: Clone> Publisher<T> {
 
     /// Ends every subscription (after its queued items).
     pub(crate) fn close(&mut self) {
-        for weak in self.subscribers.drain(..) {
+        for (_, weak) in self.subscribers.drain(..) {
             if let Some(queue) = weak.upgrade() {
                 let waker = {
                     let mut q = lock(&queue);
@@ -115,7 +164,7 @@ impl<T: Clone> Publisher<T> {
 
 impl<T> Drop for Publisher<T> {
     fn drop(&mut self) {
-        for weak in self.subscribers.drain(..) {
+        for (_, weak) in self.subscribers.drain(..) {
             if let Some(queue) = weak.upgrade() {
                 let waker = {
                     let mut q = lock(&queue);
@@ -139,7 +188,8 @@ impl<T> Subscription<T> {
 }
 
 fn take<T>(q: &mut Queue<T>) -> Option<Notice<T>> {
-    if let Some(item) = q.items.pop_front() {
+    if let Some((item, cost)) = q.items.pop_front() {
+        q.bytes -= cost;
         return Some(item);
     }
     if q.lagged > 0 {
@@ -168,10 +218,20 @@ impl<T> Stream for Subscription<T> {
 mod tests {
     use super::*;
 
+    /// Events of kind `n % 2` costing `n` bytes.
+    impl Published for i32 {
+        fn kind_bit(&self) -> u64 {
+            1 << (self % 2)
+        }
+        fn cost(&self) -> usize {
+            *self as usize
+        }
+    }
+
     #[test]
     fn a_full_subscriber_is_told_how_many_it_lost() {
         let mut publisher = Publisher::default();
-        let mut sub = publisher.subscribe(2);
+        let mut sub = publisher.subscribe(ALL_KINDS, 2, usize::MAX);
         for i in 0..5 {
             publisher.publish(&i);
         }
@@ -192,9 +252,35 @@ mod tests {
     #[test]
     fn dropped_subscribers_are_forgotten() {
         let mut publisher = Publisher::default();
-        let sub = publisher.subscribe(1);
+        let sub = publisher.subscribe(ALL_KINDS, 1, usize::MAX);
         drop(sub);
         publisher.publish(&1);
         assert!(publisher.is_empty());
+    }
+
+    #[test]
+    fn a_subscriber_gets_only_its_kinds_within_its_byte_budget() {
+        let mut publisher = Publisher::default();
+        // Odd events only, 100 bytes at most.
+        let mut odd = publisher.subscribe(0b10, 1_000, 100);
+        let mut all = publisher.subscribe(ALL_KINDS, 1_000, usize::MAX);
+        for n in [2, 41, 4, 51, 9, 1_001] {
+            publisher.publish(&n);
+        }
+        assert_eq!(odd.try_next(), Some(Notice::Event(41)));
+        assert_eq!(odd.try_next(), Some(Notice::Event(51)));
+        // 9 would have passed 100 bytes: lost, and told.
+        assert_eq!(odd.try_next(), Some(Notice::Lagged(2)));
+        assert_eq!(odd.try_next(), None);
+        // With the queue empty, one event always fits, however large.
+        publisher.publish(&1_001);
+        assert_eq!(odd.try_next(), Some(Notice::Event(1_001)));
+        // Everything, both kinds, the second 1 001 included.
+        let got: Vec<_> = std::iter::from_fn(|| all.try_next()).collect();
+        assert_eq!(got.len(), 7);
+        assert!(publisher.wants(0b01) && publisher.wants(0b10));
+        drop(all);
+        publisher.publish(&3);
+        assert!(!publisher.wants(0b01));
     }
 }

@@ -106,8 +106,8 @@ pub use iop_driver::iop_core::edge::EdgeConfig;
 pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
     Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate, DialError,
-    HandlerFuture, MAX_EVENTS_PER_RECORD, Notice, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, Subscription, TlsStats, process_seed,
+    HandlerFuture, Notice, RecordLimits, SendCommandError, ServeError, ServerConfig,
+    StatusRequestError, SubscribeOptions, Subscription, TlsReloadError, TlsStats, process_seed,
 };
 
 /// A running Control Plane on tokio.

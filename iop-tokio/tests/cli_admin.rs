@@ -4,7 +4,9 @@
 
 mod cli_support;
 
-use cli_support::{Sse, control_plane, edge, get, post, temp_file, wait_connected, wait_until};
+use cli_support::{
+    Sse, control_plane, edge, get, post, secret_file, temp_file, wait_connected, wait_until,
+};
 
 const SECRET_ADDRESS: &str = "10.99.0.7:7000-PRIVATE-ADDR";
 const SECRET_TOKEN: &str = "tok-PRIVATE-4b1e9f";
@@ -336,8 +338,8 @@ fn enrolment_file_admits_the_right_credential_only() {
     );
     let cp = control_plane(&["--enroll", enroll.to_str().unwrap()]);
     let config = temp_file("edge.toml", &edge_config(false));
-    let good = temp_file("good.secret", "edge-7-secret\n");
-    let bad = temp_file("bad.secret", "not-the-secret\n");
+    let good = secret_file("good.secret", "edge-7-secret\n");
+    let bad = secret_file("bad.secret", "not-the-secret\n");
     let (_good, good_log) = edge(
         cp.edges,
         "edge-7",

@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cli_support::{CP_BIN, ControlPlane, Proc, edge, get, temp_file, temp_path, wait_until};
+use cli_support::{
+    CP_BIN, ControlPlane, Proc, edge, get, secret_file, temp_file, temp_path, wait_until,
+};
 
 fn hash(secret: &str) -> String {
     iop_tokio::cli::credential_hash_hex(secret.as_bytes())
@@ -132,7 +134,7 @@ fn mutual_tls_control_plane_reloads_its_enrolment_file_on_sighup() {
     ]);
     let config = temp_file("edge.toml", "");
     let start = |id: &str, secret: &str| {
-        let cred = temp_file(&format!("{id}.secret"), &format!("{secret}\n"));
+        let cred = secret_file(&format!("{id}.secret"), &format!("{secret}\n"));
         edge(
             cp.edges,
             id,
@@ -196,7 +198,7 @@ fn tls_flags_are_checked_at_start() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("TLS: /nonexistent/cert.pem: cannot read"),
+        err.contains("TLS: /nonexistent/") && err.contains("cannot read"),
         "{err}"
     );
 
@@ -207,4 +209,60 @@ fn tls_flags_are_checked_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-client-ca"));
+}
+
+/// A rotated certificate is put in force by SIGHUP: new handshakes use it, sessions
+/// already up keep theirs, and a key file that does not load leaves the certificate in
+/// force as it was, with a log line saying why.
+#[test]
+fn sighup_puts_a_rotated_certificate_in_force_for_new_handshakes() {
+    let (old_pki, new_pki) = (temp_path("pki-old"), temp_path("pki-new"));
+    gen_certs(&old_pki);
+    gen_certs(&new_pki);
+    let live = temp_path("pki-live");
+    std::fs::create_dir_all(&live).unwrap();
+    let install = |from: &Path| {
+        for f in ["server.pem", "server.key"] {
+            std::fs::copy(from.join(f), live.join(f)).unwrap();
+        }
+    };
+    install(&old_pki);
+    let p = |dir: &Path, f: &str| dir.join(f).to_string_lossy().into_owned();
+    let (cp, cp_log) = control_plane_logged(&[
+        "--tls-cert",
+        &p(&live, "server.pem"),
+        "--tls-key",
+        &p(&live, "server.key"),
+    ]);
+    let config = temp_file("edge.toml", "");
+    let start = |id: &str, ca: &Path| edge(cp.edges, id, &config, &["--tls-ca", &p(ca, "ca.pem")]);
+    let (_first, _) = start("edge-1", &old_pki);
+    let s1 = wait_until("edge-1 session", || session_of(cp.admin, "edge-1"));
+
+    install(&new_pki);
+    hup(&cp);
+    wait_until("certificate reloaded", || {
+        log_has(&cp_log, "TLS certificate reloaded").then_some(())
+    });
+    // New handshakes use the new certificate: an Edge that trusts only the new CA gets
+    // in, one that trusts only the old one does not.
+    let (_second, _) = start("edge-2", &new_pki);
+    wait_until("edge-2 session", || session_of(cp.admin, "edge-2"));
+    let (_third, third_log) = start("edge-3", &old_pki);
+    wait_until("edge-3 refused", || {
+        log_has(&third_log, "TLS handshake failed").then_some(())
+    });
+    assert!(session_of(cp.admin, "edge-3").is_none());
+    // The session from before is untouched.
+    assert_eq!(session_of(cp.admin, "edge-1"), Some(s1.clone()));
+
+    // A key that does not load: logged, and the new certificate stays in force.
+    std::fs::write(live.join("server.key"), "not a key").unwrap();
+    hup(&cp);
+    wait_until("reload failure logged", || {
+        log_has(&cp_log, "TLS reload failed").then_some(())
+    });
+    let (_fourth, _) = start("edge-4", &new_pki);
+    wait_until("edge-4 session", || session_of(cp.admin, "edge-4"));
+    assert_eq!(session_of(cp.admin, "edge-1"), Some(s1));
 }

@@ -138,6 +138,9 @@ async fn five_hundred_silent_connections_get_hello_timeout_with_bounded_memory()
             "1000",
             "--hello-timeout-ms",
             "300",
+            // All from 127.0.0.1: the per-address cap (64) is tested on its own.
+            "--max-pending-hellos-per-ip",
+            "1000",
         ],
         "warn",
     );
@@ -157,6 +160,42 @@ async fn five_hundred_silent_connections_get_hello_timeout_with_bounded_memory()
          VmHWM {hwm} KiB"
     );
     assert!(hwm < rss_before + 16 * 1024, "peak RSS {hwm} KiB");
+    assert_binary_undisturbed(&cp, &good).await;
+    good.edge.shutdown().await;
+}
+
+/// One address may hold only so many connections awaiting their hello: past it a new
+/// one is told OVERLOADED at once (and may retry after 10 s), while an Edge from
+/// another address — here, one whose hello was accepted — is served as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_so_many_pending_hellos() {
+    let cp = CpProcess::start(
+        &[
+            "--heartbeat-interval-ms",
+            "1000",
+            "--max-pending-hellos-per-ip",
+            "3",
+        ],
+        "warn",
+    );
+    let good = good_edge(cp.edges, "good").await;
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        silent.push(Attacker::connect(cp.edges).await);
+    }
+    // Let the three be registered before the fourth comes.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut over = Attacker::connect(cp.edges).await;
+    let bodies = over.expect_go_away(GoAwayReason::Overloaded).await;
+    assert!(
+        matches!(bodies.last(), Some(Body::GoAway(g)) if g.retry_after_ms == 10_000),
+        "{bodies:?}"
+    );
+    // A connection that says hello frees its place.
+    silent[0].hello("freed").await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let mut next = Attacker::connect(cp.edges).await;
+    next.hello("next").await;
     assert_binary_undisturbed(&cp, &good).await;
     good.edge.shutdown().await;
 }

@@ -372,3 +372,29 @@ fn bad_pem_inputs_are_clear_errors() {
     let body: String = p.server.key_pem.lines().nth(1).unwrap().to_owned();
     assert!(!format!("{tls:?} {:?}", p.server).contains(&body));
 }
+
+/// The client identity rule: a SAN DNS entry equal to the edge id byte for byte.
+#[test]
+fn a_client_certificate_names_exactly_its_edge_id() {
+    use iop_tokio::core::cp::PeerIdentity;
+    use iop_tokio::tls::CertIdentity;
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+
+    let pki = TestPki::new("test CA").unwrap();
+    let identity = |san: &str| {
+        let pem = pki.client(san).unwrap().cert_pem;
+        let der = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        CertIdentity::new(der)
+    };
+    assert!(identity("edge-1").names_edge("edge-1"));
+    // No case folding: another Edge.
+    assert!(!identity("edge-1").names_edge("EDGE-1"));
+    assert!(!identity("EDGE-1").names_edge("edge-1"));
+    // No trailing dot.
+    assert!(!identity("edge-1.").names_edge("edge-1"));
+    assert!(!identity("edge-1").names_edge("edge-1."));
+    // No wildcard.
+    assert!(!identity("*.fleet").names_edge("a.fleet"));
+    assert!(identity("a.fleet").names_edge("a.fleet"));
+}

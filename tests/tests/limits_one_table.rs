@@ -24,18 +24,17 @@ const LOCAL: &[(&str, &str)] = &[
         "the registry's event queue inside the Edge",
     ),
     (
-        "MAX_REFUSAL_HANDSHAKES",
-        "a driver's TLS refusals under way",
-    ),
-    (
-        "MAX_EVENTS_PER_RECORD",
-        "the driver's record book of commands",
-    ),
-    (
         "MAX_EXTRA_PAGES",
         "requests a driver adds when paging a status",
     ),
     ("MAX_FIELD", "the decoder's field-number table"),
+    ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
+    ("MAX_BODY", "the admin HTTP API's request bodies"),
+    ("MIN_TOKEN_LEN", "the admin HTTP API's token file"),
+    (
+        "MAX_REFUSAL_HANDSHAKES",
+        "a driver's TLS refusals under way",
+    ),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -109,13 +109,35 @@ impl ControlPlane {
         conn: ConnectionId,
         identity: Option<Box<dyn PeerIdentity>>,
     ) -> Result<(), ConnectError> {
+        self.connect(now, conn, identity, false)
+    }
+
+    /// A transport connection the runtime will not serve, by a rule of its own (too
+    /// many connections from one address awaiting their hello, say): it is refused
+    /// like one over the connection cap, with `GoAway{OVERLOADED, retry_after}`, so
+    /// that the Edge backs off.
+    pub fn handle_connect_refused(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+    ) -> Result<(), ConnectError> {
+        self.connect(now, conn, None, true)
+    }
+
+    fn connect(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        identity: Option<Box<dyn PeerIdentity>>,
+        refuse: bool,
+    ) -> Result<(), ConnectError> {
         if self.conns.contains_key(&conn) {
             return Err(ConnectError::DuplicateConnectionId(conn));
         }
         self.saw(now);
         self.stats.connections_accepted += 1;
         let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
-        let over = self.conns.len() >= self.config.max_connections || hellos_full;
+        let over = refuse || self.conns.len() >= self.config.max_connections || hellos_full;
         let mut c = Conn::new(
             self.config.pre_hello_max_frame_len,
             self.config.decode_limits,
@@ -129,7 +151,9 @@ impl ControlPlane {
         if self.shut_down {
             self.close(conn, CloseReason::Shutdown);
         } else if over {
-            if hellos_full {
+            if refuse {
+                self.stats.connections_refused += 1;
+            } else if hellos_full {
                 self.stats.pending_hellos_refused += 1;
             }
             self.close(conn, CloseReason::Overloaded);

@@ -389,7 +389,123 @@ pub enum CpEvent {
     },
 }
 
+/// The kind of a [`CpEvent`], without its fields: what a subscriber filters on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum CpEventKind {
+    /// [`CpEvent::SessionAccepted`].
+    SessionAccepted,
+    /// [`CpEvent::EdgeSuperseded`].
+    EdgeSuperseded,
+    /// [`CpEvent::ResyncNeeded`].
+    ResyncNeeded,
+    /// [`CpEvent::EdgeUnreachable`].
+    EdgeUnreachable,
+    /// [`CpEvent::EdgeReachable`].
+    EdgeReachable,
+    /// [`CpEvent::EdgeDisconnected`].
+    EdgeDisconnected,
+    /// [`CpEvent::StatusReceived`].
+    StatusReceived,
+    /// [`CpEvent::StatusTimedOut`].
+    StatusTimedOut,
+    /// [`CpEvent::StatusAbandoned`].
+    StatusAbandoned,
+    /// [`CpEvent::CommandResponded`].
+    CommandResponded,
+    /// [`CpEvent::CommandEvent`].
+    CommandEvent,
+    /// [`CpEvent::CommandLost`].
+    CommandLost,
+    /// [`CpEvent::CommandUndeliverable`].
+    CommandUndeliverable,
+    /// [`CpEvent::EdgeForgotten`].
+    EdgeForgotten,
+    /// [`CpEvent::NodeEvent`].
+    NodeEvent,
+    /// [`CpEvent::Closed`].
+    Closed,
+}
+
+impl CpEventKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [CpEventKind; 16] = [
+        CpEventKind::SessionAccepted,
+        CpEventKind::EdgeSuperseded,
+        CpEventKind::ResyncNeeded,
+        CpEventKind::EdgeUnreachable,
+        CpEventKind::EdgeReachable,
+        CpEventKind::EdgeDisconnected,
+        CpEventKind::StatusReceived,
+        CpEventKind::StatusTimedOut,
+        CpEventKind::StatusAbandoned,
+        CpEventKind::CommandResponded,
+        CpEventKind::CommandEvent,
+        CpEventKind::CommandLost,
+        CpEventKind::CommandUndeliverable,
+        CpEventKind::EdgeForgotten,
+        CpEventKind::NodeEvent,
+        CpEventKind::Closed,
+    ];
+
+    /// Its name in snake case, as the admin API's event stream uses it
+    /// (`node_event`, `command_event`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpEventKind::SessionAccepted => "session_accepted",
+            CpEventKind::EdgeSuperseded => "edge_superseded",
+            CpEventKind::ResyncNeeded => "resync_needed",
+            CpEventKind::EdgeUnreachable => "edge_unreachable",
+            CpEventKind::EdgeReachable => "edge_reachable",
+            CpEventKind::EdgeDisconnected => "edge_disconnected",
+            CpEventKind::StatusReceived => "status_received",
+            CpEventKind::StatusTimedOut => "status_timed_out",
+            CpEventKind::StatusAbandoned => "status_abandoned",
+            CpEventKind::CommandResponded => "command_responded",
+            CpEventKind::CommandEvent => "command_event",
+            CpEventKind::CommandLost => "command_lost",
+            CpEventKind::CommandUndeliverable => "command_undeliverable",
+            CpEventKind::EdgeForgotten => "edge_forgotten",
+            CpEventKind::NodeEvent => "node_event",
+            CpEventKind::Closed => "closed",
+        }
+    }
+
+    /// The kind named `name` ([`as_str`](Self::as_str)).
+    pub fn from_name(name: &str) -> Option<CpEventKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for CpEventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl CpEvent {
+    /// Its kind.
+    pub fn kind(&self) -> CpEventKind {
+        match self {
+            CpEvent::SessionAccepted { .. } => CpEventKind::SessionAccepted,
+            CpEvent::EdgeSuperseded { .. } => CpEventKind::EdgeSuperseded,
+            CpEvent::ResyncNeeded { .. } => CpEventKind::ResyncNeeded,
+            CpEvent::EdgeUnreachable { .. } => CpEventKind::EdgeUnreachable,
+            CpEvent::EdgeReachable { .. } => CpEventKind::EdgeReachable,
+            CpEvent::EdgeDisconnected { .. } => CpEventKind::EdgeDisconnected,
+            CpEvent::StatusReceived { .. } => CpEventKind::StatusReceived,
+            CpEvent::StatusTimedOut { .. } => CpEventKind::StatusTimedOut,
+            CpEvent::StatusAbandoned { .. } => CpEventKind::StatusAbandoned,
+            CpEvent::CommandResponded { .. } => CpEventKind::CommandResponded,
+            CpEvent::CommandEvent { .. } => CpEventKind::CommandEvent,
+            CpEvent::CommandLost { .. } => CpEventKind::CommandLost,
+            CpEvent::CommandUndeliverable { .. } => CpEventKind::CommandUndeliverable,
+            CpEvent::EdgeForgotten { .. } => CpEventKind::EdgeForgotten,
+            CpEvent::NodeEvent { .. } => CpEventKind::NodeEvent,
+            CpEvent::Closed { .. } => CpEventKind::Closed,
+        }
+    }
+
     /// The Edge this event is about; `None` only for [`CpEvent::Closed`] of a
     /// connection that never had a session.
     pub fn edge_id(&self) -> Option<&str> {

@@ -163,8 +163,8 @@ pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
 pub use event::{
-    CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, ForgetReason,
-    ProtocolViolation, RequestId, ResyncCause, Transmit,
+    CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, CpEventKind,
+    ForgetReason, ProtocolViolation, RequestId, ResyncCause, Transmit,
 };
 pub use identity::{NamedPeer, PeerIdentity};
 pub use stats::CpStats;

@@ -56,6 +56,8 @@ pub struct CpStats {
     pub views_forgotten: u64,
     /// Connections refused `OVERLOADED` because too many hellos were pending.
     pub pending_hellos_refused: u64,
+    /// Connections the runtime refused (`ControlPlane::handle_connect_refused`).
+    pub connections_refused: u64,
     /// Node event gaps seen.
     pub event_gaps: u64,
 }

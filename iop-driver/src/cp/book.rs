@@ -13,8 +13,35 @@ use super::server::CpShared;
 use crate::Runtime;
 use crate::signal::lock;
 
-/// Events kept per command; past it further non-terminal events are counted, not kept.
-pub const MAX_EVENTS_PER_RECORD: usize = 256;
+/// How much of a command's history its record keeps, and how much the whole book
+/// holds (`ServerConfig::command_records`).
+///
+/// A record keeps the Edge's response, the command's first event, its latest
+/// `running_events` RUNNING events and its terminal event; older RUNNING events are
+/// coalesced (counted in [`CommandRecord::coalesced_events`]), also while the record
+/// would hold more than `record_bytes`. The book forgets its oldest records while it
+/// holds more than `book_bytes` (or more than `ServerConfig::command_book` records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecordLimits {
+    /// RUNNING events kept per record, the latest ones (default 16).
+    pub running_events: usize,
+    /// Bytes of events a record keeps besides its first and terminal events (default
+    /// 64 KiB).
+    pub record_bytes: usize,
+    /// Bytes the whole book keeps (default 64 MiB).
+    pub book_bytes: usize,
+}
+
+impl Default for RecordLimits {
+    fn default() -> Self {
+        Self {
+            running_events: 16,
+            record_bytes: 64 * 1024,
+            book_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
 
 /// The Edge's answer to a command request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,12 +86,14 @@ pub struct CommandRecord {
     pub command_id: String,
     /// Its operation.
     pub operation: String,
-    /// Every update so far, in arrival order.
+    /// The updates kept, in arrival order: the response, the first event, the latest
+    /// RUNNING events and the terminal one (see [`RecordLimits`]).
     pub updates: Vec<CommandUpdate>,
     /// Set once the command is finished for good.
     pub outcome: Option<CommandOutcome>,
-    /// Events not kept (past [`MAX_EVENTS_PER_RECORD`]).
-    pub dropped_events: u64,
+    /// RUNNING events not kept: older than the latest ones kept, or over the record's
+    /// byte budget. Each was seen, in order, by the trackers following it then.
+    pub coalesced_events: u64,
 }
 
 impl CommandRecord {
@@ -88,34 +117,98 @@ impl CommandRecord {
 #[derive(Debug)]
 struct Entry {
     record: CommandRecord,
+    /// The sequence of each kept update (parallel to `record.updates`), which trackers
+    /// follow: coalescing takes updates out without moving anyone's place.
+    seqs: Vec<u64>,
+    /// The sequence the next update gets.
+    next_seq: u64,
+    /// Estimated bytes of the kept updates.
+    bytes: usize,
     wakers: Vec<Waker>,
 }
 
-/// Commands by id, oldest forgotten first past the capacity.
+/// Estimated bytes of one kept update.
+fn update_bytes(update: &CommandUpdate) -> usize {
+    let heap = match update {
+        CommandUpdate::Response(r) => r.message.len(),
+        CommandUpdate::Event(e) => {
+            e.command_id.len()
+                + e.message.len()
+                + e.detail
+                    .iter()
+                    .map(|(k, v)| 48 + k.len() + v.len())
+                    .sum::<usize>()
+        }
+        _ => 0,
+    };
+    std::mem::size_of::<CommandUpdate>() + heap
+}
+
+fn is_running(update: &CommandUpdate) -> bool {
+    matches!(update, CommandUpdate::Event(e) if e.phase() == iop_core::proto::CommandPhase::Running)
+}
+
+impl Entry {
+    /// Coalesces the oldest kept RUNNING events while more than `limits` allow, the
+    /// latest one always kept. Returns the bytes freed.
+    fn coalesce(&mut self, limits: &RecordLimits) -> usize {
+        let mut freed = 0;
+        loop {
+            let running: Vec<usize> = (self.record.updates.iter().enumerate())
+                .filter(|(_, u)| is_running(u))
+                .map(|(i, _)| i)
+                .collect();
+            let over_count = running.len() > limits.running_events;
+            let over_bytes = self.bytes > limits.record_bytes && running.len() > 1;
+            let Some(&oldest) = running.first().filter(|_| over_count || over_bytes) else {
+                return freed;
+            };
+            let gone = self.record.updates.remove(oldest);
+            self.seqs.remove(oldest);
+            let bytes = update_bytes(&gone);
+            self.bytes -= bytes;
+            freed += bytes;
+            self.record.coalesced_events += 1;
+        }
+    }
+}
+
+/// Commands by id, oldest forgotten first past the capacity or the byte budget.
 #[derive(Debug)]
 pub(crate) struct CommandBook {
     entries: HashMap<String, Entry>,
     order: VecDeque<String>,
     capacity: usize,
+    limits: RecordLimits,
+    /// Estimated bytes of every kept update.
+    bytes: usize,
 }
 
 impl CommandBook {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, limits: RecordLimits) -> Self {
         Self {
             entries: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
+            limits,
+            bytes: 0,
+        }
+    }
+
+    /// Forgets the oldest record (its trackers end).
+    fn forget_oldest(&mut self) {
+        let Some(old) = self.order.pop_front() else {
+            return;
+        };
+        if let Some(entry) = self.entries.remove(&old) {
+            self.bytes -= entry.bytes;
+            entry.wakers.into_iter().for_each(Waker::wake);
         }
     }
 
     pub(crate) fn insert(&mut self, edge_id: &str, command_id: &str, operation: &str) {
         while self.order.len() >= self.capacity {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(entry) = self.entries.remove(&old) {
-                entry.wakers.into_iter().for_each(Waker::wake);
-            }
+            self.forget_oldest();
         }
         self.order.push_back(command_id.to_owned());
         self.entries.insert(
@@ -127,8 +220,11 @@ impl CommandBook {
                     operation: operation.to_owned(),
                     updates: Vec::new(),
                     outcome: None,
-                    dropped_events: 0,
+                    coalesced_events: 0,
                 },
+                seqs: Vec::new(),
+                next_seq: 0,
+                bytes: 0,
                 wakers: Vec::new(),
             },
         );
@@ -145,21 +241,21 @@ impl CommandBook {
         let Some(entry) = self.entries.get_mut(command_id) else {
             return;
         };
-        let keep = match &update {
-            CommandUpdate::Event(_) => {
-                entry.record.updates.len() < MAX_EVENTS_PER_RECORD || outcome.is_some()
-            }
-            _ => true,
-        };
-        if keep {
-            entry.record.updates.push(update);
-        } else {
-            entry.record.dropped_events += 1;
-        }
+        let bytes = update_bytes(&update);
+        entry.record.updates.push(update);
+        entry.seqs.push(entry.next_seq);
+        entry.next_seq += 1;
+        entry.bytes += bytes;
+        self.bytes += bytes;
+        self.bytes -= entry.coalesce(&self.limits);
         if outcome.is_some() {
             entry.record.outcome = outcome;
         }
         entry.wakers.drain(..).for_each(Waker::wake);
+        // The newest record is never forgotten for the book's budget.
+        while self.bytes > self.limits.book_bytes && self.order.len() > 1 {
+            self.forget_oldest();
+        }
     }
 
     pub(crate) fn get(&self, command_id: &str) -> Option<&CommandRecord> {
@@ -176,15 +272,18 @@ impl CommandBook {
     fn poll_update(
         &mut self,
         command_id: &str,
-        cursor: &mut usize,
+        cursor: &mut u64,
         stopped: bool,
         cx: &mut Context<'_>,
     ) -> Poll<Option<CommandUpdate>> {
         let Some(entry) = self.entries.get_mut(command_id) else {
             return Poll::Ready(None);
         };
-        if let Some(update) = entry.record.updates.get(*cursor) {
-            *cursor += 1;
+        // The first update kept at or after the cursor: one coalesced before this
+        // tracker read it is skipped.
+        let at = entry.seqs.partition_point(|&seq| seq < *cursor);
+        if let (Some(update), Some(&seq)) = (entry.record.updates.get(at), entry.seqs.get(at)) {
+            *cursor = seq + 1;
             return Poll::Ready(Some(update.clone()));
         }
         if entry.record.outcome.is_some() || stopped {
@@ -202,12 +301,16 @@ impl CommandBook {
 /// [`CommandUpdate::Undeliverable`] or [`CommandUpdate::Forgotten`].
 ///
 /// It also ends if the command falls out of the handle's record book (more than its
-/// capacity of newer commands) or the server stops.
+/// capacity of newer commands, or its byte budget) or the server stops. A tracker that
+/// falls behind skips the RUNNING events its record coalesced before it read them
+/// ([`CommandRecord::coalesced_events`] counts them); the response, the first event and
+/// the terminal one are never skipped.
 pub struct CommandTracker<R: Runtime> {
     shared: Arc<CpShared<R>>,
     edge_id: String,
     command_id: String,
-    cursor: usize,
+    /// The sequence of the next update to yield.
+    cursor: u64,
 }
 
 impl<R: Runtime> std::fmt::Debug for CommandTracker<R> {
@@ -267,5 +370,108 @@ impl<R: Runtime> Stream for CommandTracker<R> {
         state
             .book
             .poll_update(&this.command_id, &mut this.cursor, stopped, cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iop_core::proto::CommandPhase;
+
+    fn event(sequence: u32, phase: CommandPhase, detail_bytes: usize) -> CommandUpdate {
+        CommandUpdate::Event(EdgeCommandEvent {
+            command_id: "c".into(),
+            phase: phase as i32,
+            sequence,
+            detail: [("k".to_owned(), "d".repeat(detail_bytes))].into(),
+            ..Default::default()
+        })
+    }
+
+    fn phases(r: &CommandRecord) -> Vec<(u32, CommandPhase)> {
+        r.events().map(|e| (e.sequence, e.phase())).collect()
+    }
+
+    #[test]
+    fn a_record_keeps_its_first_latest_running_and_terminal_events() {
+        let limits = RecordLimits::default();
+        let mut book = CommandBook::new(8, limits);
+        book.insert("e", "c", "op");
+        book.push("c", event(1, CommandPhase::Accepted, 0), None);
+        for seq in 2..=101 {
+            book.push("c", event(seq, CommandPhase::Running, 0), None);
+        }
+        let done = Some(CommandOutcome::Finished(CommandPhase::Succeeded));
+        book.push("c", event(102, CommandPhase::Succeeded, 0), done);
+        let r = book.get("c").unwrap();
+        let kept = phases(r);
+        assert_eq!(kept.first(), Some(&(1, CommandPhase::Accepted)));
+        assert_eq!(kept.last(), Some(&(102, CommandPhase::Succeeded)));
+        let running: Vec<u32> = kept
+            .iter()
+            .filter(|(_, p)| *p == CommandPhase::Running)
+            .map(|(s, _)| *s)
+            .collect();
+        assert_eq!(running, (86..=101).collect::<Vec<_>>());
+        assert_eq!(r.coalesced_events, 84);
+    }
+
+    #[test]
+    fn records_and_the_book_stay_within_their_bytes() {
+        let limits = RecordLimits {
+            running_events: 1_000,
+            record_bytes: 10_000,
+            book_bytes: 30_000,
+        };
+        let mut book = CommandBook::new(100, limits);
+        for c in ["a", "b", "c", "d", "e"] {
+            book.insert("e", c, "op");
+            book.push(c, event(1, CommandPhase::Accepted, 0), None);
+            for seq in 2..=50 {
+                book.push(c, event(seq, CommandPhase::Running, 1_000), None);
+            }
+            let r = book.get(c).unwrap();
+            let bytes: usize = r.updates.iter().map(update_bytes).sum();
+            assert!(bytes <= 10_000 + update_bytes(&event(1, CommandPhase::Accepted, 0)) + 2_000);
+            assert!(r.coalesced_events > 30, "{}", r.coalesced_events);
+            assert!(book.bytes <= 30_000);
+        }
+        // The oldest records went for the book's budget; the newest stay.
+        assert!(book.get("a").is_none());
+        assert!(book.get("e").is_some());
+    }
+
+    #[test]
+    fn a_tracker_keeps_its_place_while_events_are_coalesced() {
+        let limits = RecordLimits {
+            running_events: 2,
+            ..RecordLimits::default()
+        };
+        let mut book = CommandBook::new(8, limits);
+        book.insert("e", "c", "op");
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut cursor = 0;
+        let mut seen = Vec::new();
+        book.push("c", event(1, CommandPhase::Accepted, 0), None);
+        for seq in 2..=6 {
+            book.push("c", event(seq, CommandPhase::Running, 0), None);
+            // Read one update per push, from where it was.
+            if let Poll::Ready(Some(CommandUpdate::Event(e))) =
+                book.poll_update("c", &mut cursor, false, &mut cx)
+            {
+                seen.push(e.sequence);
+            }
+        }
+        // Caught up by the end, never twice, never backwards, skipping only what was
+        // coalesced before it was read.
+        while let Poll::Ready(Some(CommandUpdate::Event(e))) =
+            book.poll_update("c", &mut cursor, false, &mut cx)
+        {
+            seen.push(e.sequence);
+        }
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+        assert_eq!(seen.last(), Some(&6));
+        assert_eq!(seen.first(), Some(&1));
     }
 }

@@ -7,8 +7,8 @@ use std::task::Poll;
 
 use futures_channel::oneshot;
 use iop_core::cp::{
-    CommandError, CommandSpec, CpEvent, CpStats, EdgeView, EnrolmentPolicy, RevokeError,
-    StatusError,
+    CommandError, CommandSpec, CpEvent, CpEventKind, CpStats, EdgeView, EnrolmentPolicy,
+    RevokeError, StatusError,
 };
 use iop_core::proto::EdgeStatusResponse;
 
@@ -37,6 +37,15 @@ pub enum StatusRequestError {
     Stopped,
 }
 
+/// Why [`ControlPlaneHandle::set_tls`] changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsReloadError {
+    /// The server was bound without TLS: its Edges speak plain TCP.
+    #[error("the control plane serves plain TCP: TLS cannot be turned on while it runs")]
+    NotTls,
+}
+
 /// Why [`ControlPlaneHandle::send_command`] sent nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -47,6 +56,64 @@ pub enum SendCommandError {
     /// The server is shutting down.
     #[error("control plane is shutting down")]
     Stopped,
+}
+
+/// What a [`ControlPlaneHandle::subscribe_with`] subscriber wants and may hold.
+///
+/// ```
+/// use iop_driver::SubscribeOptions;
+/// use iop_driver::iop_core::cp::CpEventKind;
+///
+/// let options = SubscribeOptions::default()
+///     .kinds([CpEventKind::NodeEvent, CpEventKind::CommandEvent])
+///     .byte_budget(1 << 20);
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubscribeOptions {
+    /// The kinds wanted, one bit per [`CpEventKind`] (every kind by default).
+    kinds: u64,
+    /// Undelivered events held at most (default: `ServerConfig::subscriber_capacity`).
+    pub capacity: Option<usize>,
+    /// Bytes of undelivered events held at most (default:
+    /// `ServerConfig::subscriber_byte_budget`).
+    pub byte_budget: Option<usize>,
+}
+
+impl Default for SubscribeOptions {
+    fn default() -> Self {
+        Self {
+            kinds: crate::notice::ALL_KINDS,
+            capacity: None,
+            byte_budget: None,
+        }
+    }
+}
+
+impl SubscribeOptions {
+    /// Only events of these kinds.
+    pub fn kinds(mut self, kinds: impl IntoIterator<Item = CpEventKind>) -> Self {
+        self.kinds = kinds.into_iter().fold(0, |m, k| m | 1 << (k as u32));
+        self
+    }
+
+    /// At most this many undelivered events.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// At most this many bytes of undelivered events.
+    pub fn byte_budget(mut self, bytes: usize) -> Self {
+        self.byte_budget = Some(bytes);
+        self
+    }
+
+    /// Whether events of `kind` are wanted.
+    pub fn wants(&self, kind: CpEventKind) -> bool {
+        self.kinds & (1 << (kind as u32)) != 0
+    }
 }
 
 /// Requests a named-node status may add to its pages for nodes an answer left out.
@@ -240,11 +307,23 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// Every event of the Control Plane from now on, at most `subscriber_capacity`
-    /// undelivered (then [`Notice::Lagged`](crate::Notice::Lagged)). Ends at shutdown.
+    /// events of at most `subscriber_byte_budget` bytes undelivered (then
+    /// [`Notice::Lagged`](crate::Notice::Lagged)). Ends at shutdown. For some kinds
+    /// only, or other bounds, see [`subscribe_with`](Self::subscribe_with).
     pub fn subscribe(&self) -> Subscription<CpEvent> {
-        let capacity = self.shared.subscriber_capacity;
+        self.subscribe_with(SubscribeOptions::default())
+    }
+
+    /// The events of the kinds `options` names from now on, within its bounds. An
+    /// event of another kind is never copied for this subscriber: one that leaves out
+    /// [`CpEventKind::StatusReceived`] costs nothing when a large status arrives.
+    pub fn subscribe_with(&self, options: SubscribeOptions) -> Subscription<CpEvent> {
+        let capacity = options.capacity.unwrap_or(self.shared.subscriber_capacity);
+        let budget = options
+            .byte_budget
+            .unwrap_or(self.shared.subscriber_byte_budget);
         let mut state = lock(&self.shared.state);
-        let subscription = state.events.subscribe(capacity);
+        let subscription = state.events.subscribe(options.kinds, capacity, budget);
         if state.finished {
             // Nothing will ever be published: end it at once.
             state.events.close();
@@ -277,6 +356,20 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// the allow list (with [`EnrolmentPolicy::AcceptAny`] it may enrol again).
     pub fn revoke(&self, edge_id: &str) -> Result<(), RevokeError> {
         self.shared.with(|state, now| state.cp.revoke(now, edge_id))
+    }
+
+    /// Replaces the TLS certificate, key and client CA that new handshakes use (a
+    /// rotated certificate, say); sessions already up keep theirs. A server bound
+    /// without TLS stays without: that is [`TlsReloadError::NotTls`].
+    pub fn set_tls(&self, tls: crate::tls::ServerTls) -> Result<(), TlsReloadError> {
+        let mut current = lock(&self.shared.tls);
+        match current.as_mut() {
+            None => Err(TlsReloadError::NotTls),
+            Some(slot) => {
+                *slot = tls;
+                Ok(())
+            }
+        }
     }
 
     /// Replaces the enrolment policy. Live sessions that no longer pass it end with

@@ -5,8 +5,8 @@ mod handle;
 mod server;
 mod status_wait;
 
-pub use book::{
-    CommandRecord, CommandResponse, CommandTracker, CommandUpdate, MAX_EVENTS_PER_RECORD,
+pub use book::{CommandRecord, CommandResponse, CommandTracker, CommandUpdate, RecordLimits};
+pub use handle::{
+    ControlPlaneHandle, SendCommandError, StatusRequestError, SubscribeOptions, TlsReloadError,
 };
-pub use handle::{ControlPlaneHandle, SendCommandError, StatusRequestError};
 pub use server::{ControlPlaneServer, ServeError, ServerConfig, TlsStats};

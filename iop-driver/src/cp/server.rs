@@ -16,11 +16,11 @@ use iop_core::cp::{
 };
 use tracing::Instrument;
 
-use super::book::{CommandBook, CommandResponse, CommandUpdate};
+use super::book::{CommandBook, CommandResponse, CommandUpdate, RecordLimits};
 use super::handle::{ControlPlaneHandle, StatusRequestError};
 use super::status_wait::StatusWaiters;
 use crate::io::{self, Claim, ConnCore, Ended, Pull};
-use crate::notice::Publisher;
+use crate::notice::{Published as _, Publisher};
 use crate::signal::{Signal, lock};
 use crate::tls::{CertIdentity, HandshakeError, MaybeTls, ServerTls};
 use crate::{Clock, Runtime};
@@ -40,8 +40,17 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Commands remembered by [`ControlPlaneHandle::command`], oldest forgotten first.
     pub command_book: usize,
+    /// What each command record keeps, and the book's byte budget.
+    pub command_records: RecordLimits,
     /// Undelivered events a subscriber may hold before it starts losing them.
     pub subscriber_capacity: usize,
+    /// Bytes of undelivered events a subscriber may hold (an estimate of their size in
+    /// memory; a status answer can be megabytes) before it starts losing them.
+    pub subscriber_byte_budget: usize,
+    /// Connections from one IP address that may await their hello at once; past it a
+    /// new one is refused `GoAway{OVERLOADED}` (the Control Plane's own cap, 1 024, is
+    /// for all addresses together). Default 64.
+    pub max_pending_hellos_per_ip: usize,
     /// TLS for every Edge connection (`None`: plain TCP). A handshake must finish
     /// within the core's `hello_timeout`. For the mutual-TLS identity check also set
     /// [`CpConfig::require_peer_identity`](iop_core::cp::CpConfig::require_peer_identity).
@@ -55,7 +64,10 @@ impl Default for ServerConfig {
             enrolment: EnrolmentPolicy::AcceptAny,
             shutdown_grace: Duration::from_secs(5),
             command_book: 4_096,
+            command_records: RecordLimits::default(),
             subscriber_capacity: 1_024,
+            subscriber_byte_budget: 4 * 1024 * 1024,
+            max_pending_hellos_per_ip: 64,
             tls: None,
         }
     }
@@ -104,6 +116,10 @@ pub(crate) struct ConnSlot {
     pub(crate) aborted: AtomicBool,
     /// The core emitted `Closed` for this connection.
     pub(crate) closed: AtomicBool,
+    /// The peer's address, and whether the connection counts among its pending
+    /// hellos (until its session is accepted or it closes).
+    peer: Option<std::net::IpAddr>,
+    pending_hello: AtomicBool,
     /// The connection's write side, shared with its driver task, through which the
     /// task that queued output may write it itself (see [`CpShared::with_direct`]).
     /// `None` for TLS: rustls buffers what it writes, only the driver flushes it.
@@ -200,6 +216,11 @@ pub(crate) struct CpState {
     /// Told when the last connection is gone (and the listener closed) after
     /// `stopped`.
     pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
+    /// Connections awaiting their hello, by peer address.
+    pending_by_ip: HashMap<std::net::IpAddr, usize>,
+    /// Log lines about connections refused or dropped, at most one a second.
+    refusals: crate::RateLog,
+    failed_handshakes: crate::RateLog,
     /// TLS handshakes under way (they count against the connection cap).
     handshaking: usize,
     /// TLS handshakes under way for connections over the cap, to be refused
@@ -233,7 +254,11 @@ pub(crate) struct CpShared<R: Runtime> {
     pub(crate) local_addr: SocketAddr,
     pub(crate) shutdown_grace: Duration,
     pub(crate) subscriber_capacity: usize,
-    tls: Option<ServerTls>,
+    pub(crate) subscriber_byte_budget: usize,
+    max_pending_hellos_per_ip: usize,
+    /// The TLS configuration new handshakes use (`None`: plain TCP, for the server's
+    /// life); replaced by [`ControlPlaneHandle::set_tls`].
+    pub(crate) tls: Mutex<Option<ServerTls>>,
     handshake_timeout: Duration,
     max_connections: usize,
     _runtime: PhantomData<fn() -> R>,
@@ -322,10 +347,10 @@ impl<R: Runtime> CpShared<R> {
 
 fn dispatch(state: &mut CpState, event: CpEvent) {
     log_event(&event);
-    // With no subscriber the answer goes to its waiter by value: a full status of
-    // 1 000 nodes is ~450 KB decoded, and a deep copy of it (then dropping the
-    // original) cost about as much as decoding it.
-    if state.events.is_empty()
+    // With no subscriber for status answers the answer goes to its waiter by value:
+    // a full status of 1 000 nodes is ~450 KB decoded, and a deep copy of it (then
+    // dropping the original) cost about as much as decoding it.
+    if !state.events.wants(event.kind_bit())
         && let CpEvent::StatusReceived {
             request, response, ..
         } = event
@@ -335,9 +360,15 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
     }
     match &event {
         CpEvent::Closed { conn, .. } => {
-            if let Some(slot) = state.conns.get(conn) {
+            if let Some(slot) = state.conns.get(conn).cloned() {
                 slot.closed.store(true, Ordering::Release);
                 slot.wake.notify();
+                release_pending(state, &slot);
+            }
+        }
+        CpEvent::SessionAccepted { conn, .. } => {
+            if let Some(slot) = state.conns.get(conn).cloned() {
+                release_pending(state, &slot);
             }
         }
         // Copied only for a caller still waiting.
@@ -431,6 +462,19 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
     }
 }
 
+/// `slot` no longer awaits its hello: one less pending for its address.
+fn release_pending(state: &mut CpState, slot: &ConnSlot) {
+    if slot.pending_hello.swap(false, Ordering::AcqRel)
+        && let Some(ip) = slot.peer
+        && let Some(n) = state.pending_by_ip.get_mut(&ip)
+    {
+        *n -= 1;
+        if *n == 0 {
+            state.pending_by_ip.remove(&ip);
+        }
+    }
+}
+
 fn log_event(event: &CpEvent) {
     match event {
         CpEvent::SessionAccepted {
@@ -518,12 +562,15 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 next_conn: 0,
                 timer_armed: None,
                 status_waiters: StatusWaiters::default(),
-                book: CommandBook::new(config.command_book),
+                book: CommandBook::new(config.command_book, config.command_records),
                 events: Publisher::default(),
                 stopped: false,
                 finished: false,
                 accept_done: false,
                 idle_waiters: Vec::new(),
+                pending_by_ip: HashMap::new(),
+                refusals: crate::RateLog::default(),
+                failed_handshakes: crate::RateLog::default(),
                 handshaking: 0,
                 refusing: 0,
                 tls_stats: TlsStats::default(),
@@ -534,12 +581,14 @@ impl<R: Runtime> ControlPlaneServer<R> {
             local_addr,
             shutdown_grace: config.shutdown_grace,
             subscriber_capacity: config.subscriber_capacity,
-            tls: config.tls,
+            subscriber_byte_budget: config.subscriber_byte_budget,
+            max_pending_hellos_per_ip: config.max_pending_hellos_per_ip,
+            tls: Mutex::new(config.tls),
             handshake_timeout,
             max_connections,
             _runtime: PhantomData,
         });
-        tracing::info!(%local_addr, tls = shared.tls.is_some(), "control plane listening");
+        tracing::info!(%local_addr, tls = lock(&shared.tls).is_some(), "control plane listening");
         R::spawn(accept_loop(shared.clone(), listener));
         R::spawn(timer_loop(shared.clone()));
         Ok(Self {
@@ -586,7 +635,8 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
                 continue;
             }
         };
-        match &shared.tls {
+        let tls = lock(&shared.tls).clone();
+        match &tls {
             None => {
                 if !start_conn(&shared, MaybeTls::Plain(stream), peer, None) {
                     break;
@@ -614,7 +664,11 @@ async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener
                 let refuse = match admitted {
                     None => break,
                     Some(Admit::Drop) => {
-                        tracing::debug!(%peer, "connection cap reached: dropped before the TLS handshake");
+                        shared.with_state(|state| {
+                            state.refusals.hit(|count| {
+                                tracing::warn!(%peer, count, "connection cap reached: connections dropped before their TLS handshake");
+                            });
+                        });
                         continue;
                     }
                     Some(Admit::Handshake) => false,
@@ -646,24 +700,36 @@ fn start_conn<R: Runtime>(
         MaybeTls::Plain(_) => Some(wire.clone() as Arc<dyn Direct>),
         _ => None,
     };
+    let ip = peer.ip();
     let slot = Arc::new(ConnSlot {
         direct,
+        peer: Some(ip),
+        pending_hello: AtomicBool::new(true),
         ..ConnSlot::default()
     });
+    let limit = shared.max_pending_hellos_per_ip;
     let conn = shared.with(|state, now| {
         if state.stopped {
             return None;
         }
         state.next_conn += 1;
         let conn = ConnectionId(state.next_conn);
-        // Ids are never reused, so this cannot fail.
-        if state
-            .cp
-            .handle_connect_with_identity(now, conn, identity)
-            .is_err()
-        {
-            return None;
+        let pending = state.pending_by_ip.entry(ip).or_default();
+        // Ids are never reused, so neither call can fail.
+        let connected = if *pending >= limit {
+            slot.pending_hello.store(false, Ordering::Release);
+            state.refusals.hit(|count| {
+                tracing::warn!(%ip, count, limit, "too many connections from one address awaiting their hello: refused OVERLOADED");
+            });
+            state.cp.handle_connect_refused(now, conn)
+        } else {
+            *pending += 1;
+            state.cp.handle_connect_with_identity(now, conn, identity)
+        };
+        if state.pending_by_ip.get(&ip) == Some(&0) {
+            state.pending_by_ip.remove(&ip);
         }
+        connected.ok()?;
         state.conns.insert(conn, slot.clone());
         Some(conn)
     });
@@ -713,9 +779,11 @@ async fn handshake<R: Runtime>(
     let tls = match result {
         Ok(tls) => tls,
         Err(error) => {
-            tracing::warn!(%error, kind = ?error.kind, "edge connection refused");
             shared.with_state(|state| {
                 done(state);
+                state.failed_handshakes.hit(|count| {
+                    tracing::warn!(%error, kind = ?error.kind, count, "TLS handshakes failed: edge connections refused");
+                });
                 state.tls_stats.handshakes_failed += 1;
                 state.tls_stats.last_failure = Some(error);
             });

@@ -21,7 +21,10 @@ use tracing::Instrument;
 
 use super::handler::{CommandContext, CommandResult, Handler, Reporter, boxed};
 use crate::io::{self, ConnCore, Pull};
-use crate::notice::{Publisher, Subscription};
+use crate::notice::{ALL_KINDS, Publisher, Subscription};
+
+/// Bytes of events one Edge subscriber may hold undelivered (besides the count).
+const EVENT_BYTE_BUDGET: usize = 4 * 1024 * 1024;
 use crate::signal::{Signal, lock};
 use crate::tls::{ClientTls, HandshakeError, MaybeTls};
 use crate::{Clock, Runtime};
@@ -125,7 +128,8 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
     /// The Edge's events from its very start (see [`EdgeHandle::events`] for later
     /// subscribers). Set the capacity first.
     pub fn events(&mut self) -> Subscription<EdgeEvent> {
-        self.events.subscribe(self.event_capacity)
+        self.events
+            .subscribe(ALL_KINDS, self.event_capacity, EVENT_BYTE_BUDGET)
     }
 
     /// How long [`EdgeHandle::shutdown`] waits for the final frames (default 5 s).
@@ -598,7 +602,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
     pub fn events(&self) -> Subscription<EdgeEvent> {
         let capacity = self.shared.event_capacity;
         let mut state = lock(&self.shared.state);
-        let subscription = state.events.subscribe(capacity);
+        let subscription = state
+            .events
+            .subscribe(ALL_KINDS, capacity, EVENT_BYTE_BUDGET);
         if state.done {
             state.events.close();
         }

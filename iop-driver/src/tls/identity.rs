@@ -1,6 +1,6 @@
 //! A verified client certificate as an [`iop_core::cp::PeerIdentity`].
 
-use futures_rustls::pki_types::{CertificateDer, ServerName};
+use futures_rustls::pki_types::CertificateDer;
 use iop_core::cp::PeerIdentity;
 
 /// The end-entity certificate a client presented and rustls verified against the
@@ -22,17 +22,14 @@ impl std::fmt::Debug for CertIdentity {
 }
 
 impl PeerIdentity for CertIdentity {
+    /// Byte-for-byte equality with a SAN DNS entry (see the [module docs](super)):
+    /// edge ids are case-sensitive and never wildcards, unlike the host names TLS
+    /// matching was made for.
     fn names_edge(&self, edge_id: &str) -> bool {
-        let Ok(name) = ServerName::try_from(edge_id) else {
-            return false;
-        };
-        // An IP-address "edge id" is not a DNS name: refuse rather than match IP SANs.
-        if !matches!(name, ServerName::DnsName(_)) {
-            return false;
-        }
         let Ok(cert) = webpki::EndEntityCert::try_from(&self.0) else {
             return false;
         };
-        cert.verify_is_valid_for_subject_name(&name).is_ok()
+        cert.valid_dns_names()
+            .any(|name| name.as_bytes() == edge_id.as_bytes())
     }
 }

@@ -9,12 +9,12 @@
 //!
 //! # Mutual TLS identity rule
 //!
-//! A verified client certificate *names* an Edge when it is valid for the Edge's
-//! `edge_id` as a DNS name: a `subjectAltName` DNS entry equal to the id (or a wildcard
-//! covering it), matched exactly as a TLS client matches a server name. The subject CN
-//! is never used. An edge id that is not a valid DNS name (for example one with `..`
-//! or a label starting with `-`) can never be named, so such Edges cannot use the
-//! identity check. With [`CpConfig::require_peer_identity`] on, a hello whose `edge_id`
+//! A verified client certificate *names* an Edge when one of its `subjectAltName` DNS
+//! entries equals the Edge's `edge_id` byte for byte. Nothing looser: no case folding
+//! (`EDGE-1` and `edge-1` are two Edges), no trailing dot, no wildcard (`*.fleet` names
+//! no Edge); the subject CN is never used. An edge id that is not a valid DNS name (for
+//! example one with `..` or a label starting with `-`) can never be named, so such
+//! Edges cannot use the identity check. With [`CpConfig::require_peer_identity`] on, a hello whose `edge_id`
 //! the certificate does not name is refused `BAD_CREDENTIAL` with the message "client
 //! certificate identity does not match the edge id" (see [`iop_core::cp::PeerIdentity`]).
 //!

@@ -1,7 +1,6 @@
 //! `iop-control-plane`: an IOP Control Plane with an HTTP admin API.
 #![forbid(unsafe_code)]
 
-use std::future::IntoFuture as _;
 use std::io::{Read as _, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,13 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use iop_tokio::cli::admin::{self, AdminState};
+use iop_tokio::cli::admin::{self, AdminAccess, AdminServerConfig, AdminState, AdminTokens};
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
-use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging};
-use iop_tokio::{
-    ControlPlaneHandle, ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig,
-    ServerTls,
-};
+use iop_tokio::cli::reload::{Reloadable, TlsFiles};
+use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging, startup};
+use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
 
 /// How long open admin connections may take to finish once stopping.
 const ADMIN_GRACE: Duration = Duration::from_secs(3);
@@ -26,11 +23,18 @@ const ADMIN_GRACE: Duration = Duration::from_secs(3);
 ///
 /// On start it prints one line to stdout, `iop-control-plane listening edges=ADDR
 /// admin=ADDR`, with the bound addresses (useful with port 0). Stops gracefully on
-/// Ctrl-C or SIGTERM. On SIGHUP it re-reads the --enroll file without dropping
-/// connected Edges: an Edge whose entry was removed or whose credential changed is
-/// disconnected with GoAway{CREDENTIAL_REVOKED}; a file that does not load is logged
-/// and the previous allow list stays in force. Exit codes: 0 stopped cleanly, 1
-/// runtime error, 2 usage error (bad flag, unusable enrolment or TLS file).
+/// Ctrl-C or SIGTERM. On SIGHUP it re-reads the --enroll file and the TLS files without
+/// dropping connected Edges: an Edge whose entry was removed or whose credential
+/// changed is disconnected with GoAway{CREDENTIAL_REVOKED}; new handshakes use the new
+/// certificate; a file that does not load is logged and what was in force stays. Exit
+/// codes: 0 stopped cleanly, 1 runtime error, 2 usage error (bad flag, unusable
+/// enrolment, token or TLS file, an exposed admin API without tokens).
+///
+/// Admin API security: every route but /healthz needs `Authorization: Bearer TOKEN`
+/// with --admin-token-file; without one the API is served on a loopback --admin address
+/// only. Always: requests from other sites' pages (foreign Origin or Host) are 403,
+/// changes need `Content-Type: application/json`, bodies are at most 64 KiB. Files
+/// holding secrets (--tls-key, --admin-token-file) must be readable by their owner only.
 ///
 /// TLS: with --tls-cert and --tls-key Edges must connect with TLS (framing is the same
 /// inside). With --tls-client-ca they must also present a client certificate signed by
@@ -97,6 +101,41 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     max_connections: usize,
 
+    /// Admin tokens, one per line with an optional role (`read`: views, statuses,
+    /// events and metrics; `operate`, the default: also commands). Every admin route
+    /// but /healthz then needs `Authorization: Bearer TOKEN`. The file must be readable
+    /// by its owner only. Without it --admin must be a loopback address.
+    #[arg(long, value_name = "FILE", env = "IOP_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
+
+    /// A host name the admin API answers to, besides IP addresses and localhost (the
+    /// name operators use in their browser or behind a proxy). Repeatable. Requests
+    /// with any other Host are refused (DNS rebinding).
+    #[arg(long = "admin-host", value_name = "NAME")]
+    admin_hosts: Vec<String>,
+
+    /// Serve /metrics without a token (for a scraper on a trusted network).
+    #[arg(long)]
+    metrics_public: bool,
+
+    /// Admin connections held at once; past it a new one is closed at once.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    admin_max_connections: usize,
+
+    /// How long an admin request's headers may take to arrive, in ms.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    admin_header_timeout_ms: u64,
+
+    /// How long an admin connection may go without a byte read or written before it is
+    /// closed, in ms (an event stream sends a keep-alive every 15 s).
+    #[arg(long, value_name = "N", default_value_t = 60_000)]
+    admin_idle_timeout_ms: u64,
+
+    /// Connections from one IP address that may await their hello at once; past it a
+    /// new one gets GoAway{OVERLOADED}.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_pending_hellos_per_ip: usize,
+
     /// Log filter: a level (error, warn, info, debug, trace) or `RUST_LOG`-style
     /// directives. Default: `RUST_LOG`, else `info`. Logs go to stderr.
     #[arg(long, value_name = "LEVEL")]
@@ -155,6 +194,15 @@ fn run(args: Args) -> Result<(), Failure> {
     let (Some(listen), Some(admin_addr)) = (args.listen, args.admin) else {
         return Err(Failure::Usage("--listen and --admin are required".into()));
     };
+    let tokens = match &args.admin_token_file {
+        Some(path) => {
+            let tokens = AdminTokens::load(path).map_err(|e| Failure::Usage(e.to_string()))?;
+            tracing::info!(tokens = tokens.len(), file = %path.display(), "admin tokens loaded");
+            Some(tokens)
+        }
+        None => None,
+    };
+    startup::check_admin_exposure(admin_addr, tokens.is_some()).map_err(Failure::Usage)?;
     let enrolment = match &args.enroll {
         Some(path) => {
             let file = EnrolFile::load(path).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -167,17 +215,36 @@ fn run(args: Args) -> Result<(), Failure> {
         }
     };
     let mut config = ServerConfig::new(enrolment);
-    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        let tls = ServerTls::from_pem_files(cert, key, args.tls_client_ca.as_deref())
+    let tls_files = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        }),
+        _ => None,
+    };
+    if let Some(files) = &tls_files {
+        let tls = files
+            .load()
             .map_err(|e| Failure::Usage(format!("TLS: {e}")))?;
         tracing::info!(
-            cert = %cert.display(),
+            cert = %files.cert.display(),
             mutual = tls.requires_client_certificates(),
             require_client_identity = args.require_client_identity,
             "TLS on"
         );
         config.tls = Some(tls);
         config.cp.require_peer_identity = args.require_client_identity;
+    }
+    if let Some(warning) =
+        startup::plaintext_enrolment_warning(listen, tls_files.is_some(), args.enroll.is_some())
+    {
+        tracing::warn!("{warning}");
+    }
+    if let Some(warning) =
+        startup::open_files_warning(startup::open_files_limit(), args.max_connections)
+    {
+        tracing::warn!("{warning}");
     }
     config.cp.duplicate_policy = match args.duplicate_policy {
         DuplicateArg::Replace => DuplicatePolicy::Replace,
@@ -188,32 +255,55 @@ fn run(args: Args) -> Result<(), Failure> {
     config.cp.hello_timeout = Duration::from_millis(args.hello_timeout_ms);
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
     config.cp.max_connections = args.max_connections;
+    config.max_pending_hellos_per_ip = args.max_pending_hellos_per_ip;
+    let access = AdminAccess {
+        tokens,
+        hosts: args.admin_hosts.clone(),
+        metrics_public: args.metrics_public,
+    };
+    let mut admin_config = AdminServerConfig::default();
+    admin_config.max_connections = args.admin_max_connections;
+    admin_config.header_read_timeout = Duration::from_millis(args.admin_header_timeout_ms);
+    admin_config.idle_timeout = Duration::from_millis(args.admin_idle_timeout_ms);
+    let reloadable = Reloadable {
+        enroll: args.enroll.clone(),
+        tls: tls_files,
+    };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(serve(listen, admin_addr, config, args.enroll))
+    runtime.block_on(serve(
+        listen,
+        admin_addr,
+        config,
+        (access, admin_config),
+        reloadable,
+    ))
 }
 
 async fn serve(
     listen: SocketAddr,
     admin_addr: SocketAddr,
     config: ServerConfig,
-    enroll: Option<PathBuf>,
+    (access, admin_config): (AdminAccess, AdminServerConfig),
+    reloadable: Reloadable,
 ) -> Result<(), Failure> {
     let server = ControlPlaneServer::bind(listen, config)
         .await
         .map_err(|e| Failure::Runtime(format!("edge listener {listen}: {e}")))?;
-    reload_on_sighup(server.handle(), enroll)?;
+    reloadable
+        .on_sighup(server.handle())
+        .map_err(|e| Failure::Runtime(format!("cannot watch SIGHUP: {e}")))?;
     let admin_listener = tokio::net::TcpListener::bind(admin_addr)
         .await
         .map_err(|e| Failure::Runtime(format!("admin listener {admin_addr}: cannot bind: {e}")))?;
     let admin_bound = admin_listener
         .local_addr()
         .map_err(|e| Failure::Runtime(format!("admin listener: {e}")))?;
-    let state = AdminState::new(server.handle());
+    let state = AdminState::with_access(server.handle(), access);
     tracing::info!(edges = %server.local_addr(), admin = %admin_bound, "control plane listening");
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -225,14 +315,13 @@ async fn serve(
     drop(out);
 
     let app = admin::router(state);
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let mut admin_task = tokio::spawn(
-        axum::serve(admin_listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.wait_for(|stop| *stop).await;
-            })
-            .into_future(),
-    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut admin_task = tokio::spawn(admin::serve::serve(
+        admin_listener,
+        app,
+        admin_config,
+        stop_rx,
+    ));
     let early = tokio::select! {
         () = shutdown_signal() => None,
         ended = &mut admin_task => Some(ended),
@@ -251,54 +340,13 @@ async fn serve(
                 Err(_) => {
                     tracing::warn!("admin connections still open after the grace period: dropped");
                     admin_task.abort();
-                    Ok(Ok(()))
+                    Ok(())
                 }
             }
         }
     };
     server.shutdown().await;
-    match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::Runtime(format!("admin API: {e}"))),
-        Err(e) => Err(Failure::Runtime(format!("admin API task: {e}"))),
-    }
-}
-
-/// Re-reads the enrolment file on every SIGHUP (Unix), for the life of the process.
-#[cfg(unix)]
-fn reload_on_sighup(cp: ControlPlaneHandle, enroll: Option<PathBuf>) -> Result<(), Failure> {
-    use tokio::signal::unix::{SignalKind, signal};
-    // Installed before the "listening" line, so a SIGHUP sent after it is never fatal.
-    let mut hangups = signal(SignalKind::hangup())
-        .map_err(|e| Failure::Runtime(format!("cannot watch SIGHUP: {e}")))?;
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let Some(path) = &enroll else {
-                tracing::warn!("SIGHUP: no --enroll file to reload");
-                continue;
-            };
-            match EnrolFile::load(path) {
-                Ok(file) => {
-                    cp.set_enrolment_policy(EnrolmentPolicy::AllowList(file.allow_list));
-                    tracing::info!(
-                        edges = file.edge_ids.len(),
-                        file = %path.display(),
-                        "enrolment file reloaded"
-                    );
-                }
-                Err(e) => tracing::error!(
-                    error = %e,
-                    "enrolment file reload failed; the previous allow list stays in force"
-                ),
-            }
-        }
-    });
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn reload_on_sighup(_cp: ControlPlaneHandle, _enroll: Option<PathBuf>) -> Result<(), Failure> {
-    Ok(())
+    result.map_err(|e| Failure::Runtime(format!("admin API task: {e}")))
 }
 
 fn hash_credential() -> Result<(), Failure> {

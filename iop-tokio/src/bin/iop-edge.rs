@@ -12,8 +12,9 @@ use clap::Parser;
 use iop_core::NodeRegistry;
 use iop_core::edge::Secret;
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
+use iop_tokio::cli::private_file::{check_private, read_private};
 use iop_tokio::cli::simulate::{self, SimRates, Simulator};
-use iop_tokio::cli::{EdgeFile, credential_bytes, edge_ops, logging};
+use iop_tokio::cli::{EdgeFile, credential_bytes, edge_ops, logging, startup};
 use iop_tokio::{ClientTls, EdgeClient, EdgeConfig};
 
 /// An IOP Edge: dials the Control Plane (and redials forever with backoff), owns the
@@ -21,8 +22,10 @@ use iop_tokio::{ClientTls, EdgeClient, EdgeConfig};
 /// runs the built-in operations `edge.ping`, `provider-pool.refresh` (re-reads the
 /// config file), `node.drain` and `node.resume`.
 ///
-/// Node addresses and tokens from the config file never leave this process. Stops
-/// gracefully on Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 runtime error,
+/// Node addresses and tokens from the config file never leave this process. With a
+/// credential, a Control Plane not on this host must be dialled with TLS (--tls-ca)
+/// unless --allow-plaintext; the credential and key files must be readable by their
+/// owner only. Stops gracefully on Ctrl-C or SIGTERM. Exit codes: 0 stopped cleanly, 1 runtime error,
 /// 2 usage error (bad flag, unusable config or credential file).
 #[derive(Debug, Parser)]
 #[command(name = "iop-edge", version)]
@@ -65,6 +68,11 @@ struct Args {
     /// PEM file with the private key of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+
+    /// Send the credential without TLS to a Control Plane that is not on this host
+    /// (refused otherwise: anyone on the path could take it and the Edge's place).
+    #[arg(long)]
+    allow_plaintext: bool,
 
     /// Run simulated nodes: the configured nodes connect, become ready, take and
     /// release leases, queue requests, disconnect and reconnect.
@@ -113,11 +121,18 @@ fn run(args: Args) -> Result<(), Failure> {
     config.software_version = format!("iop-edge {}", env!("CARGO_PKG_VERSION"));
     if let Some(path) = &args.credential_file {
         // The credential in clear: zeroed when dropped (Secret keeps its own copy).
-        let raw = zeroize::Zeroizing::new(
-            std::fs::read(path)
-                .map_err(|e| Failure::Usage(format!("{}: cannot read: {e}", path.display())))?,
-        );
+        let raw = read_private(path).map_err(|e| Failure::Usage(e.to_string()))?;
         config.credential = Secret::new(credential_bytes(&raw).to_vec());
+    }
+    match startup::check_edge_plaintext(
+        cp_addr.ip(),
+        args.tls_ca.is_some(),
+        args.credential_file.is_some(),
+        args.allow_plaintext,
+    ) {
+        Ok(Some(warning)) => tracing::warn!("{warning}"),
+        Ok(None) => {}
+        Err(usage) => return Err(Failure::Usage(usage)),
     }
     let tls = match &args.tls_ca {
         Some(ca) => {
@@ -126,6 +141,9 @@ fn run(args: Args) -> Result<(), Failure> {
                 .clone()
                 .unwrap_or_else(|| host_of(&args.control_plane));
             let client = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
+            if let Some((_, key)) = client {
+                check_private(key).map_err(|e| Failure::Usage(format!("TLS: {e}")))?;
+            }
             let tls = ClientTls::from_pem_files(ca, &name, client)
                 .map_err(|e| Failure::Usage(format!("TLS: {e}")))?;
             tracing::info!(server_name = %name, client_certificate = client.is_some(), "TLS on");

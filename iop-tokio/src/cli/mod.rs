@@ -43,7 +43,10 @@ pub mod enrol;
 pub mod exit;
 mod file_error;
 pub mod logging;
+pub mod private_file;
+pub mod reload;
 pub mod simulate;
+pub mod startup;
 pub mod table;
 pub mod test_certs;
 

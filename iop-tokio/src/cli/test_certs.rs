@@ -128,44 +128,84 @@ fn this_year() -> i32 {
 
 /// Writes a test PKI into `dir` (created if missing): `ca.pem`; `server.pem` and
 /// `server.key` valid for `localhost` and `127.0.0.1`; `<edge_id>.pem` and
-/// `<edge_id>.key` for each edge id. Key files are created with mode 0600 on Unix.
-/// Returns the files written.
+/// `<edge_id>.key` for each edge id. Every file is created new with mode 0600 (Unix):
+/// a file already there — a symlink included, which is never followed — is an error,
+/// not overwritten. Returns the files written.
 pub fn write_test_certs(dir: &Path, edge_ids: &[String]) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    for edge_id in edge_ids {
+        iop_core::ids::validate_id("edge id", edge_id).map_err(|e| e.to_string())?;
+    }
     let pki = TestPki::new("iop test CA").map_err(|e| e.to_string())?;
     let mut written = Vec::new();
-    let mut put = |name: &str, text: &str, secret: bool| -> Result<(), String> {
+    let mut put = |name: &str, text: &str| -> Result<(), String> {
         let path = dir.join(name);
-        write_file(&path, text.as_bytes(), secret)
-            .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        write_new(&path, text.as_bytes()).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => format!(
+                "{}: already exists (gen-test-certs writes new files only): remove it, or give another DIR",
+                path.display()
+            ),
+            _ => format!("{}: cannot write: {e}", path.display()),
+        })?;
         written.push(path);
         Ok(())
     };
-    put("ca.pem", &pki.ca_pem(), false)?;
+    put("ca.pem", &pki.ca_pem())?;
     let server = pki
         .server(&["localhost", "127.0.0.1"])
         .map_err(|e| e.to_string())?;
-    put("server.pem", &server.cert_pem, false)?;
-    put("server.key", &server.key_pem, true)?;
+    put("server.pem", &server.cert_pem)?;
+    put("server.key", &server.key_pem)?;
     for edge_id in edge_ids {
-        iop_core::ids::validate_id("edge id", edge_id).map_err(|e| e.to_string())?;
         let client = pki.client(edge_id).map_err(|e| e.to_string())?;
-        put(&format!("{edge_id}.pem"), &client.cert_pem, false)?;
-        put(&format!("{edge_id}.key"), &client.key_pem, true)?;
+        put(&format!("{edge_id}.pem"), &client.cert_pem)?;
+        put(&format!("{edge_id}.key"), &client.key_pem)?;
     }
     Ok(written)
 }
 
-fn write_file(path: &Path, bytes: &[u8], secret: bool) -> std::io::Result<()> {
+/// Creates `path`, which must not exist (`O_EXCL`: a symlink there is not followed
+/// but refused), readable by its owner only.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
-    if secret {
+    {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    #[cfg(not(unix))]
-    let _ = secret;
     options.open(path)?.write_all(bytes)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn files_are_new_private_and_never_written_through_a_symlink() {
+        let dir = std::env::temp_dir().join(format!("iop-gen-certs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let written = write_test_certs(&dir, &["edge-1".into()]).unwrap();
+        assert_eq!(written.len(), 5);
+        for path in &written {
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}", path.display());
+        }
+        // A second run refuses to overwrite.
+        let err = write_test_certs(&dir, &[]).unwrap_err();
+        assert!(err.contains("already exists"), "{err}");
+        // A symlink planted where a file goes is refused, its target untouched.
+        let other = dir.join("elsewhere");
+        std::fs::create_dir_all(&other).unwrap();
+        let target = other.join("victim");
+        std::fs::write(&target, "keep").unwrap();
+        let fresh = dir.join("fresh");
+        std::fs::create_dir_all(&fresh).unwrap();
+        std::os::unix::fs::symlink(&target, fresh.join("ca.pem")).unwrap();
+        assert!(write_test_certs(&fresh, &[]).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

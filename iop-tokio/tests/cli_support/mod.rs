@@ -91,6 +91,18 @@ pub fn temp_file(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// Writes `text` to a new temp file only its owner may read (a credential, a token
+/// file): the binaries refuse secrets others can read.
+pub fn secret_file(name: &str, text: &str) -> PathBuf {
+    let path = temp_file(name, text);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
+    }
+    path
+}
+
 /// An HTTP answer: status code and body.
 #[derive(Debug)]
 pub struct Answer {
@@ -105,17 +117,35 @@ impl Answer {
     }
 }
 
-/// One HTTP/1.1 request with `Connection: close`.
+/// One HTTP/1.1 request with `Connection: close`, JSON content and this address as
+/// its Host.
 pub fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&str>) -> Answer {
+    http_with(addr, method, path, &[], body)
+}
+
+/// [`http`] with `headers` added, or replacing the defaults (`Host`, `Content-Type`)
+/// of the same name.
+pub fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Answer {
     let mut s = TcpStream::connect(addr).expect("connect admin");
     s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     let body = body.unwrap_or("");
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    let host = addr.to_string();
+    let mut all: Vec<(&str, &str)> = vec![("Host", &host), ("Content-Type", "application/json")];
+    for (name, value) in headers {
+        all.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        all.push((name, value));
+    }
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    for (name, value) in all {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(s, "{head}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).expect("read answer");
     let (head, body) = raw.split_once("\r\n\r\n").expect("http head");

@@ -3,7 +3,7 @@
 //! the control plane's own records use the same conventions: lowerCamelCase names,
 //! enums by name, 64-bit integers as strings.
 
-use iop_core::cp::{CommandOutcome, CpEvent, EdgeView, Reachability};
+use iop_core::cp::{CommandOutcome, CpEvent, CpEventKind, EdgeView, Reachability};
 use iop_core::proto::{CommandPhase, EdgeCommandResponse};
 use serde_json::{Value, json};
 
@@ -107,8 +107,29 @@ pub fn command_record(r: &CommandRecord) -> Value {
         "terminal": r.outcome.is_some(),
         "lost": lost,
         "outcome": outcome,
-        "droppedEvents": r.dropped_events.to_string(),
+        "coalescedEvents": r.coalesced_events.to_string(),
     })
+}
+
+/// The event kinds `GET /v1/events` shows, by their names in the stream.
+pub const STREAM_KINDS: [(&str, CpEventKind); 9] = [
+    ("edge_connected", CpEventKind::SessionAccepted),
+    ("edge_disconnected", CpEventKind::EdgeDisconnected),
+    ("edge_unreachable", CpEventKind::EdgeUnreachable),
+    ("edge_reachable", CpEventKind::EdgeReachable),
+    ("edge_superseded", CpEventKind::EdgeSuperseded),
+    ("node_event", CpEventKind::NodeEvent),
+    ("command_event", CpEventKind::CommandEvent),
+    ("command_undeliverable", CpEventKind::CommandUndeliverable),
+    ("edge_forgotten", CpEventKind::EdgeForgotten),
+];
+
+/// The kind a stream event name stands for (`?kinds=` of `GET /v1/events`).
+pub fn stream_kind(name: &str) -> Option<CpEventKind> {
+    STREAM_KINDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
 }
 
 /// An event of the stream `GET /v1/events`: its SSE event name and JSON data. `None`

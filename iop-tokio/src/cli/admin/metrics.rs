@@ -85,10 +85,21 @@ fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std:
     let _ = writeln!(out, "{name} {value}");
 }
 
+/// Gauges of the admin API itself, sampled when metrics are scraped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdminGauges {
+    /// `request_status` calls not returned yet.
+    pub status_callers_waiting: usize,
+    /// Event streams (`GET /v1/events`) open.
+    pub event_streams: usize,
+}
+
 /// Renders the Prometheus text format (version 0.0.4).
-pub fn render(stats: &CpStats, status_callers_waiting: usize, admin: &AdminMetrics) -> String {
+pub fn render(stats: &CpStats, gauges: AdminGauges, admin: &AdminMetrics) -> String {
     let mut out = String::with_capacity(4096);
     let s = stats;
+    let status_callers_waiting = gauges.status_callers_waiting;
     metric(
         &mut out,
         "iop_edges_connected",
@@ -117,7 +128,14 @@ pub fn render(stats: &CpStats, status_callers_waiting: usize, admin: &AdminMetri
         "Transport connections held.",
         s.connections,
     );
-    let counters: [(&str, &str, u64); 20] = [
+    metric(
+        &mut out,
+        "iop_admin_event_streams",
+        "gauge",
+        "Admin event streams (GET /v1/events) open.",
+        gauges.event_streams,
+    );
+    let counters: [(&str, &str, u64); 24] = [
         (
             "iop_connections_accepted_total",
             "Connections accepted.",
@@ -209,6 +227,26 @@ pub fn render(stats: &CpStats, status_callers_waiting: usize, admin: &AdminMetri
             "iop_event_gaps_total",
             "Node event sequence gaps seen.",
             s.event_gaps,
+        ),
+        (
+            "iop_commands_undeliverable_total",
+            "Commands failed undeliverable: sent on too many sessions that ended unanswered.",
+            s.commands_undeliverable,
+        ),
+        (
+            "iop_views_forgotten_total",
+            "Views of disconnected Edges forgotten by age or count.",
+            s.views_forgotten,
+        ),
+        (
+            "iop_pending_hellos_refused_total",
+            "Connections refused because too many hellos were pending.",
+            s.pending_hellos_refused,
+        ),
+        (
+            "iop_connections_refused_total",
+            "Connections refused OVERLOADED by the runtime (too many pending hellos from one address).",
+            s.connections_refused,
         ),
     ];
     for (name, help, value) in counters {

@@ -7,28 +7,42 @@
 //! | `GET /v1/edges/{edge_id}/status` | a live status round trip: the Edge's `EdgeStatusResponse` (`?nodes=a,b` for some nodes) |
 //! | `POST /v1/edges/{edge_id}/commands` | body `{"operation", "targetSelector", "metadata", "timeoutMs"}` (snake_case names accepted too): sends the command, waits for the Edge's answer, returns `{"commandId", "edgeId", "response"}` |
 //! | `GET /v1/commands/{command_id}` | the command's response, every event so far, latest phase, outcome |
-//! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `lagged` |
+//! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining) |
 //!
 //! Errors are `{"error": {"code", "message"}}`: 400 `bad_request` /
-//! `unknown_operation`, 404 `unknown_edge` / `unknown_command` / `not_found`, 409
-//! `not_connected`, 503 `busy` / `session_ended` / `shutting_down`, 504 `timeout`.
+//! `unknown_operation` / `exceeds_limit` (with `field`, `size`, `limit`), 401
+//! `unauthorized`, 403 `forbidden` / `forbidden_host` / `forbidden_origin`, 404
+//! `unknown_edge` / `unknown_command` / `not_found`, 409 `not_connected`, 413
+//! `payload_too_large`, 415 `unsupported_media_type`, 503 `busy` / `session_ended` /
+//! `shutting_down` / `too_many_streams`, 504 `timeout`. Who may call what, and from
+//! where, is [`access`].
 
+pub mod access;
 mod error;
 mod json;
 mod metrics;
 mod routes;
+pub mod serve;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use access::{AdminAccess, AdminTokens, Role};
 pub use error::ApiError;
-pub use json::{command_record, command_response, cp_event, edge_view};
-pub use metrics::{AdminMetrics, Histogram, render as render_metrics};
+pub use json::{STREAM_KINDS, command_record, command_response, cp_event, edge_view, stream_kind};
+pub use metrics::{AdminGauges, AdminMetrics, Histogram, render as render_metrics};
 pub use routes::router;
 
+/// The OpenAPI 3 description of the admin API, served at `GET /v1/openapi.json`.
+pub const OPENAPI: &str = routes::OPENAPI;
+pub use serve::AdminServerConfig;
+
 use crate::ControlPlaneHandle;
+
+/// Event streams (`GET /v1/events`) open at once, past which a new one is 503.
+pub const MAX_EVENT_STREAMS: usize = 64;
 
 /// What every admin request needs.
 #[derive(Debug, Clone)]
@@ -40,15 +54,31 @@ pub struct AdminState {
     /// How long `POST .../commands` waits for the Edge's answer (when the body gives
     /// no `timeoutMs`).
     pub command_answer_timeout: Duration,
+    /// Who may use the API, and from where.
+    pub access: Arc<AdminAccess>,
+    /// Places for event streams ([`MAX_EVENT_STREAMS`]).
+    pub event_streams: Arc<tokio::sync::Semaphore>,
+    /// Bytes of events one stream may hold undelivered; past it the stream gets a
+    /// `lagged` event and ends (the client reconnects and reloads).
+    pub event_stream_bytes: usize,
 }
 
 impl AdminState {
-    /// State over `cp` with a 10 s command answer wait.
+    /// State over `cp` with a 10 s command answer wait, no tokens (for a loopback
+    /// address), 64 event streams of 4 MiB each.
     pub fn new(cp: ControlPlaneHandle) -> Self {
+        Self::with_access(cp, AdminAccess::default())
+    }
+
+    /// State over `cp` with `access`.
+    pub fn with_access(cp: ControlPlaneHandle, access: AdminAccess) -> Self {
         Self {
             cp,
             metrics: Arc::new(AdminMetrics::default()),
             command_answer_timeout: Duration::from_secs(10),
+            access: Arc::new(access),
+            event_streams: Arc::new(tokio::sync::Semaphore::new(MAX_EVENT_STREAMS)),
+            event_stream_bytes: 4 * 1024 * 1024,
         }
     }
 }

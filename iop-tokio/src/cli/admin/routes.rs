@@ -12,28 +12,48 @@ use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_lite::{Stream, StreamExt};
+use futures_lite::StreamExt;
 use iop_core::cp::CommandSpec;
 use iop_core::proto::EdgeCommandRequest;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::{AdminState, json as shape, metrics};
-use crate::{CommandUpdate, Notice};
+use crate::{CommandUpdate, Notice, SubscribeOptions};
 
-/// The admin API's router over `state`.
+/// The admin API's router over `state`, every route behind its access rules
+/// ([`access::guard`](super::access::guard)).
 pub fn router(state: AdminState) -> Router {
+    let access = state.access.clone();
     Router::new()
         .route("/v1/edges", get(list_edges))
         .route("/v1/edges/{edge_id}", get(get_edge))
         .route("/v1/edges/{edge_id}/status", get(edge_status))
-        .route("/v1/edges/{edge_id}/commands", post(post_command))
+        // The body rules sit on the handler of the one method that takes a body, so
+        // that a method a route does not have is a plain 405.
+        .route(
+            "/v1/edges/{edge_id}/commands",
+            post(post_command).layer(axum::middleware::from_fn(super::access::body_guard)),
+        )
         .route("/v1/commands/{command_id}", get(get_command))
         .route("/v1/events", get(events))
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
+        .route("/v1/openapi.json", get(openapi))
         .fallback(not_found)
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            super::access::guard,
+        ))
+}
+
+/// The OpenAPI 3 description of this API (`openapi.json`, checked against the routes
+/// by a test, and the responses against it by schemathesis in CI).
+pub(super) const OPENAPI: &str = include_str!("openapi.json");
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
 async fn not_found() -> ApiError {
@@ -186,26 +206,77 @@ async fn get_command(
         })
 }
 
-async fn events(State(s): State<AdminState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream =
-        s.cp.subscribe()
-            .filter_map(|notice| match notice {
-                Notice::Event(e) => shape::cp_event(&e)
-                    .map(|(name, data)| Event::default().event(name).data(data.to_string())),
-                Notice::Lagged(n) => Some(
-                    Event::default()
-                        .event("lagged")
-                        .data(json!({ "dropped": n.to_string() }).to_string()),
-                ),
-                _ => None,
+async fn events(
+    State(s): State<AdminState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let kinds = match query.get("kinds") {
+        None => shape::STREAM_KINDS.iter().map(|(_, k)| *k).collect(),
+        Some(list) => list
+            .split(',')
+            .filter(|name| !name.is_empty())
+            .map(|name| {
+                shape::stream_kind(name).ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "unknown event kind {name:?}; kinds: {}",
+                        shape::STREAM_KINDS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
             })
-            .map(Ok);
-    Sse::new(stream).keep_alive(KeepAlive::default())
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let Ok(slot) = s.event_streams.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!(
+                "{} event streams are open already",
+                super::MAX_EVENT_STREAMS
+            ),
+        ));
+    };
+    // Only the kinds asked for are ever copied for this stream (a status answer never
+    // is), within a byte budget.
+    let options = SubscribeOptions::default()
+        .kinds(kinds)
+        .byte_budget(s.event_stream_bytes);
+    let subscription = s.cp.subscribe_with(options);
+    let stream = futures_lite::stream::unfold(Some((subscription, slot)), |open| async move {
+        let (mut subscription, slot) = open?;
+        loop {
+            match subscription.next().await? {
+                Notice::Event(e) => {
+                    if let Some((name, data)) = shape::cp_event(&e) {
+                        let event = Event::default().event(name).data(data.to_string());
+                        return Some((Ok::<_, Infallible>(event), Some((subscription, slot))));
+                    }
+                }
+                // Too slow: told, then ended (its place freed); the client reconnects
+                // and reloads rather than trusting a view with holes.
+                Notice::Lagged(n) => {
+                    let data = json!({ "dropped": n.to_string() }).to_string();
+                    return Some((Ok(Event::default().event("lagged").data(data)), None));
+                }
+                _ => {}
+            }
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }
 
 async fn metrics_text(State(s): State<AdminState>) -> Response {
     // Counts only: no copy of every Edge's view per scrape.
-    let text = metrics::render(&s.cp.stats(), s.cp.status_callers_waiting(), &s.metrics);
+    let gauges = metrics::AdminGauges {
+        status_callers_waiting: s.cp.status_callers_waiting(),
+        event_streams: super::MAX_EVENT_STREAMS - s.event_streams.available_permits(),
+    };
+    let text = metrics::render(&s.cp.stats(), gauges, &s.metrics);
     (
         [(
             header::CONTENT_TYPE,
@@ -225,5 +296,43 @@ async fn healthz(State(s): State<AdminState>) -> Response {
             .into_response()
     } else {
         Json(json!({ "status": "ok" })).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// `(method, path)` of every route this file builds, read from its source.
+    fn routes_in_source() -> BTreeSet<(String, String)> {
+        let source = include_str!("routes.rs");
+        let body = source.split("#[cfg(test)]").next().unwrap_or_default();
+        let mut routes = BTreeSet::new();
+        for chunk in body.split(".route(").skip(1) {
+            let path = chunk.split('"').nth(1).unwrap_or_default().to_owned();
+            let rest = chunk.split('"').nth(2).unwrap_or_default();
+            let method = ["get(", "post("]
+                .iter()
+                .filter_map(|m| rest.find(m).map(|at| (at, m.trim_end_matches('('))))
+                .min()
+                .map(|(_, m)| m.to_owned())
+                .unwrap_or_default();
+            routes.insert((method, path));
+        }
+        routes
+    }
+
+    #[test]
+    fn the_openapi_document_describes_exactly_the_routes() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let mut documented = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                documented.insert((method.clone(), path.clone()));
+            }
+        }
+        let routes = routes_in_source();
+        assert!(routes.len() >= 9, "{routes:?}");
+        assert_eq!(documented, routes);
     }
 }

@@ -1,0 +1,192 @@
+//! The admin API's HTTP/1 server, on hyper's connection builder: a client that is slow
+//! to send its headers, or that goes quiet, is let go, and at most so many admin
+//! connections are held at once.
+//!
+//! * **Header timeout** — a request's headers must arrive within
+//!   [`AdminServerConfig::header_read_timeout`] (hyper's, with its tokio timer), also
+//!   on a kept-alive connection waiting for its next request.
+//! * **Idle timeout** — a connection on which nothing was read or written for
+//!   [`AdminServerConfig::idle_timeout`] is closed: a client that stopped reading an
+//!   event stream, or holds a connection open without using it. (An event stream sends
+//!   a keep-alive comment every 15 s, so a live one is never idle.)
+//! * **Connection cap** — past [`AdminServerConfig::max_connections`] a new
+//!   connection is closed at once (logged at most once a second, with a count).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+use iop_driver::RateLog;
+
+/// Limits of the admin HTTP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdminServerConfig {
+    /// How long a request's headers may take to arrive (default 10 s).
+    pub header_read_timeout: Duration,
+    /// How long a connection may go without a byte read or written (default 60 s).
+    pub idle_timeout: Duration,
+    /// Admin connections held at once (default 256).
+    pub max_connections: usize,
+}
+
+impl Default for AdminServerConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 256,
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `stop` turns true; then open connections finish
+/// their requests (their event streams end with the Control Plane) and close.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    config: AdminServerConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let mut refused = RateLog::default();
+    let mut failed = RateLog::default();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(error) => {
+                failed.hit(|n| tracing::warn!(%error, count = n, "admin accept failed"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            refused.hit(|n| {
+                tracing::warn!(
+                    count = n,
+                    max = config.max_connections,
+                    "admin connection cap reached: connections closed at once"
+                )
+            });
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            connection(stream, service, config, stop).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    service: TowerToHyperService<Router>,
+    config: AdminServerConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let start = Instant::now();
+    let activity = Arc::new(AtomicU64::new(0));
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        start,
+        activity: activity.clone(),
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        .keep_alive(true);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let idle = idle(start, activity, config.idle_timeout);
+    tokio::pin!(idle);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = idle.as_mut() => return,
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    // Stopping: the request under way finishes, then the connection closes.
+    conn.as_mut().graceful_shutdown();
+    tokio::select! {
+        _ = conn => {}
+        () = idle => {}
+    }
+}
+
+/// Completes once nothing was read or written for `timeout`.
+async fn idle(start: Instant, activity: Arc<AtomicU64>, timeout: Duration) {
+    loop {
+        let last = Duration::from_millis(activity.load(Ordering::Relaxed));
+        let quiet = start.elapsed().saturating_sub(last);
+        if quiet >= timeout {
+            return;
+        }
+        tokio::time::sleep(timeout - quiet).await;
+    }
+}
+
+/// A stream that notes when it last moved a byte.
+struct Watched {
+    inner: TcpStream,
+    start: Instant,
+    /// Milliseconds after `start` of the last byte read or written.
+    activity: Arc<AtomicU64>,
+}
+
+impl Watched {
+    fn moved(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.activity.store(ms, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.moved();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved();
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
