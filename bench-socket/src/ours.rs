@@ -26,8 +26,11 @@ impl Ours {
         edge_id: &str,
         registry: NodeRegistry,
     ) -> Result<Self, BoxError> {
-        let server =
-            ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?;
+        let server = ControlPlaneServer::bind(
+            "127.0.0.1:0".parse()?,
+            ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny),
+        )
+        .await?;
         let client = {
             let _in_edge_runtime = edge_rt.enter();
             EdgeClient::new(EdgeConfig::new(edge_id, iop_tokio::process_seed()))

@@ -53,13 +53,25 @@ fn command_events(t: &Harness) -> Vec<(u32, i32)> {
 fn only_advertised_operations_are_sent() {
     let mut t = Harness::new();
     let (conn, _) = t.enrol("edge-1", &["node.drain"]);
+    let refused =
+        t.cp.send_command(t.now, "edge-1", spec("node.reboot"), None);
     assert_eq!(
-        t.cp.send_command(t.now, "edge-1", spec("node.reboot"), None),
-        Err(CommandError::OperationNotAdvertised("node.reboot".into()))
+        refused,
+        Err(CommandError::OperationNotAdvertised {
+            operation: "node.reboot".into(),
+            advertised: vec!["node.drain".into()],
+        })
     );
+    // The message says what to use instead.
     assert_eq!(
-        t.cp.send_command(t.now, "edge-2", spec("node.drain"), None),
-        Err(CommandError::NotConnected("edge-2".into()))
+        refused.unwrap_err().to_string(),
+        r#"edge did not advertise operation "node.reboot"; it advertises ["node.drain"]"#
+    );
+    let unknown = t.cp.send_command(t.now, "edge-2", spec("node.drain"), None);
+    assert_eq!(unknown, Err(CommandError::UnknownEdge("edge-2".into())));
+    assert!(
+        unknown.unwrap_err().to_string().contains("never connected"),
+        "an unknown edge is told apart from a disconnected one"
     );
     t.pump(None);
     assert!(t.take_frames(conn).is_empty());
@@ -69,7 +81,7 @@ fn only_advertised_operations_are_sent() {
 fn generated_ids_are_deterministic_and_supplied_ids_unique() {
     let mut c = cfg();
     c.command_id_epoch = 0xabc;
-    let mut t = Harness::with(c, Default::default());
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     t.enrol("edge-1", &["op"]);
     let a =
         t.cp.send_command(t.now, "edge-1", spec("op"), None)
@@ -103,7 +115,7 @@ fn generated_ids_are_deterministic_and_supplied_ids_unique() {
 fn in_flight_commands_are_limited_per_edge() {
     let mut c = cfg();
     c.max_inflight_commands = 2;
-    let mut t = Harness::with(c, Default::default());
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &["op"]);
     t.cp.send_command(t.now, "edge-1", spec("op"), Some("a".into()))
         .unwrap();

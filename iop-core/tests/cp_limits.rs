@@ -10,7 +10,7 @@ use iop_core::proto::{self, Envelope};
 fn a_peer_that_does_not_read_is_dropped_as_slow() {
     let mut c = cfg();
     c.outbound_cap = 256;
-    let mut t = Harness::with(c, Default::default());
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, sid) = t.enrol("edge-1", &[]);
     // 200 heartbeats in one read, and the runtime does not pull in between.
     let mut wire = Vec::new();
@@ -106,7 +106,7 @@ fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
     // within every field cap can still be larger.
     let mut c = cfg();
     c.max_frame_len = c.pre_hello_max_frame_len;
-    let mut t = Harness::with(c, Default::default());
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let ids: Vec<String> = (0..10_000).map(|i| format!("node-{i:030}")).collect();
     assert!(matches!(

@@ -107,7 +107,7 @@ fn three_silent_intervals_end_the_session() {
 fn the_offered_interval_is_clamped() {
     let mut c = cfg();
     c.heartbeat_interval = Duration::from_millis(10);
-    let mut t = Harness::with(c, Default::default());
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (_, resp) = t.hello_with(hello("edge-1", &[]));
     assert_eq!(resp.heartbeat_interval_ms, 1_000);
 }

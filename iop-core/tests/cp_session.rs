@@ -19,7 +19,7 @@ use iop_core::proto::{
 fn the_view_reflects_the_latest_hello() {
     let mut c = cfg();
     c.wall_clock = iop_core::WallClock::new(1_700_000_000_000);
-    let mut t = Harness::with(c, Default::default());
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let mut h = hello("edge-1", &["edge.ping", "node.drain"]);
     h.metadata.insert("iop.instance_id".into(), "p1".into());
     let (_, resp) = t.hello_with(h);
@@ -44,7 +44,7 @@ fn a_go_away_from_the_edge_ends_its_session() {
     t.send(
         conn,
         Envelope::new(GoAway {
-            reason: GoAwayReason::Shutdown as i32,
+            reason: GoAwayReason::Shutdown.into(),
             message: "bye".into(),
             retry_after_ms: 0,
         }),
@@ -55,7 +55,7 @@ fn a_go_away_from_the_edge_ends_its_session() {
         edge_id: "edge-1".into(),
         session_id: sid,
         reason: CloseReason::PeerGoAway {
-            reason: GoAwayReason::Shutdown as i32,
+            reason: GoAwayReason::Shutdown.into(),
             message: "bye".into()
         }
     }));

@@ -41,7 +41,7 @@ fn every_accepted_session_is_a_resync_point_with_an_automatic_status_request() {
 
 #[test]
 fn auto_status_can_be_turned_off() {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.hello_with(hello("edge-1", &[]));
     assert!(status_requests(&t.take_frames(conn)).is_empty());
     assert_eq!(request_of(&t.take_events()), None);
@@ -49,7 +49,7 @@ fn auto_status_can_be_turned_off() {
 
 #[test]
 fn happy_path_ids_strictly_increase_and_responses_surface() {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, sid) = t.enrol("edge-1", &[]);
     let a = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     let b =
@@ -104,7 +104,7 @@ fn happy_path_ids_strictly_increase_and_responses_surface() {
 
 #[test]
 fn unanswered_requests_time_out_and_late_answers_are_dropped() {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     let a = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     t.pump(None);
@@ -129,7 +129,7 @@ fn unanswered_requests_time_out_and_late_answers_are_dropped() {
 }
 
 fn closes_with(resp: Envelope, expected: ProtocolViolation) {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     t.pump(None);
@@ -166,7 +166,7 @@ fn a_response_for_another_edge_is_a_protocol_error() {
 
 #[test]
 fn in_flight_requests_are_limited_per_session() {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     for _ in 0..64 {
         t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
@@ -182,21 +182,33 @@ fn in_flight_requests_are_limited_per_session() {
 
 #[test]
 fn misuse_is_an_error_not_a_frame() {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     assert_eq!(
         t.cp.request_status(t.now, "edge-1", vec![]),
-        Err(StatusError::NotConnected("edge-1".into()))
+        Err(StatusError::UnknownEdge("edge-1".into()))
     );
-    t.enrol("edge-1", &[]);
+    let (conn, _) = t.enrol("edge-1", &[]);
     assert!(matches!(
         t.cp.request_status(t.now, "edge-1", vec!["bad id".into()]),
         Err(StatusError::InvalidNodeId(_))
     ));
+    // Known but gone: told apart from never seen, and the message says so.
+    t.drop_transport(conn);
+    let refused = t.cp.request_status(t.now, "edge-1", vec![]);
+    assert_eq!(refused, Err(StatusError::NotConnected("edge-1".into())));
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        "edge edge-1 is known but not connected now (it redials on its own; wait for its session)"
+    );
+    assert_eq!(
+        StatusError::UnknownEdge("edge-9".into()).to_string(),
+        "edge edge-9 is unknown: it has never connected to this control plane (or was forgotten)"
+    );
 }
 
 #[test]
 fn pending_requests_are_abandoned_when_the_session_ends() {
-    let mut t = Harness::with(no_auto(), Default::default());
+    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     let a = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     t.drop_transport(conn);

@@ -72,6 +72,27 @@ fn every_rejection_reason() {
 }
 
 #[test]
+fn a_selector_rejection_echoes_the_selector() {
+    let mut h = connected();
+    let message = |h: &mut Harness, selector: &str| {
+        let frames = h.command(cmd("c1", "node.restart", selector));
+        as_command_response(&frames[0]).message.clone()
+    };
+    assert_eq!(
+        message(&mut h, "host:x"),
+        "selector \"host:x\": unknown selector form: expected empty, `*`, `node:`, `provider:` or `label:`"
+    );
+    assert_eq!(
+        message(&mut h, "node:missing"),
+        "selector \"node:missing\": no configured node matches the selector"
+    );
+    // A selector as long as the Control Plane may send still leaves a message within
+    // what the Control Plane accepts.
+    let long = format!("node:{}", "y".repeat(iop_core::limits::MAX_TEXT_LEN - 5));
+    assert!(message(&mut h, &long).len() <= iop_core::limits::MAX_TEXT_LEN);
+}
+
+#[test]
 fn an_over_long_command_id_is_invalid_or_a_frame_error() {
     let long = "x".repeat(129);
     // With decode limits raised, the Edge itself rejects it.

@@ -239,3 +239,31 @@ fn thousand_nodes_with_four_providers_fit_a_default_frame() {
     assert!(tenth.truncated);
     assert!(!tenth.nodes.is_empty());
 }
+
+#[test]
+fn an_offline_provider_reports_zeros_and_its_configured_capacity_stays_readable() {
+    let mut reg = NodeRegistry::new();
+    let vllm = ProviderConfig::new("vllm", ProviderCategory::LocalInference, 4, 1);
+    reg.configure(NodeConfig::new("gpu-1").with_provider(vllm), 1)
+        .unwrap();
+    let capacity = |reg: &NodeRegistry| {
+        let status = reg.snapshot("e", 2, &["gpu-1"], usize::MAX);
+        let p = &status.nodes[0].provider_snapshots[0];
+        (p.capacity, p.long_context_capacity)
+    };
+    // Not READY: the wire says zero (SPEC §5.2), the registry keeps what was configured.
+    assert_eq!(capacity(&reg), (0, 0));
+    let configured = reg.provider_config("gpu-1", "vllm").unwrap();
+    assert_eq!(
+        (configured.capacity, configured.long_context_capacity),
+        (4, 1)
+    );
+    // READY: the configured numbers are on the wire again, in the same transition.
+    let generation = reg.connect_ready("gpu-1", 3).unwrap();
+    assert_eq!(capacity(&reg), (4, 1));
+    let _ = reg.close("gpu-1", generation, "gone", 4);
+    assert_eq!(capacity(&reg), (0, 0));
+    assert_eq!(reg.provider_config("gpu-1", "vllm").unwrap().capacity, 4);
+    assert!(reg.provider_config("gpu-1", "other").is_none());
+    assert!(reg.provider_config("gpu-9", "vllm").is_none());
+}

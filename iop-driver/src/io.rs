@@ -70,6 +70,13 @@ pub(crate) trait ConnCore {
     /// Bytes already pulled then get a bounded time to leave: the core hands out its
     /// `Close` only once they have, which a peer that stopped reading never allows.
     fn closed(&self) -> bool;
+    /// Whether, once the final bytes are written and the write side shut, the
+    /// driver waits (bounded) for the peer to close its side too: a peer that has
+    /// closed has read everything, so the sender of a `GoAway` knows it was taken
+    /// before it reports the connection gone.
+    fn linger(&self) -> bool {
+        false
+    }
 }
 
 /// A boxed runtime timer.
@@ -256,7 +263,7 @@ where
         }
         if drained {
             if closing {
-                close_bounded::<R, S, W>(&mut wire).await;
+                close_bounded::<R, S, W>(&mut wire, core.linger()).await;
                 return Ended::ByCore;
             }
             if unflushed {
@@ -413,13 +420,30 @@ where
     }
 }
 
-async fn close_bounded<R: Runtime, S: AsyncWrite + Unpin, W: WireAccess<S>>(wire: &mut W) {
+async fn close_bounded<R: Runtime, S: AsyncRead + AsyncWrite + Unpin, W: WireAccess<S>>(
+    wire: &mut W,
+    linger: bool,
+) {
     let deadline = std::time::Instant::now() + CLOSE_BOUND;
     let close = async {
         let _ = futures_lite::future::poll_fn(|cx| {
             wire.with(|w| Pin::new(&mut w.stream).poll_close(cx))
         })
         .await;
+        if !linger {
+            return;
+        }
+        // Whatever the peer still sends is discarded: the core has ended.
+        let mut sink = [0u8; SMALL_READ];
+        loop {
+            let read = futures_lite::future::poll_fn(|cx| {
+                wire.with(|w| Pin::new(&mut w.stream).poll_read(cx, &mut sink))
+            })
+            .await;
+            if !matches!(read, Ok(n) if n > 0) {
+                return;
+            }
+        }
     };
     futures_lite::future::or(close, R::sleep_until(deadline)).await;
 }

@@ -78,6 +78,8 @@ mod cp;
 mod edge;
 mod io;
 mod notice;
+mod owner;
+pub mod prelude;
 mod published;
 mod rate_log;
 mod runtime;
@@ -86,11 +88,15 @@ pub mod tls;
 
 pub use clock::{Clock, process_seed};
 pub use cp::{
-    CommandRecord, CommandResponse, CommandTracker, CommandUpdate, ControlPlaneHandle,
-    ControlPlaneServer, RecordLimits, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, SubscribeOptions, TlsReloadError, TlsStats,
+    CommandFailure, CommandRecord, CommandResponse, CommandTracker, CommandUpdate,
+    ControlPlaneHandle, ControlPlaneServer, RecordLimits, SendCommandError, ServeError,
+    ServerConfig, StatusRequestError, SubscribeOptions, Terminal, TlsReloadError, TlsStats,
+    WaitForEdgeError,
 };
-pub use edge::{CommandContext, CommandResult, DialError, EdgeClient, EdgeHandle, HandlerFuture};
+pub use edge::{
+    CommandContext, CommandResult, ConnectedError, DialError, EdgeClient, EdgeHandle, EdgeSession,
+    HandlerFuture,
+};
 pub use notice::{Notice, Subscription};
 pub use rate_log::RateLog;
 pub use runtime::Runtime;

@@ -30,4 +30,12 @@ pub trait Runtime: Send + Sync + 'static {
     fn sleep_until(deadline: std::time::Instant) -> impl Future<Output = ()> + Send;
     /// Runs `future` in the background until it completes.
     fn spawn<F: Future<Output = ()> + Send + 'static>(future: F);
+
+    /// [`spawn`](Self::spawn) where there may be no runtime to spawn on (a handle
+    /// dropped after its runtime ended): false, and `future` dropped, when there is
+    /// none. The default always has one.
+    fn try_spawn<F: Future<Output = ()> + Send + 'static>(future: F) -> bool {
+        Self::spawn(future);
+        true
+    }
 }

@@ -30,6 +30,10 @@
 //! binary is needed. Maps are `BTreeMap`s, so a message always encodes to the same
 //! bytes.
 //!
+//! Enum fields are `i32` on the wire; each has an accessor that gives the enum and
+//! keeps a value a newer peer sent as [`WireEnum::Unknown`] (`event.phase_enum()`,
+//! `snapshot.state_enum()`, `provider.status_enum()`, ...).
+//!
 //! [`FrameDecoder`] (and [`decode_envelope`]) enforces the SPEC §7 decode limits
 //! ([`DecodeLimits`]) while it decodes each frame body, in a single pass that checks
 //! every cap before the allocation it guards: see the [`limits`] module for what is
@@ -61,6 +65,7 @@ pub mod limits;
 mod redact;
 mod scan;
 mod small_frames;
+mod typed;
 
 /// Types generated from `proto/iop/control.proto` (package `iop`).
 #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
@@ -77,6 +82,7 @@ pub use frame::{
 };
 pub use limits::{DecodeLimits, ExceedsLimit, LimitError, check_envelope};
 pub use prost::Message;
+pub use typed::WireEnum;
 pub use wire::envelope::Body;
 pub use wire::*;
 

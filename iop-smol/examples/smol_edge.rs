@@ -33,7 +33,11 @@ fn main() -> Result<(), Error> {
         let server = match connect {
             Some(_) => None,
             None => Some(
-                ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?,
+                ControlPlaneServer::bind(
+                    "127.0.0.1:0".parse()?,
+                    ServerConfig::new(iop_smol::EnrolmentPolicy::AcceptAny),
+                )
+                .await?,
             ),
         };
         let cp_addr = connect
@@ -49,8 +53,7 @@ fn main() -> Result<(), Error> {
             .connect(cp_addr)?;
 
         // Two nodes: gpu-1 connects and becomes ready, gpu-2 stays configured only.
-        let now = unix_ms();
-        edge.with_registry(|nodes| -> Result<(), Error> {
+        edge.with_registry(|nodes, now| -> Result<(), Error> {
             let _ = nodes.configure(NodeConfig::new("gpu-1").with_label("zone", "a"), now)?;
             let _ = nodes.configure(NodeConfig::new("gpu-2").with_label("zone", "b"), now)?;
             let generation = nodes.connect("gpu-1", now)?;
@@ -81,9 +84,8 @@ fn main() -> Result<(), Error> {
 /// The stand-in Control Plane: restart gpu-1 (ready) then gpu-2 (not ready).
 async fn drive(server: &iop_smol::ControlPlaneServer) -> Result<(), Error> {
     let cp = server.handle();
-    while cp.edge("edge-smol").is_none_or(|view| !view.fresh) {
-        smol::Timer::after(Duration::from_millis(20)).await;
-    }
+    cp.wait_for_edge("edge-smol", Duration::from_secs(5))
+        .await?;
     for (node, expected) in [
         ("gpu-1", CommandPhase::Succeeded),
         ("gpu-2", CommandPhase::Failed),
@@ -94,7 +96,7 @@ async fn drive(server: &iop_smol::ControlPlaneServer) -> Result<(), Error> {
         let mut last = CommandPhase::Unspecified;
         while let Some(update) = tracker.next().await {
             if let CommandUpdate::Event(e) = update {
-                last = CommandPhase::try_from(e.phase).unwrap_or_default();
+                last = e.phase_enum().known().unwrap_or_default();
                 println!(
                     "  {:<9} {}",
                     last.as_str_name().trim_start_matches("COMMAND_PHASE_"),
@@ -116,7 +118,7 @@ async fn restart(ctx: CommandContext, edge: Option<EdgeHandle>) -> CommandResult
         return CommandResult::failed("shutting down, or not a node target");
     };
     for node in nodes {
-        let state = edge.with_registry(|r| r.node_state(node).map(|(state, _)| state));
+        let state = edge.with_registry(|r, _now| r.node_state(node).map(|(state, _)| state));
         if state != Some(NodeState::Ready) {
             return CommandResult::failed(format!("{node} is not ready"));
         }
@@ -128,12 +130,6 @@ async fn restart(ctx: CommandContext, edge: Option<EdgeHandle>) -> CommandResult
         }
     }
     CommandResult::succeeded(format!("restarted {}", nodes.join(", ")))
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `--connect ADDR` (default: a stand-in Control Plane in this process) and

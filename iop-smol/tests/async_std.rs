@@ -24,9 +24,12 @@ async fn bounded<T>(what: &str, fut: impl Future<Output = T>) -> T {
 
 #[async_std::test]
 async fn control_plane_and_edge_run_on_async_std() {
-    let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), ServerConfig::default())
-        .await
-        .unwrap();
+    let server = ControlPlaneServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig::new(iop_smol::EnrolmentPolicy::AcceptAny),
+    )
+    .await
+    .unwrap();
     let cp = server.handle();
     let mut cp_events = cp.subscribe();
     let mut client = EdgeClient::new(EdgeConfig::new("edge-as", iop_smol::process_seed()))

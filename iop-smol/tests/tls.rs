@@ -78,7 +78,7 @@ fn client_tls(ca: &str, client: Option<&(String, String)>) -> ClientTls {
 async fn server(ca: &Ca, mutual: bool) -> ControlPlaneServer {
     let (cert, key) = ca.issue("localhost", ExtendedKeyUsagePurpose::ServerAuth);
     let ca_pem = ca.pem();
-    let mut config = ServerConfig::default();
+    let mut config = ServerConfig::new(iop_smol::EnrolmentPolicy::AcceptAny);
     config.tls = Some(
         ServerTls::from_pem(
             cert.as_bytes(),

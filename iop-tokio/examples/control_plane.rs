@@ -15,19 +15,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures_lite::StreamExt;
-use iop_tokio::core::cp::CpEvent;
-use iop_tokio::core::edge::EdgeConfig;
-use iop_tokio::core::proto::{NodeEventKind, NodeState};
-use iop_tokio::core::registry::NodeConfig;
-use iop_tokio::{ControlPlaneHandle, ControlPlaneServer, EdgeClient, Notice, ServerConfig};
+use iop_tokio::prelude::*;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let (listen, duration) = args()?;
-    let server = ControlPlaneServer::bind(listen, ServerConfig::default()).await?;
+    let server =
+        ControlPlaneServer::bind(listen, ServerConfig::new(EnrolmentPolicy::AcceptAny)).await?;
     println!("control plane listening on {}", server.local_addr());
     let cp = server.handle();
     let events = cp.subscribe();
@@ -77,8 +73,9 @@ async fn react(
             CpEvent::SessionAccepted { edge_id, .. } => println!("edge {edge_id} connected"),
             CpEvent::EdgeDisconnected { edge_id, .. } => println!("edge {edge_id} disconnected"),
             CpEvent::NodeEvent { edge_id, event, .. } => {
-                let kind = NodeEventKind::try_from(event.kind).unwrap_or_default();
-                let kind_name = kind.as_str_name().trim_start_matches("NODE_EVENT_KIND_");
+                let kind = event.kind_enum();
+                let kind_name = kind.to_string();
+                let kind_name = kind_name.trim_start_matches("NODE_EVENT_KIND_");
                 println!("{edge_id}/{}: {kind_name}", event.node_id);
                 if kind == NodeEventKind::NodeDisconnected {
                     println!(
@@ -101,8 +98,8 @@ async fn react(
 async fn show_status(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), Error> {
     let status = cp.request_status(edge_id, vec![]).await?;
     for node in &status.nodes {
-        let state = NodeState::try_from(node.state).unwrap_or_default();
-        let state = state.as_str_name().trim_start_matches("NODE_STATE_");
+        let state = node.state_enum().to_string();
+        let state = state.trim_start_matches("NODE_STATE_");
         println!("  {edge_id}/{}: {state}", node.node_id);
     }
     Ok(())
@@ -111,24 +108,15 @@ async fn show_status(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), Error
 /// An Edge whose node `gpu-1` connects, becomes ready, then drops its connection.
 async fn stand_in_edge(cp: SocketAddr) -> Result<(), Error> {
     let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed())).connect(cp)?;
-    let _ = edge.with_registry(|nodes| nodes.configure(NodeConfig::new("gpu-1"), unix_ms()))?;
-    while !edge.is_connected() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let generation = edge.with_registry(|nodes| nodes.connect("gpu-1", unix_ms()))?;
-    let _ = edge.with_registry(|nodes| nodes.mark_ready("gpu-1", generation, unix_ms()));
+    let _ = edge.with_registry(|nodes, now| nodes.configure(NodeConfig::new("gpu-1"), now))?;
+    edge.connected().await?;
+    let generation = edge.with_registry(|nodes, now| nodes.connect_ready("gpu-1", now))?;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let _ = edge.with_registry(|nodes| nodes.close("gpu-1", generation, "link lost", unix_ms()));
+    let _ = edge.with_registry(|nodes, now| nodes.close("gpu-1", generation, "link lost", now));
     // Stay up long enough to answer the refresh.
     tokio::time::sleep(Duration::from_millis(500)).await;
     edge.shutdown().await;
     Ok(())
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `--listen ADDR` (default 127.0.0.1:0 with a stand-in Edge) and `--duration SECS`

@@ -55,9 +55,13 @@ async fn main() -> Result<(), Error> {
     // A stand-in Control Plane unless `--connect` names a real one.
     let server = match connect {
         Some(_) => None,
-        None => {
-            Some(ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?)
-        }
+        None => Some(
+            ControlPlaneServer::bind(
+                "127.0.0.1:0".parse()?,
+                ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny),
+            )
+            .await?,
+        ),
     };
     let cp_addr = connect
         .or(server.as_ref().map(|s| s.local_addr()))
@@ -94,9 +98,8 @@ async fn main() -> Result<(), Error> {
 /// then, after the inventory changed, on one that went offline.
 async fn drive(server: &iop_tokio::ControlPlaneServer, inventory: &Inventory) -> Result<(), Error> {
     let cp = server.handle();
-    while cp.edge("edge-inventory").is_none_or(|view| !view.fresh) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cp.wait_for_edge("edge-inventory", Duration::from_secs(5))
+        .await?;
     let load = |node: &str| {
         CommandSpec::new("model.load")
             .with_target(format!("node:{node}"))
@@ -135,7 +138,7 @@ async fn follow(mut tracker: iop_tokio::CommandTracker) -> Result<CommandPhase, 
                 return Err(format!("rejected: {}", r.message).into());
             }
             CommandUpdate::Event(e) => {
-                last = CommandPhase::try_from(e.phase).unwrap_or_default();
+                last = e.phase_enum().known().unwrap_or_default();
                 println!(
                     "  {:<9} {}",
                     last.as_str_name().trim_start_matches("COMMAND_PHASE_"),
@@ -188,8 +191,7 @@ async fn sync_forever(edge: EdgeHandle, inventory: Inventory) {
     let mut owners: BTreeMap<String, Generation> = BTreeMap::new();
     loop {
         let machines = inventory.lock().unwrap().clone();
-        edge.with_registry(|registry| {
-            let now = unix_ms();
+        edge.with_registry(|registry, now| {
             let gone: Vec<String> = registry
                 .node_ids()
                 .filter(|id| !machines.contains_key(*id))
@@ -236,12 +238,6 @@ fn set(inventory: &Inventory, name: &str, zone: &'static str, online: bool) {
         .lock()
         .unwrap()
         .insert(name.to_owned(), Machine { zone, online });
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `--connect ADDR` (default: a stand-in Control Plane in this process) and

@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000);
-    let mut config = ServerConfig::default();
+    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     config.cp.max_inflight_commands = rounds + 16;
     config.cp.finished_command_retention = 16;
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
@@ -42,7 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             CommandResult::succeeded("pong")
         })
         .connect(server.local_addr())?;
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         for i in 0..8 {
             let _ = reg.configure(NodeConfig::new(format!("node-{i}")), 0);
         }

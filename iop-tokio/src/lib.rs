@@ -2,45 +2,41 @@
 //!
 //! # Example
 //!
-//! A Control Plane, and an Edge that connects to it and runs one operation:
+//! A Control Plane, and an Edge that connects to it and runs one operation. Everything
+//! comes from one import, [`prelude`]:
 //!
 //! ```
-//! use iop_tokio::{ControlPlaneServer, EdgeClient, ServerConfig};
-//! use iop_tokio::core::cp::CommandSpec;
-//! use iop_tokio::core::edge::{EdgeConfig, TargetLevel};
-//! use iop_tokio::{CommandResult, CommandUpdate};
-//! use futures_lite::StreamExt;
+//! use std::time::Duration;
 //!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // The Control Plane.
-//! let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?;
-//! let cp = server.handle();
-//! let mut events = cp.subscribe();
+//! use iop_tokio::prelude::*;
 //!
-//! // The Edge: one operation, handled by an async fn.
-//! let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed()))
-//!     .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
-//!         ctx.running("pinging", Default::default()).ok();
-//!         CommandResult::succeeded("pong")
-//!     })
-//!     .connect(server.local_addr())?;
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // The Control Plane. AcceptAny enrols any Edge: for development only.
+//!     let config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
+//!     let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
+//!     let cp = server.handle();
 //!
-//! // Wait for the session, then send a command and follow it.
-//! while !matches!(events.next().await, Some(iop_tokio::Notice::Event(
-//!     iop_tokio::core::cp::CpEvent::SessionAccepted { .. }))) {}
-//! let spec = CommandSpec::new("edge.ping");
-//! let mut tracker = cp.send_command("edge-1", spec)?;
-//! let mut last = None;
-//! while let Some(update) = tracker.next().await {
-//!     last = Some(update);
+//!     // The Edge: one operation, handled by an async fn.
+//!     let edge = EdgeClient::new(EdgeConfig::new("edge-1", process_seed()))
+//!         .operation("edge.ping", TargetLevel::Edge, |ctx| async move {
+//!             let _ = ctx.running("pinging", Default::default());
+//!             CommandResult::succeeded("pong")
+//!         })
+//!         .connect(server.local_addr())?;
+//!
+//!     // Wait until both sides are ready, then run the operation to its outcome.
+//!     edge.connected().await?;
+//!     cp.wait_for_edge("edge-1", Duration::from_secs(5)).await?;
+//!     let tracker = cp.send_command("edge-1", CommandSpec::new("edge.ping"))?;
+//!     let done = tracker.outcome().await?;
+//!     assert_eq!(done.message, "pong");
+//!
+//!     // Dropping the last handle would stop each of them too.
+//!     edge.shutdown().await;
+//!     server.shutdown().await;
+//!     Ok(())
 //! }
-//! assert!(matches!(last, Some(CommandUpdate::Event(e)) if e.message == "pong"));
-//!
-//! edge.shutdown().await;
-//! server.shutdown().await;
-//! # Ok(())
-//! # }
 //! ```
 //!
 //! # What is here
@@ -53,13 +49,20 @@
 //!   [`CommandTracker`] stream of [`CommandUpdate`]s, `command` (its
 //!   [`CommandRecord`]), `subscribe` (a bounded [`Subscription`] of
 //!   [`CpEvent`](core::cp::CpEvent)s; a slow subscriber gets [`Notice::Lagged`]),
-//!   `revoke`, `set_enrolment_policy`, `drain`, `shutdown`.
+//!   `revoke`, `set_enrolment_policy`, `drain`, `shutdown`, and `wait_for_edge` (a
+//!   live session with a fresh status). A tracker's `outcome()` awaits the command's
+//!   end as a `Result` ([`Terminal`] or [`CommandFailure`]).
 //! * [`EdgeClient`] builds an Edge from an [`EdgeConfig`]: `operation(name, level,
 //!   async handler)`, then `connect(addr)` dials and keeps reconnecting with the core's
-//!   backoff; [`EdgeHandle`] (cloneable): `with_registry`, `events`, `is_connected`,
-//!   `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
+//!   backoff; [`EdgeHandle`] (cloneable): `connected` (awaits a session),
+//!   `with_registry` (the node registry, with the time its calls take), `events`,
+//!   `is_connected`, `stats`, `drain`, `shutdown`. Handlers get a [`CommandContext`] (`running` for
 //!   progress, `edge` for their Edge's handle) and return a [`CommandResult`].
 //!
+//! * Lifecycle: a server or an Edge runs while one of its handles does; the last
+//!   one dropped shuts it down gracefully in the background (`detach()` opts out).
+//!   Wire enums come typed: `phase_enum()`, `state_enum()`, `kind_enum()`, … return
+//!   a [`WireEnum`](core::proto::WireEnum) that keeps a newer peer's unknown value.
 //! * TLS (rustls): [`ServerConfig::tls`] takes a [`ServerTls`] (certificate, key,
 //!   optional client CA for mutual TLS), [`EdgeClient::with_tls`](iop_driver::EdgeClient::with_tls)
 //!   a [`ClientTls`] (CA, server name, optional client certificate); see [`tls`] for
@@ -98,6 +101,16 @@
 pub mod cli;
 mod runtime;
 
+/// Everything a program embedding a Control Plane or an Edge needs, in one import:
+/// the server, client and handle types on this runtime, their configs, events,
+/// errors and wire enums, and `StreamExt` for subscriptions and trackers.
+pub mod prelude {
+    pub use crate::{
+        CommandTracker, ControlPlaneHandle, ControlPlaneServer, EdgeClient, EdgeHandle,
+    };
+    pub use iop_driver::prelude::*;
+}
+
 pub use runtime::Tokio;
 
 pub use iop_driver::iop_core as core;
@@ -105,9 +118,10 @@ pub use iop_driver::iop_core::cp::{CpConfig, DuplicatePolicy, EnrolmentPolicy};
 pub use iop_driver::iop_core::edge::EdgeConfig;
 pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
-    Clock, CommandContext, CommandRecord, CommandResponse, CommandResult, CommandUpdate, DialError,
-    HandlerFuture, Notice, RecordLimits, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, SubscribeOptions, Subscription, TlsReloadError, TlsStats, process_seed,
+    Clock, CommandContext, CommandFailure, CommandRecord, CommandResponse, CommandResult,
+    CommandUpdate, ConnectedError, DialError, EdgeSession, HandlerFuture, Notice, RecordLimits,
+    SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Subscription,
+    Terminal, TlsReloadError, TlsStats, WaitForEdgeError, process_seed,
 };
 
 /// A running Control Plane on tokio.

@@ -43,4 +43,14 @@ impl iop_driver::Runtime for Tokio {
     fn spawn<F: Future<Output = ()> + Send + 'static>(future: F) {
         drop(tokio::spawn(future));
     }
+
+    fn try_spawn<F: Future<Output = ()> + Send + 'static>(future: F) -> bool {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                drop(runtime.spawn(future));
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }

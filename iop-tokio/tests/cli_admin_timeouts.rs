@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_edge_gets_504s_and_the_command_stays_tracked() {
-    let mut config = ServerConfig::default();
+    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     config.cp.status_timeout = Duration::from_millis(200);
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), config)
         .await

@@ -39,7 +39,7 @@ async fn status_round_trip_reports_the_edges_nodes() {
     let edge = EdgeClient::new(fast_edge("edge-s"))
         .connect(server.local_addr())
         .unwrap();
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         let node = NodeConfig::new("gpu-1").with_provider(ProviderConfig::new(
             "llama",
             ProviderCategory::LocalInference,
@@ -162,7 +162,7 @@ async fn node_events_reach_a_subscriber() {
     })
     .await;
 
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         let _ = reg.configure(NodeConfig::new("gpu-7"), 1_000).unwrap();
     });
     let (edge_id, node_id) = next_cp(&mut events, "NODE_CONFIGURED", |e| match e {
@@ -489,7 +489,7 @@ async fn an_edge_with_a_custom_registry_reports_its_nodes() {
         record.outcome,
         Some(CommandOutcome::Finished(CommandPhase::Succeeded))
     );
-    edge.with_registry(|()| {});
+    edge.with_registry(|(), _now| {});
     edge.shutdown().await;
     server.shutdown().await;
 }
@@ -510,13 +510,13 @@ async fn a_handler_reaches_its_edge_through_the_command_context() {
             let Some(edge) = ctx.edge::<Tokio, NodeRegistry>() else {
                 return CommandResult::failed("no edge in the context");
             };
-            let nodes = edge.with_registry(|r| r.len());
+            let nodes = edge.with_registry(|r, _now| r.len());
             let other_types = ctx.edge::<Tokio, ()>().is_some();
             CommandResult::succeeded(format!("nodes {nodes}, other types {other_types}"))
         })
         .connect(server.local_addr())
         .unwrap();
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         let _ = reg.configure(NodeConfig::new("gpu-1"), 1_000).unwrap();
     });
     next_cp(&mut events, "session", |e| {

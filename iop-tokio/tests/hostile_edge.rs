@@ -247,7 +247,7 @@ async fn a_control_plane_that_floods_and_never_reads_is_dropped_as_slow() {
     let (edge, mut events) = victim(&cp, config);
     // 500 configured nodes: each status response is tens of KiB, so the answers
     // outgrow the kernel's socket buffers (up to 4 MiB on Linux) and the outbound cap.
-    edge.with_registry(|registry| {
+    edge.with_registry(|registry, _now| {
         for i in 0..500 {
             let node = iop_tokio::core::registry::NodeConfig::new(format!("node-{i:04}"));
             let _ = registry.configure(node, 1_000).unwrap();

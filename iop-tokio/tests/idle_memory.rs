@@ -21,9 +21,12 @@ const BUDGET: usize = 3 * 1024;
 
 #[tokio::test]
 async fn an_idle_enrolled_connection_holds_a_few_kib() {
-    let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), ServerConfig::default())
-        .await
-        .unwrap();
+    let server = ControlPlaneServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny),
+    )
+    .await
+    .unwrap();
     let cp = server.handle();
     // Hellos encoded up front; the peers are plain blocking sockets (no heap).
     let hellos: Vec<Vec<u8>> = (0..CONNECTIONS)

@@ -65,13 +65,15 @@ async fn tls_adds_tens_of_kib_per_idle_connection() {
     let cert = pki.server(&["localhost"]).unwrap();
     let ca = pki.ca_pem();
     let client_tls = ClientTls::from_pem(ca.as_bytes(), "localhost", None).unwrap();
-    let mut tls_config = ServerConfig::default();
+    let mut tls_config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     tls_config.tls =
         Some(ServerTls::from_pem(cert.cert_pem.as_bytes(), cert.key_pem.as_bytes(), None).unwrap());
-    let plain_server =
-        ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), ServerConfig::default())
-            .await
-            .unwrap();
+    let plain_server = ControlPlaneServer::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny),
+    )
+    .await
+    .unwrap();
     let tls_server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), tls_config)
         .await
         .unwrap();

@@ -31,7 +31,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_lite::{StreamExt, future};
-use iop_driver::iop_core::cp::{CpConfig, CpEvent};
+use iop_driver::iop_core::cp::{CpConfig, CpEvent, EnrolmentPolicy};
 use iop_driver::iop_core::edge::{EdgeConfig, EdgeEvent};
 use iop_driver::{Notice, Runtime, ServerConfig, Subscription};
 
@@ -122,7 +122,7 @@ pub fn fast_server() -> ServerConfig {
     cp.hello_timeout = Duration::from_secs(2);
     // A restarted or draining CP is dialled again at once.
     cp.retry_after_draining = Duration::from_millis(100);
-    let mut config = ServerConfig::default();
+    let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
     config.cp = cp;
     config.shutdown_grace = Duration::from_secs(2);
     config

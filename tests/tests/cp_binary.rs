@@ -39,7 +39,7 @@ fn a_smol_edge_is_listed_and_answers_status_through_the_binary() {
         );
         let mut events = client.events();
         let edge = client.connect(cp.edges).unwrap();
-        edge.with_registry(|reg| {
+        edge.with_registry(|reg, _now| {
             let _ = reg.configure(NodeConfig::new("gpu-smol"), 1_000).unwrap();
         });
         edge_connected(&mut events).await;

@@ -107,7 +107,7 @@ async fn status<C: Host, E: Host>() {
     let edge = EdgeClient::<E>::new(fast_edge("edge-s"))
         .connect(server.local_addr())
         .unwrap();
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         let node = NodeConfig::new("gpu-1").with_provider(ProviderConfig::new(
             "llama",
             ProviderCategory::LocalInference,
@@ -154,7 +154,7 @@ async fn concurrent_requests_on_one_edge<C: Host, E: Host>() {
         })
         .connect(server.local_addr())
         .unwrap();
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         for n in 0..NODES {
             let node = NodeConfig::new(format!("node-{n}")).with_provider(ProviderConfig::new(
                 "llama",
@@ -298,7 +298,7 @@ async fn node_events<C: Host, E: Host>() {
         _ => None,
     })
     .await;
-    edge.with_registry(|reg| {
+    edge.with_registry(|reg, _now| {
         let _ = reg.configure(NodeConfig::new("gpu-7"), 1_000).unwrap();
     });
     let (edge_id, node_id) = next_event(&mut cp_events, "NODE_CONFIGURED", |e| match e {

@@ -42,7 +42,11 @@ fn main() -> Result<(), BoxError> {
 }
 
 async fn measure(rounds: usize, edge: &tokio::runtime::Handle) -> Result<String, BoxError> {
-    let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, ServerConfig::default()).await?;
+    let server = ControlPlaneServer::bind(
+        "127.0.0.1:0".parse()?,
+        ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny),
+    )
+    .await?;
     let cp = server.handle();
     let addr = server.local_addr();
     let client = {

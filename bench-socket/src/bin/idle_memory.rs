@@ -131,7 +131,11 @@ fn server(args: &[String]) -> Result<(), BoxError> {
         let localhost = "127.0.0.1:0".parse()?;
         match system {
             System::Ours => {
-                let server = ControlPlaneServer::bind(localhost, ServerConfig::default()).await?;
+                let server = ControlPlaneServer::bind(
+                    localhost,
+                    ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny),
+                )
+                .await?;
                 let cp = server.handle();
                 let (rss0, region) = (rss_bytes(), Region::new(GLOBAL));
                 report("addr", server.local_addr());

@@ -31,9 +31,13 @@ impl ControlPlane {
         for id in &node_ids {
             validate_id("node_id", id).map_err(StatusError::InvalidNodeId)?;
         }
-        let conn = self
-            .live_conn(edge_id)
-            .ok_or_else(|| StatusError::NotConnected(edge_id.to_owned()))?;
+        let Some(conn) = self.live_conn(edge_id) else {
+            return Err(if self.edges.get(edge_id).is_some() {
+                StatusError::NotConnected(edge_id.to_owned())
+            } else {
+                StatusError::UnknownEdge(edge_id.to_owned())
+            });
+        };
         self.issue_status(now, conn, node_ids)
     }
 
@@ -108,14 +112,19 @@ impl ControlPlane {
         spec: CommandSpec,
         command_id: Option<String>,
     ) -> Result<String, CommandError> {
-        let conn = self
-            .live_conn(edge_id)
-            .ok_or_else(|| CommandError::NotConnected(edge_id.to_owned()))?;
         let Some(entry) = self.edges.get(edge_id) else {
+            return Err(CommandError::UnknownEdge(edge_id.to_owned()));
+        };
+        let Some(conn) = self.live_conn(edge_id) else {
             return Err(CommandError::NotConnected(edge_id.to_owned()));
         };
         if !entry.view.operations.contains(&spec.operation) {
-            return Err(CommandError::OperationNotAdvertised(spec.operation));
+            let mut advertised = entry.view.operations.clone();
+            advertised.sort_unstable();
+            return Err(CommandError::OperationNotAdvertised {
+                operation: spec.operation,
+                advertised,
+            });
         }
         let mut next_n = self.last_command_n;
         let command_id = match command_id {

@@ -87,12 +87,13 @@ impl std::fmt::Debug for CredentialHash {
     }
 }
 
-/// Which Edges may enrol.
-#[derive(Debug, Clone, Default)]
+/// Which Edges may enrol. There is no default: a Control Plane names its policy, so
+/// that accepting every Edge is a choice visible where the server is configured.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum EnrolmentPolicy {
-    /// Any Edge with a valid id, whatever its credential. For development only.
-    #[default]
+    /// Any Edge with a valid id, whatever its credential. For development and tests
+    /// only: anyone who can reach the port enrols under any id.
     AcceptAny,
     /// Only the listed Edges, each with its credential.
     AllowList(AllowList),

@@ -21,8 +21,14 @@ pub enum ConnectError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StatusError {
-    /// The Edge has no live session.
-    #[error("edge {0} is not connected")]
+    /// The Control Plane has no view of this Edge: it never connected, or its view
+    /// was forgotten (disconnected too long). Check the id.
+    #[error("edge {0} is unknown: it has never connected to this control plane (or was forgotten)")]
+    UnknownEdge(String),
+    /// The Edge is known but has no live session now; it redials on its own.
+    #[error(
+        "edge {0} is known but not connected now (it redials on its own; wait for its session)"
+    )]
     NotConnected(String),
     /// A node id breaks the id grammar.
     #[error("invalid node id: {0}")]
@@ -105,12 +111,26 @@ impl CommandSpec {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommandError {
-    /// The Edge has no live session.
-    #[error("edge {0} is not connected")]
+    /// The Control Plane has no view of this Edge: it never connected, or its view
+    /// was forgotten (disconnected too long). Check the id.
+    #[error("edge {0} is unknown: it has never connected to this control plane (or was forgotten)")]
+    UnknownEdge(String),
+    /// The Edge is known but has no live session now; it redials on its own.
+    #[error(
+        "edge {0} is known but not connected now (it redials on its own; wait for its session)"
+    )]
     NotConnected(String),
     /// The Edge did not advertise this operation in its hello.
-    #[error("edge did not advertise operation {0:?}")]
-    OperationNotAdvertised(String),
+    #[error(
+        "edge did not advertise operation {operation:?}; it advertises {}",
+        list(advertised)
+    )]
+    OperationNotAdvertised {
+        /// The operation asked for.
+        operation: String,
+        /// What the Edge's hello advertised, sorted.
+        advertised: Vec<String>,
+    },
     /// The command id is empty or longer than 128 bytes.
     #[error("command id must be 1 to 128 bytes, not {len}")]
     InvalidCommandId {
@@ -147,4 +167,13 @@ pub enum RevokeError {
     /// The Edge is neither connected nor on the allow list.
     #[error("edge {0} is neither connected nor enrolled")]
     UnknownEdge(String),
+}
+
+/// `["a", "b"]`, or `none` for an empty list.
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_owned()
+    } else {
+        format!("{items:?}")
+    }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use iop_proto::{
     BodyKind, CommandRejectReason, EdgeCommandEvent, EdgeNodeEvent, EdgeStatusResponse, FrameError,
-    GoAwayReason, HelloRejectReason,
+    GoAwayReason, HelloRejectReason, WireEnum,
 };
 
 /// One transport connection, named by the runtime (any `u64` it has not used for a
@@ -74,8 +74,8 @@ pub enum CloseReason {
     SlowPeer,
     /// The Edge sent a `GoAway` (reason as on the wire, message).
     PeerGoAway {
-        /// The wire reason (`GoAwayReason` as `i32`, may be unknown to this version).
-        reason: i32,
+        /// The reason (a newer Edge may send one this version does not know).
+        reason: WireEnum<GoAwayReason>,
         /// The Edge's message.
         message: String,
     },

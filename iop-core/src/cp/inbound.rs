@@ -48,7 +48,7 @@ impl ControlPlane {
             Some(Body::GoAway(g)) => self.close(
                 conn,
                 CloseReason::PeerGoAway {
-                    reason: g.reason,
+                    reason: g.reason_enum(),
                     message: g.message,
                 },
             ),

@@ -99,6 +99,12 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
+    /// True once [`shutdown`](Self::shutdown) was called (the transport may still be
+    /// closing).
+    pub fn shutdown_requested(&self) -> bool {
+        self.shut_down
+    }
+
     /// True once shut down and the transport is gone: the driver can stop.
     pub fn is_shut_down(&self) -> bool {
         matches!(self.conn, Conn::ShutDown)

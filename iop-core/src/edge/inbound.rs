@@ -296,7 +296,8 @@ impl<R: EdgeRegistry> Edge<R> {
         let target = match self.resolve_target(&request.target_selector, level) {
             Ok(target) => target,
             Err(err) => {
-                let message = err.to_string();
+                // The selector is echoed: the operator sees what the Edge was given.
+                let message = format!("selector {:?}: {err}", request.target_selector);
                 return self.reject_command(now, id, err.reject_reason(), message);
             }
         };

@@ -123,6 +123,21 @@ impl NodeRegistry {
         Ok(Generation(next))
     }
 
+    /// [`connect`](Self::connect) and [`mark_ready`](Self::mark_ready) in one step,
+    /// for a node that is ready as soon as it is connected (one the Edge runs itself):
+    /// READY with a new generation, which [`close`](Self::close) takes later.
+    pub fn connect_ready(
+        &mut self,
+        node_id: &str,
+        now_unix_ms: u64,
+    ) -> Result<Generation, ConnectError> {
+        let generation = self.connect(node_id, now_unix_ms)?;
+        // Just connected under this generation: PENDING → READY cannot be refused.
+        let ready = self.mark_ready(node_id, generation, now_unix_ms);
+        debug_assert_eq!(ready, ReadyOutcome::Ready);
+        Ok(generation)
+    }
+
     /// Marks the PENDING owner `generation` dispatch-ready: → READY, `NODE_READY`.
     pub fn mark_ready(
         &mut self,

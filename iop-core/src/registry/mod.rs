@@ -148,10 +148,10 @@ pub enum ProviderRefError {
     UnknownProvider,
 }
 
-/// What [`NodeRegistry::configure`] did.
+/// What [`NodeRegistry::configure`] did. Every value is a success (a refusal is the
+/// `Err`), so it is not `#[must_use]`: ignoring it is fine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-#[must_use]
 pub enum ConfigureOutcome {
     /// A new node (state CONFIGURED); `NODE_CONFIGURED` was queued.
     Added,
@@ -251,6 +251,17 @@ impl NodeRegistry {
         let mut c = n.config.clone();
         c.providers = n.providers.iter().map(|p| p.config.clone()).collect();
         Some(c)
+    }
+
+    /// A provider's configuration as given to [`configure`](Self::configure): its
+    /// configured `capacity` and `long_context_capacity`, whatever the node's state.
+    /// A snapshot of a provider that is offline (its node not READY, or marked
+    /// offline) reports zeros on the wire, as the protocol requires (SPEC §5.2); this
+    /// is where the Edge reads the numbers it will report again once it is back.
+    pub fn provider_config(&self, node_id: &str, provider_id: &str) -> Option<&ProviderConfig> {
+        let node = self.nodes.get(node_id)?;
+        let index = node.provider_index(provider_id)?;
+        node.providers.get(index).map(|p| &p.config)
     }
 
     /// Whether a node is drained.

@@ -7,9 +7,9 @@ use std::task::{Context, Poll, Waker};
 
 use futures_core::Stream;
 use iop_core::cp::CommandOutcome;
-use iop_core::proto::{CommandRejectReason, EdgeCommandEvent};
+use iop_core::proto::{CommandPhase, CommandRejectReason, EdgeCommandEvent, WireEnum};
 
-use super::server::CpShared;
+use super::state::CpShared;
 use crate::Runtime;
 use crate::signal::lock;
 
@@ -103,6 +103,12 @@ impl CommandRecord {
             CommandUpdate::Response(r) => Some(r),
             _ => None,
         })
+    }
+
+    /// The phase of the latest event kept, if one came (a newer Edge's unknown phase
+    /// kept as it is).
+    pub fn phase(&self) -> Option<WireEnum<CommandPhase>> {
+        self.events().last().map(EdgeCommandEvent::phase_enum)
     }
 
     /// The phase events kept so far.
@@ -376,7 +382,6 @@ impl<R: Runtime> Stream for CommandTracker<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iop_core::proto::CommandPhase;
 
     fn event(sequence: u32, phase: CommandPhase, detail_bytes: usize) -> CommandUpdate {
         CommandUpdate::Event(EdgeCommandEvent {

@@ -2,10 +2,8 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::Poll;
 
-use futures_channel::oneshot;
 use iop_core::cp::{
     CommandError, CommandSpec, CpEvent, CpEventKind, CpStats, EdgeView, EnrolmentPolicy,
     RevokeError, StatusError,
@@ -13,10 +11,12 @@ use iop_core::cp::{
 use iop_core::proto::EdgeStatusResponse;
 
 use super::book::{CommandRecord, CommandTracker};
-use super::server::{CpShared, TlsStats};
+use super::config::TlsStats;
+use super::state::CpShared;
 use super::status_wait::StatusReply;
 use crate::Runtime;
 use crate::notice::Subscription;
+use crate::owner::Owner;
 use crate::signal::lock;
 
 /// Why [`ControlPlaneHandle::request_status`] gave no status.
@@ -123,14 +123,21 @@ const MAX_EXTRA_PAGES: usize = 16;
 ///
 /// Queries take the server's lock briefly and never wait on the network; the `async`
 /// methods wait for the Edge.
+///
+/// The server runs while a handle does: when the last one (the
+/// [`ControlPlaneServer`](super::ControlPlaneServer) included) is dropped it shuts
+/// down gracefully in the background, as [`shutdown`](Self::shutdown) would,
+/// unless it was [`detach`](Self::detach)ed.
 pub struct ControlPlaneHandle<R: Runtime> {
-    shared: Arc<CpShared<R>>,
+    pub(super) shared: Arc<CpShared<R>>,
+    owner: Arc<Owner>,
 }
 
 impl<R: Runtime> Clone for ControlPlaneHandle<R> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
+            owner: self.owner.clone(),
         }
     }
 }
@@ -144,8 +151,13 @@ impl<R: Runtime> std::fmt::Debug for ControlPlaneHandle<R> {
 }
 
 impl<R: Runtime> ControlPlaneHandle<R> {
+    /// The first handle of a started server: it creates the owner.
     pub(crate) fn new(shared: Arc<CpShared<R>>) -> Self {
-        Self { shared }
+        let stopping = shared.clone();
+        let owner = Arc::new(Owner::new(move || {
+            super::shutdown::shutdown_in_background(stopping)
+        }));
+        Self { shared, owner }
     }
 
     /// The server's bound address.
@@ -400,54 +412,13 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// Pending status requests fail with [`StatusRequestError::Abandoned`], trackers
     /// and subscriptions end. Idempotent; returns once every connection is gone.
     pub async fn shutdown(&self) {
-        let (tx, rx) = oneshot::channel();
-        self.shared.with(|state, now| {
-            if !state.stopped {
-                tracing::info!(
-                    connections = state.conns.len(),
-                    "control plane shutting down"
-                );
-            }
-            state.stopped = true;
-            state.cp.shutdown(now);
-            state.idle_waiters.push(tx);
-        });
-        self.shared.accept_stop.notify();
-        let deadline = std::time::Instant::now() + self.shared.shutdown_grace;
-        let flushed = futures_lite::future::or(
-            async {
-                let _ = rx.await;
-                true
-            },
-            async {
-                R::sleep_until(deadline).await;
-                false
-            },
-        )
-        .await;
-        if !flushed {
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut state = lock(&self.shared.state);
-                tracing::warn!(
-                    connections = state.conns.len(),
-                    "shutdown grace over, dropping connections"
-                );
-                for slot in state.conns.values() {
-                    slot.aborted.store(true, Ordering::Release);
-                    slot.wake.notify();
-                }
-                state.idle_waiters.push(tx);
-                self.shared.pump(&mut state);
-            }
-            let _ = rx.await;
-        }
-        let mut state = lock(&self.shared.state);
-        state.status_waiters.wake_all();
-        state.book.wake_all();
-        state.finished = true;
-        state.events.close();
-        drop(state);
-        self.shared.timer.notify();
+        super::shutdown::shutdown(&self.shared).await;
+    }
+
+    /// Lets the server run on after its last handle is dropped (until the process
+    /// ends), for a server started once and never stopped. Without it, dropping the
+    /// last handle (the server's included) shuts the server down in the background.
+    pub fn detach(self) {
+        self.owner.detach();
     }
 }

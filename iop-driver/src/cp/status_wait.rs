@@ -18,7 +18,7 @@ use iop_core::cp::RequestId;
 use iop_core::proto::EdgeStatusResponse;
 
 use super::handle::StatusRequestError;
-use super::server::{CpShared, IdHasher};
+use super::state::{CpShared, IdHasher};
 use crate::runtime::Runtime;
 use crate::signal::lock;
 

@@ -131,12 +131,13 @@ impl CommandContext {
     /// application stores once [`EdgeClient::connect`](super::EdgeClient::connect)
     /// returns, this is there for the first command too, which can reach a handler
     /// on another thread before `connect` has returned. `None` once the Edge is shut
-    /// down, or if `R`/`G` are not the client's.
+    /// down or its application dropped every handle, or if `R`/`G` are not the
+    /// client's.
     pub fn edge<R: Runtime, G: EdgeRegistry + Send + 'static>(
         &self,
     ) -> Option<super::EdgeHandle<R, G>> {
         let shared = self.reporter.edge()?;
-        super::client::EdgeHandle::from_any(shared)
+        super::handle::EdgeHandle::from_any(shared)
     }
 
     /// Reports progress (a RUNNING phase). After the deadline this returns

@@ -168,7 +168,7 @@ where
 
 async fn ping(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
     let _ = ctx.running("ping received", BTreeMap::new());
-    let (nodes, revision) = handle.with_registry(|r| (r.len(), r.revision()));
+    let (nodes, revision) = handle.with_registry(|r, _now| (r.len(), r.revision()));
     CommandResult::succeeded("pong")
         .with_detail("nodes", nodes.to_string())
         .with_detail("registry_revision", revision.to_string())
@@ -185,7 +185,7 @@ async fn refresh(ctx: CommandContext, handle: EdgeHandle, path: Option<PathBuf>)
         Ok(Err(e)) => return CommandResult::failed(e.to_string()),
         Err(e) => return CommandResult::failed(format!("reading the config failed: {e}")),
     };
-    let (add, update, remove) = handle.with_registry(|r| plan_refresh(r, &file));
+    let (add, update, remove) = handle.with_registry(|r, _now| plan_refresh(r, &file));
     let plan: BTreeMap<String, String> = [
         ("to_add", add),
         ("to_update", update),
@@ -201,7 +201,7 @@ async fn refresh(ctx: CommandContext, handle: EdgeHandle, path: Option<PathBuf>)
         ),
         plan,
     );
-    let summary = handle.with_registry(|r| apply_refresh(r, &file, unix_ms()));
+    let summary = handle.with_registry(|r, _now| apply_refresh(r, &file, unix_ms()));
     tracing::info!(
         added = summary.added,
         updated = summary.updated,
@@ -229,7 +229,7 @@ async fn refresh(ctx: CommandContext, handle: EdgeHandle, path: Option<PathBuf>)
 
 async fn drain(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
     let nodes = target_nodes(ctx.target());
-    let (changed, leases) = handle.with_registry(|r| {
+    let (changed, leases) = handle.with_registry(|r, _now| {
         let changed = nodes
             .iter()
             .filter(|id| r.drain(id.as_str()).unwrap_or(false))
@@ -253,7 +253,7 @@ async fn drain(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
             return CommandResult::failed("deadline passed with leases still in flight");
         }
         tokio::time::sleep(DRAIN_POLL).await;
-        let now = handle.with_registry(|r| in_flight(r, &nodes));
+        let now = handle.with_registry(|r, _now| in_flight(r, &nodes));
         if now != last {
             last = now;
             let _ = ctx.running(format!("{now} lease(s) still in flight"), BTreeMap::new());
@@ -270,7 +270,7 @@ async fn drain(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
 async fn resume(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
     let nodes = target_nodes(ctx.target());
     let _ = ctx.running(format!("resuming {} node(s)", nodes.len()), BTreeMap::new());
-    let changed = handle.with_registry(|r| {
+    let changed = handle.with_registry(|r, _now| {
         nodes
             .iter()
             .filter(|id| r.resume(id.as_str()).unwrap_or(false))

@@ -249,7 +249,7 @@ pub fn spawn(
                     continue;
                 }
             }
-            edge.with_registry(|reg| {
+            edge.with_registry(|reg, _now| {
                 if let Ok(mut sim) = sim.lock() {
                     sim.step(reg, unix_ms());
                 }

@@ -37,7 +37,7 @@ pub fn fast_server() -> ServerConfig {
     cp.heartbeat_interval = Duration::from_secs(1);
     cp.status_timeout = Duration::from_secs(2);
     cp.hello_timeout = Duration::from_secs(2);
-    let mut config = ServerConfig::default();
+    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     config.cp = cp;
     config.shutdown_grace = Duration::from_secs(2);
     config

@@ -67,7 +67,9 @@ impl ApiError {
         Self::new(
             StatusCode::CONFLICT,
             "not_connected",
-            format!("edge {edge_id:?} has no live session"),
+            format!(
+                "edge {edge_id:?} is known but has no live session now (it redials on its own)"
+            ),
         )
     }
 
@@ -85,6 +87,7 @@ impl ApiError {
             StatusRequestError::Refused(StatusError::NotConnected(_)) => {
                 Self::not_connected(edge_id)
             }
+            StatusRequestError::Refused(StatusError::UnknownEdge(_)) => Self::unknown_edge(edge_id),
             StatusRequestError::Refused(StatusError::InvalidNodeId(e)) => {
                 Self::bad_request(format!("node id: {e}"))
             }
@@ -119,11 +122,10 @@ impl ApiError {
             SendCommandError::Refused(CommandError::NotConnected(_)) => {
                 Self::not_connected(edge_id)
             }
-            SendCommandError::Refused(CommandError::OperationNotAdvertised(op)) => Self::new(
-                StatusCode::BAD_REQUEST,
-                "unknown_operation",
-                format!("edge {edge_id:?} does not advertise operation {op:?}"),
-            ),
+            SendCommandError::Refused(CommandError::UnknownEdge(_)) => Self::unknown_edge(edge_id),
+            SendCommandError::Refused(e @ CommandError::OperationNotAdvertised { .. }) => {
+                Self::new(StatusCode::BAD_REQUEST, "unknown_operation", e.to_string())
+            }
             SendCommandError::Refused(CommandError::ExceedsLimit(limit)) => {
                 Self::exceeds_limit(limit)
             }
@@ -177,6 +179,11 @@ mod tests {
                 409,
                 "not_connected",
             ),
+            (
+                StatusRequestError::Refused(StatusError::UnknownEdge("e".into())),
+                404,
+                "unknown_edge",
+            ),
             (StatusRequestError::TimedOut, 504, "timeout"),
             (StatusRequestError::Abandoned, 503, "session_ended"),
             (StatusRequestError::Stopped, 503, "shutting_down"),
@@ -211,9 +218,17 @@ mod tests {
                 "not_connected",
             ),
             (
-                SendCommandError::Refused(CommandError::OperationNotAdvertised("x".into())),
+                SendCommandError::Refused(CommandError::OperationNotAdvertised {
+                    operation: "x".into(),
+                    advertised: vec!["y".into()],
+                }),
                 400,
                 "unknown_operation",
+            ),
+            (
+                SendCommandError::Refused(CommandError::UnknownEdge("e".into())),
+                404,
+                "unknown_edge",
             ),
             (
                 SendCommandError::Refused(CommandError::TooManyInFlight { limit: 256 }),

@@ -250,7 +250,7 @@ pub async fn run(out: &mut dyn Write, seed: u64) -> Result<(), Failure> {
         .iter()
         .find(|e| e.id == "edge-b")
         .ok_or_else(|| Failure::Runtime("edge-b missing".into()))?;
-    b.handle.with_registry(|reg| {
+    b.handle.with_registry(|reg, _now| {
         if let Ok(mut sim) = b.sim.lock() {
             sim.disconnect(reg, "b-gpu-1", "demo: connection dropped", unix_ms());
         }
@@ -274,7 +274,7 @@ pub async fn run(out: &mut dyn Write, seed: u64) -> Result<(), Failure> {
 
     // 6. Reconnect.
     section(out, SECTIONS[5])?;
-    b.handle.with_registry(|reg| {
+    b.handle.with_registry(|reg, _now| {
         if let Ok(mut sim) = b.sim.lock() {
             sim.connect(reg, "b-gpu-1", unix_ms());
         }
@@ -510,7 +510,7 @@ async fn start_edge(
         seed ^ u64::from(e.prefix.as_bytes()[0]),
         rates,
     )));
-    handle.with_registry(|reg| {
+    handle.with_registry(|reg, _now| {
         if let Ok(mut sim) = sim.lock() {
             let ids: Vec<String> = reg.node_ids().map(str::to_owned).collect();
             for node in ids {

@@ -1,0 +1,89 @@
+//! What a [`ControlPlaneServer`](crate::ControlPlaneServer)(super::ControlPlaneServer) is configured with, and its
+//! TLS counters.
+
+use std::time::Duration;
+
+use iop_core::cp::{CpConfig, CpConfigError, EnrolmentPolicy};
+
+use super::book::RecordLimits;
+use crate::tls::{HandshakeError, ServerTls};
+
+/// Everything a [`ControlPlaneServer`](crate::ControlPlaneServer) needs besides its address.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The core's configuration. `wall_clock`, and `session_id_floor` and
+    /// `command_id_epoch` (both Unix ns) when left at 0, are filled in from the real clock
+    /// at bind.
+    pub cp: CpConfig,
+    /// Who may connect.
+    pub enrolment: EnrolmentPolicy,
+    /// How long [`ControlPlaneHandle::shutdown`](crate::ControlPlaneHandle::shutdown) waits for connections to flush their
+    /// `GoAway` before dropping them.
+    pub shutdown_grace: Duration,
+    /// Commands remembered by [`ControlPlaneHandle::command`](crate::ControlPlaneHandle::command), oldest forgotten first.
+    pub command_book: usize,
+    /// What each command record keeps, and the book's byte budget.
+    pub command_records: RecordLimits,
+    /// Undelivered events a subscriber may hold before it starts losing them.
+    pub subscriber_capacity: usize,
+    /// Bytes of undelivered events a subscriber may hold (an estimate of their size in
+    /// memory; a status answer can be megabytes) before it starts losing them.
+    pub subscriber_byte_budget: usize,
+    /// Connections from one IP address that may await their hello at once; past it a
+    /// new one is refused `GoAway{OVERLOADED}` (the Control Plane's own cap, 1 024, is
+    /// for all addresses together). Default 64.
+    pub max_pending_hellos_per_ip: usize,
+    /// TLS for every Edge connection (`None`: plain TCP). A handshake must finish
+    /// within the core's `hello_timeout`. For the mutual-TLS identity check also set
+    /// [`CpConfig::require_peer_identity`](iop_core::cp::CpConfig::require_peer_identity).
+    pub tls: Option<ServerTls>,
+}
+
+impl ServerConfig {
+    /// The defaults, with `enrolment` saying who may connect:
+    /// [`EnrolmentPolicy::AllowList`] in production, [`EnrolmentPolicy::AcceptAny`]
+    /// for development and tests. There is no `Default`, so that the choice is
+    /// always written out.
+    pub fn new(enrolment: EnrolmentPolicy) -> Self {
+        Self {
+            cp: CpConfig::default(),
+            enrolment,
+            shutdown_grace: Duration::from_secs(5),
+            command_book: 4_096,
+            command_records: RecordLimits::default(),
+            subscriber_capacity: 1_024,
+            subscriber_byte_budget: 4 * 1024 * 1024,
+            max_pending_hellos_per_ip: 64,
+            tls: None,
+        }
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The configuration is invalid.
+    #[error("invalid control plane config: {0}")]
+    Config(#[from] CpConfigError),
+    /// Binding failed.
+    #[error("cannot bind: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// TLS handshake counters of a [`ControlPlaneServer`](crate::ControlPlaneServer), from
+/// [`ControlPlaneHandle::tls_stats`](crate::ControlPlaneHandle::tls_stats).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsStats {
+    /// Handshakes that completed.
+    pub handshakes_completed: u64,
+    /// Handshakes that failed (bad certificate, not TLS, timed out, ...).
+    pub handshakes_failed: u64,
+    /// Connections over the connection cap: refused `GoAway{OVERLOADED}` after their
+    /// handshake, or dropped before it when too many such refusals were under way.
+    pub refused_over_capacity: u64,
+    /// The most recent failure.
+    pub last_failure: Option<HandshakeError>,
+}

@@ -1,0 +1,369 @@
+//! The server's state under its one lock, shared by its tasks and every handle, and
+//! the routing of the core's outputs: wake-ups to connection tasks, events to waiters,
+//! the record book and subscribers.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use iop_core::Instant;
+use iop_core::cp::{ConnectionId, ControlPlane, CpEvent};
+
+use super::book::{CommandBook, CommandResponse, CommandUpdate};
+use super::config::TlsStats;
+use super::conn_task::Direct;
+use super::handle::StatusRequestError;
+use super::status_wait::StatusWaiters;
+use crate::io::Claim;
+use crate::notice::{Published as _, Publisher};
+use crate::signal::{Signal, lock};
+use crate::tls::ServerTls;
+use crate::{Clock, Runtime};
+
+/// One connection's link to its driver task.
+#[derive(Default)]
+pub(crate) struct ConnSlot {
+    pub(crate) wake: Signal,
+    pub(crate) aborted: AtomicBool,
+    /// The core emitted `Closed` for this connection.
+    pub(crate) closed: AtomicBool,
+    /// The peer's address, and whether the connection counts among its pending
+    /// hellos (until its session is accepted or it closes).
+    pub(super) peer: Option<std::net::IpAddr>,
+    pub(super) pending_hello: AtomicBool,
+    /// The connection's write side, shared with its driver task, through which the
+    /// task that queued output may write it itself (see [`CpShared::with_direct`]).
+    /// `None` for TLS: rustls buffers what it writes, only the driver flushes it.
+    pub(super) direct: Option<Arc<dyn Direct>>,
+}
+
+/// A multiplicative hash (FxHash's) for the core's request ids and the driver's
+/// connection ids: both are issued locally (by the core, by the accept loop's
+/// counter), never chosen by a peer, so they need no flooding-resistant hash. std's
+/// default SipHash cost ~140 instructions per status request on the connection lookup
+/// alone.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// Everything under the one lock.
+pub(crate) struct CpState {
+    pub(crate) cp: ControlPlane,
+    /// Keyed by the driver's own connection counter, so hashed like request ids.
+    pub(crate) conns: HashMap<ConnectionId, Arc<ConnSlot>, std::hash::BuildHasherDefault<IdHasher>>,
+    pub(super) next_conn: u64,
+    /// The deadline the timer task sleeps until.
+    pub(super) timer_armed: Option<Instant>,
+    pub(crate) status_waiters: StatusWaiters,
+    pub(crate) book: CommandBook,
+    pub(crate) events: Publisher<CpEvent>,
+    /// Shutdown began: no new connections, trackers end.
+    pub(crate) stopped: bool,
+    /// Shutdown completed: subscriptions are closed.
+    pub(crate) finished: bool,
+    /// The accept loop ended (the listener is closed).
+    pub(super) accept_done: bool,
+    /// Told when the last connection is gone (and the listener closed) after
+    /// `stopped`.
+    pub(crate) idle_waiters: Vec<oneshot::Sender<()>>,
+    /// Connections awaiting their hello, by peer address.
+    pub(super) pending_by_ip: HashMap<std::net::IpAddr, usize>,
+    /// Log lines about connections refused or dropped, at most one a second.
+    pub(super) refusals: crate::RateLog,
+    pub(super) failed_handshakes: crate::RateLog,
+    /// TLS handshakes under way (they count against the connection cap).
+    pub(super) handshaking: usize,
+    /// TLS handshakes under way for connections over the cap, to be refused
+    /// `OVERLOADED` once done (at most [`MAX_REFUSAL_HANDSHAKES`]).
+    pub(super) refusing: usize,
+    pub(crate) tls_stats: TlsStats,
+}
+
+/// State shared by the server's tasks and every handle.
+pub(crate) struct CpShared<R: Runtime> {
+    pub(crate) state: Mutex<CpState>,
+    pub(crate) clock: Clock,
+    pub(crate) timer: Signal,
+    pub(crate) accept_stop: Signal,
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) subscriber_capacity: usize,
+    pub(crate) subscriber_byte_budget: usize,
+    pub(super) max_pending_hellos_per_ip: usize,
+    /// The TLS configuration new handshakes use (`None`: plain TCP, for the server's
+    /// life); replaced by [`ControlPlaneHandle::set_tls`].
+    pub(crate) tls: Mutex<Option<ServerTls>>,
+    pub(super) handshake_timeout: Duration,
+    pub(super) max_connections: usize,
+    pub(super) _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime> CpShared<R> {
+    /// Runs `f` on the state, then routes every output the core produced.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
+        let mut state = lock(&self.state);
+        let now = self.clock.now();
+        let out = f(&mut state, now);
+        self.pump(&mut state);
+        out
+    }
+
+    /// [`with`](Self::with) for an application's call that queues output for one
+    /// connection (a status request, a command): the calling task writes it itself,
+    /// without the server's lock, when the connection's driver task has nothing
+    /// pending (the common case), instead of waking that task to do it — one task
+    /// switch less per request. Whatever cannot be written at once (a full socket
+    /// buffer, a busy or TLS connection) is left to the driver task, woken as usual.
+    pub(crate) fn with_direct<T>(&self, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
+        let mut state = lock(&self.state);
+        let now = self.clock.now();
+        let out = f(&mut state, now);
+        // The first connection the call queued output for; the others (if any) are
+        // woken by `pump`.
+        let mut direct = None;
+        let st = &mut *state;
+        if let Some(conn) = st.cp.poll_wakeup()
+            && let Some(slot) = st.conns.get(&conn)
+        {
+            match slot.direct.as_ref().map(|d| d.claim(&mut st.cp, conn)) {
+                Some(Claim::Nothing) => {}
+                Some(Claim::Pulled) => direct = Some(slot.clone()),
+                Some(Claim::Driver) | None => slot.wake.notify(),
+            }
+        }
+        self.pump(&mut state);
+        drop(state);
+        if let Some(slot) = direct
+            && !slot.direct.as_ref().is_some_and(|d| d.send())
+        {
+            slot.wake.notify();
+        }
+        out
+    }
+
+    /// [`with`](Self::with) for calls that need no time: it does not read the clock
+    /// (a read costs about as much as pulling a frame out of the core).
+    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut CpState) -> T) -> T {
+        let mut state = lock(&self.state);
+        let out = f(&mut state);
+        self.pump(&mut state);
+        out
+    }
+
+    /// Routes wake-ups to connection tasks, events to waiters and subscribers, and
+    /// re-arms the timer when the deadline moved earlier.
+    pub(crate) fn pump(&self, state: &mut CpState) {
+        while let Some(conn) = state.cp.poll_wakeup() {
+            if let Some(slot) = state.conns.get(&conn) {
+                slot.wake.notify();
+            }
+        }
+        while let Some(event) = state.cp.poll_event() {
+            dispatch(state, event);
+        }
+        let next = state.cp.poll_timeout();
+        let earlier = match (next, state.timer_armed) {
+            (Some(n), Some(armed)) => n < armed,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if earlier {
+            state.timer_armed = next;
+            self.timer.notify();
+        }
+        if state.stopped && state.conns.is_empty() && state.accept_done {
+            for waiter in state.idle_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+}
+
+fn dispatch(state: &mut CpState, event: CpEvent) {
+    log_event(&event);
+    // With no subscriber for status answers the answer goes to its waiter by value:
+    // a full status of 1 000 nodes is ~450 KB decoded, and a deep copy of it (then
+    // dropping the original) cost about as much as decoding it.
+    if !state.events.wants(event.kind_bit())
+        && let CpEvent::StatusReceived {
+            request, response, ..
+        } = event
+    {
+        state.status_waiters.complete(request, Ok(response));
+        return;
+    }
+    match &event {
+        CpEvent::Closed { conn, .. } => {
+            if let Some(slot) = state.conns.get(conn).cloned() {
+                slot.closed.store(true, Ordering::Release);
+                slot.wake.notify();
+                release_pending(state, &slot);
+            }
+        }
+        CpEvent::SessionAccepted { conn, .. } => {
+            if let Some(slot) = state.conns.get(conn).cloned() {
+                release_pending(state, &slot);
+            }
+        }
+        // Copied only for a caller still waiting.
+        CpEvent::StatusReceived {
+            request, response, ..
+        } if state.status_waiters.is_waiting(*request) => {
+            state
+                .status_waiters
+                .complete(*request, Ok(response.clone()));
+        }
+        CpEvent::StatusTimedOut { request, .. } => {
+            state
+                .status_waiters
+                .complete(*request, Err(StatusRequestError::TimedOut));
+        }
+        CpEvent::StatusAbandoned { request, .. } => {
+            state
+                .status_waiters
+                .complete(*request, Err(StatusRequestError::Abandoned));
+        }
+        CpEvent::CommandResponded {
+            edge_id,
+            command_id,
+            accepted,
+            reject_reason,
+            message,
+            ..
+        } => {
+            let outcome = state
+                .cp
+                .command(edge_id, command_id)
+                .and_then(|s| s.outcome);
+            let response = CommandResponse {
+                accepted: *accepted,
+                reject_reason: *reject_reason,
+                message: message.clone(),
+            };
+            state
+                .book
+                .push(command_id, CommandUpdate::Response(response), outcome);
+        }
+        CpEvent::CommandEvent {
+            edge_id, event: ev, ..
+        } => {
+            let outcome = state
+                .cp
+                .command(edge_id, &ev.command_id)
+                .and_then(|s| s.outcome);
+            state
+                .book
+                .push(&ev.command_id, CommandUpdate::Event(ev.clone()), outcome);
+        }
+        CpEvent::CommandLost { command_id, .. } => {
+            state.book.push(
+                command_id,
+                CommandUpdate::Lost,
+                Some(iop_core::cp::CommandOutcome::Lost),
+            );
+        }
+        CpEvent::CommandUndeliverable {
+            command_id,
+            sessions,
+            ..
+        } => {
+            state.book.push(
+                command_id,
+                CommandUpdate::Undeliverable {
+                    sessions: *sessions,
+                },
+                Some(iop_core::cp::CommandOutcome::Undeliverable {
+                    sessions: *sessions,
+                }),
+            );
+        }
+        CpEvent::EdgeForgotten {
+            unfinished_commands,
+            ..
+        } => {
+            for command_id in unfinished_commands {
+                state.book.push(
+                    command_id,
+                    CommandUpdate::Forgotten,
+                    Some(iop_core::cp::CommandOutcome::Forgotten),
+                );
+            }
+        }
+        _ => {}
+    }
+    if !state.events.is_empty() {
+        state.events.publish(&event);
+    }
+}
+
+/// `slot` no longer awaits its hello: one less pending for its address.
+pub(super) fn release_pending(state: &mut CpState, slot: &ConnSlot) {
+    if slot.pending_hello.swap(false, Ordering::AcqRel)
+        && let Some(ip) = slot.peer
+        && let Some(n) = state.pending_by_ip.get_mut(&ip)
+    {
+        *n -= 1;
+        if *n == 0 {
+            state.pending_by_ip.remove(&ip);
+        }
+    }
+}
+
+fn log_event(event: &CpEvent) {
+    match event {
+        CpEvent::SessionAccepted {
+            conn,
+            edge_id,
+            session_id,
+            ..
+        } => tracing::info!(conn = conn.0, edge_id, session_id, "edge session accepted"),
+        CpEvent::EdgeDisconnected {
+            edge_id,
+            session_id,
+            reason,
+        } => tracing::info!(edge_id, session_id, ?reason, "edge disconnected"),
+        CpEvent::EdgeUnreachable {
+            edge_id,
+            silent_for,
+            ..
+        } => tracing::warn!(edge_id, ?silent_for, "edge unreachable"),
+        CpEvent::EdgeSuperseded {
+            edge_id, flapping, ..
+        } => tracing::info!(edge_id, flapping, "edge session superseded"),
+        CpEvent::Closed { conn, reason, .. } => {
+            tracing::debug!(conn = conn.0, ?reason, "connection closed")
+        }
+        CpEvent::CommandLost {
+            edge_id,
+            command_id,
+        } => tracing::warn!(edge_id, command_id, "command lost"),
+        CpEvent::CommandUndeliverable {
+            edge_id,
+            command_id,
+            sessions,
+        } => tracing::warn!(edge_id, command_id, sessions, "command undeliverable"),
+        CpEvent::EdgeForgotten {
+            edge_id, reason, ..
+        } => tracing::info!(edge_id, ?reason, "edge view forgotten"),
+        other => tracing::trace!(event = ?other, "control plane event"),
+    }
+}

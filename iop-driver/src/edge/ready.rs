@@ -1,0 +1,39 @@
+//! Waiting for an Edge's session: what [`EdgeHandle::connected`] resolves to.
+//!
+//! [`EdgeHandle::connected`]: super::EdgeHandle::connected
+
+use std::time::Duration;
+
+use iop_core::proto::HelloRejectReason;
+
+/// A session the Control Plane accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EdgeSession {
+    /// The Control Plane's id for the session (its fencing epoch).
+    pub session_id: u64,
+    /// The heartbeat interval both sides agreed on.
+    pub heartbeat_interval: Duration,
+    /// The largest frame body the Control Plane accepts.
+    pub max_frame_len: u32,
+}
+
+/// Why [`EdgeHandle::connected`](super::EdgeHandle::connected) gave up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectedError {
+    /// The Edge stopped (it was shut down) before a session was accepted.
+    #[error("the edge stopped before a session was accepted")]
+    Stopped,
+    /// The Control Plane refused the hello for a reason that repeats until an operator
+    /// acts (the Edge is not enrolled, its credential or id is wrong, the protocol
+    /// versions do not meet). The Edge keeps redialling with backoff; call
+    /// `connected` again to wait on.
+    #[error("the control plane refused the edge ({reason:?}): {message}")]
+    Refused {
+        /// The Control Plane's reason.
+        reason: HelloRejectReason,
+        /// The Control Plane's message.
+        message: String,
+    },
+}
