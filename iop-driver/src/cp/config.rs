@@ -9,6 +9,22 @@ use super::book::RecordLimits;
 use crate::tls::{HandshakeError, ServerTls};
 
 /// Everything a [`ControlPlaneServer`](crate::ControlPlaneServer) needs besides its address.
+///
+/// Built by [`ServerConfig::new`] with the enrolment policy written out; there is no
+/// `Default` that would accept every Edge unseen:
+///
+/// ```compile_fail
+/// let config = iop_driver::ServerConfig::default();
+/// ```
+///
+/// ```
+/// use iop_driver::ServerConfig;
+/// use iop_driver::iop_core::cp::{AllowList, Credential, EnrolmentPolicy};
+///
+/// let allow = AllowList::default().with("edge-1", &Credential::new(b"secret".to_vec()));
+/// let config = ServerConfig::new(EnrolmentPolicy::AllowList(allow));
+/// # let _ = config;
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServerConfig {
