@@ -85,7 +85,7 @@ fn decode_rows(
     }
 
     // Where the decode cost goes: the single-pass limit-checking decode alone (no
-    // framing), the SPEC §7 limits pre-scan alone (the reference, no longer run per
+    // framing), the PROTOCOL.md §7 limits pre-scan alone (the reference, no longer run per
     // frame), and ours against the pre-scan + prost two-pass decode it replaced.
     let limits = DecodeLimits::default();
     let c = compare(

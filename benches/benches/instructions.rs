@@ -517,7 +517,7 @@ fn main() -> ExitCode {
          cost of an empty measured call ({overhead} instructions) is subtracted. \
          prost's share: decoding (and dropping) each inbound body and encoding each \
          outbound envelope with prost alone. The codec's share: the same with this \
-         library's codec (the single-pass decoder with the SPEC §7 limits, and the \
+         library's codec (the single-pass decoder with the PROTOCOL.md §7 limits, and the \
          frame encoder)."
     );
     ExitCode::SUCCESS

@@ -273,7 +273,7 @@ pub fn prost_share(inbound_bodies: &[&[u8]], outbound: &[Envelope], out: &mut Ve
 
 /// What this library's own codec does for one operation: decode (and drop) each
 /// inbound body with the single-pass, limit-checking decoder the Control Plane uses
-/// (`iop_proto::decode_envelope`, SPEC §7 limits), and frame-encode each outbound
+/// (`iop_proto::decode_envelope`, PROTOCOL.md §7 limits), and frame-encode each outbound
 /// envelope. Returns the bytes encoded.
 pub fn codec_share(inbound_bodies: &[&[u8]], outbound: &[Envelope], out: &mut Vec<u8>) -> usize {
     out.clear();

@@ -4,7 +4,7 @@ use iop_proto::{DecodeLimits, Envelope, FrameDecoder};
 
 /// Decodes everything a peer would read from `wire`, as it arrives in pieces.
 ///
-/// Keeps a decoder with the SPEC's limits; every frame must decode under them (what
+/// Keeps a decoder with the protocol's limits; every frame must decode under them (what
 /// we send, our peer must accept), and [`OutboundFrames::finish`] checks that the
 /// stream ends on a frame boundary.
 #[derive(Debug)]

@@ -1,4 +1,4 @@
-//! The id and label grammar of SPEC §3.
+//! The id and label grammar of PROTOCOL.md §3.
 //!
 //! `edge_id`, `node_id` and `provider_id` match `[A-Za-z0-9._-]{1,128}`; label keys and
 //! values match `[A-Za-z0-9._/-]{1,63}`.

@@ -1,5 +1,9 @@
 //! Sans-IO state machines for the IOP Control Plane ⇄ Edge protocol.
 //!
+//! The wire contract these crates implement, for anyone writing a peer:
+//! [PROTOCOL.md](https://github.com/iop-rs/iop/blob/main/PROTOCOL.md);
+//! `PROTOCOL.md §n` below points into it.
+//!
 //! No sockets, no clocks, no async runtime: time and randomness are arguments. Here
 //! both ends run in memory — a [`ControlPlane`](cp::ControlPlane) and an
 //! [`Edge`](edge::Edge) — the driver moving bytes between them: the Edge connects,
@@ -80,8 +84,8 @@
 //! * [`edge`] — one Edge process's link to its CP across reconnects: hello,
 //!   heartbeats, backoff, status answers, lifecycle events, its command table.
 //! * [`registry`] — the Edge's node registry ([`NodeRegistry`]): ownership
-//!   generations, leases, queue pressure, snapshots (SPEC §5), selectors (§6).
-//! * [`limits`] (SPEC §7 defaults), [`ids`] (id grammar), [`time`] ([`Instant`],
+//!   generations, leases, queue pressure, snapshots (PROTOCOL.md §5), selectors (§6).
+//! * [`limits`] (PROTOCOL.md §7 defaults), [`ids`] (id grammar), [`time`] ([`Instant`],
 //!   [`WallClock`]), [`outbound`] (the ordered, capped outbound queue both ends use).
 //! * `testing` (cargo feature `testing`) — a quinn-style `Pair` wiring a CP and Edge
 //!   processes in memory with a fake clock and faults, an invariant monitor, and a

@@ -1,20 +1,20 @@
-//! Protocol limits and defaults of SPEC §7, shared by both ends: the one table of
+//! Protocol limits and defaults of PROTOCOL.md §7, shared by both ends: the one table of
 //! [`iop_proto::limits`], re-exported, and where each row is configured.
 //!
 //! Both cores check what they are about to send against these limits before they
-//! queue it (SPEC §4.6): an application call that would send what the peer must
+//! queue it (PROTOCOL.md §4.6): an application call that would send what the peer must
 //! refuse gets a typed error naming the field ([`ExceedsLimit`]), and nothing goes on
 //! the wire.
 //!
-//! # Where each SPEC §7 row is configured
+//! # Where each PROTOCOL.md §7 row is configured
 //!
 //! [`CpConfig`](crate::cp::CpConfig) (the Control Plane; a runtime's `ServerConfig`
 //! holds one as `cp`), [`EdgeConfig`](crate::edge::EdgeConfig) (an Edge) and
 //! [`DecodeLimits`] (the decoder's caps, held by both as
-//! `decode_limits`). `CpConfig` is `Default` with the SPEC values, `EdgeConfig::new`
+//! `decode_limits`). `CpConfig` is `Default` with the protocol's values, `EdgeConfig::new`
 //! likewise; both are `#[non_exhaustive]`: start from them and assign fields.
 //!
-//! | SPEC §7 row | default | Control Plane | Edge |
+//! | PROTOCOL.md §7 row | default | Control Plane | Edge |
 //! |---|---|---|---|
 //! | max frame length after / before the hello | 4 MiB / 256 KiB | `CpConfig::max_frame_len` (announced, never below 256 KiB) / `pre_hello_max_frame_len` (not below 256 KiB) | `EdgeConfig::max_frame_len` (at least [`MAX_CONTROL_PLANE_FRAME_LEN`]); what it sends is held to the CP's announced limit (at least 64 KiB) |
 //! | connections not yet accepted | 1 024 | `CpConfig::max_pending_hellos` | — |
@@ -48,7 +48,7 @@ pub use iop_proto::limits::*;
 pub const MAX_COMMAND_ID_LEN: usize = MAX_ID_LEN;
 
 /// Clamps a heartbeat interval from a hello response: 0 means the default, anything
-/// else is clamped to 1–60 s (SPEC §4.2).
+/// else is clamped to 1–60 s (PROTOCOL.md §4.2).
 pub fn negotiated_heartbeat_interval(heartbeat_interval_ms: u32) -> Duration {
     if heartbeat_interval_ms == 0 {
         return DEFAULT_HEARTBEAT_INTERVAL;
@@ -57,13 +57,13 @@ pub fn negotiated_heartbeat_interval(heartbeat_interval_ms: u32) -> Duration {
         .clamp(MIN_HEARTBEAT_INTERVAL, MAX_HEARTBEAT_INTERVAL)
 }
 
-/// The smallest `max_frame_len` an Edge accepts in a hello response (SPEC §7): far
+/// The smallest `max_frame_len` an Edge accepts in a hello response (PROTOCOL.md §7): far
 /// below it not even a command answer fits and the session would be mute, so the Edge
 /// treats a lower one as a protocol error.
 pub const MIN_PEER_MAX_FRAME_LEN: u32 = MIN_MAX_FRAME_LEN;
 
 /// Hello metadata key of the random per-process instance id that tells two Edge
-/// processes with one `edge_id` apart (SPEC §4.1.2). The Edge sets it; the CP reads it.
+/// processes with one `edge_id` apart (PROTOCOL.md §4.1.2). The Edge sets it; the CP reads it.
 pub const INSTANCE_ID_KEY: &str = "iop.instance_id";
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! The ordered outbound queue of one connection (SPEC §4.5, §7).
+//! The ordered outbound queue of one connection (PROTOCOL.md §4.5, §7).
 //!
 //! Frames are encoded when queued, into one contiguous byte buffer that the driver's
 //! pulls copy from. The queue therefore holds exactly the bytes it counts: past its
-//! cap the peer is too slow and the connection is dropped (SPEC §7, default 8 MiB),
+//! cap the peer is too slow and the connection is dropped (PROTOCOL.md §7, default 8 MiB),
 //! and the cap bounds memory too. (Queuing decoded `Envelope`s instead held 168 bytes
 //! per entry whatever the frame's size: a peer that sent heartbeats without reading
 //! their 10-byte acks made 8 MiB of cap hold about 140 MiB.)

@@ -1,4 +1,4 @@
-//! The Control Plane's bounds against requests and peers that never end (SPEC §4.4,
+//! The Control Plane's bounds against requests and peers that never end (PROTOCOL.md §4.4,
 //! §4.1, §7): the poison bound on a command no session survives, the pending-hello
 //! cap, the bounded views of disconnected Edges, and a truncated status that is not
 //! a fresh view.

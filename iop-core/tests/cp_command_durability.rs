@@ -1,4 +1,4 @@
-//! SPEC §4.4 "a command's outcome is never lost to a reconnect or a superseded
+//! PROTOCOL.md §4.4 "a command's outcome is never lost to a reconnect or a superseded
 //! session": a rule-abiding fake Edge, random drops, reconnects, supersessions and
 //! restarts; at the end every command has exactly one outcome and the CP never saw a
 //! protocol error.
@@ -18,7 +18,7 @@ enum Held {
     Accepted { phase: CommandPhase, seq: u32 },
 }
 
-/// An Edge that follows every rule of SPEC §4.4.
+/// An Edge that follows every rule of PROTOCOL.md §4.4.
 struct FakeEdge {
     conn: Option<ConnectionId>,
     held: BTreeMap<String, Held>,

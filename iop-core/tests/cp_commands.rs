@@ -1,4 +1,4 @@
-//! SPEC §4.4: commands — advertised operations, response before events, forward-only
+//! PROTOCOL.md §4.4: commands — advertised operations, response before events, forward-only
 //! phases, de-duplication, and survival across reconnects.
 
 mod cp_support;

@@ -1,4 +1,4 @@
-//! SPEC §4.5: node events, per-session sequence, gaps as resync points.
+//! PROTOCOL.md §4.5: node events, per-session sequence, gaps as resync points.
 
 mod cp_support;
 

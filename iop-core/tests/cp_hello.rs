@@ -1,4 +1,4 @@
-//! SPEC §4.1: the hello, its checks in order, duplicates, stale closes, hello timeout.
+//! PROTOCOL.md §4.1: the hello, its checks in order, duplicates, stale closes, hello timeout.
 
 mod cp_support;
 
@@ -34,7 +34,7 @@ fn verdict(h: proto::EdgeHelloRequest) -> (HelloRejectReason, proto::EdgeHelloRe
 
 #[test]
 fn rejections_follow_the_spec_order() {
-    // Every later check would also fail; the earliest in SPEC §4.1.2 order wins.
+    // Every later check would also fail; the earliest in PROTOCOL.md §4.1.2 order wins.
     let mut h = with_cred(hello("   ", &[]), "wrong");
     h.protocol_version = 0;
     assert_eq!(verdict(h).0, HelloRejectReason::EmptyEdgeId);

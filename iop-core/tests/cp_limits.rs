@@ -1,4 +1,4 @@
-//! SPEC §7: outbound cap (slow peers), idle memory.
+//! PROTOCOL.md §7: outbound cap (slow peers), idle memory.
 
 mod cp_support;
 

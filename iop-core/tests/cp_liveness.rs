@@ -1,4 +1,4 @@
-//! SPEC §4.2, §5.3: heartbeats, the unreachable verdict, the liveness window.
+//! PROTOCOL.md §4.2, §5.3: heartbeats, the unreachable verdict, the liveness window.
 
 mod cp_support;
 

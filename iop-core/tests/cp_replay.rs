@@ -1,9 +1,9 @@
 //! Found by the seeded simulation (`tests/sim.rs`, seed 3 before the fix): while two
-//! Edge processes briefly shared one id (SPEC §4.1, a duplicate superseding the other),
+//! Edge processes briefly shared one id (PROTOCOL.md §4.1, a duplicate superseding the other),
 //! both held one command. The CP had seen sequence 2 from one of them; the other's
 //! replay (its latest event, sequence 1) after its next hello was taken for a
 //! reordering — a protocol error — on every session, so the surviving, correct
-//! process was locked out until its retention window passed. SPEC §4.4 de-duplicates
+//! process was locked out until its retention window passed. PROTOCOL.md §4.4 de-duplicates
 //! events by `(edge_id, command_id, sequence)`: a replayed event already seen (or
 //! older than one seen) is a duplicate. Outside the replay, the order rule is strict.
 

@@ -1,4 +1,4 @@
-//! SPEC §4.3: status requests, correlation, timeouts, late and never-issued responses.
+//! PROTOCOL.md §4.3: status requests, correlation, timeouts, late and never-issued responses.
 
 mod cp_support;
 

@@ -104,7 +104,7 @@ fn an_over_long_command_id_is_invalid_or_a_frame_error() {
     let r = as_command_response(&frames[0]);
     assert_eq!(r.reject_reason, CommandRejectReason::InvalidCommand as i32);
     assert_eq!(r.command_id, long[..128], "echoed within the id limit");
-    // With the SPEC decode limits it never decodes: a protocol error (iop-proto's
+    // With the protocol's decode limits it never decodes: a protocol error (iop-proto's
     // documented policy for over-long ids).
     let mut h = connected();
     let frames = h.command(cmd(&long, "edge.ping", ""));

@@ -305,7 +305,7 @@ fn invalid_configs_are_refused() {
 }
 
 /// A config whose hello would break a hello cap is refused when the Edge is built,
-/// naming the field, so no hello the CP must refuse is ever sent (SPEC §4.6, §7).
+/// naming the field, so no hello the CP must refuse is ever sent (PROTOCOL.md §4.6, §7).
 #[test]
 fn a_config_over_a_hello_cap_is_refused_naming_the_field() {
     use iop_core::edge::{ConfigError, Edge};

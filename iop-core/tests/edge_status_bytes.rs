@@ -3,7 +3,7 @@
 //! path it replaced — `snapshot()`, the session's budget fix-up, then the envelope
 //! encoded whole — for random registries, filters, frame limits and correlation ids,
 //! through the seam alone and through an `Edge`'s actual transmit, and check that the
-//! outbound cap (SPEC §7) still ends a session whose CP does not read.
+//! outbound cap (PROTOCOL.md §7) still ends a session whose CP does not read.
 
 use std::collections::BTreeSet;
 
@@ -321,7 +321,7 @@ fn the_empty_registry_writes_its_snapshot() {
     }
 }
 
-/// SPEC §7: a CP that reads nothing is dropped once the Edge has 8 MiB (here, the
+/// PROTOCOL.md §7: a CP that reads nothing is dropped once the Edge has 8 MiB (here, the
 /// configured cap) queued for it, status answers included; the queue is released.
 #[test]
 fn status_answers_count_against_the_outbound_cap() {

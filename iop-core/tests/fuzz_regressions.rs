@@ -89,7 +89,7 @@ fn a_tiny_frame_limit_in_the_hello_response_is_a_protocol_error() {
     )));
 }
 
-/// The floor is `MIN_PEER_MAX_FRAME_LEN` (64 KiB, SPEC §7): a CP that
+/// The floor is `MIN_PEER_MAX_FRAME_LEN` (64 KiB, PROTOCOL.md §7): a CP that
 /// accepts with exactly that still gets its session, and one byte less does not.
 #[test]
 fn a_frame_limit_at_the_floor_is_accepted() {

@@ -1,6 +1,6 @@
 //! Model-based test of the node registry: a small reference model and the real registry
 //! are driven by the same random operation sequences; after every step the registry's
-//! snapshot, outcome and events must equal the model's, and every SPEC §5 invariant
+//! snapshot, outcome and events must equal the model's, and every PROTOCOL.md §5 invariant
 //! must hold on the snapshot.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -484,7 +484,7 @@ impl Model {
         }
     }
 
-    /// The snapshot SPEC §5 asks for, computed straight from the model.
+    /// The snapshot PROTOCOL.md §5 asks for, computed straight from the model.
     fn snapshot(&self) -> EdgeStatusResponse {
         let nodes = self
             .nodes
@@ -871,7 +871,7 @@ fn run(sut: &mut Sut, step: Step, now: u64) -> Out {
     }
 }
 
-/// Every SPEC §5 invariant that can be read off one snapshot.
+/// Every PROTOCOL.md §5 invariant that can be read off one snapshot.
 fn check_spec_invariants(s: &EdgeStatusResponse) {
     let ids: Vec<&str> = s.nodes.iter().map(|n| n.node_id.as_str()).collect();
     let mut sorted = ids.clone();

@@ -1,4 +1,4 @@
-//! SPEC §5.4: random secrets placed in a node's private endpoint never appear in the
+//! PROTOCOL.md §5.4: random secrets placed in a node's private endpoint never appear in the
 //! encoded bytes of any snapshot or event, nor in any `Debug` output.
 
 use iop_core::proto::Message;

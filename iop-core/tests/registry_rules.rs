@@ -1,4 +1,4 @@
-//! One test per rule of SPEC §5 (and the seed's field rules): each name states the rule.
+//! One test per rule of PROTOCOL.md §5 (and the seed's field rules): each name states the rule.
 
 use iop_core::proto::{
     EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderHealth, ProviderSnapshot,

@@ -1,4 +1,4 @@
-//! Target selectors (SPEC §6): grammar, resolution in any node state, and level checks.
+//! Target selectors (PROTOCOL.md §6): grammar, resolution in any node state, and level checks.
 
 use iop_core::proto::CommandRejectReason;
 use iop_core::registry::{

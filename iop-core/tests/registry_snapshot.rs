@@ -251,7 +251,7 @@ fn an_offline_provider_reports_zeros_and_its_configured_capacity_stays_readable(
         let p = &status.nodes[0].provider_snapshots[0];
         (p.capacity, p.long_context_capacity)
     };
-    // Not READY: the wire says zero (SPEC §5.2), the registry keeps what was configured.
+    // Not READY: the wire says zero (PROTOCOL.md §5.2), the registry keeps what was configured.
     assert_eq!(capacity(&reg), (0, 0));
     let configured = reg.provider_config("gpu-1", "vllm").unwrap();
     assert_eq!(

@@ -1,4 +1,4 @@
-//! SPEC §4.6 across both sides: for any input to a sending API, either the API refuses
+//! PROTOCOL.md §4.6 across both sides: for any input to a sending API, either the API refuses
 //! with its typed error, or the peer's decoder accepts everything it queued
 //! ([`iop_core::testing::sender::check`]). Each case puts at most one field one past
 //! its limit (the rest anywhere up to their limits); a case within every limit must

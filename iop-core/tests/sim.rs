@@ -1,5 +1,5 @@
 //! The seeded simulation: random fault schedules on a CP and Edge processes in
-//! memory, every SPEC §4–§5 invariant checked throughout, each seed run twice with
+//! memory, every PROTOCOL.md §4–§5 invariant checked throughout, each seed run twice with
 //! identical hashes.
 //!
 //! * `cargo test -p iop-core --test sim` — 1 000 seeds (CI).

@@ -1,5 +1,5 @@
 //! The `iop_core::testing::Pair` faults do what they say, and both ends react as
-//! SPEC §4.1–§4.2 ask: a cut link is noticed by liveness on both sides, a half-open
+//! PROTOCOL.md §4.1–§4.2 ask: a cut link is noticed by liveness on both sides, a half-open
 //! link by the side not told, a duplicate process supersedes and flaps, a stalled CP
 //! and a clock jump are survived.
 

@@ -1,5 +1,9 @@
 //! Runtime-agnostic async drivers for the IOP Control Plane ⇄ Edge wire.
 //!
+//! The wire contract these crates implement, for anyone writing a peer:
+//! [PROTOCOL.md](https://github.com/iop-rs/iop/blob/main/PROTOCOL.md);
+//! `PROTOCOL.md §n` below points into it.
+//!
 //! # Example
 //!
 //! A runtime adapter is a marker type; see `iop-tokio` for a complete one:

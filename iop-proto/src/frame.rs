@@ -1,10 +1,10 @@
-//! The length-prefixed frame codec (SPEC §2).
+//! The length-prefixed frame codec (PROTOCOL.md §2).
 //!
 //! A frame is a 4-byte unsigned big-endian length `N` followed by `N` bytes holding one
 //! protobuf-encoded [`Envelope`]. `N = 0` and `N > max_frame_len` are invalid and are
 //! rejected as soon as the four length bytes arrive, before any body is buffered.
 //! Each complete body is decoded by [`decode_envelope`], which checks the decoder's
-//! [`DecodeLimits`] (SPEC §7, see [`limits`](crate::limits)) as it goes, before each
+//! [`DecodeLimits`] (PROTOCOL.md §7, see [`limits`](crate::limits)) as it goes, before each
 //! allocation, so a frame can never make the receiver allocate much more than its own
 //! size.
 
@@ -25,7 +25,7 @@ const RETAINED_BODY_CAPACITY: usize = 8 * 1024;
 
 /// Why a byte stream could not be decoded into frames.
 ///
-/// Every variant is a protocol error by the peer (SPEC §2).
+/// Every variant is a protocol error by the peer (PROTOCOL.md §2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrameError {
@@ -43,7 +43,7 @@ pub enum FrameError {
     /// The frame body is not a valid protobuf `iop.Envelope`.
     #[error("frame body is not a valid iop.Envelope: {0}")]
     Undecodable(#[source] prost::DecodeError),
-    /// The frame body breaks a decode limit (SPEC §7); decoding stopped before the
+    /// The frame body breaks a decode limit (PROTOCOL.md §7); decoding stopped before the
     /// allocation that would have broken it, and what it had built was dropped.
     #[error("frame body exceeds a decode limit: {0}")]
     LimitExceeded(#[source] LimitError),
@@ -164,7 +164,7 @@ pub struct FrameDecoder {
 
 impl FrameDecoder {
     /// A decoder that accepts frame bodies of at most `max_frame_len` bytes, with the
-    /// SPEC's [`DecodeLimits`].
+    /// protocol's [`DecodeLimits`].
     pub fn new(max_frame_len: u32) -> Self {
         Self::with_limits(max_frame_len, DecodeLimits::default())
     }
@@ -391,7 +391,7 @@ impl Sticky<'_> {
 }
 
 /// Decodes one frame body (no length prefix) into an [`Envelope`], enforcing `limits`
-/// (SPEC §7) as it decodes: what [`FrameDecoder`] does with each complete body.
+/// (PROTOCOL.md §7) as it decodes: what [`FrameDecoder`] does with each complete body.
 ///
 /// The verdict is the same as [`check_envelope`](crate::check_envelope) followed by
 /// prost's `Envelope::decode`, in one pass over the bytes: the same envelope when both

@@ -1,4 +1,8 @@
 //! Wire types and the length-prefixed frame codec of the IOP Control Plane ⇄ Edge
+//!
+//! The wire contract these crates implement, for anyone writing a peer:
+//! [PROTOCOL.md](https://github.com/iop-rs/iop/blob/main/PROTOCOL.md);
+//! `PROTOCOL.md §n` below points into it.
 //! protocol.
 //!
 //! ```
@@ -25,7 +29,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The schema lives in `proto/iop/control.proto` (SPEC §3); the types below are
+//! The schema lives in `proto/iop/control.proto` (PROTOCOL.md §3); the types below are
 //! generated from it at build time by `prost-build` with `protox`, so no `protoc`
 //! binary is needed. Maps are `BTreeMap`s, so a message always encodes to the same
 //! bytes.
@@ -34,7 +38,7 @@
 //! keeps a value a newer peer sent as [`WireEnum::Unknown`] (`event.phase_enum()`,
 //! `snapshot.state_enum()`, `provider.status_enum()`, ...).
 //!
-//! [`FrameDecoder`] (and [`decode_envelope`]) enforces the SPEC §7 decode limits
+//! [`FrameDecoder`] (and [`decode_envelope`]) enforces the PROTOCOL.md §7 decode limits
 //! ([`DecodeLimits`]) while it decodes each frame body, in a single pass that checks
 //! every cap before the allocation it guards: see the [`limits`] module for what is
 //! capped and why.

@@ -1,4 +1,4 @@
-//! Property tests of the frame codec (SPEC §2): round trips, any split of a stream,
+//! Property tests of the frame codec (PROTOCOL.md §2): round trips, any split of a stream,
 //! arbitrary bytes, and the specific error of each kind of bad input.
 
 mod common;

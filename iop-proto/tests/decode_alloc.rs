@@ -1,4 +1,4 @@
-//! Measures what decoding allocates (SPEC §7: decoded size ≤ 8 × wire size), with a
+//! Measures what decoding allocates (PROTOCOL.md §7: decoded size ≤ 8 × wire size), with a
 //! counting global allocator.
 //!
 //! The counter is process-wide, so this file holds a single test that runs every case

@@ -1,4 +1,4 @@
-//! The compiled schema against the SPEC §3 contract: names, numbers, types,
+//! The compiled schema against the PROTOCOL.md §3 contract: names, numbers, types,
 //! tombstones and enum prefixes. A renumbering or a revived tombstone fails here.
 
 use iop_proto::FILE_DESCRIPTOR_SET;
@@ -6,7 +6,7 @@ use prost::Message;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto, FileDescriptorSet};
 
-/// SPEC §3, message by message: (number, name, type). `map` is `map<string,string>`;
+/// PROTOCOL.md §3, message by message: (number, name, type). `map` is `map<string,string>`;
 /// message types are fully qualified.
 type Fields = &'static [(i32, &'static str, &'static str)];
 
@@ -161,7 +161,7 @@ const MESSAGES: &[(&str, Fields)] = &[
     ),
 ];
 
-/// SPEC §3 enums: values in order from 0, without their prefix.
+/// PROTOCOL.md §3 enums: values in order from 0, without their prefix.
 const ENUMS: &[(&str, &str, &[&str])] = &[
     (
         "HelloRejectReason",

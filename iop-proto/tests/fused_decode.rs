@@ -9,7 +9,7 @@
 //! bytes, and hostile shapes built from a small wire grammar (many empty
 //! sub-messages, strings around the caps, singular sub-messages and oneof variants
 //! repeated or switched, map entries with odd fields, unknown fields and groups,
-//! wrong wire types, lengths that run past their parent), under the SPEC limits and
+//! wrong wire types, lengths that run past their parent), under the protocol's limits and
 //! under tiny ones so that every cap is hit.
 
 mod common;
@@ -41,7 +41,7 @@ fn agree(body: &[u8], limits: &DecodeLimits) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// The SPEC limits, or tiny ones (every cap within reach of a small input).
+/// The protocol's limits, or tiny ones (every cap within reach of a small input).
 fn limits() -> impl Strategy<Value = DecodeLimits> {
     let tiny = (
         (0..4u32, 0..4u32, 0..4u32, 0..4u32, 0..4u32),
@@ -374,7 +374,7 @@ fn hostile_shapes() {
 
 /// Unknown groups nested around prost's recursion limit (100 levels, less the
 /// message's own depth), at every message level, with the depth cap lifted, at
-/// it, and at the SPEC's 16.
+/// it, and at the protocol's 16.
 #[test]
 fn deep_groups_at_every_level() {
     let nest = |depth: usize, end: bool| {

@@ -1,5 +1,9 @@
 //! IOP on smol: a Control Plane server and an Edge client.
 //!
+//! The wire contract these crates implement, for anyone writing a peer:
+//! [PROTOCOL.md](https://github.com/iop-rs/iop/blob/main/PROTOCOL.md);
+//! `PROTOCOL.md §n` below points into it.
+//!
 //! # Example
 //!
 //! A Control Plane, and an Edge that connects to it and runs one operation. Everything

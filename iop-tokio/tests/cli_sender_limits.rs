@@ -1,4 +1,4 @@
-//! SPEC §4.6 over the real binaries: an admin request the Edge would have to refuse is
+//! PROTOCOL.md §4.6 over the real binaries: an admin request the Edge would have to refuse is
 //! answered 400 `exceeds_limit` and nothing reaches the Edge, whose one session goes
 //! on (before, the command was sent, the Edge closed the session on it, and the
 //! Control Plane re-sent it on every new one).

@@ -42,7 +42,7 @@ async fn a_peer_that_never_reads_is_dropped_at_the_outbound_cap() {
 
     // 16 KiB commands to a peer that reads nothing more, until it is dropped.
     let mut spec = CommandSpec::new("edge.ping");
-    // Four values at the 4 KiB cap (SPEC §7).
+    // Four values at the 4 KiB cap (PROTOCOL.md §7).
     for i in 0..4 {
         spec.metadata
             .insert(format!("blob-{i}"), "x".repeat(4 * 1024));

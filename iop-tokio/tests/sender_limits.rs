@@ -1,4 +1,4 @@
-//! SPEC §4.3 and §4.6 through the tokio runtime: an Edge with more nodes than one
+//! PROTOCOL.md §4.3 and §4.6 through the tokio runtime: an Edge with more nodes than one
 //! status carries, paged by id; a handler result the Control Plane could not take,
 //! replaced by a FAILED that says why; a progress report over the limits refused to
 //! the handler.

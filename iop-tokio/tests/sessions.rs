@@ -420,7 +420,7 @@ async fn a_peer_that_stops_reading_is_dropped_as_slow_and_others_carry_on() {
 
     // 64 KiB commands to a peer that reads nothing, until its session is dropped.
     let mut spec = CommandSpec::new("edge.ping");
-    // Sixteen values at the 4 KiB cap (SPEC §7).
+    // Sixteen values at the 4 KiB cap (PROTOCOL.md §7).
     for i in 0..16 {
         spec.metadata
             .insert(format!("blob-{i}"), "x".repeat(4 * 1024));
@@ -463,7 +463,7 @@ async fn garbage_gets_protocol_error_and_silence_gets_hello_timeout() {
     config.cp.hello_timeout = Duration::from_millis(300);
     let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
 
-    // A zero-length frame is invalid (SPEC §2).
+    // A zero-length frame is invalid (PROTOCOL.md §2).
     let mut garbage = RawClient::connect(server.local_addr()).await;
     tokio::io::AsyncWriteExt::write_all(&mut garbage.stream, &[0, 0, 0, 0])
         .await

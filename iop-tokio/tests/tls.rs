@@ -138,7 +138,7 @@ async fn over_the_connection_cap_a_tls_edge_is_told_overloaded() {
     wait_until("the good edge connects", || good.is_connected()).await;
 
     // Past the cap the handshake still completes, and the Edge is told why it cannot
-    // stay, and when to come back (SPEC §4.1), as over plain TCP.
+    // stay, and when to come back (PROTOCOL.md §4.1), as over plain TCP.
     let mut client = EdgeClient::new(fast_edge("edge-over")).with_tls(client_tls(&ca, None));
     let mut events = client.events();
     let over = client.connect(server.local_addr()).unwrap();

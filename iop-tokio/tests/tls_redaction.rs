@@ -1,4 +1,4 @@
-//! SPEC §5.4 with TLS: a full scenario (mutual-TLS hello, status, command, enrolment
+//! PROTOCOL.md §5.4 with TLS: a full scenario (mutual-TLS hello, status, command, enrolment
 //! reload that revokes the Edge) logged at TRACE into a buffer, in process; then the
 //! logs and the `Debug` of every config are scanned for each secret — the enrolment
 //! credential, both private keys' PEM bodies, the node token. None may appear.

@@ -3,8 +3,8 @@
 //! sockets (the `iop-control-plane` and `iop-edge` binaries of `iop-tokio`).
 //!
 //! The Control Plane cannot tell a dead Edge from a silent one until its liveness
-//! window (3 heartbeat intervals, SPEC §4.2) runs out. The default duplicate policy,
-//! Replace (SPEC §4.1), must therefore let the new process in at once and supersede
+//! window (3 heartbeat intervals, PROTOCOL.md §4.2) runs out. The default duplicate policy,
+//! Replace (PROTOCOL.md §4.1), must therefore let the new process in at once and supersede
 //! the old session, instead of locking the Edge out for the whole window.
 
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! SPEC §4.6: "the limits are one table, shared by the encoder and the decoder of both
+//! PROTOCOL.md §4.6: "the limits are one table, shared by the encoder and the decoder of both
 //! sides". The table is `iop_proto::limits`; this test fails when a crate of the
 //! workspace defines a limit of its own — a `MAX_`/`MIN_`/`DEFAULT_` constant with a
 //! number in it — instead of reading the table, unless it is one of the local

@@ -326,7 +326,7 @@ async fn heartbeat_timeout_then_reconnect<C: Host, E: Host>() {
     let first = session_accepted(&mut cp_events, "edge-h").await;
 
     // The link goes silent both ways. Both sides watch for 3 silent heartbeat
-    // intervals (SPEC 4.2), so either may declare the peer dead first: the CP (after
+    // intervals (PROTOCOL.md §4.2), so either may declare the peer dead first: the CP (after
     // marking the Edge unreachable) with HEARTBEAT_TIMEOUT, or the Edge, whose close
     // the CP then sees as the transport ending.
     let frozen_at = Instant::now();

@@ -4,7 +4,7 @@
 //! Input: a [`Mode`] byte, a [`Splits`] header, then the Edge's byte stream.
 //!
 //! Checked: no panic; every byte the CP writes decodes as whole, valid frames under
-//! the SPEC limits, of kinds a CP may send, at most one hello response, nothing after
+//! the protocol's limits, of kinds a CP may send, at most one hello response, nothing after
 //! a `GoAway`; the connection ends with at most one `Closed` event (exactly one when
 //! the transport closes), and when it ends for a reason the CP must tell the peer
 //! (protocol error, hello rejection or timeout, heartbeat timeout) the last frame says
@@ -298,7 +298,7 @@ impl Session {
     }
 
     /// A second connection enrols [`EDGE_ID`]. With the default `Replace` policy it is
-    /// accepted, and a live first session of the same Edge is superseded (SPEC §4.1,
+    /// accepted, and a live first session of the same Edge is superseded (PROTOCOL.md §4.1,
     /// §5.3), while one of another Edge is left alone; a draining CP refuses it with
     /// DRAINING and leaves the first alone.
     fn enrol_rival(&mut self) {

@@ -4,7 +4,7 @@
 //! Input: a [`Mode`] byte, a [`Splits`] header, then the CP's byte stream.
 //!
 //! Checked: no panic; every byte the Edge writes decodes as whole, valid frames under
-//! the SPEC limits, of kinds an Edge may send: a hello first (within the 256 KiB
+//! the protocol's limits, of kinds an Edge may send: a hello first (within the 256 KiB
 //! pre-hello cap) and once, nothing after a `GoAway`, node events numbered 1, 2, 3 …
 //! per session starting with EDGE_READY (gaps allowed), a status response only for a
 //! status request the Edge received (once each), a command response before any event

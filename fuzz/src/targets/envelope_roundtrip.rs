@@ -1,14 +1,14 @@
 //! `envelope_roundtrip`: bytes as one frame body, through the decode-limit pre-scan
 //! ([`check_envelope`]) and prost, then encoded and decoded again.
 //!
-//! Input: one config byte (bit 0: [`tight_limits`] instead of the SPEC's), then the
+//! Input: one config byte (bit 0: [`tight_limits`] instead of the protocol's), then the
 //! body.
 //!
 //! Checked: no panic; the pre-scan's estimate stays within the frame's budget and
-//! bounds what prost really allocates (that is what makes SPEC §7's amplification cap
+//! bounds what prost really allocates (that is what makes PROTOCOL.md §7's amplification cap
 //! hold); a [`FrameDecoder`] reaches the same verdict; whatever decodes re-encodes to
 //! bytes that decode to the same message, are canonical (encode again to themselves),
-//! pass the SPEC limits and survive the frame codec.
+//! pass the protocol's limits and survive the frame codec.
 
 use iop_proto::{
     DEFAULT_MAX_FRAME_LEN, DecodeLimits, Envelope, FrameDecoder, FrameError, Message,
@@ -79,11 +79,11 @@ pub fn run(data: &[u8]) {
         "encoding is not canonical"
     );
     if let Err(err) = check_envelope(&canonical, &DecodeLimits::default()) {
-        // What fits the SPEC limits as received must still fit once re-encoded:
+        // What fits the protocol's limits as received must still fit once re-encoded:
         // counts and lengths can only shrink (merges add up as prost does).
         // Small frames only: the 8 MiB floor, not 8 × size, is then the budget.
         if check_envelope(body, &DecodeLimits::default()).is_ok() && body.len() < 1 << 20 {
-            panic!("re-encoded envelope breaks the SPEC limits: {err}");
+            panic!("re-encoded envelope breaks the protocol's limits: {err}");
         }
     }
 

@@ -2,14 +2,14 @@
 //!
 //! Input: one config byte, then a [`Splits`] header, then the byte stream.
 //! Config bits 0–1 pick `max_frame_len` (4 MiB, 64 KiB, 64, 7), bit 2 picks
-//! [`tight_limits`] instead of the SPEC's, bit 3 raises `max_frame_len` to 4 MiB after
+//! [`tight_limits`] instead of the protocol's, bit 3 raises `max_frame_len` to 4 MiB after
 //! the first frame (what a CP does once the hello is accepted).
 //!
 //! Checked: no panic; the decoder never holds more than `max_frame_len + 4` bytes nor
 //! a body buffer larger than `max_frame_len`; `Ok(None)` only once the read is used
 //! up; errors are sticky (same error, nothing consumed, buffer released) and
 //! `finish` repeats them; and the frames and the final outcome are exactly those of
-//! decoding the whole stream in one read (SPEC §2: any split, same frames).
+//! decoding the whole stream in one read (PROTOCOL.md §2: any split, same frames).
 
 use iop_proto::{
     DEFAULT_MAX_FRAME_LEN, DecodeLimits, Envelope, FrameDecoder, FrameError, LENGTH_PREFIX_LEN,

@@ -2,7 +2,7 @@
 //! decoder ([`decode_envelope`], what `FrameDecoder` runs) and through its reference,
 //! the pre-scan [`check_envelope`] followed by prost.
 //!
-//! Input: one config byte (bits 0–1: the SPEC limits, [`tight_limits`], the SPEC
+//! Input: one config byte (bits 0–1: the protocol's limits, [`tight_limits`], the protocol's
 //! limits with the unknown-group depth cap lifted so that prost's own recursion limit
 //! is reached, or tight limits with a budget of 0 bytes), then the body.
 //!

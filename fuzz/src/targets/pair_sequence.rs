@@ -2,7 +2,7 @@
 //! memory (a quinn-style pair with a fake clock), driven by `arbitrary`-derived
 //! sequences of application calls, time advances, transport drops and read splits.
 //!
-//! The network is perfect (nothing lost, only cut into fuzzer-chosen reads), so SPEC
+//! The network is perfect (nothing lost, only cut into fuzzer-chosen reads), so PROTOCOL.md
 //! §4 says exactly what must happen, and after every step and at the end:
 //! - neither side ever sees a protocol error, a hello rejection or timeout, a
 //!   heartbeat timeout or an unreachable peer: two correct peers never fault each other;
@@ -540,7 +540,7 @@ mod tests {
     }
 
     /// Commands that finish before, across and after a reconnect, with split reads:
-    /// the pair agrees with SPEC §4 and the checks saw the traffic.
+    /// the pair agrees with PROTOCOL.md §4 and the checks saw the traffic.
     #[test]
     fn commands_survive_a_reconnect_with_split_reads() {
         let ops = vec![

@@ -2,7 +2,7 @@
 //! status requests of the Control Plane, reports, configs and hellos, and status
 //! answers from registries of any shape of the Edge — through the cross-side oracle
 //! [`iop_core::testing::sender::check`]: the API refuses with its typed error, or the
-//! *peer's* decoder, with the peer's limits, takes everything it queued (SPEC §4.6).
+//! *peer's* decoder, with the peer's limits, takes everything it queued (PROTOCOL.md §4.6).
 //!
 //! Sizes are drawn near the limits that bound them ([`Size`]), so that short inputs
 //! reach both sides of every cap.
@@ -269,7 +269,7 @@ impl Input {
 pub fn run(input: Input) {
     let case = input.case();
     if let Err(broken) = check(&case) {
-        panic!("SPEC §4.6 broken: {broken}\n{case:?}");
+        panic!("PROTOCOL.md §4.6 broken: {broken}\n{case:?}");
     }
 }
 

@@ -26,7 +26,7 @@ impl ControlPlane {
         edge_id: &str,
         node_ids: Vec<String>,
     ) -> Result<RequestId, StatusError> {
-        // Within what the Edge decodes (SPEC §4.6) before anything is queued.
+        // Within what the Edge decodes (PROTOCOL.md §4.6) before anything is queued.
         send::status_request(&node_ids)?;
         for id in &node_ids {
             validate_id("node_id", id).map_err(StatusError::InvalidNodeId)?;
@@ -155,7 +155,7 @@ impl ControlPlane {
             metadata: spec.metadata,
             timeout_ms: spec.timeout_ms,
         };
-        // Nothing the Edge's decoder refuses is ever queued (SPEC §4.6): such a
+        // Nothing the Edge's decoder refuses is ever queued (PROTOCOL.md §4.6): such a
         // command would end the session, and be re-sent on every next one.
         send::command_request(&request)?;
         let envelope = Envelope::new(request.clone());

@@ -1,4 +1,4 @@
-//! Commands of one Edge across its sessions (SPEC §4.4): response-before-events,
+//! Commands of one Edge across its sessions (PROTOCOL.md §4.4): response-before-events,
 //! forward-only phases, de-duplication, re-send and lost-marking on reconnect.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -53,8 +53,8 @@ struct Tracked {
     held_by_edge: bool,
     /// Listed in the current session's hello and no event seen on it yet: the next
     /// event is the Edge's replay of its latest one. When two processes briefly
-    /// shared the id (SPEC §4.1) that replay may be older than what the other one
-    /// reported: an already-seen sequence is then a duplicate (SPEC §4.4 de-duplicates
+    /// shared the id (PROTOCOL.md §4.1) that replay may be older than what the other one
+    /// reported: an already-seen sequence is then a duplicate (PROTOCOL.md §4.4 de-duplicates
     /// by `(edge_id, command_id, sequence)`), not a reordering.
     replay_due: bool,
     last_seq: u32,
@@ -273,7 +273,7 @@ impl CommandBook {
 
     /// The Edge's live session ended. Every unanswered command whose request it
     /// carried counts one more unanswered session; one that reaches `max` is FAILED
-    /// "undeliverable" (SPEC §4.4). Returns those, in their original order.
+    /// "undeliverable" (PROTOCOL.md §4.4). Returns those, in their original order.
     pub(crate) fn on_session_end(&mut self, max: u32, retention: usize) -> Vec<(String, u32)> {
         let mut failed: Vec<(u64, String, u32)> = Vec::new();
         for (id, t) in &mut self.commands {

@@ -6,7 +6,7 @@ use crate::limits;
 use crate::time::WallClock;
 
 /// What the Control Plane does when a hello arrives for an `edge_id` that already has a
-/// live session (SPEC §4.1.2 step 6).
+/// live session (PROTOCOL.md §4.1.2 step 6).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DuplicatePolicy {
@@ -21,7 +21,7 @@ pub enum DuplicatePolicy {
 
 /// Configuration of a [`ControlPlane`](super::ControlPlane).
 ///
-/// `Default` gives the SPEC §7 defaults. The enrolment policy is not here: it is
+/// `Default` gives the PROTOCOL.md §7 defaults. The enrolment policy is not here: it is
 /// passed to [`ControlPlane::new`](super::ControlPlane::new) and can be replaced at
 /// run time.
 #[derive(Debug, Clone)]
@@ -33,7 +33,7 @@ pub struct CpConfig {
     /// Largest frame body accepted before the hello is accepted (256 KiB, a protocol
     /// constant: not lower, or the largest legal hello would be refused).
     pub pre_hello_max_frame_len: u32,
-    /// Caps checked on every frame before it is decoded (SPEC §7 amplification caps).
+    /// Caps checked on every frame before it is decoded (PROTOCOL.md §7 amplification caps).
     pub decode_limits: iop_proto::DecodeLimits,
     /// How long a new connection may take to send its hello.
     pub hello_timeout: Duration,
@@ -88,7 +88,7 @@ pub struct CpConfig {
     /// Highest protocol version spoken.
     pub max_protocol_version: u32,
     /// Ask for a full status at once when a session is accepted and when an event gap
-    /// is seen (SPEC §4.1.6, §4.5). On by default.
+    /// is seen (PROTOCOL.md §4.1.6, §4.5). On by default.
     pub auto_status_on_resync: bool,
     /// Refuse a hello `BAD_CREDENTIAL` unless its connection carries a
     /// [`PeerIdentity`](super::PeerIdentity) (e.g. a verified client certificate) that

@@ -68,7 +68,7 @@ pub(crate) struct EdgeTable {
     slots: Vec<Option<Box<EdgeEntry>>>,
     /// Empty slots, reused before the table grows.
     free: Vec<EdgeSlot>,
-    /// Entries without a live session, by when their last one ended (SPEC §7 bounds
+    /// Entries without a live session, by when their last one ended (PROTOCOL.md §7 bounds
     /// how many are kept, and for how long).
     disconnected: BTreeSet<(Instant, EdgeSlot)>,
 }

@@ -1,4 +1,4 @@
-//! Who may enrol (SPEC §4.1.2 step 4): credentials are kept and compared only as
+//! Who may enrol (PROTOCOL.md §4.1.2 step 4): credentials are kept and compared only as
 //! SHA-256 hashes, in constant time, and never printed.
 
 use std::collections::BTreeMap;

@@ -33,7 +33,7 @@ pub enum StatusError {
     /// A node id breaks the id grammar.
     #[error("invalid node id: {0}")]
     InvalidNodeId(IdError),
-    /// The request is over what an Edge accepts (SPEC §4.6, §7): more than 10 000
+    /// The request is over what an Edge accepts (PROTOCOL.md §4.6, §7): more than 10 000
     /// node ids, or one over 128 bytes. Nothing was sent.
     #[error("the status request was not sent: {0}")]
     ExceedsLimit(#[from] ExceedsLimit),
@@ -70,7 +70,7 @@ pub enum StatusError {
 pub struct CommandSpec {
     /// An operation the Edge advertised in its hello.
     pub operation: String,
-    /// A target selector (SPEC §6), interpreted by the Edge.
+    /// A target selector (PROTOCOL.md §6), interpreted by the Edge.
     pub target_selector: String,
     /// Free-form metadata for the Edge's handler.
     pub metadata: std::collections::BTreeMap<String, String>,
@@ -88,7 +88,7 @@ impl CommandSpec {
         }
     }
 
-    /// Sets the target selector (SPEC §6), e.g. `node:gpu-1` or `label:zone=a`.
+    /// Sets the target selector (PROTOCOL.md §6), e.g. `node:gpu-1` or `label:zone=a`.
     pub fn with_target(mut self, selector: impl Into<String>) -> Self {
         self.target_selector = selector.into();
         self
@@ -137,7 +137,7 @@ pub enum CommandError {
         /// Its length.
         len: usize,
     },
-    /// A field of the command is over what an Edge accepts (SPEC §4.6, §7): the
+    /// A field of the command is over what an Edge accepts (PROTOCOL.md §4.6, §7): the
     /// operation, the selector, a metadata key or value, or the number of metadata
     /// entries. Nothing was sent and the Edge's session is untouched.
     #[error("the command was not sent: {0}")]

@@ -138,7 +138,7 @@ pub enum ProtocolViolation {
         /// The command.
         command_id: String,
     },
-    /// A command event broke the phase/sequence rules of SPEC §4.4.
+    /// A command event broke the phase/sequence rules of PROTOCOL.md §4.4.
     #[error("command {command_id}: {rule}")]
     CommandEventOrder {
         /// The command.
@@ -148,7 +148,7 @@ pub enum ProtocolViolation {
     },
 }
 
-/// The command event rules of SPEC §4.4.
+/// The command event rules of PROTOCOL.md §4.4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommandOrderRule {
@@ -222,7 +222,7 @@ pub enum ForgetReason {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum CpEvent {
-    /// A hello was accepted: a new session (and a resync point, SPEC §4.1.6).
+    /// A hello was accepted: a new session (and a resync point, PROTOCOL.md §4.1.6).
     SessionAccepted {
         /// The connection.
         conn: ConnectionId,
@@ -345,7 +345,7 @@ pub enum CpEvent {
         command_id: String,
     },
     /// A command's request was sent on `sessions` sessions that each ended without
-    /// its response (SPEC §4.4): it is marked FAILED "undeliverable" and never sent
+    /// its response (PROTOCOL.md §4.4): it is marked FAILED "undeliverable" and never sent
     /// again, so one request the Edge cannot take does not end its sessions for ever.
     CommandUndeliverable {
         /// The Edge.
@@ -357,7 +357,7 @@ pub enum CpEvent {
     },
     /// The view of a disconnected Edge was forgotten, with its commands: it had been
     /// disconnected for `disconnected_view_ttl`, or was the oldest of more than
-    /// `max_disconnected_views` (SPEC §7). Its unfinished commands end with it.
+    /// `max_disconnected_views` (PROTOCOL.md §7). Its unfinished commands end with it.
     EdgeForgotten {
         /// The Edge.
         edge_id: String,

@@ -1,4 +1,4 @@
-//! The hello checks of SPEC §4.1.2 that depend only on the hello itself (steps 1–3).
+//! The hello checks of PROTOCOL.md §4.1.2 that depend only on the hello itself (steps 1–3).
 
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ pub(crate) fn check_hello(config: &CpConfig, hello: &EdgeHelloRequest) -> Result
     if hello.protocol_version == 0 {
         return Err(invalid("protocol_version is 0"));
     }
-    // The hello's own caps (SPEC §7), the same check the Edge makes before sending.
+    // The hello's own caps (PROTOCOL.md §7), the same check the Edge makes before sending.
     send::hello_request(hello).map_err(|e| invalid(e.to_string()))?;
     if hello.operations.iter().any(String::is_empty) {
         return Err(invalid("an operation name is empty"));

@@ -4,7 +4,7 @@
 //! certificate) attaches a [`PeerIdentity`] to the connection with
 //! [`ControlPlane::handle_connect_with_identity`](super::ControlPlane::handle_connect_with_identity).
 //! With [`CpConfig::require_peer_identity`](super::CpConfig::require_peer_identity) on,
-//! the hello is then refused `BAD_CREDENTIAL` (after the enrolment check of SPEC
+//! the hello is then refused `BAD_CREDENTIAL` (after the enrolment check of PROTOCOL.md
 //! §4.1.2 step 4, whose order it keeps) when the connection has no identity or when the
 //! identity does not name the hello's `edge_id`. The identity is dropped once the hello
 //! is answered.

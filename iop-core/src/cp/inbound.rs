@@ -1,4 +1,4 @@
-//! Frames from an Edge: the hello (SPEC §4.1) and everything after it (§4.2–§4.5).
+//! Frames from an Edge: the hello (PROTOCOL.md §4.1) and everything after it (§4.2–§4.5).
 
 use iop_proto::{
     Body, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeHelloResponse,
@@ -80,7 +80,7 @@ impl ControlPlane {
         self.close(conn, CloseReason::HelloRejected(rejection.reason));
     }
 
-    /// SPEC §4.1.2, checks in order, then acceptance.
+    /// PROTOCOL.md §4.1.2, checks in order, then acceptance.
     fn on_hello(&mut self, now: Instant, conn: ConnectionId, hello: EdgeHelloRequest) {
         let version = match check_hello(&self.config, &hello) {
             Ok(v) => v,
@@ -227,7 +227,7 @@ impl ControlPlane {
         old_session_id
     }
 
-    /// SPEC §4.4 on a new session: re-send every command never answered, mark lost
+    /// PROTOCOL.md §4.4 on a new session: re-send every command never answered, mark lost
     /// every command believed accepted that the Edge no longer holds.
     fn carry_over_commands(&mut self, conn: ConnectionId, edge_id: &str, inflight: &[String]) {
         let retention = self.config.finished_command_retention;
@@ -372,7 +372,7 @@ impl ControlPlane {
         }
     }
 
-    /// SPEC §4.5: sequence from 1 per session, first is `EDGE_READY`; a gap (or a
+    /// PROTOCOL.md §4.5: sequence from 1 per session, first is `EDGE_READY`; a gap (or a
     /// missing `EDGE_READY`) is a resync point, not an error; going backwards is.
     fn on_node_event(&mut self, now: Instant, conn: ConnectionId, ev: EdgeNodeEvent) {
         let Some(session) = self.conns.get_mut(&conn).and_then(|c| c.session_mut()) else {

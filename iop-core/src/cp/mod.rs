@@ -1,4 +1,4 @@
-//! The Control Plane side of the CP ⇄ Edge wire, Sans-IO (SPEC §4, §5.3, §7).
+//! The Control Plane side of the CP ⇄ Edge wire, Sans-IO (PROTOCOL.md §4, §5.3, §7).
 //!
 //! One [`ControlPlane`] holds every Edge connection (named by a runtime-chosen
 //! [`ConnectionId`]), runs the hello / liveness / status / command / event rules on
@@ -43,7 +43,7 @@
 //!
 //! # Rules in force
 //!
-//! * **Hello** (SPEC §4.1): the first frame must be `hello_request` (frames ≤ 256 KiB
+//! * **Hello** (PROTOCOL.md §4.1): the first frame must be `hello_request` (frames ≤ 256 KiB
 //!   until accepted, at most 1 024 connections waiting; past it `GoAway{OVERLOADED}`).
 //!   Checks in order: `EMPTY_EDGE_ID`, `INVALID_HELLO` (id grammar, version 0, the §7
 //!   hello caps; an id over 128 bytes never gets here: the decoder's limits refuse the

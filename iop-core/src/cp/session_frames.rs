@@ -90,7 +90,7 @@ pub(crate) fn handle(
     }
 }
 
-/// SPEC §4.3: a status answer, matched to its request.
+/// PROTOCOL.md §4.3: a status answer, matched to its request.
 fn status_response(
     parts: &mut Parts<'_>,
     c: &mut Conn,
@@ -122,7 +122,7 @@ fn status_response(
     c.timers
         .set_opt(Timer::Status, session.status.next_deadline());
     let session_id = session.session_id;
-    // A truncated answer is partial: it never counts as the fresh view (SPEC §4.3).
+    // A truncated answer is partial: it never counts as the fresh view (PROTOCOL.md §4.3).
     let fresh = full && !resp.truncated && correlation_id >= session.fresh_floor;
     if let Some(entry) = parts.edges.live_at(session.edge, conn) {
         entry.view.last_status = Some(StatusSummary {

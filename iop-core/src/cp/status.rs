@@ -1,4 +1,4 @@
-//! Status requests of one session (SPEC §4.3): correlation ids and deadlines.
+//! Status requests of one session (PROTOCOL.md §4.3): correlation ids and deadlines.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
-//! The Control Plane's *view* of each Edge (never the store of record, SPEC §1, §5.3).
+//! The Control Plane's *view* of each Edge (never the store of record, PROTOCOL.md §1, §5.3).
 
 /// Whether the Control Plane can hear an Edge — its own verdict, distinct from what
-/// the Edge reports about its nodes (SPEC §5.3).
+/// the Edge reports about its nodes (PROTOCOL.md §5.3).
 ///
 /// With heartbeat interval `I`: bytes within the last `unreachable_intervals × I`
 /// (default 2) ⇒ `Connected`; silent longer ⇒ `Unreachable` (the session still stands);

@@ -1,4 +1,4 @@
-//! Reconnect delays: exponential backoff with full jitter (SPEC §4.2, §7).
+//! Reconnect delays: exponential backoff with full jitter (PROTOCOL.md §4.2, §7).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The Edge's command table (SPEC §4.4): idempotency, phases, deadlines, retention.
+//! The Edge's command table (PROTOCOL.md §4.4): idempotency, phases, deadlines, retention.
 //!
 //! A command is *held* from acceptance until its id leaves the retention window after
 //! its terminal phase. Held commands outlive sessions: their latest event is re-sent
@@ -52,7 +52,7 @@ pub enum ReportError {
         /// Its terminal phase.
         phase: CommandPhase,
     },
-    /// The event would break a limit of the Control Plane (SPEC §4.6, §7): its message,
+    /// The event would break a limit of the Control Plane (PROTOCOL.md §4.6, §7): its message,
     /// a detail key or value, the number of detail entries, or the whole frame against
     /// the Control Plane's announced `max_frame_len` (field `frame`). Nothing was
     /// recorded or sent: the command is where it was, and a smaller report may follow.
@@ -74,7 +74,7 @@ pub(crate) fn event_frame_len(event: &EdgeCommandEvent) -> usize {
 
 /// `event` as it can be sent in frames of at most `max_frame_len` bytes: itself, or —
 /// when a Control Plane with a lower limit than the one it was reported under asks for
-/// it again (the replay of SPEC §4.4) — the same command, phase and sequence with its
+/// it again (the replay of PROTOCOL.md §4.4) — the same command, phase and sequence with its
 /// detail left out and a message that says so.
 pub(crate) fn fit_event(event: &EdgeCommandEvent, max_frame_len: u32) -> EdgeCommandEvent {
     let len = event_frame_len(event);

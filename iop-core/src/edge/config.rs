@@ -10,12 +10,12 @@ use crate::WallClock;
 use crate::limits;
 use crate::registry::TargetLevel;
 
-/// Everything an Edge needs to know before it dials. Every limit has a SPEC §7 default.
+/// Everything an Edge needs to know before it dials. Every limit has a PROTOCOL.md §7 default.
 ///
 /// Built with [`EdgeConfig::new`] (which takes the seed: there is no default one),
 /// then [`with_operation`](Self::with_operation) and plain field assignments;
 /// `#[non_exhaustive]`, so a later field is not a breaking change. What a hello
-/// carries is checked against SPEC §7 when the [`Edge`](super::Edge) is built.
+/// carries is checked against PROTOCOL.md §7 when the [`Edge`](super::Edge) is built.
 ///
 /// ```
 /// use std::time::Duration;
@@ -24,7 +24,7 @@ use crate::registry::TargetLevel;
 /// let mut config = EdgeConfig::new("edge-1", 7).with_operation("edge.ping", TargetLevel::Edge);
 /// config.credential = "enrolment secret".into();
 /// config.backoff_max = Duration::from_secs(5);
-/// assert_eq!(config.max_inflight_commands, 256); // SPEC §7 default
+/// assert_eq!(config.max_inflight_commands, 256); // PROTOCOL.md §7 default
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -46,7 +46,7 @@ pub struct EdgeConfig {
     pub wall_clock: WallClock,
     /// Largest frame body this Edge accepts from the CP.
     pub max_frame_len: u32,
-    /// Caps checked on every received frame before it is decoded (SPEC §7). A frame
+    /// Caps checked on every received frame before it is decoded (PROTOCOL.md §7). A frame
     /// that breaks one — for example a `command_id` over 128 bytes — is a protocol
     /// error, not a command rejection.
     pub decode_limits: DecodeLimits,
@@ -69,7 +69,7 @@ pub struct EdgeConfig {
 }
 
 impl EdgeConfig {
-    /// A config for `edge_id` with the SPEC §7 defaults and `seed` for every random
+    /// A config for `edge_id` with the PROTOCOL.md §7 defaults and `seed` for every random
     /// choice: the backoff jitter and the `iop.instance_id` that tells two processes
     /// with one edge id apart. There is no default seed: two Edges given the same one
     /// share an instance id and back off in step, so give each process its own (the
@@ -120,12 +120,12 @@ pub enum ConfigError {
     /// A metadata key the Edge sets itself was given.
     #[error("metadata key {0:?} is reserved for the Edge")]
     ReservedMetadata(String),
-    /// A field is over what a hello may carry (SPEC §7); `field` names the config
+    /// A field is over what a hello may carry (PROTOCOL.md §7); `field` names the config
     /// field (`EdgeConfig::metadata.value`, `EdgeConfig::max_retained_commands`, ...).
     #[error(transparent)]
     ExceedsLimit(#[from] ExceedsLimit),
     /// `max_frame_len` is below the largest frame a Control Plane may send within the
-    /// SPEC §7 caps (a status request for 10 000 ids): such frames would be refused.
+    /// PROTOCOL.md §7 caps (a status request for 10 000 ids): such frames would be refused.
     #[error("max_frame_len {value} is below {min}, the largest frame a control plane may send")]
     MaxFrameLenTooSmall {
         /// The configured limit.

@@ -148,6 +148,6 @@ pub struct EdgeStats {
     /// a custom registry wrote a node the limits cannot carry).
     pub unsendable_frames: u64,
     /// Status answers cut to fewer nodes than their byte budget allowed because the
-    /// Control Plane's decoder would have found them too large to decode (SPEC §7).
+    /// Control Plane's decoder would have found them too large to decode (PROTOCOL.md §7).
     pub statuses_reduced: u64,
 }

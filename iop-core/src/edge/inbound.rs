@@ -182,7 +182,7 @@ impl<R: EdgeRegistry> Edge<R> {
         let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
         let node_ids = request.node_ids.as_slice();
         let checked = registry.encodes_within_limits();
-        // The CP's decoder also bounds the heap a frame decodes to (SPEC §7). A
+        // The CP's decoder also bounds the heap a frame decodes to (PROTOCOL.md §7). A
         // registry that does not keep to the limits by construction has its bytes
         // checked with the decoder's own walk before they are queued, and a response
         // over the budget is written again with fewer nodes (each try cuts the byte

@@ -1,4 +1,4 @@
-//! The Edge side of the Edge ⇄ CP session (SPEC §4), Sans-IO.
+//! The Edge side of the Edge ⇄ CP session (PROTOCOL.md §4), Sans-IO.
 //!
 //! One [`Edge`] is one Edge process's link to its Control Plane, across reconnects. It
 //! owns the Edge's node registry — a [`NodeRegistry`](crate::NodeRegistry) by default,
@@ -59,7 +59,7 @@
 //!
 //! # Sending within the CP's limits
 //!
-//! Nothing the CP must refuse is sent (SPEC §4.6): [`Edge::new`] refuses a config whose
+//! Nothing the CP must refuse is sent (PROTOCOL.md §4.6): [`Edge::new`] refuses a config whose
 //! hello could break a hello cap; a report over a limit — its message, detail, or the
 //! CP's announced frame limit — is an [`ReportError::ExceedsLimit`] and is not
 //! recorded; a status answer holds at most 10 000 nodes, fits the frame, and decodes
@@ -121,5 +121,5 @@ pub use registry_seam::{EdgeRegistry, LifecycleEvent};
 pub use secret::Secret;
 pub use session::{Edge, Transmit};
 
-// The selector and target vocabulary is the registry's (SPEC §6).
+// The selector and target vocabulary is the registry's (PROTOCOL.md §6).
 pub use crate::registry::{Selector, SelectorError, Target, TargetLevel};

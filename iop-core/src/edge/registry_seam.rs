@@ -87,7 +87,7 @@ pub trait EdgeRegistry {
     }
 
     /// Whether [`encode_snapshot`](Self::encode_snapshot) always writes what a receiver
-    /// with the SPEC §7 limits decodes — every field cap, at most 10 000 nodes, and the
+    /// with the PROTOCOL.md §7 limits decodes — every field cap, at most 10 000 nodes, and the
     /// decoded-size budget of the frame — as [`NodeRegistry`] does by construction.
     /// The Edge checks the bytes of a registry that says `false` (the default) with the
     /// receiver's own walk before it sends them, and sends fewer nodes if they would
@@ -105,7 +105,7 @@ pub trait EdgeRegistry {
 
     /// Transitions the registry could not queue (its event queue was full) since the
     /// last call. The session consumes that many sequence numbers, so the CP sees a
-    /// gap and asks for a fresh status (SPEC §4.5).
+    /// gap and asks for a fresh status (PROTOCOL.md §4.5).
     fn take_dropped_events(&mut self) -> u64 {
         0
     }
@@ -157,7 +157,7 @@ impl EdgeRegistry for () {
     }
 }
 
-/// The Edge's node registry (SPEC §5).
+/// The Edge's node registry (PROTOCOL.md §5).
 impl EdgeRegistry for NodeRegistry {
     fn snapshot(
         &self,
@@ -193,7 +193,7 @@ impl EdgeRegistry for NodeRegistry {
         );
     }
 
-    /// Its configs are checked against the SPEC caps when configured, and its encoder
+    /// Its configs are checked against the protocol's caps when configured, and its encoder
     /// counts nodes and decoded heap as it writes.
     fn encodes_within_limits(&self) -> bool {
         true

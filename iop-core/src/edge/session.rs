@@ -90,7 +90,7 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     instance_id: String,
     /// Command ids listed in the last hello's `inflight_command_ids`.
     pub(crate) hello_listed: BTreeSet<String>,
-    /// The frame limit the last Control Plane announced (the SPEC default before any):
+    /// The frame limit the last Control Plane announced (the protocol's default before any):
     /// what a report made while disconnected is held to.
     pub(crate) peer_max_frame_len: u32,
     pub(crate) stats: EdgeStats,
@@ -320,7 +320,7 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
-    /// The hello: every command the Edge holds is listed (SPEC §4.4). The config was
+    /// The hello: every command the Edge holds is listed (PROTOCOL.md §4.4). The config was
     /// checked so that the largest such hello fits the pre-hello frame limit.
     fn build_hello(&self) -> EdgeHelloRequest {
         let mut metadata = self.config.metadata.clone();

@@ -6,11 +6,11 @@ use std::fmt;
 
 use crate::ids::{IdError, validate_id, validate_label};
 
-/// Most providers one node may have (SPEC §7).
+/// Most providers one node may have (PROTOCOL.md §7).
 pub const MAX_PROVIDERS_PER_NODE: usize = crate::limits::MAX_PROVIDERS_PER_NODE;
-/// Most labels one node may have (SPEC §7, entries per map).
+/// Most labels one node may have (PROTOCOL.md §7, entries per map).
 pub const MAX_LABELS_PER_NODE: usize = crate::limits::MAX_MAP_ENTRIES;
-/// Most models one provider (or one node's config summary) may list (SPEC §7).
+/// Most models one provider (or one node's config summary) may list (PROTOCOL.md §7).
 pub const MAX_MODELS: usize = crate::limits::MAX_MODELS;
 /// Longest model name or config revision, in bytes: the registry holds them to the
 /// id length, below the wire's 4 KiB for text.
@@ -44,7 +44,7 @@ impl ProviderCategory {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProviderConfig {
-    /// The provider's id, unique within its node (id grammar, SPEC §3).
+    /// The provider's id, unique within its node (id grammar, PROTOCOL.md §3).
     pub provider_id: String,
     /// What kind of resource it is.
     pub category: ProviderCategory,
@@ -140,7 +140,7 @@ impl fmt::Debug for NodeEndpoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NodeConfig {
-    /// The node's id (id grammar, SPEC §3).
+    /// The node's id (id grammar, PROTOCOL.md §3).
     pub node_id: String,
     /// Labels, matched by `label:` selectors (label grammar, at most 64).
     pub labels: BTreeMap<String, String>,

@@ -30,7 +30,7 @@ pub struct EncodedSnapshot {
     pub truncated: bool,
     /// Bytes appended to the buffer.
     pub len: usize,
-    /// Heap a receiver's decoder allocates for these bytes, as the SPEC §7 decode
+    /// Heap a receiver's decoder allocates for these bytes, as the PROTOCOL.md §7 decode
     /// limits count it (`iop_proto::limits::heap`): within the decoded-size budget of
     /// a frame of `len` bytes.
     pub heap: usize,
@@ -289,8 +289,8 @@ impl NodeRegistry {
         // back if the `truncated` flag does not fit after it.
         let mut last: Option<(usize, usize)> = None;
         for e in entries {
-            // No status carries more nodes than the receiver decodes (SPEC §4.3), nor
-            // more than its decoded-size budget (SPEC §7).
+            // No status carries more nodes than the receiver decodes (PROTOCOL.md §4.3), nor
+            // more than its decoded-size budget (PROTOCOL.md §7).
             if nodes == MAX_NODES {
                 truncated = true;
                 break;

@@ -58,7 +58,7 @@ pub struct RegistryEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum EdgeEventKind {
-    /// The Edge's session is accepted; first event of every session (SPEC §4.5).
+    /// The Edge's session is accepted; first event of every session (PROTOCOL.md §4.5).
     Ready,
     /// The Edge is draining.
     Draining,

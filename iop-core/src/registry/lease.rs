@@ -105,7 +105,7 @@ pub enum ReleaseOutcome {
 }
 
 impl NodeRegistry {
-    /// Grants a lease on a provider if SPEC §5.2 admission allows it.
+    /// Grants a lease on a provider if PROTOCOL.md §5.2 admission allows it.
     pub fn admit(
         &mut self,
         node_id: &str,

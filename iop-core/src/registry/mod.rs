@@ -1,6 +1,6 @@
 //! The Edge's node registry: configured nodes, connection ownership, provider
 //! admission, queue pressure, lifecycle events and the snapshots computed from them
-//! (SPEC §5, §6).
+//! (PROTOCOL.md §5, §6).
 //!
 //! Everything is a pure function of the calls made: wall-clock time enters as
 //! `now_unix_ms` arguments, iteration is ordered (`BTreeMap`, sorted `Vec`s), and no
@@ -256,7 +256,7 @@ impl NodeRegistry {
     /// A provider's configuration as given to [`configure`](Self::configure): its
     /// configured `capacity` and `long_context_capacity`, whatever the node's state.
     /// A snapshot of a provider that is offline (its node not READY, or marked
-    /// offline) reports zeros on the wire, as the protocol requires (SPEC §5.2); this
+    /// offline) reports zeros on the wire, as the protocol requires (PROTOCOL.md §5.2); this
     /// is where the Edge reads the numbers it will report again once it is back.
     pub fn provider_config(&self, node_id: &str, provider_id: &str) -> Option<&ProviderConfig> {
         let node = self.nodes.get(node_id)?;

@@ -1,4 +1,4 @@
-//! A provider's runtime state and how SPEC §5.2 turns it into reported numbers.
+//! A provider's runtime state and how PROTOCOL.md §5.2 turns it into reported numbers.
 
 use crate::proto::{ProviderHealth, ProviderSnapshot, ProviderStatus};
 
@@ -60,7 +60,7 @@ impl ProviderEntry {
         }
     }
 
-    /// `admission_eligible` of SPEC §5.2.
+    /// `admission_eligible` of PROTOCOL.md §5.2.
     pub(crate) fn eligible(&self, node: NodeView) -> bool {
         self.online(node) && !node.drained && !self.unhealthy && self.has_room(LeaseKind::Normal)
     }
@@ -79,7 +79,7 @@ impl ProviderEntry {
         }
     }
 
-    /// The reported numbers of SPEC §5.2. Offline providers report zeros.
+    /// The reported numbers of PROTOCOL.md §5.2. Offline providers report zeros.
     pub(crate) fn numbers(&self, node: NodeView) -> ProviderNumbers {
         if !self.online(node) {
             return ProviderNumbers {

@@ -1,9 +1,9 @@
-//! Target selectors (SPEC §6): parsing, resolving against the registry, and the level
+//! Target selectors (PROTOCOL.md §6): parsing, resolving against the registry, and the level
 //! check an operation makes.
 //!
 //! Grammar (ASCII, exact — no surrounding whitespace):
 //! empty (the Edge itself) | `*` (all configured nodes) | `node:<node_id>` |
-//! `provider:<node_id>/<provider_id>` | `label:<key>=<value>`, ids and labels per SPEC §3.
+//! `provider:<node_id>/<provider_id>` | `label:<key>=<value>`, ids and labels per PROTOCOL.md §3.
 
 use crate::ids::{IdError, validate_id, validate_label};
 use crate::proto::CommandRejectReason;

@@ -1,4 +1,4 @@
-//! Building `EdgeStatusResponse`s from the registry (SPEC §5), within a size budget.
+//! Building `EdgeStatusResponse`s from the registry (PROTOCOL.md §5), within a size budget.
 //!
 //! One pass over the requested nodes in id order; each node's message is built once with
 //! pre-sized vectors, measured, and kept only if it fits. No maps or hashing per
@@ -86,8 +86,8 @@ fn fill<'a>(
     let mut used = response.encoded_len();
     let mut decoded = string_bytes(response.edge_id.len());
     for entry in entries {
-        // No status carries more nodes than the receiver decodes (SPEC §4.3), nor
-        // more than its decoded-size budget (SPEC §7): as `encode_snapshot` does.
+        // No status carries more nodes than the receiver decodes (PROTOCOL.md §4.3), nor
+        // more than its decoded-size budget (PROTOCOL.md §7): as `encode_snapshot` does.
         if response.nodes.len() == MAX_NODES {
             response.truncated = true;
             break;

@@ -1,5 +1,5 @@
 //! Test support (cargo feature `testing`): the Control Plane and Edge processes wired
-//! in memory, deterministic from a seed, with fault injection and the SPEC §4–§5
+//! in memory, deterministic from a seed, with fault injection and the PROTOCOL.md §4–§5
 //! invariants checked on everything that happens.
 //!
 //! * [`Pair`] — a quinn-style pair: one [`ControlPlane`](crate::cp::ControlPlane) and

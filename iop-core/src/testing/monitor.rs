@@ -1,4 +1,4 @@
-//! The invariants of SPEC §4–§5, checked on everything the harness sees.
+//! The invariants of PROTOCOL.md §4–§5, checked on everything the harness sees.
 //!
 //! The monitor never panics: every broken rule becomes a [`Violation`] message, so a
 //! simulation can report the seed and the first thing that went wrong.
@@ -232,7 +232,7 @@ impl Monitor {
                 t.responded = true;
                 // An answer may follow the end: a command the Edge held across a
                 // reconnect replays its (terminal) event before answering the re-sent
-                // request (SPEC §4.4).
+                // request (PROTOCOL.md §4.4).
                 let ended = t.ended;
                 if !accepted {
                     t.ended = true;
@@ -433,7 +433,7 @@ impl Monitor {
     }
 }
 
-/// The SPEC §5 rules a snapshot breaks (empty when it keeps them all).
+/// The PROTOCOL.md §5 rules a snapshot breaks (empty when it keeps them all).
 pub fn snapshot_problems(s: &EdgeStatusResponse) -> Vec<String> {
     let mut out = Vec::new();
     for n in &s.nodes {

@@ -62,7 +62,7 @@ pub struct EdgeProcess {
 
 /// A [`ControlPlane`] and N [`Edge`] processes (each with its own [`NodeRegistry`])
 /// wired in memory on one thread, with a fake clock and a seeded network — the model
-/// runtime: it follows the driving contract of both ends exactly, and checks the SPEC
+/// runtime: it follows the driving contract of both ends exactly, and checks the protocol's
 /// §4–§5 invariants on everything it sees ([`Pair::monitor`]).
 ///
 /// Time only moves through [`advance`](Pair::advance) (every timer fires at its own

@@ -1,4 +1,4 @@
-//! The cross-side oracle of SPEC §4.6: whatever a sending API is given, it either
+//! The cross-side oracle of PROTOCOL.md §4.6: whatever a sending API is given, it either
 //! refuses with its typed error, or everything it queued is accepted by the *peer's*
 //! decoder with the peer's limits.
 //!
@@ -612,7 +612,7 @@ fn answer<R: EdgeRegistry>(mut edge: Edge<R>, c: &RegistryCase) -> Result<Verdic
     };
     let now = Instant::ZERO;
     cp.accept(&mut edge, now)?;
-    // The CP side is hand-made: it asks only what a CP may (SPEC §4.6).
+    // The CP side is hand-made: it asks only what a CP may (PROTOCOL.md §4.6).
     let node_ids: Vec<String> = c
         .node_ids
         .iter()

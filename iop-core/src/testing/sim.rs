@@ -317,7 +317,7 @@ impl Sim {
     fn send_command(&mut self) {
         let k = self.rng.index(self.mains.len());
         if self.duplicate_of(k) {
-            // Two live processes with one id would both run it (SPEC §4.4: "runs
+            // Two live processes with one id would both run it (PROTOCOL.md §4.4: "runs
             // once" holds within one process); the sim keeps commands away from them.
             return;
         }

@@ -66,7 +66,7 @@ pub enum CommandUpdate {
     /// The Edge came back without it: the command is FAILED as lost.
     Lost,
     /// Its request was sent on this many sessions that each ended without an answer:
-    /// FAILED "undeliverable", never sent again (SPEC §4.4).
+    /// FAILED "undeliverable", never sent again (PROTOCOL.md §4.4).
     Undeliverable {
         /// Sessions that ended without answering it.
         sessions: u32,

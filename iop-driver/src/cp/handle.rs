@@ -197,7 +197,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// the answer, at most the core's `status_timeout` per request.
     ///
     /// An Edge answers at most 10 000 nodes per status, in id order, and fewer when
-    /// they would not fit a frame (SPEC §4.3). Named nodes are paged: more than
+    /// they would not fit a frame (PROTOCOL.md §4.3). Named nodes are paged: more than
     /// 10 000 ids go out as several requests, and the ids an answer left out are
     /// asked for again, until every named node came or a page brought none (at most
     /// `ceil(n / 10 000) + 16` requests); the pages are merged into one response in id

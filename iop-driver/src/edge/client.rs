@@ -103,7 +103,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
         }
     }
 
-    /// Speaks TLS to the Control Plane (SPEC §2): every dial is followed by a handshake
+    /// Speaks TLS to the Control Plane (PROTOCOL.md §2): every dial is followed by a handshake
     /// verified against `tls` (bounded, with the TCP connect, by 10 s). A failed
     /// handshake counts as a failed dial (the core's backoff applies) and is logged
     /// and kept in [`EdgeHandle::last_dial_error`].

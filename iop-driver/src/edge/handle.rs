@@ -69,7 +69,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
     /// not call this handle from inside it (the lock is not re-entrant).
     ///
     /// Node events are relayed to a live session only: what changes while the Edge is
-    /// not connected is not replayed (SPEC §4.5) — the status the Control Plane asks for
+    /// not connected is not replayed (PROTOCOL.md §4.5) — the status the Control Plane asks for
     /// on the next session carries it. A node configured right after
     /// [`EdgeClient::connect`](crate::EdgeClient::connect) therefore shows up as a `NODE_CONFIGURED` event only if
     /// the session was already up; await [`connected`](Self::connected) first to be

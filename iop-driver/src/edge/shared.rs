@@ -309,7 +309,7 @@ async fn run_handler<R: Runtime, G: EdgeRegistry + Send + 'static>(
     let outcome = result.outcome;
     let reported = shared.with_app(|edge, now| {
         match edge.report_outcome(now, &command_id, outcome, result.message, result.detail) {
-            // A terminal the Control Plane would refuse (SPEC §4.6) is replaced by a
+            // A terminal the Control Plane would refuse (PROTOCOL.md §4.6) is replaced by a
             // FAILED that says why, so that the command still ends exactly once.
             Err(ReportError::ExceedsLimit(limit)) => {
                 tracing::warn!(%limit, ?outcome, "handler result over the control plane's limits; reported FAILED");

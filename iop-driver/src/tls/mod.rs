@@ -1,4 +1,4 @@
-//! TLS for both ends (SPEC §2: rustls wraps the TCP connection, framing unchanged),
+//! TLS for both ends (PROTOCOL.md §2: rustls wraps the TCP connection, framing unchanged),
 //! written once over `futures-io` so every runtime adapter gets it.
 //!
 //! * [`ServerTls`]: the Control Plane's certificate chain and key, and optionally a CA

@@ -1,4 +1,4 @@
-//! The command request, response and events (SPEC §6).
+//! The command request, response and events (PROTOCOL.md §6).
 
 use prost::encoding::WireType;
 

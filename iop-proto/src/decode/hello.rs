@@ -1,4 +1,4 @@
-//! The hello request and response (SPEC §4.1).
+//! The hello request and response (PROTOCOL.md §4.1).
 
 use prost::encoding::WireType;
 

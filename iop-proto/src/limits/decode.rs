@@ -1,8 +1,8 @@
 //! [`DecodeLimits`] and the pre-scan [`check_envelope`]; see the [module docs](super).
 
-/// Caps a decoder enforces on every frame as it decodes it (SPEC §7).
+/// Caps a decoder enforces on every frame as it decodes it (PROTOCOL.md §7).
 ///
-/// `Default` gives the SPEC values. Fields are public so a caller can adjust one:
+/// `Default` gives the protocol's values (PROTOCOL.md §7). Fields are public so a caller can adjust one:
 ///
 /// ```
 /// let mut limits = iop_proto::DecodeLimits::default();
@@ -46,7 +46,7 @@ pub struct DecodeLimits {
 }
 
 impl DecodeLimits {
-    /// The SPEC §7 values.
+    /// The PROTOCOL.md §7 values.
     pub const SPEC: DecodeLimits = DecodeLimits {
         max_nodes: super::MAX_NODES as u32,
         max_providers_per_node: super::MAX_PROVIDERS_PER_NODE as u32,

@@ -1,4 +1,4 @@
-//! The heap a decoder allocates for a message, as the decode limits count it (SPEC
+//! The heap a decoder allocates for a message, as the decode limits count it (PROTOCOL.md
 //! §7): the cost model of [`check_envelope`](super::check_envelope), exact for prost's
 //! decoders (`Vec` doubling from 4 slots, strings of at least 8 bytes, `BTreeMap`
 //! nodes). A sender that writes a message's bytes itself uses it to stay within the

@@ -1,13 +1,13 @@
-//! The limits of the wire (SPEC §7): one table, read by every decoder **and** every
+//! The limits of the wire (PROTOCOL.md §7): one table, read by every decoder **and** every
 //! encoder of both sides.
 //!
 //! A side checks what it receives against these caps ([`DecodeLimits`], built from this
 //! table) and checks what it is about to send against the same caps before it queues
-//! it ([`send`], SPEC §4.6). A frame the peer must refuse ends the session, and a frame
+//! it ([`send`], PROTOCOL.md §4.6). A frame the peer must refuse ends the session, and a frame
 //! that is re-sent on every new session — a command, a replayed event, the hello —
 //! would end every session; so nothing the receiver's limits refuse is ever queued.
 //!
-//! Every row of SPEC §7 is a constant here; the config structs of `iop-core` take
+//! Every row of PROTOCOL.md §7 is a constant here; the config structs of `iop-core` take
 //! their defaults from them. [`TABLE`] lists them all, for documentation and for the
 //! test that keeps `PROTOCOL.md` equal to the code.
 //!
@@ -19,7 +19,7 @@
 //! | [`MAX_PENDING_HELLOS`] | 1 024 | connections a CP holds that have not been accepted yet |
 //! | [`MAX_ID_LEN`] | 128 B | ids (`edge_id`, `node_id`, `provider_id`, `command_id`, operations) and every map key |
 //! | [`MAX_TEXT_LEN`] | 4 KiB | messages, reasons, selectors, map values, the credential |
-//! | [`MAX_LABEL_LEN`] | 63 B | label keys and values (grammar of SPEC §3) |
+//! | [`MAX_LABEL_LEN`] | 63 B | label keys and values (grammar of PROTOCOL.md §3) |
 //! | [`MAX_MAP_ENTRIES`] | 64 | entries of `metadata`, `labels`, `detail` |
 //! | [`MAX_NODES`] | 10 000 | nodes per status response, node ids per status request |
 //! | [`MAX_PROVIDERS_PER_NODE`] | 256 | providers of one node, provider ids of one config summary |
@@ -40,7 +40,7 @@
 //! # Why the largest hello fits
 //!
 //! The hello is the one frame sent before the Control Plane has said what it accepts,
-//! and it must list every command the Edge holds (SPEC §4.4). Its field caps make the
+//! and it must list every command the Edge holds (PROTOCOL.md §4.4). Its field caps make the
 //! largest legal hello [`MAX_HELLO_LEN`] bytes, below [`PRE_HELLO_MAX_FRAME_LEN`]:
 //! a test builds it and checks both numbers.
 //!
@@ -89,13 +89,13 @@
 //!
 //! ## The amplification floor
 //!
-//! The SPEC asks for decoded size ≤ 8 × wire size. For small frames that cannot hold
+//! PROTOCOL.md §7 asks for decoded size ≤ 8 × wire size. For small frames that cannot hold
 //! with prost's types (one 1-byte string in a repeated field already costs a
 //! 96-byte `Vec` of 4 slots), and a legitimate status response of 10 000 configured,
 //! never-connected nodes (an id and a state each: 160 KB on the wire) decodes to
 //! about 2.9 MB, 18× its wire size. So the budget of a frame is
 //! `max(max_amplification × wire_len, amplification_floor)`: default 8 × wire size,
-//! but at least 8 MiB. For a frame of 1 MiB or more the SPEC's 8× holds exactly.
+//! but at least 8 MiB. For a frame of 1 MiB or more the protocol's 8× holds exactly.
 //!
 //! Malformed input is not judged by the pre-scan: it stops where the bytes stop making
 //! sense and lets prost's decoder report the error, which it does at the same point,
@@ -141,7 +141,7 @@ pub const MAX_ID_LEN: usize = 128;
 /// Bytes of every other string — messages, reasons, selectors, versions, model names,
 /// config revisions, map values — and of the credential.
 pub const MAX_TEXT_LEN: usize = 4 * 1024;
-/// Bytes of a label key or value (`[A-Za-z0-9._/-]{1,63}`, SPEC §3).
+/// Bytes of a label key or value (`[A-Za-z0-9._/-]{1,63}`, PROTOCOL.md §3).
 pub const MAX_LABEL_LEN: usize = 63;
 /// Entries of one map (`metadata`, `labels`, `detail`).
 pub const MAX_MAP_ENTRIES: usize = 64;
@@ -268,7 +268,7 @@ pub struct Limit {
 
 macro_rules! table {
     ($($name:ident = $value:literal : $what:literal;)*) => {
-        /// Every limit of SPEC §7 with its value, as `PROTOCOL.md` lists them (a test
+        /// Every limit of PROTOCOL.md §7 with its value, as `PROTOCOL.md` lists them (a test
         /// checks both this table against the constants and `PROTOCOL.md` against it).
         pub const TABLE: &[Limit] = &[$(Limit { name: stringify!($name), value: $value, what: $what }),*];
 

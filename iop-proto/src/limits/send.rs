@@ -1,4 +1,4 @@
-//! Checks of what a side is about to send (SPEC §4.6): the receiver's caps, applied
+//! Checks of what a side is about to send (PROTOCOL.md §4.6): the receiver's caps, applied
 //! by the sender before it queues a message.
 //!
 //! One function per message a side builds: each checks every field the receiver caps
@@ -9,7 +9,7 @@
 //! [`status_response_body`], the decoder's own walk.
 //!
 //! A message that passes its check and fits the peer's frame limit is accepted by a
-//! receiver with the SPEC limits ([`DecodeLimits::SPEC`](super::DecodeLimits::SPEC));
+//! receiver with the protocol's limits ([`DecodeLimits::SPEC`](super::DecodeLimits::SPEC));
 //! property tests hold every check to that.
 //!
 //! ```
@@ -54,7 +54,7 @@ impl std::fmt::Display for SizeUnit {
     }
 }
 
-/// A field of a message about to be sent is over the receiver's limit (SPEC §4.6):
+/// A field of a message about to be sent is over the receiver's limit (PROTOCOL.md §4.6):
 /// nothing was queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field} is {size} {unit}, over the limit of {limit}")]
@@ -132,7 +132,7 @@ pub fn frame(len: usize, max_frame_len: u32) -> Result<(), ExceedsLimit> {
     Ok(())
 }
 
-/// An Edge's hello (SPEC §4.1, §7): the hello's own caps, stricter than the generic
+/// An Edge's hello (PROTOCOL.md §4.1, §7): the hello's own caps, stricter than the generic
 /// ones, so that the largest legal hello fits the pre-hello frame limit. A Control
 /// Plane refuses a hello that breaks one with `INVALID_HELLO`.
 pub fn hello_request(hello: &EdgeHelloRequest) -> Result<(), ExceedsLimit> {
@@ -263,7 +263,7 @@ pub fn go_away(go_away: &GoAway) -> Result<(), ExceedsLimit> {
 }
 
 /// The bytes of an `EdgeStatusResponse` (the message's own fields, as an Edge's
-/// registry writes them, without a key or length) against the SPEC limits, decoded
+/// registry writes them, without a key or length) against the protocol's limits, decoded
 /// size included: the walk the receiver's decoder makes. `frame_len`, the body length
 /// of the frame that will carry them, sets the decoded-size budget.
 pub fn status_response_body(body: &[u8], frame_len: usize) -> Result<(), LimitError> {
@@ -275,7 +275,7 @@ pub fn status_response_body(body: &[u8], frame_len: usize) -> Result<(), LimitEr
     Ok(())
 }
 
-/// The heap a receiver with the SPEC limits allocates to decode the status response
+/// The heap a receiver with the protocol's limits allocates to decode the status response
 /// `body` (as for [`status_response_body`]), with every cap but the decoded-size
 /// budget checked: a sender over the budget learns by how much.
 pub fn status_response_heap(body: &[u8]) -> Result<usize, LimitError> {

@@ -1,6 +1,6 @@
 //! Shared proptest strategies: an arbitrary `Envelope` of every body kind.
 //!
-//! Values stay within the SPEC §7 decode limits (short lists, short strings), so every
+//! Values stay within the PROTOCOL.md §7 decode limits (short lists, short strings), so every
 //! generated envelope must round-trip through the codec.
 #![allow(dead_code, unreachable_pub)]
 

@@ -1,5 +1,5 @@
 //! `registry_ops`: structured sequences of [`NodeRegistry`] operations, checked
-//! after every step against a small reference model and the SPEC §5 rules.
+//! after every step against a small reference model and the PROTOCOL.md §5 rules.
 //!
 //! The input is an [`Input`] derived with `arbitrary`: an event-queue bound and a
 //! list of [`Op`]s over a tiny universe of ids (three valid node ids and one invalid,
@@ -640,7 +640,7 @@ fn ids_valid(config: &NodeConfig) -> bool {
         })
 }
 
-/// The SPEC §5 invariants, on the full snapshot, against the model.
+/// The PROTOCOL.md §5 invariants, on the full snapshot, against the model.
 fn check(reg: &NodeRegistry, model: &Model) {
     let full = reg.snapshot(EDGE_ID, 7, &[] as &[&str], usize::MAX);
     assert!(!full.truncated);
@@ -756,7 +756,7 @@ fn check_budgeted_snapshot(reg: &NodeRegistry, ids: &[&str], budget: usize) {
     );
 }
 
-/// Admission per SPEC §5.2, from the model.
+/// Admission per PROTOCOL.md §5.2, from the model.
 impl Model {
     fn admission(&self, id: &str, pid: &str, kind: LeaseKind) -> Result<(), AdmitError> {
         let m = self.nodes.get(id).ok_or(AdmitError::UnknownNode)?;

@@ -1,5 +1,5 @@
 //! The reference model `registry_ops` checks the registry against: plain data, the
-//! SPEC §5 rules written the obvious way.
+//! PROTOCOL.md §5 rules written the obvious way.
 
 use std::collections::BTreeMap;
 

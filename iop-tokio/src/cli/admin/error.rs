@@ -36,7 +36,7 @@ impl ApiError {
         }
     }
 
-    /// 400 `exceeds_limit`: the request would break a limit the Edge enforces (SPEC
+    /// 400 `exceeds_limit`: the request would break a limit the Edge enforces (PROTOCOL.md
     /// §4.6); nothing was sent to it.
     pub fn exceeds_limit(limit: &ExceedsLimit) -> Self {
         Self {

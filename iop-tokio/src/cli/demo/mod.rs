@@ -489,7 +489,7 @@ async fn start_edge(
         .map_err(|err| Failure::Runtime(format!("{}: {err}", e.edge_id)))?;
     let id = e.edge_id;
     // Both sides must know the session is up: the Edge replays no transition from
-    // before its session (SPEC: each session's events start with EDGE_READY), and it
+    // before its session (PROTOCOL.md §4.5: each session's events start with EDGE_READY), and it
     // learns of the session one hop after the control plane accepts it.
     wait_for(
         || {
