@@ -94,7 +94,7 @@ async fn floor_edge(addr: std::net::SocketAddr, edge_id: &'static str) -> Result
 /// A minimal Edge's loop: answers every status request on `stream` with an empty
 /// status as `edge_id` (decoded with `FrameDecoder`, built, framed with
 /// `encode_frame`, one write per read); nothing else. Returns when the peer closes.
-pub async fn answer_status(stream: &mut TcpStream, edge_id: &str) -> Result<(), BoxError> {
+async fn answer_status(stream: &mut TcpStream, edge_id: &str) -> Result<(), BoxError> {
     let mut decoder = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
     let mut buf = [0u8; 2048];
     let mut out = Vec::new();

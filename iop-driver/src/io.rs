@@ -433,10 +433,12 @@ async fn close_bounded<R: Runtime, S: AsyncRead + AsyncWrite + Unpin, W: WireAcc
         if !linger {
             return;
         }
-        // Whatever the peer still sends is discarded: the core has ended.
-        let mut sink = [0u8; SMALL_READ];
+        // Whatever the peer still sends is discarded: the core has ended. The buffer
+        // lives only inside each poll, not in the task's future: every connection
+        // task is as large as its largest await point.
         loop {
             let read = futures_lite::future::poll_fn(|cx| {
+                let mut sink = [0u8; SMALL_READ];
                 wire.with(|w| Pin::new(&mut w.stream).poll_read(cx, &mut sink))
             })
             .await;

@@ -1,7 +1,6 @@
-//! Every socket-level benchmark of BENCHMARKS.md §4–§6, one after the other, with
-//! their default arguments: `roundtrip`, `edge_floor`, `codec_floor`, `idle_memory`,
-//! `scale`, then
-//! `rt_instructions` when valgrind is installed. Each is a sibling binary run as its
+//! Every socket-level benchmark of BENCHMARKS.md, one after the other, with their
+//! default arguments: `roundtrip`, `floors`, `idle_memory`, `scale`. Each is a
+//! sibling binary run as its
 //! own process (so one's sockets, threads and heap never touch the next one's) and
 //! prints its own Markdown table; this one stops at the first that fails.
 //!
@@ -20,21 +19,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), BoxError> {
     let here = std::env::current_exe()?;
-    let valgrind = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let mut benches = vec![
-        "roundtrip",
-        "edge_floor",
-        "codec_floor",
-        "idle_memory",
-        "scale",
-    ];
-    if valgrind {
-        benches.push("rt_instructions");
-    }
-    for bench in benches {
+    for bench in ["roundtrip", "floors", "idle_memory", "scale"] {
         let path = here.with_file_name(bench);
         if !path.exists() {
             return Err(format!(
@@ -49,9 +34,6 @@ fn main() -> Result<(), BoxError> {
         if !status.success() {
             return Err(format!("{bench} failed: {status}").into());
         }
-    }
-    if !valgrind {
-        println!("\n(`rt_instructions` skipped: valgrind is not installed.)");
     }
     Ok(())
 }

@@ -137,6 +137,11 @@ fn server(n: usize) -> Result<(), BoxError> {
     rt.block_on(async {
         let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
         config.cp.heartbeat_interval = HEARTBEAT;
+        // Every Edge dials from 127.0.0.1 here; a fleet's come from many addresses. The
+        // per-address cap (64 awaiting their hello) would refuse this burst OVERLOADED
+        // and the refused Edges come back after the 10 s retry_after; the global cap
+        // of 1 024 still applies. A fleet behind one NAT address needs the same.
+        config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let cp = server.handle();
         let start = Instant::now();
