@@ -1,4 +1,4 @@
-//! Socket-level benchmarks of `iop-tokio` (issue 8): status round trips on loopback
+//! Socket-level benchmarks of `iop-tokio`: status round trips on loopback
 //! against a raw TCP echo and a tonic gRPC bidirectional stream, Control Plane memory
 //! per idle connected edge against tonic, and 10 000 edges at once.
 //!

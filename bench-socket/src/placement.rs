@@ -3,14 +3,12 @@
 //! A sequential round trip between two threads is a ping-pong: one side works while
 //! the other waits. With the spinners of [`crate::Spinners`] running, no CPU looks idle
 //! to the kernel, and the socket's wake-up places the woken thread on the waker's CPU:
-//! both threads then run on one CPU, switching twice per round trip (measured in
-//! session 6: every sample of both threads on the same CPU, 2 context switches per
-//! round trip). Every user-space instruction either side runs is then on the round
-//! trip's path. Now and then the two threads land on different CPUs instead; every
-//! wake-up then crosses vCPUs, which on this virtual machine costs ~20 µs each way,
-//! and every system's round trip takes ~45 µs instead of ~8 (what earlier versions of
-//! BENCHMARKS.md called the host's slow state). [`Placement`] samples where the two
-//! threads last ran, so a run's table says which regime it measured.
+//! both threads then run on one CPU, switching twice per round trip. Every
+//! user-space instruction either side runs is then on the round trip's path. Now and
+//! then the two threads land on different CPUs instead; every wake-up then crosses
+//! vCPUs, which on a virtual machine can cost ~20 µs each way, and every system's
+//! round trip takes ~45 µs instead of ~8. [`Placement`] samples where the two threads
+//! last ran, so a run's table says which regime it measured.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,7 @@
 //! Instructions per session operation (Control Plane, and the Edge's side of a status
-//! exchange), counted by valgrind's callgrind,
-//! with prost's own decode/encode of the same messages counted alike and subtracted.
+//! exchange), counted by valgrind's callgrind, with this library's own decode and
+//! encode of the same messages counted alike and subtracted: what remains is the
+//! session logic. And the frame codec against prost alone, in instructions.
 //!
 //! Run: `cargo bench -p iop-bench --bench instructions` (needs `valgrind` on the
 //! PATH). Each scenario runs in a child process under callgrind; see
@@ -20,7 +21,7 @@ use iop_bench::proto::{
     encode_frame,
 };
 use iop_bench::session::{
-    CpSession, codec_share, command_envelopes, frame, heartbeat_frame, ping_spec, prost_share,
+    CpSession, codec_share, command_envelopes, frame, heartbeat_frame, ping_spec,
 };
 use iop_bench::table::{Row, Table, format_count};
 use iop_core::NodeRegistry;
@@ -32,7 +33,7 @@ const WARM_UP: usize = 20;
 /// Other Edges connected in the `-fleet` scenario.
 const FLEET: u64 = 10_000;
 
-/// Goal: instructions outside prost per status exchange.
+/// Goal: instructions outside the codec per status exchange.
 const STATUS_GOAL: u64 = 1_000;
 
 /// One measured operation.
@@ -198,23 +199,16 @@ fn nodes_of(name: &str) -> usize {
 enum Part {
     /// The whole operation.
     Whole,
-    /// prost alone decoding the inbound bodies and encoding the outbound envelopes.
-    Prost,
-    /// This library's codec alone doing the same (`session::codec_share`).
+    /// The codec alone decoding the inbound bodies and encoding the outbound
+    /// envelopes: this library's (`session::codec_share`), or prost's for the codec
+    /// scenarios, whose baseline it is.
     Codec,
 }
 
 /// Runs one scenario (in the child process).
 fn run(name: &str, calls: usize, part: Part) {
-    let prost = part != Part::Whole;
-    // The share of the operation that is not session logic.
-    let share = |bodies: &[&[u8]], outbound: &[Envelope], out: &mut Vec<u8>| {
-        if part == Part::Codec {
-            codec_share(bodies, outbound, out)
-        } else {
-            prost_share(bodies, outbound, out)
-        }
-    };
+    let codec = part == Part::Codec;
+    let share = codec_share;
     let total = WARM_UP + calls;
     let mut out = Vec::with_capacity(1 << 20);
     match name {
@@ -232,7 +226,7 @@ fn run(name: &str, calls: usize, part: Part) {
             for (i, f) in frames.iter().enumerate() {
                 let body = &f[LENGTH_PREFIX_LEN..];
                 let op = || {
-                    if prost {
+                    if codec {
                         share(&[body], std::slice::from_ref(&acks[i]), &mut out)
                     } else {
                         s.heartbeat(f)
@@ -253,7 +247,7 @@ fn run(name: &str, calls: usize, part: Part) {
             for (i, f) in frames.iter().enumerate() {
                 let body = &f[LENGTH_PREFIX_LEN..];
                 let op = || {
-                    if prost {
+                    if codec {
                         share(&[body], std::slice::from_ref(&requests[i]), &mut out)
                     } else {
                         // The event is dropped inside the measured call.
@@ -274,12 +268,14 @@ fn run(name: &str, calls: usize, part: Part) {
             let frames: Vec<Vec<u8>> = (0..total as u64)
                 .map(|i| frame(&iop_bench::fixtures::full_status_request(2 + i)))
                 .collect();
-            if prost {
+            if codec {
+                // The Edge writes its answer straight from the registry; its codec's
+                // share is the encoder of the answer already built.
                 let mut response = status_response_envelope(&reg, 0);
                 for (i, f) in frames.iter().enumerate() {
                     let body = &f[LENGTH_PREFIX_LEN..];
                     response.correlation_id = 2 + i as u64;
-                    let op = || prost_share(&[body], std::slice::from_ref(&response), &mut out);
+                    let op = || share(&[body], std::slice::from_ref(&response), &mut out);
                     let done = step(i, op);
                     assert!(done > 0, "{name}: nothing encoded");
                 }
@@ -311,7 +307,7 @@ fn run(name: &str, calls: usize, part: Part) {
                 });
                 let bodies: Vec<&[u8]> = fs.iter().map(|f| &f[LENGTH_PREFIX_LEN..]).collect();
                 let op = || {
-                    if prost {
+                    if codec {
                         share(&bodies, std::slice::from_ref(&request), &mut out)
                     } else {
                         s.command_lifecycle(spec, id, fs)
@@ -319,12 +315,12 @@ fn run(name: &str, calls: usize, part: Part) {
                 };
                 let done = step(i, op);
                 assert!(
-                    if prost { done > 0 } else { done == 4 },
+                    if codec { done > 0 } else { done == 4 },
                     "command: {done} events"
                 );
             }
         }
-        codec if CODEC_SCENARIOS.iter().any(|c| c.name == codec) => run_codec(codec, calls, prost),
+        c if CODEC_SCENARIOS.iter().any(|sc| sc.name == c) => run_codec(c, calls, codec),
         other => eprintln!("unknown scenario {other}"),
     }
 }
@@ -340,12 +336,11 @@ fn out_dir() -> PathBuf {
 
 fn main() -> ExitCode {
     if let Ok(spec) = std::env::var(SCENARIO_VAR) {
-        // Child: "<name>:<calls>[:prost|:codec]".
+        // Child: "<name>:<calls>[:codec]".
         let mut parts = spec.split(':');
         let name = parts.next().unwrap_or_default();
         let calls = parts.next().and_then(|c| c.parse().ok()).unwrap_or(1);
         let part = match parts.next() {
-            Some("prost") => Part::Prost,
             Some("codec") => Part::Codec,
             _ => Part::Whole,
         };
@@ -379,90 +374,29 @@ fn main() -> ExitCode {
         }
     };
 
-    let mut totals = std::collections::BTreeMap::new();
-    let mut table = Table::new(
-        "Instructions per session operation (callgrind)",
-        "outside prost",
-        "prost's share",
+    let mut logic = Table::new(
+        "Instructions per session operation outside the codec (callgrind)",
+        "outside the codec",
+        "codec's share",
     );
     for sc in SCENARIOS.iter().filter(|s| filter.wants(s.name)) {
         let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
-        let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
-        let prost = count(
-            &format!("{}:{}:prost", sc.name, sc.calls),
-            &format!("{}.prost", sc.name),
+        let whole = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
+        let share = count(
+            &format!("{}:{}:codec", sc.name, sc.calls),
+            &format!("{}.codec", sc.name),
         );
-        let ((total, path), (prost, _)) = match (ours, prost) {
+        let ((total, path), (share, _)) = match (whole, share) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => {
                 eprintln!("scenario {}: {e}", sc.name);
                 return ExitCode::FAILURE;
             }
         };
-        let (total, prost) = (per_call(total), per_call(prost));
-        totals.insert(sc.name, total);
-        // Negative when ours does less than prost alone would: the Edge encodes the
-        // status straight from its registry without building the message, and frames
-        // are decoded by our single-pass decoder rather than by prost. "Outside prost"
-        // is then a difference that no longer measures the work outside the codec,
-        // and the goal is not judged from it (see the "outside the codec" rows).
-        let outside = total as i64 - prost as i64;
-        let shown = if outside < 0 {
-            format!("−{}", format_count(outside.unsigned_abs()))
-        } else {
-            format_count(outside.unsigned_abs())
-        };
-        table.push(Row::new(
-            format!("{} (total {})", sc.what, format_count(total)),
-            shown,
-            format_count(prost),
-            format!("{:.2}", outside as f64 / prost.max(1) as f64),
-            sc.goal.map_or_else(
-                || "—".to_owned(),
-                |g| {
-                    if outside < 0 {
-                        format!(
-                            "≤ {} outside prost (not measurable: total < prost's share)",
-                            format_count(g)
-                        )
-                    } else {
-                        format!("≤ {} outside prost", format_count(g))
-                    }
-                },
-            ),
-            sc.goal
-                .filter(|_| outside >= 0)
-                .map(|g| outside.unsigned_abs() <= g),
-        ));
-        eprintln!("{}: profile in {}", sc.name, path.display());
-    }
-    // The same Control Plane operations with this library's own codec subtracted: since
-    // frames are decoded by the single-pass decoder, not by prost, this is what the
-    // session logic costs besides encoding and decoding.
-    let mut logic = Table::new(
-        "Instructions per Control Plane operation outside the codec (callgrind)",
-        "outside the codec",
-        "codec's share",
-    );
-    for sc in SCENARIOS
-        .iter()
-        .filter(|s| !s.name.starts_with("edge-") && filter.wants(s.name))
-    {
-        let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
-        let Some(&total) = totals.get(sc.name) else {
-            continue;
-        };
-        let codec_part = match count(
-            &format!("{}:{}:codec", sc.name, sc.calls),
-            &format!("{}.codec", sc.name),
-        ) {
-            Ok((n, _)) => per_call(n),
-            Err(e) => {
-                eprintln!("scenario {}: {e}", sc.name);
-                return ExitCode::FAILURE;
-            }
-        };
-        let outside = total as i64 - codec_part as i64;
+        let (total, share) = (per_call(total), per_call(share));
+        // Negative for the Edge's large status: it encodes its answer straight from
+        // the registry, for less than encoding the built message costs.
+        let outside = total as i64 - share as i64;
         logic.push(Row::new(
             format!("{} (total {})", sc.what, format_count(total)),
             if outside < 0 {
@@ -470,14 +404,15 @@ fn main() -> ExitCode {
             } else {
                 format_count(outside.unsigned_abs())
             },
-            format_count(codec_part),
-            format!("{:.2}", outside as f64 / codec_part.max(1) as f64),
+            format_count(share),
+            format!("{:.2}", outside as f64 / share.max(1) as f64),
             sc.goal.map_or_else(
                 || "—".to_owned(),
                 |g| format!("≤ {} outside the codec", format_count(g)),
             ),
             sc.goal.map(|g| outside <= g as i64),
         ));
+        eprintln!("{}: profile in {}", sc.name, path.display());
     }
     let mut codec = Table::new(
         "Frame codec vs plain prost, in instructions (callgrind)",
@@ -488,7 +423,7 @@ fn main() -> ExitCode {
         let per_call = |n: u64| (n / sc.calls as u64).saturating_sub(overhead);
         let ours = count(&format!("{}:{}", sc.name, sc.calls), sc.name);
         let prost = count(
-            &format!("{}:{}:prost", sc.name, sc.calls),
+            &format!("{}:{}:codec", sc.name, sc.calls),
             &format!("{}.prost", sc.name),
         );
         let ((ours, _), (prost, _)) = match (ours, prost) {
@@ -509,16 +444,14 @@ fn main() -> ExitCode {
             Some(ratio <= FRAMING_GOAL),
         ));
     }
-    println!("{table}");
     println!("{logic}");
     println!("{codec}");
     println!(
         "Per call, averaged over the measured calls after {WARM_UP} warm-up calls; the \
          cost of an empty measured call ({overhead} instructions) is subtracted. \
-         prost's share: decoding (and dropping) each inbound body and encoding each \
-         outbound envelope with prost alone. The codec's share: the same with this \
-         library's codec (the single-pass decoder with the PROTOCOL.md §7 limits, and the \
-         frame encoder)."
+         The codec's share: decoding (and dropping) each inbound body and encoding each \
+         outbound envelope with this library's codec alone (the single-pass decoder \
+         with the PROTOCOL.md §7 limits, and the frame encoder)."
     );
     ExitCode::SUCCESS
 }

@@ -256,21 +256,6 @@ pub fn enrolment_frames(edge_id: &str, instance: u64) -> Vec<Vec<u8>> {
     .collect()
 }
 
-/// What prost alone does for one operation: decode (and drop) each inbound body,
-/// encode each outbound envelope. Returns the bytes encoded.
-pub fn prost_share(inbound_bodies: &[&[u8]], outbound: &[Envelope], out: &mut Vec<u8>) -> usize {
-    out.clear();
-    for body in inbound_bodies {
-        if let Ok(envelope) = Envelope::decode(*body) {
-            drop(std::hint::black_box(envelope));
-        }
-    }
-    for envelope in outbound {
-        let _ = envelope.encode(out);
-    }
-    out.len()
-}
-
 /// What this library's own codec does for one operation: decode (and drop) each
 /// inbound body with the single-pass, limit-checking decoder the Control Plane uses
 /// (`iop_proto::decode_envelope`, PROTOCOL.md §7 limits), and frame-encode each outbound
@@ -358,12 +343,12 @@ mod tests {
     }
 
     #[test]
-    fn prost_share_decodes_and_encodes() {
+    fn codec_share_decodes_and_frames() {
         let hb = heartbeat_frame(1);
         let mut out = Vec::new();
         let ack = Envelope::new(HeartbeatAck { sequence: 1 });
-        let n = prost_share(&[&hb[4..]], std::slice::from_ref(&ack), &mut out);
-        assert_eq!(n, ack.encoded_len());
-        assert_eq!(out, ack.encode_to_vec());
+        let n = codec_share(&[&hb[4..]], std::slice::from_ref(&ack), &mut out);
+        assert_eq!(n, 4 + ack.encoded_len());
+        assert_eq!(decode_all(&out), vec![ack]);
     }
 }

@@ -1,4 +1,4 @@
-//! Issue 5: an `iop-edge` process dies behind a half-open connection and a new
+//! An `iop-edge` process dies behind a half-open connection and a new
 //! process with the same edge id takes its place, all as real processes over real
 //! sockets (the `iop-control-plane` and `iop-edge` binaries of `iop-tokio`).
 //!

@@ -1,5 +1,5 @@
 //! The floors under the 0-node status round trip, against the raw TCP echo and
-//! against ours, on the same harness as `roundtrip` (BENCHMARKS.md, "Floors"): what
+//! against ours, on the same harness as `roundtrip` (BENCHMARKS.md §6): what
 //! a system costs that only frames, encodes and decodes the status, and what our two
 //! Sans-IO cores cost with the least driving they allow.
 //!
@@ -128,7 +128,11 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
     // within 1.10× the cores driven by hand.
     let judged = |a: &[f64], b: &[f64]| {
         let mut r = ratios(a, b);
-        let met = if median(&mut r.clone()) <= GOAL { "met" } else { "**not met**" };
+        let met = if median(&mut r.clone()) <= GOAL {
+            "met"
+        } else {
+            "**not met**"
+        };
         format!("{} | ≤ {GOAL:.2} | {met}", ratio_cell(&mut r))
     };
     Ok(format!(

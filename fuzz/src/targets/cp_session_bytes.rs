@@ -454,7 +454,7 @@ mod tests {
         run(&data);
     }
 
-    /// The input `scripts/fuzz-deep.sh` found (session 7), replayed as it was.
+    /// An input `scripts/fuzz-deep.sh` found, replayed as it was.
     #[test]
     fn the_input_fuzz_deep_found_passes() {
         const FOUND: &[u8] = &[

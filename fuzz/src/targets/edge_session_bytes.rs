@@ -31,7 +31,7 @@ use crate::split::Splits;
 /// The Edge's id.
 pub const EDGE_ID: &str = "edge-1";
 
-/// The accepted hello response the "after hello" mode feeds first (session 7).
+/// The accepted hello response the "after hello" mode feeds first.
 pub fn accepted_hello_response() -> Vec<u8> {
     let response = Envelope::new(EdgeHelloResponse {
         accepted: true,
