@@ -38,11 +38,24 @@ pub(crate) struct Session {
     pub(crate) fresh_floor: u64,
 }
 
+/// A hello that passed its local checks, waiting for the directory's answer to its
+/// claim (`Directory::External`).
+#[derive(Debug)]
+pub(crate) struct PendingHello {
+    pub(crate) hello: iop_proto::EdgeHelloRequest,
+    pub(crate) credential: CredentialHash,
+    /// The negotiated protocol version.
+    pub(crate) version: u32,
+}
+
 /// Where a connection is in its life.
 #[derive(Debug)]
 pub(crate) enum ConnState {
     /// Waiting for the hello.
     AwaitingHello,
+    /// The hello waits for its ownership claim to be answered. Still counted among the
+    /// connections awaiting their hello; its hello timeout still runs.
+    Claiming(Box<PendingHello>),
     /// A session was accepted.
     Active(Box<Session>),
     /// Ended: the final bytes are being handed out, then `Transmit::Close`.

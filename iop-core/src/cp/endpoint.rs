@@ -58,7 +58,8 @@ pub struct ControlPlane {
     /// The latest `now` of any input: when an end that an application call causes
     /// (a revoke, a slow peer found while sending) happened.
     pub(crate) latest_now: Instant,
-    /// Connections whose hello is not accepted yet (`ConnState::AwaitingHello`).
+    /// Connections whose hello is not accepted yet (`ConnState::AwaitingHello` or
+    /// `Claiming`).
     pub(crate) pending_hellos: usize,
     pub(crate) draining: bool,
     pub(crate) shut_down: bool,
@@ -397,7 +398,7 @@ impl ControlPlane {
             return;
         }
         let state = std::mem::replace(&mut c.state, ConnState::Closing);
-        if matches!(state, ConnState::AwaitingHello) {
+        if matches!(state, ConnState::AwaitingHello | ConnState::Claiming(_)) {
             self.pending_hellos -= 1;
         }
         c.timers.clear();
@@ -498,7 +499,7 @@ impl ControlPlane {
     }
 
     /// Forgets the longest-disconnected views while there are too many.
-    fn evict_views(&mut self) {
+    pub(crate) fn evict_views(&mut self) {
         while self.edges.disconnected_count() > self.config.max_disconnected_views {
             self.forget_oldest(ForgetReason::Evicted);
         }

@@ -375,6 +375,11 @@ pub enum CpEvent {
         /// The event.
         event: EdgeNodeEvent,
     },
+    /// With [`Directory::External`](super::Directory::External) only: a hello passed
+    /// its local checks and waits for the directory's answer to its claim of the Edge
+    /// id; answer with [`ControlPlane::handle_claim`](super::ControlPlane::handle_claim)
+    /// (see [`Directory`](super::Directory)).
+    OwnershipClaim(super::Claim),
     /// A connection ended. Exactly one per connection; the runtime should close it
     /// once `poll_transmit` returns [`Transmit::Close`] (if it has not already).
     Closed {
@@ -423,13 +428,15 @@ pub enum CpEventKind {
     EdgeForgotten,
     /// [`CpEvent::NodeEvent`].
     NodeEvent,
+    /// [`CpEvent::OwnershipClaim`].
+    OwnershipClaim,
     /// [`CpEvent::Closed`].
     Closed,
 }
 
 impl CpEventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [CpEventKind; 16] = [
+    pub const ALL: [CpEventKind; 17] = [
         CpEventKind::SessionAccepted,
         CpEventKind::EdgeSuperseded,
         CpEventKind::ResyncNeeded,
@@ -445,6 +452,7 @@ impl CpEventKind {
         CpEventKind::CommandUndeliverable,
         CpEventKind::EdgeForgotten,
         CpEventKind::NodeEvent,
+        CpEventKind::OwnershipClaim,
         CpEventKind::Closed,
     ];
 
@@ -467,6 +475,7 @@ impl CpEventKind {
             CpEventKind::CommandUndeliverable => "command_undeliverable",
             CpEventKind::EdgeForgotten => "edge_forgotten",
             CpEventKind::NodeEvent => "node_event",
+            CpEventKind::OwnershipClaim => "ownership_claim",
             CpEventKind::Closed => "closed",
         }
     }
@@ -502,6 +511,7 @@ impl CpEvent {
             CpEvent::CommandUndeliverable { .. } => CpEventKind::CommandUndeliverable,
             CpEvent::EdgeForgotten { .. } => CpEventKind::EdgeForgotten,
             CpEvent::NodeEvent { .. } => CpEventKind::NodeEvent,
+            CpEvent::OwnershipClaim(_) => CpEventKind::OwnershipClaim,
             CpEvent::Closed { .. } => CpEventKind::Closed,
         }
     }
@@ -525,6 +535,7 @@ impl CpEvent {
             | CpEvent::EdgeForgotten { edge_id, .. }
             | CpEvent::NodeEvent { edge_id, .. } => Some(edge_id),
             CpEvent::StatusReceived { response, .. } => Some(&response.edge_id),
+            CpEvent::OwnershipClaim(claim) => Some(&claim.edge_id),
             CpEvent::Closed { edge_id, .. } => edge_id.as_deref(),
         }
     }

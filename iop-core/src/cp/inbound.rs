@@ -9,7 +9,8 @@ use crate::time::Instant;
 
 use super::command::{EventEffect, ResponseEffect};
 use super::config::{DuplicatePolicy, ms_u32};
-use super::conn::{ConnState, Session};
+use super::conn::{ConnState, PendingHello, Session};
+use super::directory::{Claim, Directory};
 use super::edges::EdgeSlot;
 use super::endpoint::ControlPlane;
 use super::enrolment::CredentialHash;
@@ -23,16 +24,23 @@ use crate::limits::INSTANCE_ID_KEY;
 impl ControlPlane {
     pub(crate) fn on_frame(&mut self, now: Instant, conn: ConnectionId, envelope: Envelope) {
         let kind = envelope.kind();
-        let awaiting_hello = matches!(
-            self.conns.get(&conn).map(|c| &c.state),
-            Some(ConnState::AwaitingHello)
-        );
-        if awaiting_hello {
-            match envelope.body {
-                Some(Body::HelloRequest(hello)) => self.on_hello(now, conn, hello),
-                _ => self.protocol_error(conn, ProtocolViolation::BeforeHello(kind)),
+        match self.conns.get(&conn).map(|c| &c.state) {
+            Some(ConnState::AwaitingHello) => {
+                match envelope.body {
+                    Some(Body::HelloRequest(hello)) => self.on_hello(now, conn, hello),
+                    _ => self.protocol_error(conn, ProtocolViolation::BeforeHello(kind)),
+                }
+                return;
             }
-            return;
+            // The hello is not answered yet: nothing else may come.
+            Some(ConnState::Claiming(_)) => {
+                let violation = match envelope.body {
+                    Some(Body::HelloRequest(_)) => ProtocolViolation::SecondHello,
+                    _ => ProtocolViolation::BeforeHello(kind),
+                };
+                return self.protocol_error(conn, violation);
+            }
+            _ => {}
         }
         match envelope.body {
             // An accepted session's heartbeats, acks, status answers and unknown
@@ -73,7 +81,7 @@ impl ControlPlane {
         }
     }
 
-    fn reject_hello(&mut self, conn: ConnectionId, rejection: Rejection) {
+    pub(crate) fn reject_hello(&mut self, conn: ConnectionId, rejection: Rejection) {
         self.stats.hello_rejections += 1;
         let response = self.hello_response(Some(&rejection));
         let _ = self.send(conn, Envelope::new(response));
@@ -113,19 +121,55 @@ impl ControlPlane {
             r.retry_after = self.config.retry_after_draining;
             return self.reject_hello(conn, r);
         }
+        // Step 6: the ownership claim (`directory`).
         let old = self.edges.get(&hello.edge_id).and_then(|e| e.live);
-        if old.is_some() && self.config.duplicate_policy == DuplicatePolicy::Reject {
-            let mut r = Rejection::new(
-                HelloRejectReason::DuplicateEdge,
-                "edge already has a live session",
-            );
-            r.retry_after = self.config.retry_after_duplicate;
-            return self.reject_hello(conn, r);
+        match self.config.directory {
+            Directory::Local => {
+                if old.is_some() && self.config.duplicate_policy == DuplicatePolicy::Reject {
+                    return self.reject_duplicate(conn);
+                }
+                self.last_session_id += 1;
+                let session_id = self.last_session_id;
+                self.accept_hello(now, conn, hello, credential, version, old, session_id);
+            }
+            Directory::External => {
+                let claim = Claim {
+                    conn,
+                    edge_id: hello.edge_id.clone(),
+                    policy: self.config.duplicate_policy,
+                    local_session_id: old
+                        .and_then(|c| self.conns.get(&c)?.session())
+                        .map(|s| s.session_id),
+                    last_session_id: self
+                        .edges
+                        .get(&hello.edge_id)
+                        .map_or(0, |e| e.view.session_id),
+                };
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.state = ConnState::Claiming(Box::new(PendingHello {
+                        hello,
+                        credential,
+                        version,
+                    }));
+                }
+                self.events.push_back(CpEvent::OwnershipClaim(claim));
+            }
         }
-        self.accept_hello(now, conn, hello, credential, version, old);
     }
 
-    fn accept_hello(
+    pub(crate) fn reject_duplicate(&mut self, conn: ConnectionId) {
+        let mut r = Rejection::new(
+            HelloRejectReason::DuplicateEdge,
+            "edge already has a live session",
+        );
+        r.retry_after = self.config.retry_after_duplicate;
+        self.reject_hello(conn, r);
+    }
+
+    /// Accepts the hello on `conn` as session `session_id`; `old` is the Edge's live
+    /// session here, superseded by it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn accept_hello(
         &mut self,
         now: Instant,
         conn: ConnectionId,
@@ -133,9 +177,8 @@ impl ControlPlane {
         credential: CredentialHash,
         version: u32,
         old: Option<ConnectionId>,
+        session_id: u64,
     ) {
-        self.last_session_id += 1;
-        let session_id = self.last_session_id;
         let interval = self.config.negotiated_heartbeat_interval();
         let instance_id = hello.metadata.get(INSTANCE_ID_KEY).cloned();
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -147,7 +190,7 @@ impl ControlPlane {
         c.timers.stop(Timer::Hello);
         c.timers.set(Timer::Unreachable, now + unreachable_after);
         c.timers.set(Timer::Liveness, now + liveness_after);
-        if matches!(c.state, ConnState::AwaitingHello) {
+        if matches!(c.state, ConnState::AwaitingHello | ConnState::Claiming(_)) {
             self.pending_hellos -= 1;
         }
         c.state = ConnState::Active(Box::new(Session {

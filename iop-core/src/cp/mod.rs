@@ -16,7 +16,10 @@
 //!   application calls ([`request_status`](ControlPlane::request_status),
 //!   [`send_command`](ControlPlane::send_command), [`drain`](ControlPlane::drain),
 //!   [`shutdown`](ControlPlane::shutdown), [`revoke`](ControlPlane::revoke),
-//!   [`set_enrolment_policy`](ControlPlane::set_enrolment_policy)).
+//!   [`set_enrolment_policy`](ControlPlane::set_enrolment_policy)), and with
+//!   [`Directory::External`] the directory's answers
+//!   ([`handle_claim`](ControlPlane::handle_claim),
+//!   [`handle_ownership_lost`](ControlPlane::handle_ownership_lost)).
 //! * **Outputs are pulled**, after every input, until empty; their order does not
 //!   matter:
 //!   - [`poll_transmit(conn, &mut buf)`](ControlPlane::poll_transmit) appends bytes for
@@ -52,8 +55,11 @@
 //!   in constant time), then — with [`CpConfig::require_peer_identity`] — `BAD_CREDENTIAL`
 //!   when the connection's [`PeerIdentity`] (mutual TLS, attached by
 //!   [`ControlPlane::handle_connect_with_identity`]) is missing or does not name the
-//!   edge id, `DRAINING`, then the [`DuplicatePolicy`]. A rejection sends the response, then
-//!   closes. Session ids strictly increase per CP (a fencing epoch); a superseded
+//!   edge id, `DRAINING`, then the ownership claim: with [`Directory::Local`] (the
+//!   default) the [`DuplicatePolicy`] decides at once; with [`Directory::External`] the
+//!   hello waits for the driver's [`ClaimAnswer`] ([`CpEvent::OwnershipClaim`],
+//!   [`ControlPlane::handle_claim`]; the seam a cluster of Control Planes plugs into,
+//!   see [`Directory`]). A rejection sends the response, then closes. Session ids strictly increase per CP (a fencing epoch); a superseded
 //!   session's close never disconnects the live Edge. Every accepted session emits
 //!   [`CpEvent::ResyncNeeded`] and (by default) asks for a full status.
 //! * **Liveness** (§4.2): every heartbeat is acked. With heartbeat interval `I`, silence
@@ -138,10 +144,12 @@
 //! ```
 
 mod api;
+mod claim;
 mod command;
 mod config;
 mod conn;
 mod conn_table;
+pub mod directory;
 mod edges;
 mod endpoint;
 mod enrolment;
@@ -159,6 +167,7 @@ mod view;
 pub use crate::limits::INSTANCE_ID_KEY;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
+pub use directory::{Claim, ClaimAnswer, ClaimError, Directory};
 pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};

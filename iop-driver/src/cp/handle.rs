@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use iop_core::cp::{
-    CommandError, CommandSpec, CpEvent, CpEventKind, CpStats, EdgeView, EnrolmentPolicy,
-    RevokeError, StatusError,
+    ClaimAnswer, ClaimError, CommandError, CommandSpec, ConnectionId, CpEvent, CpEventKind,
+    CpStats, EdgeView, EnrolmentPolicy, RevokeError, StatusError,
 };
 use iop_core::proto::EdgeStatusResponse;
 
@@ -368,6 +368,26 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// the allow list (with [`EnrolmentPolicy::AcceptAny`] it may enrol again).
     pub fn revoke(&self, edge_id: &str) -> Result<(), RevokeError> {
         self.shared.with(|state, now| state.cp.revoke(now, edge_id))
+    }
+
+    /// Answers the [`CpEvent::OwnershipClaim`] of `conn` (servers whose
+    /// `CpConfig::directory` is `Directory::External`; see
+    /// [`Directory`](iop_core::cp::Directory) for the contract). A `Granted` answer
+    /// refused with an error is a record to release.
+    pub fn answer_claim(&self, conn: ConnectionId, answer: ClaimAnswer) -> Result<(), ClaimError> {
+        self.shared
+            .with(|state, now| state.cp.handle_claim(now, conn, answer))
+    }
+
+    /// The directory says session `session_id` of `edge_id` lost its ownership record
+    /// to `by_session_id` elsewhere: it gets `GoAway{SUPERSEDED}` and closes. False when
+    /// that session is not live here.
+    pub fn ownership_lost(&self, edge_id: &str, session_id: u64, by_session_id: u64) -> bool {
+        self.shared.with(|state, now| {
+            state
+                .cp
+                .handle_ownership_lost(now, edge_id, session_id, by_session_id)
+        })
     }
 
     /// Replaces the TLS certificate, key and client CA that new handshakes use (a

@@ -1,0 +1,254 @@
+//! The ownership-claim seam (`Directory::External`): a hello that passed its local
+//! checks waits for the directory; each answer, a late answer, a claim that times out,
+//! losing an Edge to another Control Plane, and the release signal.
+
+mod cp_support;
+
+use std::time::Duration;
+
+use cp_support::*;
+use iop_core::cp::{
+    Claim, ClaimAnswer, ClaimError, CloseReason, ConnectionId, CpEvent, Directory, DuplicatePolicy,
+    EnrolmentPolicy, Reachability,
+};
+use iop_core::proto::{Body, GoAwayReason, HelloRejectReason};
+
+fn external(policy: DuplicatePolicy) -> Harness {
+    let mut c = cfg();
+    c.directory = Directory::External;
+    c.duplicate_policy = policy;
+    Harness::with(c, EnrolmentPolicy::AcceptAny)
+}
+
+/// Connects and sends a hello; returns the connection and the claim it raised.
+fn claim(t: &mut Harness, edge_id: &str) -> (ConnectionId, Claim) {
+    let conn = t.connect();
+    t.send(conn, hello(edge_id, &["edge.ping"]));
+    assert!(
+        t.take_frames(conn).is_empty(),
+        "nothing is answered before the claim is"
+    );
+    let claim = t
+        .take_events()
+        .into_iter()
+        .find_map(|e| match e {
+            CpEvent::OwnershipClaim(c) => Some(c),
+            _ => None,
+        })
+        .expect("an ownership claim");
+    (conn, claim)
+}
+
+fn answer(t: &mut Harness, conn: ConnectionId, a: ClaimAnswer) -> Result<(), ClaimError> {
+    let r = t.cp.handle_claim(t.now, conn, a);
+    t.pump(Some(conn));
+    r
+}
+
+fn hello_response(t: &mut Harness, conn: ConnectionId) -> iop_core::proto::EdgeHelloResponse {
+    t.take_frames(conn)
+        .into_iter()
+        .find_map(|f| match f.body {
+            Some(Body::HelloResponse(r)) => Some(r),
+            _ => None,
+        })
+        .expect("a hello response")
+}
+
+#[test]
+fn a_granted_claim_accepts_the_hello_under_the_directorys_session_id() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (conn, c) = claim(&mut t, "edge-1");
+    assert_eq!((c.conn, c.edge_id.as_str()), (conn, "edge-1"));
+    assert_eq!((c.local_session_id, c.last_session_id), (None, 0));
+    assert_eq!(c.policy, DuplicatePolicy::Replace);
+
+    answer(&mut t, conn, ClaimAnswer::Granted { session_id: 77 }).unwrap();
+    let r = hello_response(&mut t, conn);
+    assert!(r.accepted);
+    assert_eq!(r.session_id, 77);
+    assert!(t.events.iter().any(|e| matches!(
+        e,
+        CpEvent::SessionAccepted {
+            session_id: 77,
+            superseded_session_id: None,
+            ..
+        }
+    )));
+    assert_eq!(t.cp.edge("edge-1").unwrap().session_id, 77);
+    // Answered once: a second answer finds nothing waiting.
+    assert_eq!(
+        answer(&mut t, conn, ClaimAnswer::Granted { session_id: 78 }),
+        Err(ClaimError::NotWaiting)
+    );
+}
+
+#[test]
+fn a_grant_for_a_live_edge_supersedes_its_session_here() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (first, _) = claim(&mut t, "edge-1");
+    answer(&mut t, first, ClaimAnswer::Granted { session_id: 10 }).unwrap();
+    t.take_frames(first);
+    let (second, c) = claim(&mut t, "edge-1");
+    assert_eq!((c.local_session_id, c.last_session_id), (Some(10), 10));
+    answer(&mut t, second, ClaimAnswer::Granted { session_id: 11 }).unwrap();
+    assert_eq!(
+        go_away(&t.take_frames(first)).map(|(r, _)| r),
+        Some(GoAwayReason::Superseded as i32)
+    );
+    assert!(hello_response(&mut t, second).accepted);
+    // The superseded session's end is no release: no EdgeDisconnected.
+    assert!(
+        !t.events
+            .iter()
+            .any(|e| matches!(e, CpEvent::EdgeDisconnected { .. }))
+    );
+}
+
+#[test]
+fn a_stale_grant_is_refused_and_the_hello_ended_overloaded() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (first, _) = claim(&mut t, "edge-1");
+    answer(&mut t, first, ClaimAnswer::Granted { session_id: 10 }).unwrap();
+    t.drop_transport(first);
+    let (conn, c) = claim(&mut t, "edge-1");
+    assert_eq!(c.last_session_id, 10);
+    assert_eq!(
+        answer(&mut t, conn, ClaimAnswer::Granted { session_id: 10 }),
+        Err(ClaimError::StaleSessionId {
+            last: 10,
+            given: 10
+        })
+    );
+    assert_eq!(
+        go_away(&t.take_frames(conn)).map(|(r, _)| r),
+        Some(GoAwayReason::Overloaded as i32)
+    );
+}
+
+#[test]
+fn held_is_duplicate_edge_and_unavailable_is_overloaded() {
+    let mut t = external(DuplicatePolicy::Reject);
+    let (conn, c) = claim(&mut t, "edge-1");
+    assert_eq!(c.policy, DuplicatePolicy::Reject);
+    answer(&mut t, conn, ClaimAnswer::Held).unwrap();
+    let r = hello_response(&mut t, conn);
+    assert!(!r.accepted);
+    assert_eq!(r.reject_reason, HelloRejectReason::DuplicateEdge as i32);
+    assert_eq!(r.retry_after_ms, 5_000);
+    assert!(t.is_closed(conn));
+
+    let (conn, _) = claim(&mut t, "edge-2");
+    answer(&mut t, conn, ClaimAnswer::Unavailable).unwrap();
+    assert_eq!(
+        go_away(&t.take_frames(conn)),
+        Some((GoAwayReason::Overloaded as i32, 10_000))
+    );
+    assert!(t.is_closed(conn));
+    assert_eq!(t.cp.stats().sessions_accepted, 0);
+}
+
+#[test]
+fn a_claim_unanswered_within_the_hello_timeout_ends_the_hello() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (conn, _) = claim(&mut t, "edge-1");
+    t.advance(Duration::from_secs(11));
+    assert_eq!(
+        go_away(&t.take_frames(conn)).map(|(r, _)| r),
+        Some(GoAwayReason::HelloTimeout as i32)
+    );
+    // The late grant is refused: the driver releases the record it wrote.
+    assert_eq!(
+        answer(&mut t, conn, ClaimAnswer::Granted { session_id: 5 }),
+        Err(ClaimError::NotWaiting)
+    );
+    let (gone, _) = claim(&mut t, "edge-2");
+    t.drop_transport(gone);
+    assert_eq!(
+        answer(&mut t, gone, ClaimAnswer::Granted { session_id: 6 }),
+        Err(ClaimError::NotWaiting)
+    );
+    assert_eq!(t.cp.stats().sessions_accepted, 0);
+}
+
+#[test]
+fn a_frame_while_the_claim_waits_is_a_protocol_error() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (conn, _) = claim(&mut t, "edge-1");
+    t.send(conn, heartbeat(1));
+    assert_eq!(
+        go_away(&t.take_frames(conn)).map(|(r, _)| r),
+        Some(GoAwayReason::ProtocolError as i32)
+    );
+    let (conn, _) = claim(&mut t, "edge-2");
+    t.send(conn, hello("edge-2", &[]));
+    assert!(t.events.iter().any(|e| matches!(
+        e,
+        CpEvent::Closed { conn: c, reason: CloseReason::ProtocolError(_), .. } if *c == conn
+    )));
+}
+
+#[test]
+fn losing_the_record_supersedes_the_session_without_a_release() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (conn, _) = claim(&mut t, "edge-1");
+    answer(&mut t, conn, ClaimAnswer::Granted { session_id: 20 }).unwrap();
+    t.take_frames(conn);
+    t.take_events();
+    // Not the live session: nothing changes.
+    assert!(!t.cp.handle_ownership_lost(t.now, "edge-1", 19, 21));
+    assert!(!t.cp.handle_ownership_lost(t.now, "edge-9", 20, 21));
+    assert!(t.cp.handle_ownership_lost(t.now, "edge-1", 20, 21));
+    t.pump(Some(conn));
+    assert_eq!(
+        go_away(&t.take_frames(conn)).map(|(r, _)| r),
+        Some(GoAwayReason::Superseded as i32)
+    );
+    let events = t.take_events();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        CpEvent::EdgeSuperseded {
+            old_session_id: 20,
+            new_session_id: 21,
+            ..
+        }
+    )));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, CpEvent::EdgeDisconnected { .. }))
+    );
+    assert_eq!(
+        t.cp.edge("edge-1").unwrap().reachability,
+        Reachability::Disconnected
+    );
+}
+
+#[test]
+fn a_granted_session_that_ends_says_which_record_to_release() {
+    let mut t = external(DuplicatePolicy::Replace);
+    let (conn, _) = claim(&mut t, "edge-1");
+    answer(&mut t, conn, ClaimAnswer::Granted { session_id: 30 }).unwrap();
+    t.take_events();
+    t.drop_transport(conn);
+    assert!(t.take_events().iter().any(|e| matches!(
+        e,
+        CpEvent::EdgeDisconnected { edge_id, session_id: 30, .. } if edge_id == "edge-1"
+    )));
+}
+
+#[test]
+fn the_local_directory_answers_at_once() {
+    let mut t = Harness::new();
+    let (conn, r) = t.hello_with(hello("edge-1", &[]));
+    assert!(r.accepted);
+    assert!(
+        !t.events
+            .iter()
+            .any(|e| matches!(e, CpEvent::OwnershipClaim(_)))
+    );
+    assert_eq!(
+        t.cp.handle_claim(t.now, conn, ClaimAnswer::Held),
+        Err(ClaimError::NotWaiting)
+    );
+}
