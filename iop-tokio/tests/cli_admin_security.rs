@@ -138,6 +138,31 @@ fn tokens_authenticate_and_their_roles_authorise() {
     // /healthz stays open; /metrics needs a token too.
     assert_eq!(get(cp.admin, "/healthz").status, 200);
     assert_eq!(get(cp.admin, "/metrics").status, 401);
+    // The dashboard's page and assets hold no data: served without a token, with a
+    // policy that keeps other origins' scripts out and the page out of frames; what
+    // it shows comes through the API, which asks for one.
+    for path in [
+        "/",
+        "/ui/app.js",
+        "/ui/api.js",
+        "/ui/views.js",
+        "/ui/style.css",
+    ] {
+        let raw = raw_get(cp.admin, path).to_ascii_lowercase();
+        assert!(raw.starts_with("http/1.1 200"), "{path}: {raw:.200}");
+        for header in [
+            "content-security-policy: default-src 'none'; script-src 'self'",
+            "frame-ancestors 'none'",
+            "x-frame-options: deny",
+            "x-content-type-options: nosniff",
+        ] {
+            assert!(raw.contains(header), "{path} lacks {header:?}");
+        }
+        assert!(!raw.contains(&OPERATE.to_ascii_lowercase()));
+    }
+    assert_eq!(get(cp.admin, "/ui/other.js").status, 401);
+    let rebound = http_with(cp.admin, "GET", "/", &[("Host", "evil.example:7701")], None);
+    assert_eq!(rebound.status, 403, "a rebound name gets no page either");
 
     wait_until("edge-1 connected", || {
         let a = http_with(

@@ -75,7 +75,8 @@ struct Args {
     allow_plaintext: bool,
 
     /// Run simulated nodes: the configured nodes connect, become ready, take and
-    /// release leases, queue requests, disconnect and reconnect.
+    /// release leases, queue requests, disconnect and reconnect. Adds the operations
+    /// `sim.disconnect` (drop the selected nodes and keep them down) and `sim.connect`.
     #[arg(long)]
     simulate: bool,
 
@@ -174,14 +175,19 @@ fn run(args: Args) -> Result<(), Failure> {
         if let Some(tls) = tls {
             client = client.with_tls(tls);
         }
-        let client = edge_ops::register(client, Some(args.config.clone()));
+        let mut client = edge_ops::register(client, Some(args.config.clone()));
+        let sim = args
+            .simulate
+            .then(|| Arc::new(Mutex::new(Simulator::new(args.seed, SimRates::default()))));
+        if let Some(sim) = &sim {
+            client = simulate::register(client, sim.clone());
+        }
         let edge = client
             .connect(cp_addr)
             .map_err(|e| Failure::Usage(format!("edge config: {e}")))?;
         tracing::info!(control_plane = %cp_addr, edge_id = %args.edge_id, "edge started");
-        let sim = args.simulate.then(|| {
+        let sim = sim.map(|sim| {
             tracing::info!(seed = args.seed, "simulated nodes running");
-            let sim = Arc::new(Mutex::new(Simulator::new(args.seed, SimRates::default())));
             simulate::spawn(
                 edge.clone(),
                 sim,

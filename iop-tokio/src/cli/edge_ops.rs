@@ -155,7 +155,7 @@ pub fn register(client: EdgeClient, config_path: Option<PathBuf>) -> EdgeClient 
 /// Runs `operation` with the Edge the command runs on, which its context gives from
 /// the first command on (a handle the application stores once `connect` returns
 /// could still be missing then); fails the command once the Edge is shutting down.
-async fn on_edge<F, Fut>(ctx: CommandContext, operation: F) -> CommandResult
+pub(crate) async fn on_edge<F, Fut>(ctx: CommandContext, operation: F) -> CommandResult
 where
     F: FnOnce(CommandContext, EdgeHandle) -> Fut,
     Fut: Future<Output = CommandResult>,

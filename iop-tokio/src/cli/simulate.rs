@@ -11,8 +11,18 @@ use iop_core::NodeRegistry;
 use iop_core::proto::NodeState;
 use iop_core::registry::{Candidate, Generation, Lease, LeaseKind, QueueTicket};
 
+use iop_core::edge::TargetLevel;
+
+use super::edge_ops::{on_edge, target_nodes};
 use super::unix_ms;
-use crate::EdgeHandle;
+use crate::{CommandResult, EdgeClient, EdgeHandle};
+
+/// `sim.disconnect`: drops the matched simulated nodes' connections and keeps them
+/// down (the simulation leaves them alone) until `sim.connect`.
+pub const SIM_DISCONNECT: &str = "sim.disconnect";
+/// `sim.connect`: connects the matched simulated nodes, makes them ready, and hands
+/// them back to the simulation.
+pub const SIM_CONNECT: &str = "sim.connect";
 
 /// A small deterministic generator (SplitMix64): the same seed gives the same run.
 #[derive(Debug, Clone)]
@@ -256,4 +266,50 @@ pub fn spawn(
             });
         }
     })
+}
+
+/// Registers `sim.disconnect` and `sim.connect` on `client`, steering `sim`: an
+/// operator (or a test) drops a node and brings it back at a moment of their choosing.
+pub fn register(client: EdgeClient, sim: Arc<Mutex<Simulator>>) -> EdgeClient {
+    let down = sim.clone();
+    client
+        .operation(SIM_DISCONNECT, TargetLevel::Node, move |ctx| {
+            let sim = down.clone();
+            on_edge(ctx, move |ctx, handle| async move {
+                let nodes = target_nodes(ctx.target());
+                let dropped = handle.with_registry(|reg, _now| {
+                    let Ok(mut sim) = sim.lock() else { return 0 };
+                    nodes
+                        .iter()
+                        .filter(|id| {
+                            sim.hold(id);
+                            sim.disconnect(reg, id, "sim.disconnect", unix_ms())
+                        })
+                        .count()
+                });
+                CommandResult::succeeded(format!(
+                    "{dropped} of {} node(s) disconnected; held until sim.connect",
+                    nodes.len()
+                ))
+                .with_detail("disconnected", dropped.to_string())
+            })
+        })
+        .operation(SIM_CONNECT, TargetLevel::Node, move |ctx| {
+            let sim = sim.clone();
+            on_edge(ctx, move |ctx, handle| async move {
+                let nodes = target_nodes(ctx.target());
+                let ready = handle.with_registry(|reg, _now| {
+                    let Ok(mut sim) = sim.lock() else { return 0 };
+                    nodes
+                        .iter()
+                        .filter(|id| {
+                            sim.release_hold(id);
+                            sim.connect(reg, id, unix_ms())
+                        })
+                        .count()
+                });
+                CommandResult::succeeded(format!("{ready} of {} node(s) ready", nodes.len()))
+                    .with_detail("ready", ready.to_string())
+            })
+        })
 }

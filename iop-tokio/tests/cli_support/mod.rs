@@ -3,6 +3,8 @@
 //! wait is bounded.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod webdriver;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;

@@ -9,8 +9,9 @@
 //! 2. **Origin** — when a browser sends one, it must be this API's own
 //!    (`http://` or `https://` and the request's Host): 403 `forbidden_origin`.
 //! 3. **Token** — with a token file, `Authorization: Bearer <token>` on every route
-//!    but `/healthz` (and `/metrics` with `--metrics-public`): 401 `unauthorized` with
-//!    `WWW-Authenticate: Bearer`; a `read` token may not change anything: 403
+//!    but `/healthz`, the dashboard's page and assets (they hold no data; the page
+//!    asks for a token: [`dashboard`](super::dashboard)) and `/metrics` with
+//!    `--metrics-public`: 401 `unauthorized` with `WWW-Authenticate: Bearer`; a `read` token may not change anything: 403
 //!    `forbidden`. Tokens are compared in constant time (as SHA-256 hashes) and never
 //!    logged.
 //! 4. **Body** — a request that changes something (POST, PUT, PATCH, DELETE) must say
@@ -185,7 +186,9 @@ impl AdminAccess {
     }
 
     fn public(&self, path: &str) -> bool {
-        path == "/healthz" || (self.metrics_public && path == "/metrics")
+        path == "/healthz"
+            || (self.metrics_public && path == "/metrics")
+            || super::dashboard::PATHS.contains(&path)
     }
 }
 

@@ -9,6 +9,7 @@
 //! | `GET /v1/commands/{command_id}` | the command's response, every event so far, latest phase, outcome |
 //! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly |
 //! | `GET /metrics` | Prometheus text |
+//! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
 //! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining) |
 //!
 //! Errors are `{"error": {"code", "message"}}`: 400 `bad_request` /
@@ -20,6 +21,7 @@
 //! where, is [`access`].
 
 pub mod access;
+pub mod dashboard;
 mod error;
 mod json;
 mod metrics;

@@ -40,6 +40,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
         .route("/v1/openapi.json", get(openapi))
+        .merge(super::dashboard::router())
         .fallback(not_found)
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(

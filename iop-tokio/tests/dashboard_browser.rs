@@ -1,0 +1,237 @@
+//! The fleet dashboard in a real browser: `iop-control-plane` with an admin token and
+//! two `iop-edge --simulate`, and a headless Chromium that asks for the token, shows
+//! both Edges and their nodes, sends `node.drain` from the form and follows it to
+//! SUCCEEDED, and sees a node drop (its providers zeroed) and come back. It saves a
+//! screenshot (`IOP_BLESS=1` also writes it to `docs/dashboard.png`, the README's).
+#![cfg(feature = "cli")]
+
+mod cli_support;
+
+use std::path::PathBuf;
+
+use cli_support::webdriver::Browser;
+use cli_support::{control_plane, edge, secret_file};
+use serde_json::json;
+
+const TOKEN: &str = "dashboard-test-token-7c1f0e9a";
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/edge.toml")
+}
+
+/// Picks `operation` and types `selector` in the command form, then sends it.
+fn send(browser: &Browser, operation: &str, selector: &str) {
+    browser.click(&browser.find(&format!("#operation option[value=\"{operation}\"]")));
+    let input = browser.find("#selector");
+    browser.clear(&input);
+    browser.type_text(&input, selector);
+    browser.click(&browser.find("#send"));
+}
+
+/// A script that is true once the timeline of the newest `operation` command is in
+/// `phase`, with every phase before it shown.
+fn timeline_reached(operation: &str, phase: &str) -> String {
+    format!(
+        "const t = [...document.querySelectorAll('li.timeline')]
+            .find(li => li.querySelector('.timeline-head strong').textContent === '{operation}');
+         if (!t || t.dataset.phase !== '{phase}') return false;
+         return [...t.querySelectorAll('.phases li')].map(li => li.dataset.phase).join(',');"
+    )
+}
+
+#[test]
+fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return() {
+    let Some(browser) = Browser::start(1280, 800) else {
+        return;
+    };
+    let tokens = secret_file("admin-tokens", &format!("{TOKEN} operate\n"));
+    let cp = control_plane(&["--admin-token-file", tokens.to_str().unwrap()]);
+    let sim = ["--simulate", "--simulate-interval-ms", "100"];
+    let _a = edge(
+        cp.edges,
+        "edge-a",
+        &examples(),
+        &[&sim[..], &["--seed", "1"]].concat(),
+    );
+    let _b = edge(
+        cp.edges,
+        "edge-b",
+        &examples(),
+        &[&sim[..], &["--seed", "2"]].concat(),
+    );
+
+    // The page asks for the token, and keeps it out of the URL.
+    browser.goto(&format!("http://{}/", cp.admin));
+    browser.wait(
+        "the token form",
+        "return !document.getElementById('login-view').hidden",
+    );
+    browser.type_text(&browser.find("#token"), TOKEN);
+    browser.click(&browser.find("#login-form button[type=submit]"));
+
+    // The fleet: both Edges connected, with their nodes counted.
+    for id in ["edge-a", "edge-b"] {
+        let nodes = browser.wait(
+            &format!("{id} connected in the fleet table"),
+            &format!(
+                "const r = document.querySelector('#fleet tr[data-edge=\"{id}\"]');
+                 return r && r.dataset.reachability === 'CONNECTED'
+                     && r.querySelector('[data-field=nodes]').textContent.endsWith('/ 2')
+                     && r.querySelector('[data-field=nodes]').textContent"
+            ),
+        );
+        assert!(nodes.as_str().unwrap().ends_with("/ 2"), "{nodes}");
+    }
+    assert!(
+        !browser
+            .js("return location.href", json!([]))
+            .to_string()
+            .contains(TOKEN)
+    );
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    browser.screenshot(&shots.join("dashboard-fleet.png"));
+    let live = browser.wait(
+        "the event stream",
+        "return document.getElementById('live').textContent === 'live'",
+    );
+    assert_eq!(live, json!(true));
+
+    // One Edge, opened from the keyboard: its nodes and providers, from a status
+    // round trip.
+    let link = browser.find("a[href=\"#/edge/edge-a\"]");
+    browser.js("arguments[0].focus()", json!([link.reference()]));
+    browser.type_text(&link, "\u{E007}"); // Enter
+    browser.wait(
+        "the Edge view, focused on its title",
+        "return document.activeElement && document.activeElement.id === 'edge-title'",
+    );
+    for node in ["gpu-1", "cpu-1"] {
+        browser.wait(
+            &format!("node {node} of edge-a with its providers"),
+            &format!(
+                "const r = document.querySelector('#nodes tr[data-node=\"{node}\"]');
+                 return r && r.querySelectorAll('li.provider').length === 2"
+            ),
+        );
+    }
+    let ops = browser.js(
+        "return [...document.querySelectorAll('#operation option')].map(o => o.value)",
+        json!([]),
+    );
+    for op in ["edge.ping", "node.drain", "sim.disconnect", "sim.connect"] {
+        assert!(
+            ops.as_array().unwrap().contains(&json!(op)),
+            "{op} not offered: {ops}"
+        );
+    }
+    let choices = browser.js(
+        "return [...document.querySelectorAll('#selectors option')].map(o => o.value)",
+        json!([]),
+    );
+    for selector in ["node:gpu-1", "provider:gpu-1/llama", "label:zone=a"] {
+        assert!(
+            choices.as_array().unwrap().contains(&json!(selector)),
+            "{selector}: {choices}"
+        );
+    }
+
+    // A drain from the form, followed phase by phase to SUCCEEDED.
+    send(&browser, "node.drain", "node:gpu-1");
+    let phases = browser.wait(
+        "node.drain SUCCEEDED",
+        &timeline_reached("node.drain", "SUCCEEDED"),
+    );
+    let phases = phases.as_str().unwrap();
+    assert!(phases.starts_with("ACCEPTED,RUNNING"), "{phases}");
+    assert!(phases.ends_with("SUCCEEDED"), "{phases}");
+
+    // An error of the admin API is shown as such.
+    send(&browser, "node.drain", "node:no-such-node");
+    let rejected = browser.wait(
+        "the rejection of an unknown node",
+        "const t = document.querySelector('li.timeline');
+         return t && t.querySelector('p').textContent.includes('NO_MATCHING_TARGET') && t.querySelector('p').textContent",
+    );
+    assert!(
+        rejected.as_str().unwrap().contains("no-such-node"),
+        "{rejected}"
+    );
+
+    // A node drops: its row turns disconnected, its providers' numbers go to zero.
+    browser.wait(
+        "cpu-1 ready",
+        "const r = document.querySelector('#nodes tr[data-node=\"cpu-1\"]');
+         return r && r.dataset.state === 'READY'",
+    );
+    send(&browser, "sim.disconnect", "node:cpu-1");
+    let zeroed = browser.wait(
+        "cpu-1 disconnected with zeroed providers",
+        "const r = document.querySelector('#nodes tr[data-node=\"cpu-1\"]');
+         if (!r || r.dataset.state !== 'DISCONNECTED' || r.dataset.connected !== 'false') return false;
+         const p = [...r.querySelectorAll('li.provider')];
+         return p.length === 2 && p.every(x => x.dataset.capacity === '0' && x.dataset.inFlight === '0'
+             && x.dataset.queued === '0' && x.dataset.eligible === 'false')
+             && p.map(x => x.dataset.status + '/' + x.dataset.health).join(',');",
+    );
+    assert_eq!(zeroed, json!("UNAVAILABLE/OFFLINE,UNAVAILABLE/OFFLINE"));
+    let screenshot = shots.join("dashboard.png");
+    browser.js("window.scrollTo(0, 0)", json!([]));
+    browser.screenshot(&screenshot);
+
+    // ... and comes back.
+    send(&browser, "sim.connect", "node:cpu-1");
+    browser.wait(
+        "cpu-1 ready again",
+        "const r = document.querySelector('#nodes tr[data-node=\"cpu-1\"]');
+         return r && r.dataset.state === 'READY' && r.dataset.connected === 'true'",
+    );
+
+    // Every control is labelled (keyboard and screen-reader users reach it by name).
+    let unlabelled = browser.js(
+        "return [...document.querySelectorAll('input, select, button')]
+            .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+            .map(e => e.id || e.outerHTML)",
+        json!([]),
+    );
+    assert_eq!(unlabelled, json!([]), "controls without a label");
+
+    // The events view lists the drop, and filters.
+    browser.click(&browser.find("a[data-nav=events]"));
+    browser.type_text(&browser.find("#events-text"), "cpu-1 node_disconnected");
+    let shown = browser.wait(
+        "the disconnect in the events view",
+        "const rows = [...document.querySelectorAll('#events tbody tr')];
+         return rows.length > 0 && rows.every(r => r.textContent.includes('cpu-1 node_disconnected')) && rows.length",
+    );
+    assert!(shown.as_u64().unwrap() >= 1);
+
+    // Nothing went wrong on the page itself (its own faults are shown in the notice).
+    let faults = browser.js("return document.body.dataset.faults || null", json!([]));
+    assert_eq!(faults, json!(null), "the page's own code failed");
+    // (and the count works: a fault thrown on purpose is counted and shown)
+    browser.js(
+        "window.dispatchEvent(new ErrorEvent('error', { message: 'probe' }))",
+        json!([]),
+    );
+    browser.wait(
+        "the probe fault shown",
+        "return document.body.dataset.faults === '1'
+            && document.getElementById('notice').textContent.includes('probe')",
+    );
+
+    // On a phone: nothing wider than the screen but the tables, which scroll.
+    browser.resize(390, 844);
+    for view in ["#/", "#/edge/edge-a", "#/events"] {
+        browser.js(&format!("location.hash = '{view}'"), json!([]));
+        browser.wait(
+            &format!("{view} fits a phone's width"),
+            "return document.documentElement.scrollWidth <= window.innerWidth",
+        );
+    }
+    browser.screenshot(&shots.join("dashboard-phone-events.png"));
+
+    if std::env::var_os("IOP_BLESS").is_some() {
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
+        std::fs::copy(&screenshot, docs).expect("write docs/dashboard.png");
+    }
+}
