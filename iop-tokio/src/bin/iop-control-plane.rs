@@ -8,10 +8,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use iop_cluster::ClusterConfig;
 use iop_tokio::cli::admin::{self, AdminAccess, AdminServerConfig, AdminState, AdminTokens};
+use iop_tokio::cli::cluster::ClusterArgs;
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
 use iop_tokio::cli::reload::{Reloadable, TlsFiles};
 use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging, startup};
+use iop_tokio::core::cp::Directory;
 use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
 
 /// How long open admin connections may take to finish once stopping.
@@ -141,6 +144,9 @@ struct Args {
     #[arg(long, value_name = "LEVEL")]
     log_level: Option<String>,
 
+    #[command(flatten)]
+    cluster: ClusterArgs,
+
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -214,7 +220,11 @@ fn run(args: Args) -> Result<(), Failure> {
             EnrolmentPolicy::AcceptAny
         }
     };
+    let cluster = args.cluster.config().map_err(Failure::Usage)?;
     let mut config = ServerConfig::new(enrolment);
+    if cluster.is_some() {
+        config.cp.directory = Directory::External;
+    }
     let tls_files = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles {
             cert: cert.clone(),
@@ -275,12 +285,14 @@ fn run(args: Args) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
+    let cluster = cluster.map(|c| (args.cluster.clone(), c));
     runtime.block_on(serve(
         listen,
         admin_addr,
         config,
         (access, admin_config),
         reloadable,
+        cluster,
     ))
 }
 
@@ -290,10 +302,22 @@ async fn serve(
     config: ServerConfig,
     (access, admin_config): (AdminAccess, AdminServerConfig),
     reloadable: Reloadable,
+    cluster: Option<(ClusterArgs, ClusterConfig)>,
 ) -> Result<(), Failure> {
     let server = ControlPlaneServer::bind(listen, config)
         .await
         .map_err(|e| Failure::Runtime(format!("edge listener {listen}: {e}")))?;
+    let replica = match cluster {
+        Some((args, config)) => {
+            let replica = args
+                .start(config, server.handle())
+                .await
+                .map_err(Failure::Runtime)?;
+            tracing::info!(replica = replica.replica_id(), "cluster replica started");
+            Some(replica)
+        }
+        None => None,
+    };
     reloadable
         .on_sighup(server.handle())
         .map_err(|e| Failure::Runtime(format!("cannot watch SIGHUP: {e}")))?;
@@ -303,7 +327,8 @@ async fn serve(
     let admin_bound = admin_listener
         .local_addr()
         .map_err(|e| Failure::Runtime(format!("admin listener: {e}")))?;
-    let state = AdminState::with_access(server.handle(), access);
+    let mut state = AdminState::with_access(server.handle(), access);
+    state.replica_id = replica.as_ref().map(|r| r.replica_id().to_owned());
     tracing::info!(edges = %server.local_addr(), admin = %admin_bound, "control plane listening");
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -346,6 +371,10 @@ async fn serve(
         }
     };
     server.shutdown().await;
+    // After the sessions' closes, so that their records are released.
+    if let Some(replica) = replica {
+        replica.shutdown().await;
+    }
     result.map_err(|e| Failure::Runtime(format!("admin API task: {e}")))
 }
 

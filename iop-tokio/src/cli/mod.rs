@@ -36,6 +36,7 @@
 //! ```
 
 pub mod admin;
+pub mod cluster;
 pub mod demo;
 pub mod edge_config;
 pub mod edge_ops;

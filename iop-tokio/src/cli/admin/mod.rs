@@ -63,6 +63,9 @@ pub struct AdminState {
     /// Bytes of events one stream may hold undelivered; past it the stream gets a
     /// `lagged` event and ends (the client reconnects and reloads).
     pub event_stream_bytes: usize,
+    /// This Control Plane's replica id in a cluster (`--replica-id`): the `replica` of
+    /// the Edges whose live session it holds.
+    pub replica_id: Option<String>,
 }
 
 impl AdminState {
@@ -81,6 +84,7 @@ impl AdminState {
             access: Arc::new(access),
             event_streams: Arc::new(tokio::sync::Semaphore::new(MAX_EVENT_STREAMS)),
             event_stream_bytes: 4 * 1024 * 1024,
+            replica_id: None,
         }
     }
 }

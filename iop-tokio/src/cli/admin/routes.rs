@@ -61,8 +61,19 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
+/// An Edge's view, with the replica holding its live session in a cluster.
+fn view(s: &AdminState, v: &iop_core::cp::EdgeView) -> Value {
+    let mut out = shape::edge_view(v);
+    if let (Some(replica), Some(obj)) = (&s.replica_id, out.as_object_mut())
+        && v.reachability != iop_core::cp::Reachability::Disconnected
+    {
+        obj.insert("replica".into(), Value::String(replica.clone()));
+    }
+    out
+}
+
 async fn list_edges(State(s): State<AdminState>) -> Json<Value> {
-    let edges: Vec<Value> = s.cp.edges().iter().map(shape::edge_view).collect();
+    let edges: Vec<Value> = s.cp.edges().iter().map(|v| view(&s, v)).collect();
     Json(json!({ "edges": edges }))
 }
 
@@ -71,7 +82,7 @@ async fn get_edge(
     Path(edge_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     s.cp.edge(&edge_id)
-        .map(|v| Json(shape::edge_view(&v)))
+        .map(|v| Json(view(&s, &v)))
         .ok_or_else(|| ApiError::unknown_edge(&edge_id))
 }
 

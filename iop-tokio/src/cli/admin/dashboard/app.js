@@ -200,7 +200,7 @@ function renderFleet() {
   const wanted = $("fleet-state").value;
   const all = [...state.edges.values()].sort((a, b) => a.edgeId.localeCompare(b.edgeId));
   const shown = all.filter((v) => fleetMatches(v, text, wanted));
-  const replica = all.some((v) => v.replicaId);
+  const replica = all.some((v) => v.replica);
   for (const th of document.querySelectorAll("[data-replica]")) th.hidden = !replica;
   $("fleet").tBodies[0].replaceChildren(...fleetRows(shown.slice(0, FLEET_ROWS), replica));
   const count = (r) => all.filter((v) => v.reachability === r).length;

@@ -67,7 +67,7 @@ export function fleetRows(views, showReplica) {
       h("td", { class: "num", text: v.connected ? v.sessionId : "—" }),
       h("td", { text: v.softwareVersion || "—" }),
       h("td", { class: "ops", text: (v.operations || []).join(", ") || "—" }),
-      showReplica ? h("td", { text: v.replicaId || "—" }) : null,
+      showReplica ? h("td", { text: v.replica || "—" }) : null,
     );
   });
 }
@@ -82,7 +82,7 @@ export function edgeSummary(v) {
     ["Operations", (v.operations || []).join(", ") || "—"],
     ["Supersessions", v.supersessions || "0"],
   ];
-  if (v.replicaId) items.push(["Replica", v.replicaId]);
+  if (v.replica) items.push(["Replica", v.replica]);
   return items.flatMap(([k, val]) => [h("dt", { text: k }), h("dd", {}, val)]);
 }
 

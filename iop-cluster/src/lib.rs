@@ -1,0 +1,67 @@
+//! IOP Control Plane replicas over NATS JetStream (PROTOCOL.md §8).
+//!
+//! Several `iop-control-plane` processes serve one fleet: an Edge connects to any of
+//! them, and the replicas agree on which one holds each Edge's live session through
+//! an existing engine — NATS with JetStream — never a protocol of their own. This crate
+//! answers the core's ownership-claim seam
+//! ([`Directory::External`](iop_driver::iop_core::cp::Directory::External)) from the
+//! engine:
+//!
+//! * one **ownership record** per Edge id in a key-value bucket ([`key`] says how ids
+//!   become keys), written only by compare-and-set; the winning write's revision is
+//!   the session's `session_id`, so session ids increase per Edge across the whole
+//!   cluster (the fencing token of PROTOCOL.md §5.3); a record is marked closed, never
+//!   deleted;
+//! * **replica liveness** entries that expire after three heartbeats;
+//! * **supersede across replicas**: the winner tells the former owner, and every
+//!   replica watches the records it holds, so a lost message cannot leave two live
+//!   sessions.
+//!
+//! The rules themselves ([`ownership::decide`]) are pure and run against the engine
+//! ([`NatsStore`]) and against [`MemoryStore`] in a seeded simulation.
+//!
+//! Routing of status requests and commands to the owning replica, the fleet-wide
+//! event stream and command records in the engine are not in this crate yet: a
+//! replica answers for the Edges it holds.
+//!
+//! # Example
+//!
+//! A Control Plane server (here `iop-tokio`'s, any runtime of `iop-driver` works) whose
+//! core leaves ownership to the directory, made one replica of a cluster:
+//!
+//! ```no_run
+//! use iop_cluster::{ClusterConfig, Replica};
+//! use iop_driver::iop_core::cp::{CpConfig, Directory, EnrolmentPolicy};
+//! use iop_driver::{ControlPlaneHandle, Runtime};
+//!
+//! /// `cp` is the handle of a server bound with `config()`.
+//! async fn join<R: Runtime>(cp: ControlPlaneHandle<R>) -> Result<Replica, Box<dyn std::error::Error>> {
+//!     let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
+//!     Ok(Replica::start(nats, cp, ClusterConfig::new("cp-1")).await?)
+//! }
+//!
+//! fn config() -> CpConfig {
+//!     let mut config = CpConfig::default();
+//!     config.directory = Directory::External;
+//!     config
+//! }
+//! # let _ = EnrolmentPolicy::AcceptAny;
+//! ```
+//!
+//! `iop-control-plane --cluster nats://HOST:PORT --replica-id ID` does this (see the
+//! README); a replica is stopped after its server ([`Replica::shutdown`]), so that
+//! the sessions' closes release their records.
+#![forbid(unsafe_code)]
+
+pub mod key;
+mod memory;
+mod nats;
+pub mod ownership;
+mod record;
+pub mod replica;
+pub mod testing;
+
+pub use memory::MemoryStore;
+pub use nats::{ClusterConfig, NatsStore};
+pub use record::{Current, OwnerRecord};
+pub use replica::{ClusterError, Replica};

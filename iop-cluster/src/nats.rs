@@ -1,0 +1,192 @@
+//! The ownership records and replica liveness in JetStream key-value buckets.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use futures_lite::StreamExt;
+
+use crate::ownership::{OwnershipStore, StoreError, WriteError};
+use crate::record::{Current, OwnerRecord};
+
+/// Where and how a replica keeps its records in the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterConfig {
+    /// This replica's id: unique in the cluster, stable across its restarts (records
+    /// it held before a restart are released when it starts again).
+    pub replica_id: String,
+    /// The bucket of ownership records (`iop-owners`).
+    pub owners_bucket: String,
+    /// The bucket of replica liveness entries (`iop-replicas`).
+    pub replicas_bucket: String,
+    /// How often a replica renews its liveness entry (2 s); the entry expires after
+    /// three of these.
+    pub heartbeat: Duration,
+    /// Copies of each bucket in a NATS cluster (1; 3 for a three-node NATS cluster).
+    pub bucket_replicas: usize,
+    /// How long one engine operation may take before the claim is `Unavailable` (2 s).
+    pub op_timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// The defaults, for replica `replica_id`.
+    pub fn new(replica_id: impl Into<String>) -> Self {
+        Self {
+            replica_id: replica_id.into(),
+            owners_bucket: "iop-owners".into(),
+            replicas_bucket: "iop-replicas".into(),
+            heartbeat: Duration::from_secs(2),
+            bucket_replicas: 1,
+            op_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// [`OwnershipStore`] over two JetStream key-value buckets.
+#[derive(Debug, Clone)]
+pub struct NatsStore {
+    pub(crate) owners: kv::Store,
+    pub(crate) replicas: kv::Store,
+    timeout: Duration,
+}
+
+fn engine<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError(e.to_string())
+}
+
+async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, StoreError> {
+    if let Ok(store) = js.get_key_value(&config.bucket).await {
+        return Ok(store);
+    }
+    match js.create_key_value(config.clone()).await {
+        Ok(store) => Ok(store),
+        // Another replica created it meanwhile.
+        Err(e) => js
+            .get_key_value(&config.bucket)
+            .await
+            .map_err(|_| engine(e)),
+    }
+}
+
+impl NatsStore {
+    /// Opens (or creates) the buckets of `config` on `js`.
+    pub async fn open(js: &jetstream::Context, config: &ClusterConfig) -> Result<Self, StoreError> {
+        let owners = bucket(
+            js,
+            kv::Config {
+                bucket: config.owners_bucket.clone(),
+                description: "IOP: which replica holds each Edge's live session".into(),
+                history: 1,
+                storage: jetstream::stream::StorageType::File,
+                num_replicas: config.bucket_replicas,
+                ..Default::default()
+            },
+        )
+        .await?;
+        let replicas = bucket(
+            js,
+            kv::Config {
+                bucket: config.replicas_bucket.clone(),
+                description: "IOP: live Control Plane replicas".into(),
+                history: 1,
+                max_age: config.heartbeat * 3,
+                storage: jetstream::stream::StorageType::Memory,
+                num_replicas: config.bucket_replicas,
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok(Self {
+            owners,
+            replicas,
+            timeout: config.op_timeout,
+        })
+    }
+
+    async fn bounded<T, E: std::fmt::Display>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<Result<T, E>, StoreError> {
+        tokio::time::timeout(self.timeout, f)
+            .await
+            .map_err(|_| StoreError("timed out".into()))
+    }
+
+    /// Renews `replica`'s liveness entry.
+    pub async fn heartbeat(&self, replica: &str) -> Result<(), StoreError> {
+        self.bounded(self.replicas.put(replica, "alive".into()))
+            .await?
+            .map(|_| ())
+            .map_err(engine)
+    }
+
+    /// Removes `replica`'s liveness entry (a clean stop).
+    pub async fn retire(&self, replica: &str) -> Result<(), StoreError> {
+        self.bounded(self.replicas.purge(replica))
+            .await?
+            .map_err(engine)
+    }
+
+    /// Every key of the owners bucket.
+    pub async fn keys(&self) -> Result<Vec<String>, StoreError> {
+        let mut keys = self.owners.keys().await.map_err(engine)?;
+        let mut out = Vec::new();
+        while let Some(key) = keys.next().await {
+            out.push(key.map_err(engine)?);
+        }
+        Ok(out)
+    }
+}
+
+impl OwnershipStore for NatsStore {
+    async fn entry(&self, key: &str) -> Result<Option<Current>, StoreError> {
+        let entry = self
+            .bounded(self.owners.entry(key))
+            .await?
+            .map_err(engine)?;
+        Ok(entry.map(|e| Current {
+            record: match e.operation {
+                kv::Operation::Put => OwnerRecord::decode(&e.value),
+                kv::Operation::Delete | kv::Operation::Purge => None,
+            },
+            revision: e.revision,
+        }))
+    }
+
+    async fn create(&self, key: &str, record: &OwnerRecord) -> Result<u64, WriteError> {
+        match self
+            .bounded(self.owners.create(key, record.encode()))
+            .await?
+        {
+            Ok(revision) => Ok(revision),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Err(WriteError::Conflict),
+            Err(e) => Err(engine(e).into()),
+        }
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        record: &OwnerRecord,
+        expected: u64,
+    ) -> Result<u64, WriteError> {
+        match self
+            .bounded(self.owners.update(key, record.encode(), expected))
+            .await?
+        {
+            Ok(revision) => Ok(revision),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                Err(WriteError::Conflict)
+            }
+            Err(e) => Err(engine(e).into()),
+        }
+    }
+
+    async fn replica_alive(&self, replica: &str) -> Result<bool, StoreError> {
+        let entry = self
+            .bounded(self.replicas.entry(replica))
+            .await?
+            .map_err(engine)?;
+        Ok(entry.is_some_and(|e| e.operation == kv::Operation::Put))
+    }
+}

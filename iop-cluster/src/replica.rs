@@ -1,0 +1,383 @@
+//! One Control Plane replica of a cluster: the ownership-claim seam of its core
+//! answered from the engine (PROTOCOL.md §8).
+//!
+//! A replica runs four tasks (on tokio) beside its Control Plane server, whose core must
+//! use [`Directory::External`](iop_driver::iop_core::cp::Directory::External):
+//! * **claims** — each [`CpEvent::OwnershipClaim`] is decided against the owners
+//!   bucket ([`ownership::claim`]) and answered; a granted session whose hello went away
+//!   meanwhile is released at once. Each `EdgeDisconnected` of a session it was granted
+//!   releases the record by compare-and-set on that session's id, so a stale close
+//!   never touches a newer owner's record;
+//! * **supersede inbox** — the winner of a record held by another replica sends that
+//!   replica a message (`iop.cluster.<replica>.superseded`); the former owner's
+//!   session gets `GoAway{SUPERSEDED}`;
+//! * **watch** — every replica also watches the owners bucket and closes a session
+//!   of its own whose record moved on, so a lost message never leaves two live
+//!   sessions for long;
+//! * **heartbeat** — renews the replica's liveness entry (expiring after three
+//!   heartbeats), and releases records of sessions that are no longer live here (a
+//!   disconnect event lost to a slow subscription).
+//!
+//! At start a replica releases the records that name it from an earlier run.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_nats::jetstream::{self, kv};
+use futures_lite::StreamExt;
+use iop_driver::iop_core::cp::{Claim, ClaimAnswer, CpEvent, CpEventKind, Reachability};
+use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions, Subscription};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+use crate::key::{edge_id_of, edge_key};
+use crate::nats::{ClusterConfig, NatsStore};
+use crate::ownership::{self, ClaimContext, Claimed, Former, StoreError};
+use crate::record::OwnerRecord;
+
+/// Why a replica could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The engine could not be reached or refused an operation.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The supersede inbox could not be subscribed.
+    #[error("cluster engine: cannot subscribe: {0}")]
+    Subscribe(String),
+}
+
+/// The message that tells a replica it lost an Edge.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Superseded {
+    edge_id: String,
+    session_id: u64,
+    by_session_id: u64,
+}
+
+fn inbox(replica: &str) -> String {
+    format!("iop.cluster.{}.superseded", edge_key(replica))
+}
+
+/// The sessions this replica was granted: Edge id → (session id, whether the core
+/// took the grant). A grant not yet taken is left alone by the heartbeat's sweep.
+type Owned = Arc<Mutex<HashMap<String, (u64, bool)>>>;
+
+fn owned_get(owned: &Owned, edge_id: &str) -> Option<u64> {
+    owned
+        .lock()
+        .ok()
+        .and_then(|o| o.get(edge_id).map(|(s, _)| *s))
+}
+
+fn owned_put(owned: &Owned, edge_id: &str, session_id: u64, taken: bool) {
+    if let Ok(mut o) = owned.lock() {
+        o.insert(edge_id.to_owned(), (session_id, taken));
+    }
+}
+
+/// Removes `edge_id` from `owned` if it is at `session_id`; true when it was.
+fn owned_take(owned: &Owned, edge_id: &str, session_id: u64) -> bool {
+    let Ok(mut o) = owned.lock() else {
+        return false;
+    };
+    if o.get(edge_id).map(|(s, _)| *s) == Some(session_id) {
+        o.remove(edge_id);
+        true
+    } else {
+        false
+    }
+}
+
+/// A running replica; see the [module docs](self).
+#[derive(Debug)]
+pub struct Replica {
+    config: ClusterConfig,
+    store: NatsStore,
+    owned: Owned,
+    claims: JoinHandle<()>,
+    others: Vec<JoinHandle<()>>,
+}
+
+impl Replica {
+    /// Starts replica `config.replica_id` of the cluster on `client` for the Control
+    /// Plane behind `cp`.
+    pub async fn start<R: Runtime>(
+        client: async_nats::Client,
+        cp: ControlPlaneHandle<R>,
+        config: ClusterConfig,
+    ) -> Result<Replica, ClusterError> {
+        let js = jetstream::new(client.clone());
+        let store = NatsStore::open(&js, &config).await?;
+        let me = config.replica_id.clone();
+        store.heartbeat(&me).await?;
+        // Records naming this replica are from an earlier run: none of its sessions
+        // is live now.
+        for key in store.keys().await? {
+            if let Some(current) = ownership::OwnershipStore::entry(&store, &key).await?
+                && current
+                    .record
+                    .as_ref()
+                    .is_some_and(|r| r.live && r.replica == me)
+            {
+                ownership::release(&store, &me, &key, current.revision).await?;
+            }
+        }
+        let owned: Owned = Arc::default();
+        let inbox_sub = client
+            .subscribe(inbox(&me))
+            .await
+            .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+        let watch = store
+            .owners
+            .watch_all()
+            .await
+            .map_err(|e| StoreError(e.to_string()))?;
+        let events = cp.subscribe_with(
+            SubscribeOptions::default()
+                .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected]),
+        );
+        let claims = tokio::spawn(claim_loop(
+            events,
+            cp.clone(),
+            store.clone(),
+            client.clone(),
+            me.clone(),
+            owned.clone(),
+        ));
+        let others = vec![
+            tokio::spawn(inbox_loop(inbox_sub, cp.clone(), owned.clone())),
+            tokio::spawn(watch_loop(watch, cp.clone(), me.clone(), owned.clone())),
+            tokio::spawn(heartbeat_loop(
+                store.clone(),
+                cp,
+                me,
+                owned.clone(),
+                config.heartbeat,
+            )),
+        ];
+        Ok(Replica {
+            config,
+            store,
+            owned,
+            claims,
+            others,
+        })
+    }
+
+    /// This replica's id.
+    pub fn replica_id(&self) -> &str {
+        &self.config.replica_id
+    }
+
+    /// The session id of `edge_id`'s live session on this replica, if it holds one.
+    pub fn owned_session(&self, edge_id: &str) -> Option<u64> {
+        owned_get(&self.owned, edge_id)
+    }
+
+    /// The engine's records, for inspection.
+    pub fn store(&self) -> &NatsStore {
+        &self.store
+    }
+
+    /// Stops at once, releasing nothing: the records stay as they are and the liveness
+    /// entry expires on its own — what a crash of the process leaves behind.
+    pub fn abort(self) {
+        self.claims.abort();
+        for task in self.others {
+            task.abort();
+        }
+    }
+
+    /// Stops the replica. Call it after the Control Plane's own shutdown: the
+    /// sessions' closes are released first (waited for at most one heartbeat), then
+    /// the liveness entry is removed.
+    pub async fn shutdown(self) {
+        let _ = tokio::time::timeout(self.config.heartbeat, self.claims).await;
+        for task in self.others {
+            task.abort();
+        }
+        let _ = self.store.retire(&self.config.replica_id).await;
+    }
+}
+
+/// Answers claims and releases the records of ended sessions.
+async fn claim_loop<R: Runtime>(
+    mut events: Subscription<CpEvent>,
+    cp: ControlPlaneHandle<R>,
+    store: NatsStore,
+    client: async_nats::Client,
+    me: String,
+    owned: Owned,
+) {
+    while let Some(notice) = events.next().await {
+        match notice {
+            Notice::Event(CpEvent::OwnershipClaim(claim)) => {
+                let (cp, store, client, me, owned) = (
+                    cp.clone(),
+                    store.clone(),
+                    client.clone(),
+                    me.clone(),
+                    owned.clone(),
+                );
+                // Claims of different Edges go on side by side; one Edge's are ordered
+                // by the compare-and-set.
+                tokio::spawn(async move {
+                    answer(claim, &cp, &store, &client, &me, &owned).await;
+                });
+            }
+            Notice::Event(CpEvent::EdgeDisconnected {
+                edge_id,
+                session_id,
+                ..
+            }) if owned_take(&owned, &edge_id, session_id) => {
+                let key = edge_key(&edge_id);
+                if let Err(e) = ownership::release(&store, &me, &key, session_id).await {
+                    tracing::warn!(%edge_id, session_id, error = %e, "cannot release the ownership record");
+                }
+            }
+            // A lost disconnect is caught by the heartbeat's sweep, a lost claim by the
+            // hello timeout.
+            _ => {}
+        }
+    }
+}
+
+async fn answer<R: Runtime>(
+    claim: Claim,
+    cp: &ControlPlaneHandle<R>,
+    store: &NatsStore,
+    client: &async_nats::Client,
+    me: &str,
+    owned: &Owned,
+) {
+    let key = edge_key(&claim.edge_id);
+    let context = ClaimContext {
+        policy: claim.policy,
+        local_session_id: claim.local_session_id,
+    };
+    let answer = match ownership::claim(store, me, &key, context).await {
+        Ok(Claimed::Granted { session_id, former }) => {
+            // Known before the core takes it: a close that follows at once releases it.
+            owned_put(owned, &claim.edge_id, session_id, false);
+            if cp
+                .answer_claim(claim.conn, ClaimAnswer::Granted { session_id })
+                .is_err()
+            {
+                // The hello is gone (closed, timed out): the record is released.
+                if owned_take(owned, &claim.edge_id, session_id) {
+                    let _ = ownership::release(store, me, &key, session_id).await;
+                }
+                return;
+            }
+            if let Ok(mut o) = owned.lock()
+                && let Some(entry) = o.get_mut(&claim.edge_id)
+                && entry.0 == session_id
+            {
+                entry.1 = true;
+            }
+            if let Some(former) = former {
+                tell_former(client, &claim.edge_id, &former, session_id).await;
+            }
+            return;
+        }
+        Ok(Claimed::Held) => ClaimAnswer::Held,
+        Ok(Claimed::Contended) => ClaimAnswer::Unavailable,
+        Err(e) => {
+            tracing::warn!(edge_id = %claim.edge_id, error = %e, "ownership claim failed");
+            ClaimAnswer::Unavailable
+        }
+    };
+    let _ = cp.answer_claim(claim.conn, answer);
+}
+
+async fn tell_former(client: &async_nats::Client, edge_id: &str, former: &Former, by: u64) {
+    let message = Superseded {
+        edge_id: edge_id.to_owned(),
+        session_id: former.session_id,
+        by_session_id: by,
+    };
+    let payload = serde_json::to_vec(&message).unwrap_or_default();
+    // Best effort: the former owner's watch closes the session if this is lost.
+    let _ = client.publish(inbox(&former.replica), payload.into()).await;
+}
+
+async fn inbox_loop<R: Runtime>(
+    mut sub: async_nats::Subscriber,
+    cp: ControlPlaneHandle<R>,
+    owned: Owned,
+) {
+    while let Some(message) = sub.next().await {
+        let Ok(m) = serde_json::from_slice::<Superseded>(&message.payload) else {
+            continue;
+        };
+        if owned_take(&owned, &m.edge_id, m.session_id) {
+            cp.ownership_lost(&m.edge_id, m.session_id, m.by_session_id);
+        }
+    }
+}
+
+async fn watch_loop<R: Runtime>(
+    mut watch: kv::Watch,
+    cp: ControlPlaneHandle<R>,
+    me: String,
+    owned: Owned,
+) {
+    while let Some(Ok(entry)) = watch.next().await {
+        let Some(edge_id) = edge_id_of(&entry.key) else {
+            continue;
+        };
+        let Some(ours) = owned_get(&owned, &edge_id) else {
+            continue;
+        };
+        if entry.revision <= ours {
+            continue;
+        }
+        // A newer record: another replica's, or a stranger's write. Our own newer
+        // records are grants of a local duplicate, which the core supersedes itself.
+        let record = OwnerRecord::decode(&entry.value);
+        if record.as_ref().is_some_and(|r| r.replica == me) {
+            continue;
+        }
+        if owned_take(&owned, &edge_id, ours) {
+            cp.ownership_lost(&edge_id, ours, entry.revision);
+        }
+    }
+}
+
+async fn heartbeat_loop<R: Runtime>(
+    store: NatsStore,
+    cp: ControlPlaneHandle<R>,
+    me: String,
+    owned: Owned,
+    every: std::time::Duration,
+) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if let Err(e) = store.heartbeat(&me).await {
+            tracing::warn!(error = %e, "cannot renew this replica's liveness entry");
+        }
+        // Sessions granted here that are no longer live (their disconnect event was
+        // lost): their records are released.
+        let held: Vec<(String, u64)> = owned
+            .lock()
+            .map(|o| {
+                o.iter()
+                    .filter(|(_, (_, taken))| *taken)
+                    .map(|(k, (s, _))| (k.clone(), *s))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (edge_id, session_id) in held {
+            let live = cp.edge(&edge_id).is_some_and(|v| {
+                v.session_id == session_id && v.reachability != Reachability::Disconnected
+            });
+            if !live && owned_take(&owned, &edge_id, session_id) {
+                let _ = ownership::release(&store, &me, &edge_key(&edge_id), session_id).await;
+            }
+        }
+    }
+}

