@@ -20,9 +20,11 @@
 //! The rules themselves ([`ownership::decide`]) are pure and run against the engine
 //! ([`NatsStore`]) and against [`MemoryStore`] in a seeded simulation.
 //!
-//! Routing of status requests and commands to the owning replica, the fleet-wide
-//! event stream and command records in the engine are not in this crate yet: a
-//! replica answers for the Edges it holds.
+//! * **routing**: any replica's [`Router`] reaches an Edge through the replica that
+//!   holds it, for status, commands and views, carrying the session id it expects.
+//!
+//! The fleet-wide event stream and command records in the engine are not in this
+//! crate yet: events and command records stay with the replica that sent them.
 //!
 //! # Example
 //!
@@ -59,9 +61,11 @@ mod nats;
 pub mod ownership;
 mod record;
 pub mod replica;
+pub mod route;
 pub mod testing;
 
 pub use memory::MemoryStore;
 pub use nats::{ClusterConfig, NatsStore};
 pub use record::{Current, OwnerRecord};
 pub use replica::{ClusterError, Replica};
+pub use route::{RouteError, RoutedCommand, Router};

@@ -1,7 +1,7 @@
 //! One Control Plane replica of a cluster: the ownership-claim seam of its core
 //! answered from the engine (PROTOCOL.md §8).
 //!
-//! A replica runs four tasks (on tokio) beside its Control Plane server, whose core must
+//! A replica runs five tasks (on tokio) beside its Control Plane server, whose core must
 //! use [`Directory::External`](iop_driver::iop_core::cp::Directory::External):
 //! * **claims** — each [`CpEvent::OwnershipClaim`] is decided against the owners
 //!   bucket ([`ownership::claim`]) and answered; a granted session whose hello went away
@@ -14,6 +14,8 @@
 //! * **watch** — every replica also watches the owners bucket and closes a session
 //!   of its own whose record moved on, so a lost message never leaves two live
 //!   sessions for long;
+//! * **routes** — answers status requests, commands and view requests for the Edges
+//!   it holds, from any replica's [`Router`] ([`route`]);
 //! * **heartbeat** — renews the replica's liveness entry (expiring after three
 //!   heartbeats), and releases records of sessions that are no longer live here (a
 //!   disconnect event lost to a slow subscription).
@@ -21,7 +23,7 @@
 //! At start a replica releases the records that name it from an earlier run.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_nats::jetstream::{self, kv};
 use futures_lite::StreamExt;
@@ -34,6 +36,7 @@ use crate::key::{edge_id_of, edge_key};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::{self, ClaimContext, Claimed, Former, StoreError};
 use crate::record::OwnerRecord;
+use crate::route::{self, Fleet, Router, ViewEncoder};
 
 /// Why a replica could not start.
 #[derive(Debug, thiserror::Error)]
@@ -62,9 +65,9 @@ fn inbox(replica: &str) -> String {
 
 /// The sessions this replica was granted: Edge id → (session id, whether the core
 /// took the grant). A grant not yet taken is left alone by the heartbeat's sweep.
-type Owned = Arc<Mutex<HashMap<String, (u64, bool)>>>;
+pub(crate) type Owned = Arc<Mutex<HashMap<String, (u64, bool)>>>;
 
-fn owned_get(owned: &Owned, edge_id: &str) -> Option<u64> {
+pub(crate) fn owned_get(owned: &Owned, edge_id: &str) -> Option<u64> {
     owned
         .lock()
         .ok()
@@ -91,13 +94,22 @@ fn owned_take(owned: &Owned, edge_id: &str, session_id: u64) -> bool {
 }
 
 /// A running replica; see the [module docs](self).
-#[derive(Debug)]
 pub struct Replica {
     config: ClusterConfig,
     store: NatsStore,
     owned: Owned,
+    views: Arc<OnceLock<ViewEncoder>>,
+    router: Router,
     claims: JoinHandle<()>,
     others: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica")
+            .field("replica_id", &self.config.replica_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Replica {
@@ -129,11 +141,25 @@ impl Replica {
             .subscribe(inbox(&me))
             .await
             .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+        // Every record's latest value first, then each change.
         let watch = store
             .owners
-            .watch_all()
+            .watch_with_history(">")
             .await
             .map_err(|e| StoreError(e.to_string()))?;
+        let routes = client
+            .subscribe(route::subject(&me))
+            .await
+            .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
+        let fleet: Fleet = Arc::default();
+        let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
+        let router = Router::new(client.clone(), store.clone(), me.clone(), fleet.clone());
+        let server = Arc::new(route::Server {
+            client: client.clone(),
+            cp: cp.clone(),
+            owned: owned.clone(),
+            views: views.clone(),
+        });
         let events = cp.subscribe_with(
             SubscribeOptions::default()
                 .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected]),
@@ -148,7 +174,14 @@ impl Replica {
         ));
         let others = vec![
             tokio::spawn(inbox_loop(inbox_sub, cp.clone(), owned.clone())),
-            tokio::spawn(watch_loop(watch, cp.clone(), me.clone(), owned.clone())),
+            tokio::spawn(watch_loop(
+                watch,
+                cp.clone(),
+                me.clone(),
+                owned.clone(),
+                fleet,
+            )),
+            tokio::spawn(route::serve(routes, server)),
             tokio::spawn(heartbeat_loop(
                 store.clone(),
                 cp,
@@ -161,6 +194,8 @@ impl Replica {
             config,
             store,
             owned,
+            views,
+            router,
             claims,
             others,
         })
@@ -174,6 +209,23 @@ impl Replica {
     /// The session id of `edge_id`'s live session on this replica, if it holds one.
     pub fn owned_session(&self, edge_id: &str) -> Option<u64> {
         owned_get(&self.owned, edge_id)
+    }
+
+    /// Reaches any Edge of the cluster through the replica holding it.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
+    /// Answers other replicas' view requests with `encoder`'s JSON (the admin API's
+    /// shape, say); until it is set, they get none. Set once: a second call is ignored.
+    pub fn serve_views(
+        &self,
+        encoder: impl Fn(&iop_driver::iop_core::cp::EdgeView) -> serde_json::Value
+        + Send
+        + Sync
+        + 'static,
+    ) {
+        let _ = self.views.set(Box::new(encoder));
     }
 
     /// The engine's records, for inspection.
@@ -323,11 +375,26 @@ async fn watch_loop<R: Runtime>(
     cp: ControlPlaneHandle<R>,
     me: String,
     owned: Owned,
+    fleet: Fleet,
 ) {
     while let Some(Ok(entry)) = watch.next().await {
         let Some(edge_id) = edge_id_of(&entry.key) else {
             continue;
         };
+        let record = match entry.operation {
+            kv::Operation::Put => OwnerRecord::decode(&entry.value),
+            kv::Operation::Delete | kv::Operation::Purge => None,
+        };
+        if let Ok(mut f) = fleet.lock() {
+            match &record {
+                Some(r) => {
+                    f.insert(edge_id.clone(), (r.replica.clone(), r.live, entry.revision));
+                }
+                None => {
+                    f.remove(&edge_id);
+                }
+            }
+        }
         let Some(ours) = owned_get(&owned, &edge_id) else {
             continue;
         };
@@ -336,7 +403,6 @@ async fn watch_loop<R: Runtime>(
         }
         // A newer record: another replica's, or a stranger's write. Our own newer
         // records are grants of a local duplicate, which the core supersedes itself.
-        let record = OwnerRecord::decode(&entry.value);
         if record.as_ref().is_some_and(|r| r.replica == me) {
             continue;
         }

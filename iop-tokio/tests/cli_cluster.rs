@@ -7,7 +7,7 @@ mod cli_support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use cli_support::{CP_BIN, control_plane, edge, get, wait_connected, wait_until};
+use cli_support::{CP_BIN, control_plane, edge, get, post, wait_connected, wait_until};
 use iop_cluster::testing::NatsServer;
 
 fn example_config() -> PathBuf {
@@ -37,15 +37,44 @@ fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
     assert_eq!(view["replica"], "cp-a", "{view}");
     let s1 = session_of(a.admin, "edge-1");
 
+    // cp-b's admin API serves the Edge cp-a holds: listed, viewed, asked, commanded.
+    let listed = get(b.admin, "/v1/edges").json();
+    let entry = listed["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["edgeId"] == "edge-1")
+        .cloned()
+        .unwrap_or_else(|| panic!("cp-b does not list edge-1: {listed}"));
+    assert_eq!(entry["replica"], "cp-a");
+    assert_eq!(entry["sessionId"], s1.to_string());
+    assert_eq!(get(b.admin, "/v1/edges/edge-1").json()["replica"], "cp-a");
+    let status = get(b.admin, "/v1/edges/edge-1/status");
+    assert_eq!(status.status, 200, "{}", status.body);
+    assert_eq!(status.json()["nodes"].as_array().unwrap().len(), 2);
+    let sent = post(
+        b.admin,
+        "/v1/edges/edge-1/commands",
+        r#"{"operation":"edge.ping"}"#,
+    );
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    assert_eq!(sent.json()["response"]["accepted"], true);
+    let missing = get(b.admin, "/v1/edges/edge-nobody/status");
+    assert_eq!(missing.status, 404, "{}", missing.body);
+
     // The same Edge id at cp-b supersedes the session at cp-a.
     let (_second, _log) = edge(b.edges, "edge-1", &example_config(), &[]);
-    wait_connected(b.admin, "edge-1");
+    wait_until("cp-b holds edge-1", || {
+        (get(b.admin, "/v1/edges/edge-1").json()["replica"] == "cp-b").then_some(())
+    });
     let s2 = session_of(b.admin, "edge-1");
     assert!(s2 > s1, "{s1} then {s2}");
     assert_eq!(get(b.admin, "/v1/edges/edge-1").json()["replica"], "cp-b");
+    // cp-a lets its session go, and now shows the Edge as cp-b's.
     wait_until("cp-a lets its session go", || {
         let v = get(a.admin, "/v1/edges/edge-1").json();
-        (v["connected"] == false && v.get("replica").is_none()).then_some(())
+        (v["replica"] == "cp-b" && v["sessionId"].as_str() == Some(s2.to_string().as_str()))
+            .then_some(())
     });
     drop(first);
     // cp-b's session stays (the old session's close changed nothing).

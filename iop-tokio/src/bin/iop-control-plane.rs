@@ -329,6 +329,18 @@ async fn serve(
         .map_err(|e| Failure::Runtime(format!("admin listener: {e}")))?;
     let mut state = AdminState::with_access(server.handle(), access);
     state.replica_id = replica.as_ref().map(|r| r.replica_id().to_owned());
+    state.router = replica.as_ref().map(|r| r.router());
+    if let Some(replica) = &replica {
+        // Other replicas list this one's Edges in the admin API's shape.
+        let id = replica.replica_id().to_owned();
+        replica.serve_views(move |v| {
+            let mut view = admin::edge_view(v);
+            if let Some(obj) = view.as_object_mut() {
+                obj.insert("replica".into(), serde_json::Value::String(id.clone()));
+            }
+            view
+        });
+    }
     tracing::info!(edges = %server.local_addr(), admin = %admin_bound, "control plane listening");
     let mut out = std::io::stdout().lock();
     let _ = writeln!(

@@ -23,6 +23,7 @@
 pub mod access;
 pub mod dashboard;
 mod error;
+mod fleet;
 mod json;
 mod metrics;
 mod routes;
@@ -66,6 +67,9 @@ pub struct AdminState {
     /// This Control Plane's replica id in a cluster (`--replica-id`): the `replica` of
     /// the Edges whose live session it holds.
     pub replica_id: Option<String>,
+    /// The cluster's router (`--cluster`): Edges held by other replicas are reached
+    /// through it.
+    pub router: Option<iop_cluster::Router>,
 }
 
 impl AdminState {
@@ -85,6 +89,7 @@ impl AdminState {
             event_streams: Arc::new(tokio::sync::Semaphore::new(MAX_EVENT_STREAMS)),
             event_stream_bytes: 4 * 1024 * 1024,
             replica_id: None,
+            router: None,
         }
     }
 }

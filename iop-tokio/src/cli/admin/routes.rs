@@ -18,7 +18,7 @@ use iop_core::proto::EdgeCommandRequest;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::{AdminState, json as shape, metrics};
+use super::{AdminState, fleet, json as shape, metrics};
 use crate::{CommandUpdate, Notice, SubscribeOptions};
 
 /// The admin API's router over `state`, every route behind its access rules
@@ -61,28 +61,17 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
-/// An Edge's view, with the replica holding its live session in a cluster.
-fn view(s: &AdminState, v: &iop_core::cp::EdgeView) -> Value {
-    let mut out = shape::edge_view(v);
-    if let (Some(replica), Some(obj)) = (&s.replica_id, out.as_object_mut())
-        && v.reachability != iop_core::cp::Reachability::Disconnected
-    {
-        obj.insert("replica".into(), Value::String(replica.clone()));
-    }
-    out
-}
-
 async fn list_edges(State(s): State<AdminState>) -> Json<Value> {
-    let edges: Vec<Value> = s.cp.edges().iter().map(|v| view(&s, v)).collect();
-    Json(json!({ "edges": edges }))
+    Json(json!({ "edges": fleet::edges(&s).await }))
 }
 
 async fn get_edge(
     State(s): State<AdminState>,
     Path(edge_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    s.cp.edge(&edge_id)
-        .map(|v| Json(view(&s, &v)))
+    fleet::edge(&s, &edge_id)
+        .await?
+        .map(Json)
         .ok_or_else(|| ApiError::unknown_edge(&edge_id))
 }
 
@@ -91,9 +80,6 @@ async fn edge_status(
     Path(edge_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    if s.cp.edge(&edge_id).is_none() {
-        return Err(ApiError::unknown_edge(&edge_id));
-    }
     let nodes: Vec<String> = query
         .get("nodes")
         .map(|n| {
@@ -103,6 +89,23 @@ async fn edge_status(
                 .collect()
         })
         .unwrap_or_default();
+    if let Some(router) = s
+        .router
+        .as_ref()
+        .filter(|_| !fleet::held_here(&s, &edge_id))
+    {
+        // Held by another replica, or by none (answered at once).
+        return match router.status(&edge_id, nodes).await {
+            Ok(status) => Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null))),
+            Err(e) if e.code == "not_connected" && s.cp.edge(&edge_id).is_none() => {
+                Err(ApiError::unknown_edge(&edge_id))
+            }
+            Err(e) => Err(fleet::from_route(&edge_id, &e)),
+        };
+    }
+    if s.cp.edge(&edge_id).is_none() {
+        return Err(ApiError::unknown_edge(&edge_id));
+    }
     let started = Instant::now();
     let result = s.cp.request_status(&edge_id, nodes).await;
     let took = started.elapsed();
@@ -137,9 +140,6 @@ async fn post_command(
             "invalid command body: `commandId` is chosen by the control plane",
         ));
     }
-    if s.cp.edge(&edge_id).is_none() {
-        return Err(ApiError::unknown_edge(&edge_id));
-    }
     // `timeout_ms` bounds the command's run on the Edge, not its answer: the answer
     // (accepted or rejected) is awaited for `command_answer_timeout`.
     let wait = s.command_answer_timeout;
@@ -147,6 +147,30 @@ async fn post_command(
         .with_target(request.target_selector)
         .with_timeout_ms(request.timeout_ms);
     spec.metadata = request.metadata;
+    if let Some(router) = s
+        .router
+        .as_ref()
+        .filter(|_| !fleet::held_here(&s, &edge_id))
+    {
+        return match router.command(&edge_id, spec, wait).await {
+            Ok(sent) => Ok((
+                StatusCode::OK,
+                Json(json!({
+                    "commandId": sent.command_id,
+                    "edgeId": edge_id,
+                    "response": serde_json::to_value(&sent.response).unwrap_or(Value::Null),
+                })),
+            )
+                .into_response()),
+            Err(e) if e.code == "not_connected" && s.cp.edge(&edge_id).is_none() => {
+                Err(ApiError::unknown_edge(&edge_id))
+            }
+            Err(e) => Err(fleet::from_route(&edge_id, &e)),
+        };
+    }
+    if s.cp.edge(&edge_id).is_none() {
+        return Err(ApiError::unknown_edge(&edge_id));
+    }
     let mut tracker =
         s.cp.send_command(&edge_id, spec)
             .map_err(|e| ApiError::from_command(&edge_id, &e))?;

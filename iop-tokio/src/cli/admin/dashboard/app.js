@@ -284,9 +284,16 @@ $("command-form").addEventListener("submit", async (ev) => {
     const known = state.commands.get(answer.commandId);
     const c = known || remember({ commandId: answer.commandId, edgeId });
     Object.assign(c, { edgeId, operation, selector, response: answer.response });
-    const record = await request("GET", `/v1/commands/${encodeURIComponent(answer.commandId)}`);
-    for (const e of record.events || []) c.events.set(e.sequence || 0, e);
     renderCommands();
+    // Phases that came before this answer; a command sent through another replica
+    // has its record there (404 here), and its phases arrive on the stream.
+    try {
+      const record = await request("GET", `/v1/commands/${encodeURIComponent(answer.commandId)}`);
+      for (const e of record.events || []) c.events.set(e.sequence || 0, e);
+      renderCommands();
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) throw e;
+    }
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) failed(e);
     else {

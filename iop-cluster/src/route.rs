@@ -1,0 +1,476 @@
+//! Requests for an Edge held by another replica (PROTOCOL.md §8 "Routing").
+//!
+//! Every replica serves one request/reply subject, `iop.cluster.<replica>.edge`, for
+//! the Edges whose live session it holds. A caller reads the Edge's ownership record:
+//! no live record means *not connected*, answered at once; otherwise it sends the
+//! request to the record's replica with the record's revision as the expected session
+//! id, and that replica answers only for that session — a superseded owner, or one
+//! that lost the record and has not closed yet, answers *not connected*, never with
+//! stale data. A replica that is gone has no responder: *not connected* too.
+//!
+//! Headers carry the request's kind, Edge id and expected session; bodies are the wire
+//! messages (protobuf): `EdgeStatusRequest` → `EdgeStatusResponse`,
+//! `EdgeCommandRequest` → `EdgeCommandResponse`. A view is the JSON the replica's
+//! [view encoder](crate::Replica::serve_views) writes. Errors come back as a code and
+//! a message ([`RouteError`]).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use futures_lite::StreamExt;
+use iop_driver::iop_core::cp::{CommandError, CommandSpec, EdgeView, Reachability, StatusError};
+use iop_driver::iop_core::proto::{
+    EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message,
+};
+use iop_driver::{
+    CommandUpdate, ControlPlaneHandle, Runtime, SendCommandError, StatusRequestError,
+};
+
+use crate::key::edge_key;
+use crate::nats::NatsStore;
+use crate::ownership::OwnershipStore;
+use crate::replica::{Owned, owned_get};
+
+const KIND: &str = "Iop-Kind";
+const EDGE: &str = "Iop-Edge-Id";
+const SESSION: &str = "Iop-Session-Id";
+const WAIT: &str = "Iop-Wait-Ms";
+const ERROR: &str = "Iop-Error";
+const COMMAND_ID: &str = "Iop-Command-Id";
+
+/// Turns a view into the JSON a replica answers view requests with.
+pub type ViewEncoder = Box<dyn Fn(&EdgeView) -> serde_json::Value + Send + Sync>;
+
+/// The subject replica `replica` serves.
+pub(crate) fn subject(replica: &str) -> String {
+    format!("iop.cluster.{}.edge", edge_key(replica))
+}
+
+/// Why a routed request has no answer from the Edge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RouteError {
+    /// What kind of failure, as the admin API names it: `not_connected`,
+    /// `unknown_edge`, `bad_request`, `exceeds_limit`, `unknown_operation`, `busy`,
+    /// `timeout`, `session_ended`, `command_lost`, `shutting_down`, `unavailable`.
+    pub code: String,
+    /// What happened.
+    pub message: String,
+}
+
+impl RouteError {
+    fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    fn not_connected(edge_id: &str) -> Self {
+        Self::new(
+            "not_connected",
+            format!("edge {edge_id:?} is not connected"),
+        )
+    }
+
+    fn from_status(e: &StatusRequestError) -> Self {
+        let code = match e {
+            StatusRequestError::Refused(StatusError::NotConnected(_)) => "not_connected",
+            StatusRequestError::Refused(StatusError::UnknownEdge(_)) => "unknown_edge",
+            StatusRequestError::Refused(StatusError::InvalidNodeId(_)) => "bad_request",
+            StatusRequestError::Refused(StatusError::ExceedsLimit(_)) => "exceeds_limit",
+            StatusRequestError::Refused(_) => "busy",
+            StatusRequestError::TimedOut => "timeout",
+            StatusRequestError::Abandoned => "session_ended",
+            StatusRequestError::Stopped => "shutting_down",
+            _ => "unavailable",
+        };
+        Self::new(code, e.to_string())
+    }
+
+    fn from_command(e: &SendCommandError) -> Self {
+        let code = match e {
+            SendCommandError::Refused(CommandError::NotConnected(_)) => "not_connected",
+            SendCommandError::Refused(CommandError::UnknownEdge(_)) => "unknown_edge",
+            SendCommandError::Refused(CommandError::OperationNotAdvertised { .. }) => {
+                "unknown_operation"
+            }
+            SendCommandError::Refused(CommandError::ExceedsLimit(_)) => "exceeds_limit",
+            SendCommandError::Refused(CommandError::TooManyInFlight { .. }) => "busy",
+            SendCommandError::Refused(_) => "bad_request",
+            SendCommandError::Stopped => "shutting_down",
+            _ => "unavailable",
+        };
+        Self::new(code, e.to_string())
+    }
+}
+
+/// A command's first answer through another replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedCommand {
+    /// The id the holding replica gave it.
+    pub command_id: String,
+    /// The Edge's answer.
+    pub response: EdgeCommandResponse,
+}
+
+/// Reaches any Edge of the cluster through the replica that holds it. Cloneable.
+#[derive(Clone)]
+pub struct Router {
+    client: async_nats::Client,
+    store: NatsStore,
+    me: String,
+    timeout: Duration,
+    fleet: Fleet,
+}
+
+/// Every Edge's record as this replica's watch last saw it: Edge id → (replica,
+/// live, revision).
+pub(crate) type Fleet =
+    Arc<std::sync::Mutex<std::collections::HashMap<String, (String, bool, u64)>>>;
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").field("replica", &self.me).finish()
+    }
+}
+
+impl Router {
+    pub(crate) fn new(
+        client: async_nats::Client,
+        store: NatsStore,
+        me: String,
+        fleet: Fleet,
+    ) -> Self {
+        Self {
+            client,
+            store,
+            me,
+            timeout: Duration::from_secs(15),
+            fleet,
+        }
+    }
+
+    /// The replicas other than this one that hold a live session, by the records.
+    pub fn other_replicas(&self) -> Vec<String> {
+        let mut replicas: Vec<String> = self
+            .fleet
+            .lock()
+            .map(|f| {
+                f.values()
+                    .filter(|(replica, live, _)| *live && *replica != self.me)
+                    .map(|(replica, _, _)| replica.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        replicas.sort();
+        replicas.dedup();
+        replicas
+    }
+
+    /// The views of every Edge the other replicas hold, as they encode them (a
+    /// replica that does not answer in 2 s is left out).
+    pub async fn remote_views(&self) -> Vec<serde_json::Value> {
+        let mut all = Vec::new();
+        for replica in self.other_replicas() {
+            let mut headers = HeaderMap::new();
+            headers.insert(KIND, "views");
+            let request = async_nats::Request::new()
+                .headers(headers)
+                .timeout(Some(Duration::from_secs(2)));
+            let Ok(reply) = self.client.send_request(subject(&replica), request).await else {
+                continue;
+            };
+            if let Ok(serde_json::Value::Array(views)) = serde_json::from_slice(&reply.payload) {
+                all.extend(views);
+            }
+        }
+        all
+    }
+
+    /// The replica holding `edge_id`'s live session and that session's id, by its
+    /// record; `None` when it has none.
+    pub async fn owner(&self, edge_id: &str) -> Result<Option<(String, u64)>, RouteError> {
+        let current = self
+            .store
+            .entry(&edge_key(edge_id))
+            .await
+            .map_err(|e| RouteError::new("unavailable", e.to_string()))?;
+        Ok(current.and_then(|c| match c.record {
+            Some(r) if r.live => Some((r.replica, c.revision)),
+            _ => None,
+        }))
+    }
+
+    async fn call(
+        &self,
+        kind: &str,
+        edge_id: &str,
+        extra: &[(&str, String)],
+        body: Vec<u8>,
+        wait: Duration,
+    ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
+        let Some((replica, session_id)) = self.owner(edge_id).await? else {
+            return Err(RouteError::not_connected(edge_id));
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(KIND, kind);
+        headers.insert(EDGE, edge_id);
+        headers.insert(SESSION, session_id.to_string().as_str());
+        for (name, value) in extra {
+            headers.insert(*name, value.as_str());
+        }
+        let request = async_nats::Request::new()
+            .headers(headers)
+            .payload(body.into())
+            .timeout(Some(wait));
+        let reply = match self.client.send_request(subject(&replica), request).await {
+            Ok(reply) => reply,
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                return Err(RouteError::not_connected(edge_id));
+            }
+            Err(e) if e.kind() == async_nats::RequestErrorKind::TimedOut => {
+                return Err(RouteError::new(
+                    "timeout",
+                    format!("replica {replica:?} holding edge {edge_id:?} did not answer in time"),
+                ));
+            }
+            Err(e) => return Err(RouteError::new("unavailable", e.to_string())),
+        };
+        let headers = reply.headers.unwrap_or_default();
+        if let Some(code) = headers.get(ERROR) {
+            let message = String::from_utf8_lossy(&reply.payload).into_owned();
+            return Err(RouteError::new(code.as_str(), message));
+        }
+        Ok((headers, reply.payload))
+    }
+
+    /// A status round trip to `edge_id` through the replica holding it.
+    pub async fn status(
+        &self,
+        edge_id: &str,
+        node_ids: Vec<String>,
+    ) -> Result<EdgeStatusResponse, RouteError> {
+        let body = EdgeStatusRequest { node_ids }.encode_to_vec();
+        let (_, payload) = self
+            .call("status", edge_id, &[], body, self.timeout)
+            .await?;
+        EdgeStatusResponse::decode(payload)
+            .map_err(|e| RouteError::new("unavailable", format!("undecodable status: {e}")))
+    }
+
+    /// Sends `spec` to `edge_id` through the replica holding it and waits (at most
+    /// `wait`) for the Edge's answer.
+    pub async fn command(
+        &self,
+        edge_id: &str,
+        spec: CommandSpec,
+        wait: Duration,
+    ) -> Result<RoutedCommand, RouteError> {
+        let body = EdgeCommandRequest {
+            operation: spec.operation,
+            target_selector: spec.target_selector,
+            metadata: spec.metadata.into_iter().collect(),
+            timeout_ms: spec.timeout_ms,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let extra = [(WAIT, wait.as_millis().to_string())];
+        let (headers, payload) = self
+            .call(
+                "command",
+                edge_id,
+                &extra,
+                body,
+                wait + Duration::from_secs(2),
+            )
+            .await?;
+        let command_id = headers
+            .get(COMMAND_ID)
+            .map(|v| v.as_str().to_owned())
+            .unwrap_or_default();
+        let response = EdgeCommandResponse::decode(payload)
+            .map_err(|e| RouteError::new("unavailable", format!("undecodable answer: {e}")))?;
+        Ok(RoutedCommand {
+            command_id,
+            response,
+        })
+    }
+
+    /// `edge_id`'s view as the replica holding it encodes it; `None` when no replica
+    /// holds a live session of it.
+    pub async fn view(&self, edge_id: &str) -> Result<Option<serde_json::Value>, RouteError> {
+        match self
+            .call("view", edge_id, &[], Vec::new(), Duration::from_secs(2))
+            .await
+        {
+            Ok((_, payload)) => serde_json::from_slice(&payload)
+                .map(Some)
+                .map_err(|e| RouteError::new("unavailable", format!("undecodable view: {e}"))),
+            Err(e) if e.code == "not_connected" => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// This router's replica.
+    pub fn replica_id(&self) -> &str {
+        &self.me
+    }
+}
+
+/// What a replica needs to answer requests for its Edges.
+pub(crate) struct Server<R: Runtime> {
+    pub(crate) client: async_nats::Client,
+    pub(crate) cp: ControlPlaneHandle<R>,
+    pub(crate) owned: Owned,
+    pub(crate) views: Arc<OnceLock<ViewEncoder>>,
+}
+
+/// Answers the requests of `sub` (this replica's subject), each in its own task.
+pub(crate) async fn serve<R: Runtime>(mut sub: async_nats::Subscriber, server: Arc<Server<R>>) {
+    while let Some(message) = sub.next().await {
+        let server = server.clone();
+        tokio::spawn(async move {
+            let Some(reply) = message.reply.clone() else {
+                return;
+            };
+            let (headers, body) = match answer(&server, &message).await {
+                Ok((headers, body)) => (headers, body),
+                Err(e) => {
+                    let mut headers = HeaderMap::new();
+                    headers.insert(ERROR, e.code.as_str());
+                    (headers, e.message.into_bytes())
+                }
+            };
+            let _ = server
+                .client
+                .publish_with_headers(reply, headers, body.into())
+                .await;
+        });
+    }
+}
+
+/// The views of every live session this replica holds, as a JSON array.
+fn own_views<R: Runtime>(server: &Server<R>) -> Vec<u8> {
+    let Some(encode) = server.views.get() else {
+        return b"[]".to_vec();
+    };
+    let held: Vec<(String, u64)> = server
+        .owned
+        .lock()
+        .map(|o| o.iter().map(|(k, (s, _))| (k.clone(), *s)).collect())
+        .unwrap_or_default();
+    let views: Vec<serde_json::Value> = held
+        .iter()
+        .filter_map(|(edge_id, session_id)| {
+            server.cp.edge(edge_id).filter(|v| {
+                v.session_id == *session_id && v.reachability != Reachability::Disconnected
+            })
+        })
+        .map(|v| encode(&v))
+        .collect();
+    serde_json::to_vec(&views).unwrap_or_default()
+}
+
+async fn answer<R: Runtime>(
+    server: &Server<R>,
+    message: &async_nats::Message,
+) -> Result<(HeaderMap, Vec<u8>), RouteError> {
+    let headers = message.headers.clone().unwrap_or_default();
+    let get = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
+    if get(KIND).as_deref() == Some("views") {
+        return Ok((HeaderMap::new(), own_views(server)));
+    }
+    let edge_id = get(EDGE).unwrap_or_default();
+    let session_id: u64 = get(SESSION).and_then(|s| s.parse().ok()).unwrap_or(0);
+    // Only the session the caller read from the record, and only while it is live here.
+    let live = owned_get(&server.owned, &edge_id) == Some(session_id)
+        && server.cp.edge(&edge_id).is_some_and(|v| {
+            v.session_id == session_id && v.reachability != Reachability::Disconnected
+        });
+    if !live {
+        return Err(RouteError::not_connected(&edge_id));
+    }
+    match get(KIND).as_deref() {
+        Some("status") => {
+            let request = EdgeStatusRequest::decode(message.payload.clone())
+                .map_err(|e| RouteError::new("bad_request", e.to_string()))?;
+            let status = server
+                .cp
+                .request_status(&edge_id, request.node_ids)
+                .await
+                .map_err(|e| RouteError::from_status(&e))?;
+            Ok((HeaderMap::new(), status.encode_to_vec()))
+        }
+        Some("command") => {
+            let request = EdgeCommandRequest::decode(message.payload.clone())
+                .map_err(|e| RouteError::new("bad_request", e.to_string()))?;
+            let wait =
+                Duration::from_millis(get(WAIT).and_then(|w| w.parse().ok()).unwrap_or(10_000));
+            let mut spec = CommandSpec::new(request.operation)
+                .with_target(request.target_selector)
+                .with_timeout_ms(request.timeout_ms);
+            spec.metadata = request.metadata.into_iter().collect();
+            let mut tracker = server
+                .cp
+                .send_command(&edge_id, spec)
+                .map_err(|e| RouteError::from_command(&e))?;
+            let command_id = tracker.command_id().to_owned();
+            let first = tokio::time::timeout(wait, async {
+                while let Some(update) = tracker.next().await {
+                    match update {
+                        CommandUpdate::Response(r) => return Ok(r),
+                        CommandUpdate::Lost => {
+                            return Err(RouteError::new(
+                                "command_lost",
+                                "the edge reconnected without the command: it was lost",
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                Err(RouteError::new(
+                    "shutting_down",
+                    "the control plane stopped",
+                ))
+            })
+            .await
+            .map_err(|_| {
+                RouteError::new(
+                    "timeout",
+                    format!("edge {edge_id:?} did not answer command {command_id} in time"),
+                )
+            })??;
+            let response = EdgeCommandResponse {
+                command_id: command_id.clone(),
+                accepted: first.accepted,
+                reject_reason: first.reject_reason as i32,
+                message: first.message,
+            };
+            let mut headers = HeaderMap::new();
+            headers.insert(COMMAND_ID, command_id.as_str());
+            Ok((headers, response.encode_to_vec()))
+        }
+        Some("view") => {
+            let view = server
+                .cp
+                .edge(&edge_id)
+                .ok_or_else(|| RouteError::not_connected(&edge_id))?;
+            let json = match server.views.get() {
+                Some(encode) => encode(&view),
+                None => {
+                    return Err(RouteError::new(
+                        "unavailable",
+                        "this replica serves no views",
+                    ));
+                }
+            };
+            Ok((
+                HeaderMap::new(),
+                serde_json::to_vec(&json).unwrap_or_default(),
+            ))
+        }
+        _ => Err(RouteError::new("bad_request", "unknown request kind")),
+    }
+}

@@ -1,0 +1,140 @@
+//! Routing over a real nats-server: any replica reaches an Edge through the replica
+//! that holds it, follows it to a new owner, and says at once when no replica does.
+#![cfg(feature = "cli")]
+
+mod cluster_support;
+
+use std::time::{Duration, Instant};
+
+use cluster_support::*;
+use iop_tokio::core::cp::DuplicatePolicy;
+use iop_tokio::prelude::*;
+
+fn pinging_edge(edge_id: &str) -> EdgeClient {
+    EdgeClient::new(fast_edge(edge_id)).operation("edge.ping", TargetLevel::Edge, |_ctx| async {
+        CommandResult::succeeded("pong")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_commands_reach_an_edge_through_a_replica_that_does_not_hold_it() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
+    let edge = pinging_edge("edge-1").connect(a.addr()).unwrap();
+    let s1 = bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert_eq!(b.cp().edge("edge-1"), None, "cp-b never saw the Edge");
+
+    let via_b = b.replica.router();
+    assert_eq!(
+        via_b.owner("edge-1").await.unwrap(),
+        Some(("cp-a".into(), s1))
+    );
+    let status = bounded("a routed status", via_b.status("edge-1", Vec::new()))
+        .await
+        .unwrap();
+    assert_eq!(status.edge_id, "edge-1");
+    let sent = bounded(
+        "a routed command",
+        via_b.command(
+            "edge-1",
+            CommandSpec::new("edge.ping"),
+            Duration::from_secs(5),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(sent.response.accepted, "{:?}", sent.response);
+    assert!(!sent.command_id.is_empty());
+    // The command lives on the replica that sent it to the Edge.
+    let record = eventually("its outcome on cp-a", || {
+        a.cp()
+            .command(&sent.command_id)
+            .filter(|r| r.outcome.is_some())
+    })
+    .await;
+    assert_eq!(record.operation, "edge.ping");
+    let refused = via_b
+        .command(
+            "edge-1",
+            CommandSpec::new("no.such.op"),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "unknown_operation", "{refused}");
+
+    // The Edge moves to cp-b: cp-a now reaches it through cp-b.
+    let moved = pinging_edge("edge-1").connect(b.addr()).unwrap();
+    let s2 = bounded("the session on cp-b", moved.connected())
+        .await
+        .unwrap()
+        .session_id;
+    edge.shutdown().await;
+    let via_a = a.replica.router();
+    assert_eq!(
+        via_a.owner("edge-1").await.unwrap(),
+        Some(("cp-b".into(), s2))
+    );
+    let status = bounded(
+        "a status through the new owner",
+        via_a.status("edge-1", Vec::new()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status.edge_id, "edge-1");
+    moved.shutdown().await;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_no_replica_holds_is_not_connected_at_once() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
+    let router = b.replica.router();
+    let started = Instant::now();
+    let e = router.status("edge-nobody", Vec::new()).await.unwrap_err();
+    assert_eq!(e.code, "not_connected");
+    // An Edge that was held and left: its record is closed, answered the same way.
+    let edge = pinging_edge("edge-1").connect(a.addr()).unwrap();
+    bounded("the session", edge.connected()).await.unwrap();
+    edge.shutdown().await;
+    eventually("the record closed", || {
+        live_session(&a.cp(), "edge-1").is_none().then_some(())
+    })
+    .await;
+    let closed = bounded("the closed record", async {
+        loop {
+            if router.owner("edge-1").await.unwrap().is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    closed.await;
+    let e = router
+        .command(
+            "edge-1",
+            CommandSpec::new("edge.ping"),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "not_connected");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "not connected is answered at once, not after a timeout: {:?}",
+        started.elapsed()
+    );
+    a.stop().await;
+    b.stop().await;
+}
