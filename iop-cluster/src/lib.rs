@@ -23,8 +23,11 @@
 //! * **routing**: any replica's [`Router`] reaches an Edge through the replica that
 //!   holds it, for status, commands and views, carrying the session id it expects.
 //!
-//! The fleet-wide event stream and command records in the engine are not in this
-//! crate yet: events and command records stay with the replica that sent them.
+//! * **events**: each replica publishes its Edges' events on one JetStream stream,
+//!   de-duplicated by what identifies them on the wire; any replica reads them all.
+//!
+//! Command records are not in the engine yet: a command's record stays with the
+//! replica that sent it to the Edge.
 //!
 //! # Example
 //!
@@ -55,6 +58,7 @@
 //! the sessions' closes release their records.
 #![forbid(unsafe_code)]
 
+pub mod events;
 pub mod key;
 mod memory;
 mod nats;

@@ -96,6 +96,8 @@ fn owned_take(owned: &Owned, edge_id: &str, session_id: u64) -> bool {
 /// A running replica; see the [module docs](self).
 pub struct Replica {
     config: ClusterConfig,
+    js: jetstream::Context,
+    cp_events: Option<JoinHandle<()>>,
     store: NatsStore,
     owned: Owned,
     views: Arc<OnceLock<ViewEncoder>>,
@@ -122,6 +124,7 @@ impl Replica {
     ) -> Result<Replica, ClusterError> {
         let js = jetstream::new(client.clone());
         let store = NatsStore::open(&js, &config).await?;
+        crate::events::open_stream(&js, config.bucket_replicas).await?;
         let me = config.replica_id.clone();
         store.heartbeat(&me).await?;
         // Records naming this replica are from an earlier run: none of its sessions
@@ -153,7 +156,13 @@ impl Replica {
             .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
         let fleet: Fleet = Arc::default();
         let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
-        let router = Router::new(client.clone(), store.clone(), me.clone(), fleet.clone());
+        let router = Router::new(
+            client.clone(),
+            js.clone(),
+            store.clone(),
+            me.clone(),
+            fleet.clone(),
+        );
         let server = Arc::new(route::Server {
             client: client.clone(),
             cp: cp.clone(),
@@ -192,6 +201,8 @@ impl Replica {
         ];
         Ok(Replica {
             config,
+            js,
+            cp_events: None,
             store,
             owned,
             views,
@@ -228,6 +239,27 @@ impl Replica {
         let _ = self.views.set(Box::new(encoder));
     }
 
+    /// Publishes this Control Plane's events of `kinds` on the fleet's stream, as
+    /// `encode` writes them ([`events`](crate::events)); any replica's
+    /// [`Router::events`] reads them. Called once: a second call replaces the first.
+    pub fn publish_events<R: Runtime>(
+        &mut self,
+        cp: ControlPlaneHandle<R>,
+        kinds: Vec<CpEventKind>,
+        encode: crate::events::EventEncoder,
+    ) {
+        if let Some(task) = self.cp_events.take() {
+            task.abort();
+        }
+        self.cp_events = Some(tokio::spawn(crate::events::publish_loop(
+            self.js.clone(),
+            cp,
+            self.config.replica_id.clone(),
+            kinds,
+            encode,
+        )));
+    }
+
     /// The engine's records, for inspection.
     pub fn store(&self) -> &NatsStore {
         &self.store
@@ -237,6 +269,9 @@ impl Replica {
     /// entry expires on its own — what a crash of the process leaves behind.
     pub fn abort(self) {
         self.claims.abort();
+        if let Some(task) = self.cp_events {
+            task.abort();
+        }
         for task in self.others {
             task.abort();
         }
@@ -247,6 +282,10 @@ impl Replica {
     /// the liveness entry is removed.
     pub async fn shutdown(self) {
         let _ = tokio::time::timeout(self.config.heartbeat, self.claims).await;
+        if let Some(task) = self.cp_events {
+            // Its subscription ends with the Control Plane, after the last events.
+            let _ = tokio::time::timeout(self.config.heartbeat, task).await;
+        }
         for task in self.others {
             task.abort();
         }

@@ -119,6 +119,7 @@ pub struct RoutedCommand {
 #[derive(Clone)]
 pub struct Router {
     client: async_nats::Client,
+    js: async_nats::jetstream::Context,
     store: NatsStore,
     me: String,
     timeout: Duration,
@@ -139,12 +140,14 @@ impl std::fmt::Debug for Router {
 impl Router {
     pub(crate) fn new(
         client: async_nats::Client,
+        js: async_nats::jetstream::Context,
         store: NatsStore,
         me: String,
         fleet: Fleet,
     ) -> Self {
         Self {
             client,
+            js,
             store,
             me,
             timeout: Duration::from_secs(15),
@@ -311,6 +314,19 @@ impl Router {
             Err(e) if e.code == "not_connected" => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The whole fleet's events from now on, as every replica publishes them
+    /// ([`Replica::publish_events`](crate::Replica::publish_events)), each once.
+    pub async fn events(
+        &self,
+    ) -> Result<
+        impl futures_lite::Stream<Item = (String, serde_json::Value)> + Send + use<>,
+        RouteError,
+    > {
+        crate::events::fleet_events(&self.js)
+            .await
+            .map_err(|e| RouteError::new("unavailable", e.to_string()))
     }
 
     /// This router's replica.

@@ -7,7 +7,7 @@ mod cli_support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use cli_support::{CP_BIN, control_plane, edge, get, post, wait_connected, wait_until};
+use cli_support::{CP_BIN, Sse, control_plane, edge, get, post, wait_connected, wait_until};
 use iop_cluster::testing::NatsServer;
 
 fn example_config() -> PathBuf {
@@ -123,4 +123,50 @@ fn cluster_flags_are_checked_at_start() {
         stderr.contains(&format!("--cluster nats://127.0.0.1:{port}")),
         "{stderr}"
     );
+}
+
+#[test]
+fn every_replica_streams_the_whole_fleets_events_once() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let url = nats.url();
+    let a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    let b = control_plane(&["--cluster", &url, "--replica-id", "cp-b"]);
+    let mut on_a = Sse::open(a.admin, "/v1/events");
+    let mut on_b = Sse::open(b.admin, "/v1/events?kinds=edge_connected,node_event");
+    // Both streams are open (their consumers exist) before anything happens.
+    on_a.wait_for("text/event-stream");
+    on_b.wait_for("text/event-stream");
+
+    let (_edge, _log) = edge(a.edges, "edge-1", &example_config(), &[]);
+    wait_connected(a.admin, "edge-1");
+    let s1 = session_of(a.admin, "edge-1");
+    let connected =
+        format!("event: edge_connected\ndata: {{\"edgeId\":\"edge-1\",\"sessionId\":\"{s1}\"");
+    // cp-b hears of an Edge it never saw, from cp-a's events on the engine.
+    on_b.wait_for(&connected);
+    on_b.wait_for("NODE_EVENT_KIND_EDGE_READY");
+    on_a.wait_for(&connected);
+    // ... each once (cp-a's own stream does not add its local copy).
+    on_a.wait_for("NODE_EVENT_KIND_EDGE_READY");
+    for sse in [&mut on_a, &mut on_b] {
+        sse.read_for(std::time::Duration::from_millis(600));
+    }
+    for (name, sse) in [("cp-a", &on_a), ("cp-b", &on_b)] {
+        assert_eq!(
+            sse.seen.matches(&connected).count(),
+            1,
+            "{name}: {}",
+            sse.seen
+        );
+        assert_eq!(
+            sse.seen.matches("NODE_EVENT_KIND_EDGE_READY").count(),
+            1,
+            "{name}: {}",
+            sse.seen
+        );
+    }
+    // The kinds filter holds for the fleet's stream too.
+    assert!(!on_b.seen.contains("event: command_event"));
 }

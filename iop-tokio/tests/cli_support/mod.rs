@@ -222,6 +222,24 @@ impl Sse {
         }
     }
 
+    /// Reads whatever arrives for `how_long`.
+    pub fn read_for(&mut self, how_long: Duration) {
+        let deadline = Instant::now() + how_long;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("SSE read: {e}"),
+            }
+        }
+    }
+
     /// Reads until `needle` has been seen (at most 10 s).
     pub fn wait_for(&mut self, needle: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -275,6 +275,28 @@ async fn events(
             ),
         ));
     };
+    if let Some(router) = &s.router {
+        // In a cluster, every replica's events come from the engine, each once.
+        let names: Vec<&'static str> = shape::STREAM_KINDS
+            .iter()
+            .filter(|(_, k)| kinds.contains(k))
+            .map(|(n, _)| *n)
+            .collect();
+        let fleet = router
+            .events()
+            .await
+            .map_err(|e| fleet::from_route("", &e))?;
+        let stream = fleet
+            .filter(move |(name, _)| names.contains(&name.as_str()))
+            .map(move |(name, data)| {
+                // The stream's place is held while it is open.
+                let _held = &slot;
+                Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
+            });
+        return Ok(Sse::new(stream)
+            .keep_alive(KeepAlive::default())
+            .into_response());
+    }
     // Only the kinds asked for are ever copied for this stream (a status answer never
     // is), within a byte budget.
     let options = SubscribeOptions::default()
