@@ -93,6 +93,7 @@ pub(crate) async fn publish_loop<R: Runtime>(
     me: String,
     kinds: Vec<CpEventKind>,
     encode: EventEncoder,
+    stats: Arc<crate::ClusterStats>,
 ) {
     let mut events = cp.subscribe_with(SubscribeOptions::default().kinds(kinds));
     let token = edge_key(&me);
@@ -115,6 +116,7 @@ pub(crate) async fn publish_loop<R: Runtime>(
             Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
+        stats.published(published.is_ok());
         if let Err(e) = published {
             failures += 1;
             // The engine is down: this event is lost to other replicas (a status

@@ -66,6 +66,7 @@ pub mod ownership;
 mod record;
 pub mod replica;
 pub mod route;
+mod stats;
 pub mod testing;
 
 pub use memory::MemoryStore;
@@ -73,3 +74,4 @@ pub use nats::{ClusterConfig, NatsStore};
 pub use record::{Current, OwnerRecord};
 pub use replica::{ClusterError, Replica};
 pub use route::{RouteError, RoutedCommand, Router};
+pub use stats::{ClusterSnapshot, ClusterStats};

@@ -90,7 +90,8 @@ impl NatsStore {
                 description: "IOP: live Control Plane replicas".into(),
                 history: 1,
                 max_age: config.heartbeat * 3,
-                storage: jetstream::stream::StorageType::Memory,
+                // Kept across an engine restart, as the owners bucket is.
+                storage: jetstream::stream::StorageType::File,
                 num_replicas: config.bucket_replicas,
                 ..Default::default()
             },

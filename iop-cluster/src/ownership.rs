@@ -169,6 +169,17 @@ pub async fn claim<S: OwnershipStore>(
     key: &str,
     context: ClaimContext,
 ) -> Result<Claimed, StoreError> {
+    claim_counting(store, me, key, context, || {}).await
+}
+
+/// [`claim`], calling `on_conflict` for each compare-and-set that lost a race.
+pub async fn claim_counting<S: OwnershipStore>(
+    store: &S,
+    me: &str,
+    key: &str,
+    context: ClaimContext,
+    mut on_conflict: impl FnMut() + Send,
+) -> Result<Claimed, StoreError> {
     let live = OwnerRecord::live(me);
     for _ in 0..MAX_ATTEMPTS {
         let current = store.entry(key).await?;
@@ -188,7 +199,7 @@ pub async fn claim<S: OwnershipStore>(
         };
         match written {
             Ok(session_id) => return Ok(Claimed::Granted { session_id, former }),
-            Err(WriteError::Conflict) => continue,
+            Err(WriteError::Conflict) => on_conflict(),
             Err(WriteError::Store(e)) => return Err(e),
         }
     }

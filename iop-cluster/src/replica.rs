@@ -37,6 +37,7 @@ use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::{self, ClaimContext, Claimed, Former, StoreError};
 use crate::record::OwnerRecord;
 use crate::route::{self, Fleet, Router, ViewEncoder};
+use crate::stats::ClusterStats;
 
 /// Why a replica could not start.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +97,7 @@ fn owned_take(owned: &Owned, edge_id: &str, session_id: u64) -> bool {
 /// A running replica; see the [module docs](self).
 pub struct Replica {
     config: ClusterConfig,
+    stats: Arc<ClusterStats>,
     js: jetstream::Context,
     cp_events: Option<JoinHandle<()>>,
     store: NatsStore,
@@ -156,12 +158,14 @@ impl Replica {
             .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
         let fleet: Fleet = Arc::default();
         let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
+        let stats = Arc::new(ClusterStats::default());
         let router = Router::new(
             client.clone(),
             js.clone(),
             store.clone(),
             me.clone(),
             fleet.clone(),
+            stats.clone(),
         );
         let server = Arc::new(route::Server {
             client: client.clone(),
@@ -173,34 +177,25 @@ impl Replica {
             SubscribeOptions::default()
                 .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected]),
         );
-        let claims = tokio::spawn(claim_loop(
-            events,
-            cp.clone(),
-            store.clone(),
-            client.clone(),
-            me.clone(),
-            owned.clone(),
-        ));
+        stats.heartbeat(true, std::time::Duration::ZERO);
+        let ctx = Arc::new(Ctx {
+            cp: cp.clone(),
+            store: store.clone(),
+            client: client.clone(),
+            me: me.clone(),
+            owned: owned.clone(),
+            stats: stats.clone(),
+        });
+        let claims = tokio::spawn(claim_loop(events, ctx.clone()));
         let others = vec![
-            tokio::spawn(inbox_loop(inbox_sub, cp.clone(), owned.clone())),
-            tokio::spawn(watch_loop(
-                watch,
-                cp.clone(),
-                me.clone(),
-                owned.clone(),
-                fleet,
-            )),
+            tokio::spawn(inbox_loop(inbox_sub, ctx.clone())),
+            tokio::spawn(watch_loop(watch, ctx.clone(), fleet)),
             tokio::spawn(route::serve(routes, server)),
-            tokio::spawn(heartbeat_loop(
-                store.clone(),
-                cp,
-                me,
-                owned.clone(),
-                config.heartbeat,
-            )),
+            tokio::spawn(heartbeat_loop(ctx, config.heartbeat)),
         ];
         Ok(Replica {
             config,
+            stats,
             js,
             cp_events: None,
             store,
@@ -220,6 +215,11 @@ impl Replica {
     /// The session id of `edge_id`'s live session on this replica, if it holds one.
     pub fn owned_session(&self, edge_id: &str) -> Option<u64> {
         owned_get(&self.owned, edge_id)
+    }
+
+    /// The replica's counters (also the router's and the event publisher's).
+    pub fn stats(&self) -> Arc<ClusterStats> {
+        self.stats.clone()
     }
 
     /// Reaches any Edge of the cluster through the replica holding it.
@@ -257,6 +257,7 @@ impl Replica {
             self.config.replica_id.clone(),
             kinds,
             encode,
+            self.stats.clone(),
         )));
     }
 
@@ -293,38 +294,33 @@ impl Replica {
     }
 }
 
-/// Answers claims and releases the records of ended sessions.
-async fn claim_loop<R: Runtime>(
-    mut events: Subscription<CpEvent>,
+/// What the replica's tasks share.
+struct Ctx<R: Runtime> {
     cp: ControlPlaneHandle<R>,
     store: NatsStore,
     client: async_nats::Client,
     me: String,
     owned: Owned,
-) {
+    stats: Arc<ClusterStats>,
+}
+
+/// Answers claims and releases the records of ended sessions.
+async fn claim_loop<R: Runtime>(mut events: Subscription<CpEvent>, ctx: Arc<Ctx<R>>) {
     while let Some(notice) = events.next().await {
         match notice {
             Notice::Event(CpEvent::OwnershipClaim(claim)) => {
-                let (cp, store, client, me, owned) = (
-                    cp.clone(),
-                    store.clone(),
-                    client.clone(),
-                    me.clone(),
-                    owned.clone(),
-                );
+                let ctx = ctx.clone();
                 // Claims of different Edges go on side by side; one Edge's are ordered
                 // by the compare-and-set.
-                tokio::spawn(async move {
-                    answer(claim, &cp, &store, &client, &me, &owned).await;
-                });
+                tokio::spawn(async move { answer(claim, &ctx).await });
             }
             Notice::Event(CpEvent::EdgeDisconnected {
                 edge_id,
                 session_id,
                 ..
-            }) if owned_take(&owned, &edge_id, session_id) => {
+            }) if owned_take(&ctx.owned, &edge_id, session_id) => {
                 let key = edge_key(&edge_id);
-                if let Err(e) = ownership::release(&store, &me, &key, session_id).await {
+                if let Err(e) = ownership::release(&ctx.store, &ctx.me, &key, session_id).await {
                     tracing::warn!(%edge_id, session_id, error = %e, "cannot release the ownership record");
                 }
             }
@@ -335,52 +331,57 @@ async fn claim_loop<R: Runtime>(
     }
 }
 
-async fn answer<R: Runtime>(
-    claim: Claim,
-    cp: &ControlPlaneHandle<R>,
-    store: &NatsStore,
-    client: &async_nats::Client,
-    me: &str,
-    owned: &Owned,
-) {
+async fn answer<R: Runtime>(claim: Claim, ctx: &Ctx<R>) {
     let key = edge_key(&claim.edge_id);
     let context = ClaimContext {
         policy: claim.policy,
         local_session_id: claim.local_session_id,
     };
-    let answer = match ownership::claim(store, me, &key, context).await {
+    let stats = &ctx.stats;
+    let claimed =
+        ownership::claim_counting(&ctx.store, &ctx.me, &key, context, || stats.conflict()).await;
+    let answer = match claimed {
         Ok(Claimed::Granted { session_id, former }) => {
             // Known before the core takes it: a close that follows at once releases it.
-            owned_put(owned, &claim.edge_id, session_id, false);
-            if cp
+            owned_put(&ctx.owned, &claim.edge_id, session_id, false);
+            if ctx
+                .cp
                 .answer_claim(claim.conn, ClaimAnswer::Granted { session_id })
                 .is_err()
             {
                 // The hello is gone (closed, timed out): the record is released.
-                if owned_take(owned, &claim.edge_id, session_id) {
-                    let _ = ownership::release(store, me, &key, session_id).await;
+                if owned_take(&ctx.owned, &claim.edge_id, session_id) {
+                    let _ = ownership::release(&ctx.store, &ctx.me, &key, session_id).await;
                 }
                 return;
             }
-            if let Ok(mut o) = owned.lock()
+            stats.granted();
+            if let Ok(mut o) = ctx.owned.lock()
                 && let Some(entry) = o.get_mut(&claim.edge_id)
                 && entry.0 == session_id
             {
                 entry.1 = true;
             }
             if let Some(former) = former {
-                tell_former(client, &claim.edge_id, &former, session_id).await;
+                tell_former(&ctx.client, &claim.edge_id, &former, session_id).await;
             }
             return;
         }
-        Ok(Claimed::Held) => ClaimAnswer::Held,
-        Ok(Claimed::Contended) => ClaimAnswer::Unavailable,
+        Ok(Claimed::Held) => {
+            stats.held();
+            ClaimAnswer::Held
+        }
+        Ok(Claimed::Contended) => {
+            stats.unavailable();
+            ClaimAnswer::Unavailable
+        }
         Err(e) => {
             tracing::warn!(edge_id = %claim.edge_id, error = %e, "ownership claim failed");
+            stats.unavailable();
             ClaimAnswer::Unavailable
         }
     };
-    let _ = cp.answer_claim(claim.conn, answer);
+    let _ = ctx.cp.answer_claim(claim.conn, answer);
 }
 
 async fn tell_former(client: &async_nats::Client, edge_id: &str, former: &Former, by: u64) {
@@ -394,28 +395,23 @@ async fn tell_former(client: &async_nats::Client, edge_id: &str, former: &Former
     let _ = client.publish(inbox(&former.replica), payload.into()).await;
 }
 
-async fn inbox_loop<R: Runtime>(
-    mut sub: async_nats::Subscriber,
-    cp: ControlPlaneHandle<R>,
-    owned: Owned,
-) {
+/// Closes `session_id` of `edge_id` here: `by` took the Edge elsewhere.
+fn lose<R: Runtime>(ctx: &Ctx<R>, edge_id: &str, session_id: u64, by: u64) {
+    if owned_take(&ctx.owned, edge_id, session_id) {
+        ctx.stats.lost();
+        ctx.cp.ownership_lost(edge_id, session_id, by);
+    }
+}
+
+async fn inbox_loop<R: Runtime>(mut sub: async_nats::Subscriber, ctx: Arc<Ctx<R>>) {
     while let Some(message) = sub.next().await {
-        let Ok(m) = serde_json::from_slice::<Superseded>(&message.payload) else {
-            continue;
-        };
-        if owned_take(&owned, &m.edge_id, m.session_id) {
-            cp.ownership_lost(&m.edge_id, m.session_id, m.by_session_id);
+        if let Ok(m) = serde_json::from_slice::<Superseded>(&message.payload) {
+            lose(&ctx, &m.edge_id, m.session_id, m.by_session_id);
         }
     }
 }
 
-async fn watch_loop<R: Runtime>(
-    mut watch: kv::Watch,
-    cp: ControlPlaneHandle<R>,
-    me: String,
-    owned: Owned,
-    fleet: Fleet,
-) {
+async fn watch_loop<R: Runtime>(mut watch: kv::Watch, ctx: Arc<Ctx<R>>, fleet: Fleet) {
     while let Some(Ok(entry)) = watch.next().await {
         let Some(edge_id) = edge_id_of(&entry.key) else {
             continue;
@@ -434,40 +430,32 @@ async fn watch_loop<R: Runtime>(
                 }
             }
         }
-        let Some(ours) = owned_get(&owned, &edge_id) else {
+        let Some(ours) = owned_get(&ctx.owned, &edge_id) else {
             continue;
         };
-        if entry.revision <= ours {
-            continue;
-        }
         // A newer record: another replica's, or a stranger's write. Our own newer
         // records are grants of a local duplicate, which the core supersedes itself.
-        if record.as_ref().is_some_and(|r| r.replica == me) {
-            continue;
-        }
-        if owned_take(&owned, &edge_id, ours) {
-            cp.ownership_lost(&edge_id, ours, entry.revision);
+        if entry.revision > ours && record.as_ref().is_none_or(|r| r.replica != ctx.me) {
+            lose(&ctx, &edge_id, ours, entry.revision);
         }
     }
 }
 
-async fn heartbeat_loop<R: Runtime>(
-    store: NatsStore,
-    cp: ControlPlaneHandle<R>,
-    me: String,
-    owned: Owned,
-    every: std::time::Duration,
-) {
+async fn heartbeat_loop<R: Runtime>(ctx: Arc<Ctx<R>>, every: std::time::Duration) {
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        if let Err(e) = store.heartbeat(&me).await {
+        let started = std::time::Instant::now();
+        let renewed = ctx.store.heartbeat(&ctx.me).await;
+        ctx.stats.heartbeat(renewed.is_ok(), started.elapsed());
+        if let Err(e) = renewed {
             tracing::warn!(error = %e, "cannot renew this replica's liveness entry");
         }
         // Sessions granted here that are no longer live (their disconnect event was
         // lost): their records are released.
-        let held: Vec<(String, u64)> = owned
+        let held: Vec<(String, u64)> = ctx
+            .owned
             .lock()
             .map(|o| {
                 o.iter()
@@ -477,11 +465,12 @@ async fn heartbeat_loop<R: Runtime>(
             })
             .unwrap_or_default();
         for (edge_id, session_id) in held {
-            let live = cp.edge(&edge_id).is_some_and(|v| {
+            let live = ctx.cp.edge(&edge_id).is_some_and(|v| {
                 v.session_id == session_id && v.reachability != Reachability::Disconnected
             });
-            if !live && owned_take(&owned, &edge_id, session_id) {
-                let _ = ownership::release(&store, &me, &edge_key(&edge_id), session_id).await;
+            if !live && owned_take(&ctx.owned, &edge_id, session_id) {
+                let key = edge_key(&edge_id);
+                let _ = ownership::release(&ctx.store, &ctx.me, &key, session_id).await;
             }
         }
     }

@@ -124,6 +124,7 @@ pub struct Router {
     me: String,
     timeout: Duration,
     fleet: Fleet,
+    stats: Arc<crate::ClusterStats>,
 }
 
 /// Every Edge's record as this replica's watch last saw it: Edge id → (replica,
@@ -144,6 +145,7 @@ impl Router {
         store: NatsStore,
         me: String,
         fleet: Fleet,
+        stats: Arc<crate::ClusterStats>,
     ) -> Self {
         Self {
             client,
@@ -152,6 +154,7 @@ impl Router {
             me,
             timeout: Duration::from_secs(15),
             fleet,
+            stats,
         }
     }
 
@@ -207,6 +210,19 @@ impl Router {
     }
 
     async fn call(
+        &self,
+        kind: &str,
+        edge_id: &str,
+        extra: &[(&str, String)],
+        body: Vec<u8>,
+        wait: Duration,
+    ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
+        let result = self.call_once(kind, edge_id, extra, body, wait).await;
+        self.stats.routed(result.is_ok());
+        result
+    }
+
+    async fn call_once(
         &self,
         kind: &str,
         edge_id: &str,

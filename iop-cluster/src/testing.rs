@@ -3,7 +3,7 @@
 //! binaries' cluster tests.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ const START: Duration = Duration::from_secs(15);
 /// A nats-server child process with JetStream.
 #[derive(Debug)]
 pub struct NatsServer {
+    bin: PathBuf,
     child: Child,
     /// Where it listens (127.0.0.1, a free port).
     pub addr: SocketAddr,
@@ -62,26 +63,56 @@ impl NatsServer {
             .expect("a free port")
             .port();
         let store = std::env::temp_dir().join(format!("iop-nats-{}-{port}", std::process::id()));
-        let child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(&store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn nats-server");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + START;
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "nats-server never listened");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(NatsServer { child, addr, store })
+        let child = spawn(&bin, addr, &store);
+        Some(NatsServer {
+            bin,
+            child,
+            addr,
+            store,
+        })
+    }
+
+    /// Kills the server (SIGKILL), keeping its store.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port and store (after [`kill`](Self::kill)).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = spawn(&self.bin, self.addr, &self.store);
     }
 
     /// Its URL, `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://{}", self.addr)
     }
+}
+
+/// Starts `bin` on `addr` with JetStream in `store`, and waits until it listens.
+fn spawn(bin: &Path, addr: SocketAddr, store: &Path) -> Child {
+    let child = Command::new(bin)
+        .args([
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &addr.port().to_string(),
+            "-js",
+            "-sd",
+        ])
+        .arg(store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn nats-server");
+    let deadline = Instant::now() + START;
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "nats-server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
 
 impl Drop for NatsServer {

@@ -61,6 +61,23 @@ fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
     assert_eq!(sent.json()["response"]["accepted"], true);
     let missing = get(b.admin, "/v1/edges/edge-nobody/status");
     assert_eq!(missing.status, 404, "{}", missing.body);
+    // Health and figures of the cluster.
+    assert_eq!(get(a.admin, "/healthz").json()["cluster"], "ok");
+    let metrics = get(a.admin, "/metrics").body;
+    assert!(metrics.contains("iop_cluster_engine_up 1"), "{metrics}");
+    assert!(
+        metrics.contains("iop_cluster_claims_granted_total 1"),
+        "{metrics}"
+    );
+    let metrics = get(b.admin, "/metrics").body;
+    assert!(
+        metrics.contains("iop_cluster_routed_requests_total"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("iop_cluster_routed_requests_total 0\n"),
+        "{metrics}"
+    );
 
     // The same Edge id at cp-b supersedes the session at cp-a.
     let (_second, _log) = edge(b.edges, "edge-1", &example_config(), &[]);

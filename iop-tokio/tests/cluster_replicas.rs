@@ -225,3 +225,52 @@ async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_recovers() {
+    let Some(mut nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let stats = a.replica.stats();
+    let held = EdgeClient::new(fast_edge("edge-1"))
+        .connect(a.addr())
+        .unwrap();
+    let s1 = bounded("the session", held.connected())
+        .await
+        .unwrap()
+        .session_id;
+
+    nats.kill();
+    eventually("the engine seen down", || {
+        (!stats.snapshot().engine_up).then_some(())
+    })
+    .await;
+    // A new Edge cannot be given a session id: refused OVERLOADED (it retries).
+    let newcomer = EdgeClient::new(fast_edge("edge-2"))
+        .connect(a.addr())
+        .unwrap();
+    eventually("a claim the engine could not decide", || {
+        (stats.snapshot().claims_unavailable > 0).then_some(())
+    })
+    .await;
+    assert!(!newcomer.is_connected());
+    // The Edge already held keeps its session.
+    assert_eq!(live_session(&a.cp(), "edge-1"), Some(s1));
+    assert!(held.is_connected());
+
+    nats.restart();
+    eventually("the engine seen up again", || {
+        stats.snapshot().engine_up.then_some(())
+    })
+    .await;
+    let s2 = bounded("the newcomer's session", newcomer.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert!(s2 > s1);
+    assert_eq!(live_session(&a.cp(), "edge-1"), Some(s1), "never dropped");
+    held.shutdown().await;
+    newcomer.shutdown().await;
+    a.stop().await;
+}

@@ -333,6 +333,7 @@ async fn serve(
     let mut state = AdminState::with_access(server.handle(), access);
     state.replica_id = replica.as_ref().map(|r| r.replica_id().to_owned());
     state.router = replica.as_ref().map(|r| r.router());
+    state.cluster_stats = replica.as_ref().map(|r| r.stats());
     if let Some(replica) = &replica {
         // Other replicas list this one's Edges in the admin API's shape.
         let id = replica.replica_id().to_owned();

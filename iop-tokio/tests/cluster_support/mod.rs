@@ -62,6 +62,7 @@ pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
     cp.duplicate_policy = policy;
     cp.retry_after_duplicate = Duration::from_millis(200);
     cp.retry_after_superseded = Duration::from_secs(30);
+    cp.retry_after_overloaded = Duration::from_millis(300);
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
     config.cp = cp;
     config.shutdown_grace = Duration::from_secs(2);

@@ -270,3 +270,71 @@ pub fn render(stats: &CpStats, gauges: AdminGauges, admin: &AdminMetrics) -> Str
     }
     out
 }
+
+/// Appends a cluster replica's figures (`--cluster`).
+pub fn render_cluster(out: &mut String, c: &iop_cluster::ClusterSnapshot) {
+    metric(
+        out,
+        "iop_cluster_engine_up",
+        "gauge",
+        "1 while this replica's last liveness renewal reached the cluster engine (NATS).",
+        u8::from(c.engine_up),
+    );
+    metric(
+        out,
+        "iop_cluster_engine_rtt_seconds",
+        "gauge",
+        "Round-trip time of the last liveness renewal.",
+        c.engine_rtt_us as f64 / 1e6,
+    );
+    let counters: [(&str, &str, u64); 9] = [
+        (
+            "iop_cluster_claims_granted_total",
+            "Ownership claims granted.",
+            c.claims_granted,
+        ),
+        (
+            "iop_cluster_claims_held_total",
+            "Ownership claims refused: a live replica holds the Edge.",
+            c.claims_held,
+        ),
+        (
+            "iop_cluster_claims_unavailable_total",
+            "Ownership claims the engine could not decide (OVERLOADED).",
+            c.claims_unavailable,
+        ),
+        (
+            "iop_cluster_cas_conflicts_total",
+            "Compare-and-set writes that found the record moved on.",
+            c.cas_conflicts,
+        ),
+        (
+            "iop_cluster_ownership_lost_total",
+            "Sessions closed because another replica took their Edge.",
+            c.ownership_lost,
+        ),
+        (
+            "iop_cluster_routed_requests_total",
+            "Requests sent to the replica holding an Edge.",
+            c.routed_requests,
+        ),
+        (
+            "iop_cluster_routed_failures_total",
+            "Routed requests without an answer from the Edge.",
+            c.routed_failures,
+        ),
+        (
+            "iop_cluster_events_published_total",
+            "Events published on the fleet's stream.",
+            c.events_published,
+        ),
+        (
+            "iop_cluster_events_lost_total",
+            "Events that could not be published.",
+            c.events_lost,
+        ),
+    ];
+    for (name, help, value) in counters {
+        metric(out, name, "counter", help, value);
+    }
+}

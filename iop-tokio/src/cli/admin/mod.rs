@@ -10,7 +10,7 @@
 //! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
-//! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining) |
+//! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining); with `--cluster` also `"cluster": "ok"` or `"degraded"` (the engine is unreachable: this replica serves its Edges, refuses new ones `OVERLOADED`) |
 //!
 //! Errors are `{"error": {"code", "message"}}`: 400 `bad_request` /
 //! `unknown_operation` / `exceeds_limit` (with `field`, `size`, `limit`), 401
@@ -35,7 +35,7 @@ use std::time::Duration;
 pub use access::{AdminAccess, AdminTokens, Role};
 pub use error::ApiError;
 pub use json::{STREAM_KINDS, command_record, command_response, cp_event, edge_view, stream_kind};
-pub use metrics::{AdminGauges, AdminMetrics, Histogram, render as render_metrics};
+pub use metrics::{AdminGauges, AdminMetrics, Histogram, render as render_metrics, render_cluster};
 pub use routes::router;
 
 /// The OpenAPI 3 description of the admin API, served at `GET /v1/openapi.json`.
@@ -70,6 +70,9 @@ pub struct AdminState {
     /// The cluster's router (`--cluster`): Edges held by other replicas are reached
     /// through it.
     pub router: Option<iop_cluster::Router>,
+    /// The cluster replica's counters: `/healthz` says whether the engine is
+    /// reachable, `/metrics` shows them.
+    pub cluster_stats: Option<Arc<iop_cluster::ClusterStats>>,
 }
 
 impl AdminState {
@@ -90,6 +93,7 @@ impl AdminState {
             event_stream_bytes: 4 * 1024 * 1024,
             replica_id: None,
             router: None,
+            cluster_stats: None,
         }
     }
 }

@@ -334,7 +334,10 @@ async fn metrics_text(State(s): State<AdminState>) -> Response {
         status_callers_waiting: s.cp.status_callers_waiting(),
         event_streams: super::MAX_EVENT_STREAMS - s.event_streams.available_permits(),
     };
-    let text = metrics::render(&s.cp.stats(), gauges, &s.metrics);
+    let mut text = metrics::render(&s.cp.stats(), gauges, &s.metrics);
+    if let Some(cluster) = &s.cluster_stats {
+        metrics::render_cluster(&mut text, &cluster.snapshot());
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -346,15 +349,25 @@ async fn metrics_text(State(s): State<AdminState>) -> Response {
 }
 
 async fn healthz(State(s): State<AdminState>) -> Response {
-    if s.cp.is_draining() {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "draining" })),
-        )
-            .into_response()
+    let mut body = if s.cp.is_draining() {
+        json!({ "status": "draining" })
     } else {
-        Json(json!({ "status": "ok" })).into_response()
+        json!({ "status": "ok" })
+    };
+    if let (Some(cluster), Some(obj)) = (&s.cluster_stats, body.as_object_mut()) {
+        let engine = if cluster.snapshot().engine_up {
+            "ok"
+        } else {
+            "degraded"
+        };
+        obj.insert("cluster".into(), Value::String(engine.into()));
     }
+    let status = if s.cp.is_draining() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(body)).into_response()
 }
 
 #[cfg(test)]

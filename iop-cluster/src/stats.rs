@@ -1,0 +1,110 @@
+//! What a replica counts: the engine's health and round-trip time, claims, routed
+//! requests and published events.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// A replica's counters, shared by its tasks and its [`Router`](crate::Router).
+#[derive(Debug, Default)]
+pub struct ClusterStats {
+    engine_up: AtomicBool,
+    engine_rtt_us: AtomicU64,
+    claims_granted: AtomicU64,
+    claims_held: AtomicU64,
+    claims_unavailable: AtomicU64,
+    cas_conflicts: AtomicU64,
+    ownership_lost: AtomicU64,
+    routed_requests: AtomicU64,
+    routed_failures: AtomicU64,
+    events_published: AtomicU64,
+    events_lost: AtomicU64,
+}
+
+/// The counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClusterSnapshot {
+    /// The last liveness renewal reached the engine.
+    pub engine_up: bool,
+    /// How long that renewal took, in microseconds.
+    pub engine_rtt_us: u64,
+    /// Claims answered with a session.
+    pub claims_granted: u64,
+    /// Claims refused: a live owner holds the Edge (`Reject`).
+    pub claims_held: u64,
+    /// Claims the engine could not decide (the Edge got `OVERLOADED`).
+    pub claims_unavailable: u64,
+    /// Compare-and-set writes that found the record moved on.
+    pub cas_conflicts: u64,
+    /// Sessions closed here because another replica took their Edge.
+    pub ownership_lost: u64,
+    /// Requests sent to another replica through the router.
+    pub routed_requests: u64,
+    /// Of those, the ones without an answer from the Edge (any [`RouteError`](crate::RouteError)).
+    pub routed_failures: u64,
+    /// Events published on the fleet's stream.
+    pub events_published: u64,
+    /// Events that could not be published (the engine was down).
+    pub events_lost: u64,
+}
+
+fn add(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl ClusterStats {
+    /// The counters now.
+    pub fn snapshot(&self) -> ClusterSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ClusterSnapshot {
+            engine_up: self.engine_up.load(Ordering::Relaxed),
+            engine_rtt_us: get(&self.engine_rtt_us),
+            claims_granted: get(&self.claims_granted),
+            claims_held: get(&self.claims_held),
+            claims_unavailable: get(&self.claims_unavailable),
+            cas_conflicts: get(&self.cas_conflicts),
+            ownership_lost: get(&self.ownership_lost),
+            routed_requests: get(&self.routed_requests),
+            routed_failures: get(&self.routed_failures),
+            events_published: get(&self.events_published),
+            events_lost: get(&self.events_lost),
+        }
+    }
+
+    pub(crate) fn heartbeat(&self, ok: bool, took: Duration) {
+        self.engine_up.store(ok, Ordering::Relaxed);
+        if ok {
+            let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+            self.engine_rtt_us.store(us, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn granted(&self) {
+        add(&self.claims_granted);
+    }
+    pub(crate) fn held(&self) {
+        add(&self.claims_held);
+    }
+    pub(crate) fn unavailable(&self) {
+        add(&self.claims_unavailable);
+    }
+    pub(crate) fn conflict(&self) {
+        add(&self.cas_conflicts);
+    }
+    pub(crate) fn lost(&self) {
+        add(&self.ownership_lost);
+    }
+    pub(crate) fn routed(&self, ok: bool) {
+        add(&self.routed_requests);
+        if !ok {
+            add(&self.routed_failures);
+        }
+    }
+    pub(crate) fn published(&self, ok: bool) {
+        add(if ok {
+            &self.events_published
+        } else {
+            &self.events_lost
+        });
+    }
+}
