@@ -16,29 +16,22 @@ use std::collections::{BTreeMap, VecDeque};
 use iop_cluster::key::edge_key;
 use iop_cluster::ownership::{ClaimContext, Decision, Former, WriteError, decide};
 use iop_cluster::{MemoryStore, OwnerRecord};
+use iop_core::testing::SimRng;
 use iop_driver::iop_core::cp::DuplicatePolicy;
 
 const REPLICAS: usize = 3;
 const EDGES: usize = 4;
 
-/// SplitMix64: the same seed, the same run.
-struct Rng(u64);
+/// The simulation's randomness: the same seed, the same run.
+struct Rng(SimRng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.index(n)
     }
 
     fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
+        self.0.chance(percent, 100)
     }
 }
 
@@ -87,7 +80,7 @@ fn key(e: usize) -> String {
 
 impl Sim {
     fn new(seed: u64) -> Self {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SimRng::new(seed));
         let policy = if rng.chance(50) {
             DuplicatePolicy::Replace
         } else {

@@ -222,44 +222,44 @@ impl Sse {
         }
     }
 
+    /// Reads what has arrived (at most one read's timeout); false once the stream
+    /// has ended.
+    fn read_some(&mut self) -> bool {
+        let mut buf = [0u8; 4096];
+        match self.stream.read(&mut buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+                true
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                true
+            }
+            Err(e) => panic!("SSE read: {e}"),
+        }
+    }
+
     /// Reads whatever arrives for `how_long`.
     pub fn read_for(&mut self, how_long: Duration) {
         let deadline = Instant::now() + how_long;
-        let mut buf = [0u8; 4096];
-        while Instant::now() < deadline {
-            match self.stream.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => panic!("SSE read: {e}"),
-            }
-        }
+        while Instant::now() < deadline && self.read_some() {}
     }
 
     /// Reads until `needle` has been seen (at most 10 s).
     pub fn wait_for(&mut self, needle: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut buf = [0u8; 4096];
         while !self.seen.contains(needle) {
             assert!(
                 Instant::now() < deadline,
                 "SSE never showed {needle:?}: {}",
                 self.seen
             );
-            match self.stream.read(&mut buf) {
-                Ok(0) => panic!("SSE stream closed: {}", self.seen),
-                Ok(n) => self.seen.push_str(&String::from_utf8_lossy(&buf[..n])),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => panic!("SSE read: {e}"),
-            }
+            assert!(self.read_some(), "SSE stream closed: {}", self.seen);
         }
     }
 }
