@@ -187,3 +187,33 @@ fn every_replica_streams_the_whole_fleets_events_once() {
     // The kinds filter holds for the fleet's stream too.
     assert!(!on_b.seen.contains("event: command_event"));
 }
+
+#[test]
+fn the_edges_of_a_killed_replica_reconnect_to_another() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let url = nats.url();
+    let mut a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    let b = control_plane(&["--cluster", &url, "--replica-id", "cp-b"]);
+    // The Edge knows both replicas (a load balancer's job in production).
+    let fallback = b.edges.to_string();
+    let (_edge, _log) = edge(
+        a.edges,
+        "edge-1",
+        &example_config(),
+        &["--control-plane", &fallback],
+    );
+    wait_connected(a.admin, "edge-1");
+    let s1 = session_of(a.admin, "edge-1");
+
+    // SIGKILL: no goodbye, no release; the record still names cp-a.
+    a.proc.0.kill().unwrap();
+    let _ = a.proc.0.wait();
+    wait_until("edge-1 on cp-b", || {
+        let v = get(b.admin, "/v1/edges/edge-1").json();
+        (v["replica"] == "cp-b" && v["connected"] == true).then_some(())
+    });
+    let s2 = session_of(b.admin, "edge-1");
+    assert!(s2 > s1, "{s1} then {s2}");
+}

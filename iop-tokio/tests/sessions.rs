@@ -490,3 +490,30 @@ async fn garbage_gets_protocol_error_and_silence_gets_hello_timeout() {
     .await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_edge_whose_control_plane_cannot_be_reached_dials_its_fallback() {
+    let server = ControlPlaneServer::bind(localhost(), fast_server())
+        .await
+        .unwrap();
+    // A port nothing listens on.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let edge = EdgeClient::new(fast_edge("edge-1"))
+        .fallback_addrs([server.local_addr()])
+        .connect(dead)
+        .unwrap();
+    let session = bounded("a session through the fallback", edge.connected())
+        .await
+        .unwrap();
+    assert!(session.session_id > 0);
+    assert_eq!(edge.control_plane_addr(), server.local_addr());
+    assert!(
+        edge.last_dial_error().is_some(),
+        "the first address was tried"
+    );
+    edge.shutdown().await;
+    server.shutdown().await;
+}

@@ -35,6 +35,7 @@ pub struct EdgeClient<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     event_capacity: usize,
     shutdown_grace: Duration,
     tls: Option<ClientTls>,
+    fallbacks: Vec<SocketAddr>,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -76,8 +77,18 @@ impl<R: Runtime> EdgeClient<R, NodeRegistry> {
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
             tls: None,
+            fallbacks: Vec::new(),
             _runtime: PhantomData,
         }
+    }
+
+    /// More Control Plane addresses (replicas of one cluster, PROTOCOL.md §8): when
+    /// the address dialled cannot be reached, the next dial tries the next one, in
+    /// turn after [`connect`](Self::connect)'s. An Edge stays on an address while it
+    /// answers.
+    pub fn fallback_addrs(mut self, addrs: impl IntoIterator<Item = SocketAddr>) -> Self {
+        self.fallbacks.extend(addrs);
+        self
     }
 
     /// Starts with `registry` instead of an empty one.
@@ -99,6 +110,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
             tls: None,
+            fallbacks: Vec::new(),
             _runtime: PhantomData,
         }
     }
@@ -184,7 +196,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             handlers: self.handlers,
             event_capacity: self.event_capacity,
             shutdown_grace: self.shutdown_grace,
-            addr,
+            primary: addr,
+            fallbacks: self.fallbacks,
+            next_addr: std::sync::atomic::AtomicUsize::new(0),
             tls: self.tls,
             owner: Mutex::new(Weak::new()),
             _runtime: PhantomData,

@@ -77,6 +77,7 @@ pub(super) async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(
                     other => tracing::debug!(error = %other, "dial failed"),
                 }
                 lock(&shared.state).last_dial_error = Some(e);
+                shared.advance_addr();
                 shared.with_inner(|edge, now| edge.handle_connect_failed(now));
                 continue;
             }
@@ -117,7 +118,7 @@ enum Dial<S> {
 async fn dial<R: Runtime, G: EdgeRegistry>(
     shared: &EdgeShared<R, G>,
 ) -> Result<MaybeTls<R::Stream>, DialError> {
-    let stream = R::connect(shared.addr)
+    let stream = R::connect(shared.addr())
         .await
         .map_err(|e| DialError::Connect(e.to_string()))?;
     let Some(tls) = &shared.tls else {

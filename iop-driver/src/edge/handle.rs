@@ -56,7 +56,7 @@ impl<R: Runtime, G: EdgeRegistry> Clone for EdgeHandle<R, G> {
 impl<R: Runtime, G: EdgeRegistry + Send + 'static> std::fmt::Debug for EdgeHandle<R, G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeHandle")
-            .field("control_plane", &self.shared.addr)
+            .field("control_plane", &self.shared.addr())
             .field("connected", &self.is_connected())
             .finish()
     }
@@ -116,9 +116,9 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
         lock(&self.shared.state).last_dial_error.clone()
     }
 
-    /// The Control Plane address dialled.
+    /// The Control Plane address dialled now (or next).
     pub fn control_plane_addr(&self) -> SocketAddr {
-        self.shared.addr
+        self.shared.addr()
     }
 
     /// Starts draining: new commands are refused DRAINING, running ones go on.

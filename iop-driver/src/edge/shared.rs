@@ -53,12 +53,33 @@ pub(super) struct EdgeShared<R: Runtime, G: EdgeRegistry> {
     pub(super) handlers: HashMap<String, Handler>,
     pub(super) event_capacity: usize,
     pub(super) shutdown_grace: Duration,
-    pub(super) addr: SocketAddr,
+    /// The Control Plane address given to `connect`.
+    pub(super) primary: SocketAddr,
+    /// More addresses, dialled in turn after `primary` when it cannot be reached.
+    pub(super) fallbacks: Vec<SocketAddr>,
+    /// Index (modulo `addrs.len()`) of the address the next dial tries.
+    pub(super) next_addr: std::sync::atomic::AtomicUsize,
     pub(super) tls: Option<ClientTls>,
     /// The application's handles' owner (weak: the handles hold it), for the
     /// handles a handler's context hands out.
     pub(super) owner: Mutex<Weak<Owner>>,
     pub(super) _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime, G: EdgeRegistry> EdgeShared<R, G> {
+    /// The address the next dial tries.
+    pub(super) fn addr(&self) -> SocketAddr {
+        let i = self.next_addr.load(Ordering::Relaxed) % (1 + self.fallbacks.len());
+        match i.checked_sub(1) {
+            None => self.primary,
+            Some(k) => self.fallbacks.get(k).copied().unwrap_or(self.primary),
+        }
+    }
+
+    /// The next dial tries the next address (this one could not be reached).
+    pub(super) fn advance_addr(&self) {
+        self.next_addr.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {

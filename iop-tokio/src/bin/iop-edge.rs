@@ -31,8 +31,10 @@ use iop_tokio::{ClientTls, EdgeClient, EdgeConfig};
 #[command(name = "iop-edge", version)]
 struct Args {
     /// Control Plane address to dial, HOST:PORT (a name is resolved once, at start).
-    #[arg(long, value_name = "ADDR")]
-    control_plane: String,
+    /// Repeat it (or separate with commas) for the replicas of a cluster: when one
+    /// cannot be reached, the next dial tries the next.
+    #[arg(long, value_name = "ADDR", required = true, value_delimiter = ',')]
+    control_plane: Vec<String>,
 
     /// This Edge's id ([A-Za-z0-9._-]{1,128}); an empty or invalid id is refused at
     /// start (exit code 2), before dialling.
@@ -116,7 +118,16 @@ fn host_of(addr: &str) -> String {
 
 fn run(args: Args) -> Result<(), Failure> {
     logging::init(args.log_level.as_deref(), "info").map_err(Failure::Usage)?;
-    let cp_addr = resolve(&args.control_plane)?;
+    let cp_addrs = args
+        .control_plane
+        .iter()
+        .map(|a| resolve(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (cp_addr, fallbacks) = match cp_addrs.split_first() {
+        Some((first, rest)) => (*first, rest.to_vec()),
+        None => return Err(Failure::Usage("--control-plane is required".into())),
+    };
+    let first_cp = args.control_plane.first().cloned().unwrap_or_default();
     let file = EdgeFile::load(&args.config).map_err(|e| Failure::Usage(e.to_string()))?;
     let mut config = EdgeConfig::new(args.edge_id.clone(), iop_tokio::process_seed());
     config.software_version = format!("iop-edge {}", env!("CARGO_PKG_VERSION"));
@@ -125,22 +136,25 @@ fn run(args: Args) -> Result<(), Failure> {
         let raw = read_private(path).map_err(|e| Failure::Usage(e.to_string()))?;
         config.credential = Secret::new(credential_bytes(&raw).to_vec());
     }
-    match startup::check_edge_plaintext(
-        cp_addr.ip(),
-        args.tls_ca.is_some(),
-        args.credential_file.is_some(),
-        args.allow_plaintext,
-    ) {
-        Ok(Some(warning)) => tracing::warn!("{warning}"),
-        Ok(None) => {}
-        Err(usage) => return Err(Failure::Usage(usage)),
+    // Every address the credential may be sent to.
+    for addr in &cp_addrs {
+        match startup::check_edge_plaintext(
+            addr.ip(),
+            args.tls_ca.is_some(),
+            args.credential_file.is_some(),
+            args.allow_plaintext,
+        ) {
+            Ok(Some(warning)) => tracing::warn!("{warning}"),
+            Ok(None) => {}
+            Err(usage) => return Err(Failure::Usage(usage)),
+        }
     }
     let tls = match &args.tls_ca {
         Some(ca) => {
             let name = args
                 .tls_server_name
                 .clone()
-                .unwrap_or_else(|| host_of(&args.control_plane));
+                .unwrap_or_else(|| host_of(&first_cp));
             let client = args.tls_cert.as_deref().zip(args.tls_key.as_deref());
             if let Some((_, key)) = client {
                 check_private(key).map_err(|e| Failure::Usage(format!("TLS: {e}")))?;
@@ -183,6 +197,7 @@ fn run(args: Args) -> Result<(), Failure> {
             client = simulate::register(client, sim.clone());
         }
         let edge = client
+            .fallback_addrs(fallbacks)
             .connect(cp_addr)
             .map_err(|e| Failure::Usage(format!("edge config: {e}")))?;
         tracing::info!(control_plane = %cp_addr, edge_id = %args.edge_id, "edge started");
