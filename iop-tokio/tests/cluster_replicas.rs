@@ -274,3 +274,46 @@ async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_rec
     newcomer.shutdown().await;
     a.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
+    let Some(mut servers) = NatsServer::start_cluster(3) else {
+        return;
+    };
+    let all: Vec<&NatsServer> = servers.iter().collect();
+    let a = node_on(&all, "cp-a", DuplicatePolicy::Replace, 3).await;
+    let b = node_on(&all, "cp-b", DuplicatePolicy::Replace, 3).await;
+    let first = EdgeClient::new(fast_edge("edge-1"))
+        .connect(a.addr())
+        .unwrap();
+    let s1 = bounded("the session on cp-a", first.connected())
+        .await
+        .unwrap()
+        .session_id;
+    let mut first_events = first.events();
+
+    // One NATS server dies (the one both replicas dialled first): the records have
+    // two more copies, and the clients move to the other servers.
+    servers[0].kill();
+    let moved = EdgeClient::new(fast_edge("edge-1"))
+        .connect(b.addr())
+        .unwrap();
+    let s2 = bounded("the session on cp-b", moved.connected())
+        .await
+        .unwrap()
+        .session_id;
+    assert!(s2 > s1);
+    superseded(&mut first_events).await;
+    first.shutdown().await;
+    assert_eq!(record(&b, "edge-1").await, ("cp-b".into(), true, s2));
+    let another = EdgeClient::new(fast_edge("edge-2"))
+        .connect(a.addr())
+        .unwrap();
+    bounded("a new Edge on cp-a", another.connected())
+        .await
+        .unwrap();
+    moved.shutdown().await;
+    another.shutdown().await;
+    a.stop().await;
+    b.stop().await;
+}

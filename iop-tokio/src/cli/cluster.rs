@@ -12,10 +12,16 @@ use crate::ControlPlaneHandle;
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ClusterArgs {
     /// Run as one replica of a cluster whose replicas agree through this NATS server
-    /// (JetStream on, 2.10 or newer), e.g. nats://127.0.0.1:4222. Without it the
-    /// Control Plane is alone, as always.
+    /// (JetStream on, 2.10 or newer), e.g. nats://127.0.0.1:4222; the servers of a
+    /// NATS cluster separated by commas. Without it the Control Plane is alone, as
+    /// always.
     #[arg(long, value_name = "URL", env = "IOP_CLUSTER")]
     pub cluster: Option<String>,
+
+    /// Copies of each bucket and of the event stream in a NATS cluster (3 for a
+    /// three-server cluster; 1 for one server).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "cluster")]
+    pub cluster_replicas: usize,
 
     /// This replica's id: unique in the cluster and the same across restarts (at
     /// start a replica releases the Edges its earlier run held).
@@ -51,7 +57,9 @@ impl ClusterArgs {
                 "--replica-id {id:?}: use 1 to 128 of A-Z a-z 0-9 . _ -"
             ));
         }
-        Ok(Some(ClusterConfig::new(id.clone())))
+        let mut config = ClusterConfig::new(id.clone());
+        config.bucket_replicas = self.cluster_replicas.clamp(1, 5);
+        Ok(Some(config))
     }
 
     /// Connects to the NATS server and starts this replica for `cp`.
@@ -76,7 +84,12 @@ impl ClusterArgs {
                 .to_owned();
             options = options.token(token);
         }
-        let client = tokio::time::timeout(config.op_timeout * 5, options.connect(&url))
+        let servers = url
+            .split(',')
+            .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("--cluster {url}: {e}"))?;
+        let client = tokio::time::timeout(config.op_timeout * 5, options.connect(servers))
             .await
             .map_err(|_| format!("--cluster {url}: no answer"))?
             .map_err(|e| format!("--cluster {url}: {e}"))?;

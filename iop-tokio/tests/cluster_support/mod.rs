@@ -9,7 +9,7 @@ use iop_cluster::{ClusterConfig, Replica};
 use iop_tokio::core::cp::{CpConfig, Directory, DuplicatePolicy};
 use iop_tokio::prelude::*;
 
-pub const WAIT: Duration = Duration::from_secs(15);
+pub const WAIT: Duration = Duration::from_secs(30);
 
 pub async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
     match tokio::time::timeout(WAIT, fut).await {
@@ -71,15 +71,35 @@ pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
 
 /// Replica `id` on `nats`, with a short heartbeat (liveness expires after 3 × 300 ms).
 pub async fn node(nats: &NatsServer, id: &str, policy: DuplicatePolicy) -> Node {
+    node_on(&[nats], id, policy, 1).await
+}
+
+/// Replica `id` on the NATS servers `nats` (one cluster), its buckets with `copies`
+/// copies. A NATS cluster that is still electing its JetStream leader is waited for.
+pub async fn node_on(
+    nats: &[&NatsServer],
+    id: &str,
+    policy: DuplicatePolicy,
+    copies: usize,
+) -> Node {
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), cluster_server(policy))
         .await
         .expect("bind");
-    let client = async_nats::connect(nats.url()).await.expect("connect nats");
+    let addrs: Vec<async_nats::ServerAddr> =
+        nats.iter().map(|n| n.url().parse().unwrap()).collect();
+    let client = async_nats::connect(addrs).await.expect("connect nats");
     let mut config = ClusterConfig::new(id);
     config.heartbeat = Duration::from_millis(300);
-    let replica = Replica::start(client, server.handle(), config)
-        .await
-        .expect("replica start");
+    config.bucket_replicas = copies;
+    let replica = bounded("the replica's buckets", async {
+        loop {
+            match Replica::start(client.clone(), server.handle(), config.clone()).await {
+                Ok(replica) => return replica,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await;
     Node { server, replica }
 }
 
