@@ -169,20 +169,34 @@ pub async fn claim<S: OwnershipStore>(
     key: &str,
     context: ClaimContext,
 ) -> Result<Claimed, StoreError> {
-    claim_counting(store, me, key, context, || {}).await
+    claim_counting(store, me, key, context, None, || {}).await
 }
 
-/// [`claim`], calling `on_conflict` for each compare-and-set that lost a race.
+/// [`claim`], starting from `hint` — the record as a watch of the bucket last saw it
+/// (`Some(None)`: no record) — instead of reading it, and calling `on_conflict` for
+/// each compare-and-set that lost a race. A hint that is stale costs one failed
+/// write; a hint that would refuse the claim is read again first.
 pub async fn claim_counting<S: OwnershipStore>(
     store: &S,
     me: &str,
     key: &str,
     context: ClaimContext,
+    mut hint: Option<Option<Current>>,
     mut on_conflict: impl FnMut() + Send,
 ) -> Result<Claimed, StoreError> {
     let live = OwnerRecord::live(me);
     for _ in 0..MAX_ATTEMPTS {
-        let current = store.entry(key).await?;
+        let current = match hint.take() {
+            Some(seen)
+                if matches!(
+                    decide(me, context, seen.as_ref(), None),
+                    Decision::Take { .. }
+                ) =>
+            {
+                seen
+            }
+            _ => store.entry(key).await?,
+        };
         let mut decision = decide(me, context, current.as_ref(), None);
         if let Decision::AskLiveness(replica) = &decision {
             let alive = store.replica_alive(replica).await?;

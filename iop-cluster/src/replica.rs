@@ -35,7 +35,7 @@ use tokio::task::JoinHandle;
 use crate::key::{edge_id_of, edge_key};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::{self, ClaimContext, Claimed, Former, StoreError};
-use crate::record::OwnerRecord;
+use crate::record::{Current, OwnerRecord};
 use crate::route::{self, Fleet, Router, ViewEncoder};
 use crate::stats::ClusterStats;
 
@@ -184,12 +184,13 @@ impl Replica {
             client: client.clone(),
             me: me.clone(),
             owned: owned.clone(),
+            fleet: fleet.clone(),
             stats: stats.clone(),
         });
         let claims = tokio::spawn(claim_loop(events, ctx.clone()));
         let others = vec![
             tokio::spawn(inbox_loop(inbox_sub, ctx.clone())),
-            tokio::spawn(watch_loop(watch, ctx.clone(), fleet)),
+            tokio::spawn(watch_loop(watch, ctx.clone())),
             tokio::spawn(route::serve(routes, server)),
             tokio::spawn(heartbeat_loop(ctx, config.heartbeat)),
         ];
@@ -301,6 +302,7 @@ struct Ctx<R: Runtime> {
     client: async_nats::Client,
     me: String,
     owned: Owned,
+    fleet: Fleet,
     stats: Arc<ClusterStats>,
 }
 
@@ -338,8 +340,22 @@ async fn answer<R: Runtime>(claim: Claim, ctx: &Ctx<R>) {
         local_session_id: claim.local_session_id,
     };
     let stats = &ctx.stats;
-    let claimed =
-        ownership::claim_counting(&ctx.store, &ctx.me, &key, context, || stats.conflict()).await;
+    // The record as the watch mirrors it: one write, not a read and a write, when it
+    // is current.
+    let hint = ctx.fleet.lock().ok().map(|f| {
+        f.get(&claim.edge_id)
+            .map(|(replica, live, revision)| Current {
+                record: Some(OwnerRecord {
+                    replica: replica.clone(),
+                    live: *live,
+                }),
+                revision: *revision,
+            })
+    });
+    let claimed = ownership::claim_counting(&ctx.store, &ctx.me, &key, context, hint, || {
+        stats.conflict()
+    })
+    .await;
     let answer = match claimed {
         Ok(Claimed::Granted { session_id, former }) => {
             // Known before the core takes it: a close that follows at once releases it.
@@ -411,7 +427,7 @@ async fn inbox_loop<R: Runtime>(mut sub: async_nats::Subscriber, ctx: Arc<Ctx<R>
     }
 }
 
-async fn watch_loop<R: Runtime>(mut watch: kv::Watch, ctx: Arc<Ctx<R>>, fleet: Fleet) {
+async fn watch_loop<R: Runtime>(mut watch: kv::Watch, ctx: Arc<Ctx<R>>) {
     while let Some(Ok(entry)) = watch.next().await {
         let Some(edge_id) = edge_id_of(&entry.key) else {
             continue;
@@ -420,7 +436,7 @@ async fn watch_loop<R: Runtime>(mut watch: kv::Watch, ctx: Arc<Ctx<R>>, fleet: F
             kv::Operation::Put => OwnerRecord::decode(&entry.value),
             kv::Operation::Delete | kv::Operation::Purge => None,
         };
-        if let Ok(mut f) = fleet.lock() {
+        if let Ok(mut f) = ctx.fleet.lock() {
             match &record {
                 Some(r) => {
                     f.insert(edge_id.clone(), (r.replica.clone(), r.live, entry.revision));

@@ -6,7 +6,9 @@
 //!   1.5× plus one NATS request/reply round trip, measured alongside;
 //! * the time for N Edges (default 2 000; they dial at once, from a second process)
 //!   to enrol with the cluster on (every hello claims its record by compare-and-set)
-//!   against off; goal: at most 2×.
+//!   against off; goal: at most 2×;
+//! * the Control Plane process's RSS per enrolled Edge, on against off (the whole
+//!   process over N, so fixed costs count too); goal: at most 1.5×.
 //!
 //! Needs nats-server 2.10 or newer (`IOP_NATS_SERVER`, else the PATH).
 //!
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use futures_lite::StreamExt;
 use iop_bench_socket::fleet::{self, Role, System, report};
+use iop_bench_socket::process::rss_bytes;
 use iop_bench_socket::{Row, Table};
 use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica};
@@ -127,10 +130,12 @@ async fn commands(nats: &NatsServer) -> Result<(f64, f64, f64), BoxError> {
         }
     })
     .await?;
-    // One request/reply round trip through the same NATS server.
+    // One request/reply round trip through the same NATS server, between two
+    // connections as between two replicas.
     let client = async_nats::connect(nats.url()).await?;
-    let mut echo = client.subscribe("bench.echo").await?;
-    let responder = client.clone();
+    let responder = async_nats::connect(nats.url()).await?;
+    let mut echo = responder.subscribe("bench.echo").await?;
+    responder.flush().await?;
     let echo_task = tokio::spawn(async move {
         while let Some(m) = echo.next().await {
             if let Some(reply) = m.reply {
@@ -164,9 +169,16 @@ fn orchestrate(n: usize) -> Result<(), BoxError> {
         let mut server = Role::spawn(&["server".into(), n.to_string(), url])?;
         let addr = server.expect("addr")?;
         let _edges = Role::spawn(&["edges".into(), n.to_string(), addr])?;
-        enrol.push(server.expect("enrolled")?.parse::<f64>()?);
+        let line = server.expect("enrolled")?;
+        let mut f = line
+            .split_whitespace()
+            .filter_map(|x| x.parse::<f64>().ok());
+        let (Some(secs), Some(rss)) = (f.next(), f.next()) else {
+            return Err(format!("bad result line: {line}").into());
+        };
+        enrol.push((secs, rss / n as f64));
     }
-    let (off, on) = (enrol[0], enrol[1]);
+    let ((off, rss_off), (on, rss_on)) = (enrol[0], enrol[1]);
     let mut table = Table::new(
         "Control Plane replicas over NATS JetStream (127.0.0.1, 2 tokio workers)",
         "cluster",
@@ -188,6 +200,14 @@ fn orchestrate(n: usize) -> Result<(), BoxError> {
         format!("{:.2}", on / off),
         "≤ 2.00",
         Some(on <= 2.0 * off),
+    ));
+    table.push(Row::new(
+        format!("{n} Edges enrolled: Control Plane RSS per Edge (baseline: no cluster)"),
+        format!("{:.1} KiB", rss_on / 1024.0),
+        format!("{:.1} KiB", rss_off / 1024.0),
+        format!("{:.2}", rss_on / rss_off),
+        "≤ 1.50",
+        Some(rss_on <= 1.5 * rss_off),
     ));
     println!("{table}");
     Ok(())
@@ -222,7 +242,20 @@ fn server(n: usize, url: &str) -> Result<(), BoxError> {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        report("enrolled", start.elapsed().as_secs_f64());
+        let enrolled = start.elapsed().as_secs_f64();
+        let stats = cp.stats();
+        eprintln!(
+            "{}: {n} enrolled in {enrolled:.2} s; hellos refused OVERLOADED at the pending cap {}, claims unavailable {}, hello timeouts {}, connections refused {}, overloaded {}",
+            if clustered { "cluster" } else { "alone" },
+            stats.pending_hellos_refused,
+            _replica.as_ref().map_or(0, |r| r.stats().snapshot().claims_unavailable),
+            stats.hello_timeouts,
+            stats.connections_refused,
+            stats.overloaded,
+        );
+        // Settled: the heap the sessions (and, on, the cluster's records) hold.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        report("enrolled", format!("{enrolled} {}", rss_bytes()));
         Ok(())
     })
 }
