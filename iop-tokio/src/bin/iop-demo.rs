@@ -20,6 +20,12 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 7)]
     seed: u64,
 
+    /// Three Control Plane replicas over a nats-server (2.10+, on the PATH or
+    /// IOP_NATS_SERVER) instead: who holds each Edge, a command routed across
+    /// replicas, a replica failing and its Edge moving.
+    #[arg(long)]
+    cluster: bool,
+
     /// Log filter for the libraries' logs on stderr (default: `RUST_LOG`, else `warn`,
     /// to keep the tables readable).
     #[arg(long, value_name = "LEVEL")]
@@ -39,5 +45,8 @@ fn run(args: Args) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the runtime: {e}")))?;
     let mut out = std::io::stdout().lock();
+    if args.cluster {
+        return runtime.block_on(demo::cluster::run(&mut out));
+    }
     runtime.block_on(demo::run(&mut out, args.seed))
 }

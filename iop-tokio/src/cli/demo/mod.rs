@@ -2,6 +2,7 @@
 //! loopback, walked through enrolment, status, a command, a node disconnect and its
 //! reconnect, printed as plain-text tables.
 
+pub mod cluster;
 mod nodes;
 mod probe;
 
