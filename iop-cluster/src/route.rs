@@ -175,21 +175,34 @@ impl Router {
         replicas
     }
 
-    /// The views of every Edge the other replicas hold, as they encode them (a
-    /// replica that does not answer in 2 s is left out).
+    /// The views of every Edge the other replicas hold, as they encode them, asked
+    /// for in pages of 500 (a replica that does not answer a page in 2 s is left out
+    /// from there).
     pub async fn remote_views(&self) -> Vec<serde_json::Value> {
         let mut all = Vec::new();
         for replica in self.other_replicas() {
-            let mut headers = HeaderMap::new();
-            headers.insert(KIND, "views");
-            let request = async_nats::Request::new()
-                .headers(headers)
-                .timeout(Some(Duration::from_secs(2)));
-            let Ok(reply) = self.client.send_request(subject(&replica), request).await else {
-                continue;
-            };
-            if let Ok(serde_json::Value::Array(views)) = serde_json::from_slice(&reply.payload) {
-                all.extend(views);
+            // Page by page, each after the last Edge id of the one before.
+            let mut after = String::new();
+            loop {
+                let mut headers = HeaderMap::new();
+                headers.insert(KIND, "views");
+                headers.insert(AFTER, after.as_str());
+                let request = async_nats::Request::new()
+                    .headers(headers)
+                    .timeout(Some(Duration::from_secs(2)));
+                let Ok(reply) = self.client.send_request(subject(&replica), request).await else {
+                    break;
+                };
+                if let Ok(serde_json::Value::Array(views)) = serde_json::from_slice(&reply.payload)
+                {
+                    all.extend(views);
+                }
+                match reply.headers.as_ref().and_then(|h| h.get(AFTER)) {
+                    Some(next) if next.as_str() > after.as_str() => {
+                        after = next.as_str().to_owned()
+                    }
+                    _ => break,
+                }
             }
         }
         all
@@ -414,16 +427,33 @@ pub(crate) async fn serve<R: Runtime>(mut sub: async_nats::Subscriber, server: A
     }
 }
 
-/// The views of every live session this replica holds, as a JSON array.
-fn own_views<R: Runtime>(server: &Server<R>) -> Vec<u8> {
+/// Views a page of a `views` answer holds at most (a page stays well under NATS's
+/// default 1 MiB message limit).
+const VIEWS_PAGE: usize = 500;
+/// The last Edge id of the previous page (a `views` request), or of this one when
+/// more follow (its answer).
+const AFTER: &str = "Iop-After";
+
+/// One page of the views of the live sessions this replica holds, in Edge id order
+/// after `after`, as a JSON array; and the last id when more follow.
+fn own_views<R: Runtime>(server: &Server<R>, after: &str) -> (Vec<u8>, Option<String>) {
     let Some(encode) = server.views.get() else {
-        return b"[]".to_vec();
+        return (b"[]".to_vec(), None);
     };
-    let held: Vec<(String, u64)> = server
+    let mut held: Vec<(String, u64)> = server
         .owned
         .lock()
-        .map(|o| o.iter().map(|(k, (s, _))| (k.clone(), *s)).collect())
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| k.as_str() > after)
+                .map(|(k, (s, _))| (k.clone(), *s))
+                .collect()
+        })
         .unwrap_or_default();
+    held.sort_unstable();
+    let more = held.len() > VIEWS_PAGE;
+    held.truncate(VIEWS_PAGE);
+    let next = more.then(|| held.last().map(|(k, _)| k.clone())).flatten();
     let views: Vec<serde_json::Value> = held
         .iter()
         .filter_map(|(edge_id, session_id)| {
@@ -433,7 +463,7 @@ fn own_views<R: Runtime>(server: &Server<R>) -> Vec<u8> {
         })
         .map(|v| encode(&v))
         .collect();
-    serde_json::to_vec(&views).unwrap_or_default()
+    (serde_json::to_vec(&views).unwrap_or_default(), next)
 }
 
 async fn answer<R: Runtime>(
@@ -443,7 +473,12 @@ async fn answer<R: Runtime>(
     let headers = message.headers.clone().unwrap_or_default();
     let get = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
     if get(KIND).as_deref() == Some("views") {
-        return Ok((HeaderMap::new(), own_views(server)));
+        let (page, next) = own_views(server, &get(AFTER).unwrap_or_default());
+        let mut headers = HeaderMap::new();
+        if let Some(next) = next {
+            headers.insert(AFTER, next.as_str());
+        }
+        return Ok((headers, page));
     }
     let edge_id = get(EDGE).unwrap_or_default();
     let session_id: u64 = get(SESSION).and_then(|s| s.parse().ok()).unwrap_or(0);

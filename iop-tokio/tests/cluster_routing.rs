@@ -138,3 +138,46 @@ async fn an_edge_no_replica_holds_is_not_connected_at_once() {
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_replicas_views_come_in_pages_and_all_arrive() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
+    // Views of about 1 KiB: all of them in one message would pass NATS's 1 MiB limit.
+    let pad = "x".repeat(1_000);
+    a.replica.serve_views(
+        move |v| serde_json::json!({ "edgeId": v.edge_id, "sessionId": v.session_id, "pad": pad }),
+    );
+    // More than two pages of 500.
+    const N: usize = 1_100;
+    let mut edges = Vec::with_capacity(N);
+    for i in 0..N {
+        edges.push(
+            EdgeClient::new(fast_edge(&format!("edge-{i:04}")))
+                .connect(a.addr())
+                .unwrap(),
+        );
+    }
+    eventually("every Edge held by cp-a", || {
+        (a.cp().stats().live_sessions == N).then_some(())
+    })
+    .await;
+    let router = b.replica.router();
+    eventually("cp-b's mirror of the records", || {
+        (router.other_replicas() == ["cp-a"]).then_some(())
+    })
+    .await;
+    let views = bounded("the views", router.remote_views()).await;
+    let mut ids: Vec<&str> = views.iter().filter_map(|v| v["edgeId"].as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), N, "every Edge once");
+    for edge in edges {
+        edge.shutdown().await;
+    }
+    a.stop().await;
+    b.stop().await;
+}

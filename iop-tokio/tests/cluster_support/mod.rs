@@ -66,6 +66,8 @@ pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
     config.cp = cp;
     config.shutdown_grace = Duration::from_secs(2);
+    // Every Edge of a test dials from 127.0.0.1.
+    config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
     config
 }
 
