@@ -66,12 +66,23 @@ pub fn check_fd_limit(connections: usize) -> Result<(), String> {
 /// Runs `n` Edges of `system` against `addr` until standard input closes (the parent
 /// ended or killed us). Edges connect all at once, as after a Control Plane restart.
 pub fn run_edges(system: System, n: usize, addr: SocketAddr) -> Result<(), String> {
+    run_named_edges(system, n, addr, "edge")
+}
+
+/// [`run_edges`] with ids `{prefix}-00000`, ...: fleets of several processes must not
+/// share ids.
+pub fn run_named_edges(
+    system: System,
+    n: usize,
+    addr: SocketAddr,
+    prefix: &str,
+) -> Result<(), String> {
     check_fd_limit(n)?;
     let rt = runtime().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let mut held = Vec::with_capacity(n);
         for i in 0..n {
-            let edge_id = format!("edge-{i:05}");
+            let edge_id = format!("{prefix}-{i:05}");
             match system {
                 System::Ours => {
                     let mut config = EdgeConfig::new(edge_id, iop_tokio::process_seed());
