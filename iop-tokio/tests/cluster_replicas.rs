@@ -40,30 +40,16 @@ async fn superseded(events: &mut iop_tokio::Subscription<EdgeEvent>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_moving_to_another_replica_supersedes_its_old_session_and_the_late_close_changes_nothing()
  {
-    let Some(nats) = NatsServer::start() else {
+    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
         return;
     };
-    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
-    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
 
-    let first = EdgeClient::new(fast_edge("edge-1"))
-        .connect(a.addr())
-        .unwrap();
-    let s1 = bounded("the session on cp-a", first.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (first, s1) = edge_on(&a, "edge-1").await;
     assert_eq!(record(&a, "edge-1").await, ("cp-a".into(), true, s1));
     let mut first_events = first.events();
 
     // The same Edge id comes to cp-b: it wins the record with a higher session id.
-    let second = EdgeClient::new(fast_edge("edge-1"))
-        .connect(b.addr())
-        .unwrap();
-    let s2 = bounded("the session on cp-b", second.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (second, s2) = edge_on(&b, "edge-1").await;
     assert!(
         s2 > s1,
         "session ids increase across replicas: {s1} then {s2}"
@@ -102,11 +88,9 @@ async fn an_edge_moving_to_another_replica_supersedes_its_old_session_and_the_la
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_hellos_for_one_id_on_two_replicas_leave_exactly_one_live_session() {
-    let Some(nats) = NatsServer::start() else {
+    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
         return;
     };
-    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
-    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
     for round in 0..5 {
         let id = format!("edge-{round}");
         let on_a = EdgeClient::new(fast_edge(&id)).connect(a.addr()).unwrap();
@@ -150,18 +134,10 @@ async fn refused_duplicate(events: &mut iop_tokio::Subscription<EdgeEvent>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_holds_while_the_owner_lives_and_takes_over_once_its_liveness_expired() {
-    let Some(nats) = NatsServer::start() else {
+    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Reject).await else {
         return;
     };
-    let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
-    let b = node(&nats, "cp-b", DuplicatePolicy::Reject).await;
-    let first = EdgeClient::new(fast_edge("edge-1"))
-        .connect(a.addr())
-        .unwrap();
-    let s1 = bounded("the session on cp-a", first.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (first, s1) = edge_on(&a, "edge-1").await;
 
     let second = EdgeClient::new(fast_edge("edge-1"))
         .connect(b.addr())
@@ -194,13 +170,7 @@ async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
         return;
     };
     let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
-    let first = EdgeClient::new(fast_edge("edge-1"))
-        .connect(a.addr())
-        .unwrap();
-    let s1 = bounded("the session on cp-a", first.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (first, s1) = edge_on(&a, "edge-1").await;
     let Node { server, replica } = a;
     replica.abort();
     server.shutdown().await;
@@ -213,13 +183,7 @@ async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
     assert_eq!((holder.as_str(), live), ("cp-a", false));
     assert!(revision > s1);
     let b = node(&nats, "cp-b", DuplicatePolicy::Reject).await;
-    let second = EdgeClient::new(fast_edge("edge-1"))
-        .connect(b.addr())
-        .unwrap();
-    let s2 = bounded("the session on cp-b", second.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (second, s2) = edge_on(&b, "edge-1").await;
     assert!(s2 > revision);
     second.shutdown().await;
     a.stop().await;
@@ -233,13 +197,7 @@ async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_rec
     };
     let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
     let stats = a.replica.stats();
-    let held = EdgeClient::new(fast_edge("edge-1"))
-        .connect(a.addr())
-        .unwrap();
-    let s1 = bounded("the session", held.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (held, s1) = edge_on(&a, "edge-1").await;
 
     nats.kill();
     eventually("the engine seen down", || {
@@ -283,25 +241,13 @@ async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
     let all: Vec<&NatsServer> = servers.iter().collect();
     let a = node_on(&all, "cp-a", DuplicatePolicy::Replace, 3).await;
     let b = node_on(&all, "cp-b", DuplicatePolicy::Replace, 3).await;
-    let first = EdgeClient::new(fast_edge("edge-1"))
-        .connect(a.addr())
-        .unwrap();
-    let s1 = bounded("the session on cp-a", first.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (first, s1) = edge_on(&a, "edge-1").await;
     let mut first_events = first.events();
 
     // One NATS server dies (the one both replicas dialled first): the records have
     // two more copies, and the clients move to the other servers.
     servers[0].kill();
-    let moved = EdgeClient::new(fast_edge("edge-1"))
-        .connect(b.addr())
-        .unwrap();
-    let s2 = bounded("the session on cp-b", moved.connected())
-        .await
-        .unwrap()
-        .session_id;
+    let (moved, s2) = edge_on(&b, "edge-1").await;
     assert!(s2 > s1);
     superseded(&mut first_events).await;
     first.shutdown().await;

@@ -113,6 +113,25 @@ pub fn fast_edge(edge_id: &str) -> EdgeConfig {
     config
 }
 
+/// A nats-server and two replicas on it, `cp-a` and `cp-b`, under `policy`; `None`
+/// (the test is skipped) without a nats-server.
+pub async fn two_replicas(policy: DuplicatePolicy) -> Option<(NatsServer, Node, Node)> {
+    let nats = NatsServer::start()?;
+    let a = node(&nats, "cp-a", policy).await;
+    let b = node(&nats, "cp-b", policy).await;
+    Some((nats, a, b))
+}
+
+/// An Edge `edge_id` connected to `node`, and its session id once it has one.
+pub async fn edge_on(node: &Node, edge_id: &str) -> (EdgeHandle, u64) {
+    let edge = EdgeClient::new(fast_edge(edge_id))
+        .connect(node.addr())
+        .unwrap();
+    let what = format!("{edge_id}'s session on {}", node.replica.replica_id());
+    let session = bounded(&what, edge.connected()).await.unwrap();
+    (edge, session.session_id)
+}
+
 /// The live session id of `edge_id` on `cp`, if it has one.
 pub fn live_session(cp: &ControlPlaneHandle, edge_id: &str) -> Option<u64> {
     cp.edge(edge_id)
