@@ -81,6 +81,32 @@ pub enum CloseReason {
     },
 }
 
+impl std::fmt::Display for CloseReason {
+    /// What ended the connection, in words (for logs and operators).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TransportClosed => f.write_str("the connection closed"),
+            Self::HelloRejected(r) => write!(f, "hello rejected: {}", r.as_str_name()),
+            Self::HelloTimeout => f.write_str("no hello in time"),
+            Self::HeartbeatTimeout => f.write_str("nothing heard for the liveness window"),
+            Self::ProtocolError(v) => write!(f, "protocol error: {v}"),
+            Self::Superseded { by_session_id } => {
+                write!(f, "superseded by session {by_session_id}")
+            }
+            Self::CredentialRevoked => f.write_str("credential revoked"),
+            Self::Shutdown => f.write_str("the control plane shut down"),
+            Self::Overloaded => f.write_str("overloaded"),
+            Self::SlowPeer => f.write_str("the edge read too slowly"),
+            Self::PeerGoAway { reason, message } if message.is_empty() => {
+                write!(f, "the edge went away: {reason}")
+            }
+            Self::PeerGoAway { reason, message } => {
+                write!(f, "the edge went away: {reason}: {message}")
+            }
+        }
+    }
+}
+
 /// A protocol rule the peer broke.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

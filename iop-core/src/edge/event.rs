@@ -91,6 +91,31 @@ pub enum CloseReason {
     Shutdown,
 }
 
+impl std::fmt::Display for CloseReason {
+    /// What ended the session, in words (for logs and operators).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TransportClosed => f.write_str("the connection closed"),
+            Self::HelloRejected(r) => write!(f, "hello rejected: {}", r.as_str_name()),
+            Self::HelloTimeout => f.write_str("the control plane did not answer the hello in time"),
+            Self::GoAway { reason, message } if message.is_empty() => {
+                write!(f, "the control plane sent GoAway {}", reason.as_str_name())
+            }
+            Self::GoAway { reason, message } => {
+                write!(
+                    f,
+                    "the control plane sent GoAway {}: {message}",
+                    reason.as_str_name()
+                )
+            }
+            Self::PeerSilent => f.write_str("the control plane went silent"),
+            Self::ProtocolError(e) => write!(f, "protocol error: {e}"),
+            Self::SlowPeer => f.write_str("the control plane reads too slowly"),
+            Self::Shutdown => f.write_str("shut down"),
+        }
+    }
+}
+
 /// How the CP broke the protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
