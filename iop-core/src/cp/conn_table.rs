@@ -15,17 +15,19 @@ use super::event::ConnectionId;
 
 /// Every connection the Control Plane holds (boxed: the table moves its entries
 /// when it grows).
-pub(crate) type ConnTable = HashMap<ConnectionId, Box<Conn>, BuildHasherDefault<ConnIdHasher>>;
+pub(crate) type ConnTable = HashMap<ConnectionId, Box<Conn>, BuildHasherDefault<IdHasher>>;
 
-/// Hashes a [`ConnectionId`] by one multiplication with the 64-bit golden ratio:
-/// consecutive ids (the usual runtime's counter) land in consecutive buckets, and the
-/// high bits the table uses to tell entries apart are well mixed.
+/// Hashes an id issued locally — a [`ConnectionId`] (the runtime's counter), a
+/// [`RequestId`](super::RequestId) (the core's) — by one multiplication with the
+/// 64-bit golden ratio: consecutive ids land in consecutive buckets, and the high bits
+/// a table uses to tell entries apart are well mixed. Not for keys a peer chooses: it
+/// has no key to resist chosen collisions.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct ConnIdHasher(u64);
+pub struct IdHasher(u64);
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
-impl Hasher for ConnIdHasher {
+impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -56,8 +58,8 @@ mod tests {
 
     #[test]
     fn a_connection_id_hashes_as_its_u64_and_consecutive_ids_spread() {
-        let build = BuildHasherDefault::<ConnIdHasher>::default();
-        let mut direct = ConnIdHasher::default();
+        let build = BuildHasherDefault::<IdHasher>::default();
+        let mut direct = IdHasher::default();
         direct.write_u64(42);
         assert_eq!(build.hash_one(ConnectionId(42)), direct.finish());
         // The top 7 bits (what hashbrown compares first) of 1 000 consecutive ids
@@ -73,9 +75,9 @@ mod tests {
 
     #[test]
     fn bytes_are_hashed_too() {
-        let mut a = ConnIdHasher::default();
+        let mut a = IdHasher::default();
         a.write(b"0123456789");
-        let mut b = ConnIdHasher::default();
+        let mut b = IdHasher::default();
         b.write(b"0123456788");
         assert_ne!(a.finish(), b.finish());
     }

@@ -167,6 +167,7 @@ mod view;
 pub use crate::limits::INSTANCE_ID_KEY;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
+pub use conn_table::IdHasher;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory};
 pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};

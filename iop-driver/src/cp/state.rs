@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use iop_core::Instant;
-use iop_core::cp::{ConnectionId, ControlPlane, CpEvent};
+use iop_core::cp::{ConnectionId, ControlPlane, CpEvent, IdHasher};
 
 use super::book::{CommandBook, CommandResponse, CommandUpdate};
 use super::config::TlsStats;
@@ -41,34 +41,10 @@ pub(crate) struct ConnSlot {
     pub(super) direct: Option<Arc<dyn Direct>>,
 }
 
-/// A multiplicative hash (FxHash's) for the core's request ids and the driver's
-/// connection ids: both are issued locally (by the core, by the accept loop's
-/// counter), never chosen by a peer, so they need no flooding-resistant hash. std's
-/// default SipHash cost ~140 instructions per status request on the connection lookup
-/// alone.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(u64::from(*b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
 /// Everything under the one lock.
 pub(crate) struct CpState {
     pub(crate) cp: ControlPlane,
-    /// Keyed by the driver's own connection counter, so hashed like request ids.
+    /// Keyed by the driver's own connection counter: ids no peer chooses.
     pub(crate) conns: HashMap<ConnectionId, Arc<ConnSlot>, std::hash::BuildHasherDefault<IdHasher>>,
     pub(super) next_conn: u64,
     /// The deadline the timer task sleeps until.

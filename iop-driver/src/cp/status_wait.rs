@@ -14,11 +14,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use iop_core::cp::RequestId;
+use iop_core::cp::{IdHasher, RequestId};
 use iop_core::proto::EdgeStatusResponse;
 
 use super::handle::StatusRequestError;
-use super::state::{CpShared, IdHasher};
+use super::state::CpShared;
 use crate::runtime::Runtime;
 use crate::signal::lock;
 
