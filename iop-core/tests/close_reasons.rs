@@ -6,7 +6,16 @@ use iop_core::proto::{GoAwayReason, HelloRejectReason};
 
 #[test]
 fn close_reasons_read_as_words_on_both_ends() {
-    let cases: [(String, &str); 6] = [
+    let cases: [(String, &str); 7] = [
+        (
+            // A peer's words are quoted and escaped: they never forge a log line.
+            cp::CloseReason::PeerGoAway {
+                reason: GoAwayReason::Shutdown.into(),
+                message: "bye\nFAKE LOG LINE".into(),
+            }
+            .to_string(),
+            "the edge went away: GO_AWAY_REASON_SHUTDOWN: \"bye\\nFAKE LOG LINE\"",
+        ),
         (
             cp::CloseReason::Superseded { by_session_id: 7 }.to_string(),
             "superseded by session 7",
@@ -25,7 +34,7 @@ fn close_reasons_read_as_words_on_both_ends() {
                 message: "too many hellos".into(),
             }
             .to_string(),
-            "the control plane sent GoAway GO_AWAY_REASON_OVERLOADED: too many hellos",
+            "the control plane sent GoAway GO_AWAY_REASON_OVERLOADED: \"too many hellos\"",
         ),
         (
             edge::CloseReason::PeerSilent.to_string(),

@@ -100,8 +100,10 @@ impl std::fmt::Display for CloseReason {
             Self::PeerGoAway { reason, message } if message.is_empty() => {
                 write!(f, "the edge went away: {reason}")
             }
+            // The Edge's own words, quoted and escaped: a peer's text never forges a
+            // log line.
             Self::PeerGoAway { reason, message } => {
-                write!(f, "the edge went away: {reason}: {message}")
+                write!(f, "the edge went away: {reason}: {message:?}")
             }
         }
     }

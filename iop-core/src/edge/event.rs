@@ -101,10 +101,12 @@ impl std::fmt::Display for CloseReason {
             Self::GoAway { reason, message } if message.is_empty() => {
                 write!(f, "the control plane sent GoAway {}", reason.as_str_name())
             }
+            // The CP's own words, quoted and escaped: a peer's text never forges a log
+            // line.
             Self::GoAway { reason, message } => {
                 write!(
                     f,
-                    "the control plane sent GoAway {}: {message}",
+                    "the control plane sent GoAway {}: {message:?}",
                     reason.as_str_name()
                 )
             }
