@@ -330,7 +330,8 @@ mod tests {
             decide("a", mine(DuplicatePolicy::Replace), Some(&live_a), None),
             take
         );
-        // No live session 7 here: a lost close or a restart; the record is free.
+        // No live session under the record's id here: a lost close or a restart; the
+        // record is free.
         assert_eq!(decide("a", REJECT, Some(&live_a), None), take);
     }
 }

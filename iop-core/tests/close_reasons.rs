@@ -18,7 +18,7 @@ fn close_reasons_read_as_words_on_both_ends() {
         ),
         (
             cp::CloseReason::Superseded { by_session_id: 7 }.to_string(),
-            "superseded by session 7",
+            "superseded by the session with id 7",
         ),
         (
             cp::CloseReason::HelloRejected(HelloRejectReason::DuplicateEdge).to_string(),

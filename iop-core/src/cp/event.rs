@@ -91,7 +91,7 @@ impl std::fmt::Display for CloseReason {
             Self::HeartbeatTimeout => f.write_str("nothing heard for the liveness window"),
             Self::ProtocolError(v) => write!(f, "protocol error: {v}"),
             Self::Superseded { by_session_id } => {
-                write!(f, "superseded by session {by_session_id}")
+                write!(f, "superseded by the session with id {by_session_id}")
             }
             Self::CredentialRevoked => f.write_str("credential revoked"),
             Self::Shutdown => f.write_str("the control plane shut down"),
