@@ -39,3 +39,16 @@ pub trait Runtime: Send + Sync + 'static {
         true
     }
 }
+
+/// `future`'s output if it completes before `deadline`; `None` once the deadline
+/// passes first (the future is dropped).
+pub(crate) async fn before<R: Runtime, F: Future>(
+    deadline: std::time::Instant,
+    future: F,
+) -> Option<F::Output> {
+    futures_lite::future::or(async { Some(future.await) }, async {
+        R::sleep_until(deadline).await;
+        None
+    })
+    .await
+}

@@ -57,6 +57,17 @@ impl<E> From<E> for WireEnum<E> {
     }
 }
 
+impl crate::CommandPhase {
+    /// SUCCEEDED, FAILED, CANCELLED or TIMED_OUT: a command's last phase (PROTOCOL.md
+    /// §4.4).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded | Self::Failed | Self::Cancelled | Self::TimedOut
+        )
+    }
+}
+
 macro_rules! names {
     ($($t:ty),*) => {$(
         impl std::fmt::Display for WireEnum<$t> {

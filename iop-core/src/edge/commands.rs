@@ -90,16 +90,6 @@ pub(crate) fn fit_event(event: &EdgeCommandEvent, max_frame_len: u32) -> EdgeCom
     }
 }
 
-fn is_terminal(phase: CommandPhase) -> bool {
-    matches!(
-        phase,
-        CommandPhase::Succeeded
-            | CommandPhase::Failed
-            | CommandPhase::Cancelled
-            | CommandPhase::TimedOut
-    )
-}
-
 #[derive(Debug)]
 struct Held {
     request: EdgeCommandRequest,
@@ -234,7 +224,7 @@ impl Commands {
         if current == CommandPhase::TimedOut {
             return Err(ReportError::TimedOut(command_id.to_owned()));
         }
-        if is_terminal(current) {
+        if current.is_terminal() {
             return Err(ReportError::AlreadyFinished {
                 command_id: command_id.to_owned(),
                 phase: current,
@@ -256,7 +246,7 @@ impl Commands {
         send::command_event(&event)?;
         send::frame(event_frame_len(&event), max_frame_len)?;
         held.latest = event.clone();
-        if is_terminal(phase) {
+        if phase.is_terminal() {
             held.finished_at = Some(now);
             let key = (held.deadline, command_id.to_owned());
             self.deadlines.remove(&key);

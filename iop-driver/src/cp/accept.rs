@@ -176,19 +176,12 @@ async fn handshake<R: Runtime>(
         }
     };
     let deadline = std::time::Instant::now() + shared.handshake_timeout;
-    let result = futures_lite::future::or(
-        async {
-            acceptor
-                .accept(stream)
-                .await
-                .map_err(|e| HandshakeError::from_io(&e))
-        },
-        async {
-            R::sleep_until(deadline).await;
-            Err(HandshakeError::timed_out())
-        },
-    )
-    .await;
+    let result = crate::runtime::before::<R, _>(deadline, acceptor.accept(stream))
+        .await
+        .map_or_else(
+            || Err(HandshakeError::timed_out()),
+            |done| done.map_err(|e| HandshakeError::from_io(&e)),
+        );
     let tls = match result {
         Ok(tls) => tls,
         Err(error) => {

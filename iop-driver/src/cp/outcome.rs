@@ -76,7 +76,7 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
     let terminal = record
         .events()
         .last()
-        .filter(|e| e.phase_enum().known().is_none_or(is_terminal))
+        .filter(|e| e.phase_enum().known().is_none_or(CommandPhase::is_terminal))
         .cloned();
     match &record.outcome {
         None => Err(CommandFailure::Untracked),
@@ -111,14 +111,4 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
         }
         Some(_) => Err(CommandFailure::Untracked),
     }
-}
-
-fn is_terminal(phase: CommandPhase) -> bool {
-    matches!(
-        phase,
-        CommandPhase::Succeeded
-            | CommandPhase::Failed
-            | CommandPhase::Cancelled
-            | CommandPhase::TimedOut
-    )
 }

@@ -17,18 +17,10 @@ use crate::signal::lock;
 pub(super) async fn shutdown<R: Runtime>(shared: &Arc<CpShared<R>>) {
     let idle = begin(shared);
     let deadline = std::time::Instant::now() + shared.shutdown_grace;
-    let flushed = futures_lite::future::or(
-        async {
-            let _ = idle.await;
-            true
-        },
-        async {
-            R::sleep_until(deadline).await;
-            false
-        },
-    )
-    .await;
-    if !flushed {
+    if crate::runtime::before::<R, _>(deadline, idle)
+        .await
+        .is_none()
+    {
         let idle = {
             let mut state = lock(&shared.state);
             tracing::warn!(

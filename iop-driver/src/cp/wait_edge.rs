@@ -98,11 +98,10 @@ impl<R: Runtime> ControlPlaneHandle<R> {
                     });
                 }
             }
-            let woken = futures_lite::future::or(async { changes.next().await.is_some() }, async {
-                R::sleep_until(deadline).await;
-                false
-            })
-            .await;
+            let woken = matches!(
+                crate::runtime::before::<R, _>(deadline, changes.next()).await,
+                Some(Some(_))
+            );
             if !woken {
                 if std::time::Instant::now() < deadline {
                     // The subscription ended: the server stopped.

@@ -245,18 +245,10 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
     /// at most the shutdown grace before dropping the connection.
     pub(super) async fn finish_shutdown(self: &Arc<Self>, done: oneshot::Receiver<()>) {
         let deadline = std::time::Instant::now() + self.shutdown_grace;
-        let finished = futures_lite::future::or(
-            async {
-                let _ = done.await;
-                true
-            },
-            async {
-                R::sleep_until(deadline).await;
-                false
-            },
-        )
-        .await;
-        if finished {
+        if crate::runtime::before::<R, _>(deadline, done)
+            .await
+            .is_some()
+        {
             return;
         }
         tracing::warn!("edge shutdown grace over, dropping the connection");
