@@ -230,33 +230,39 @@ impl Router {
         body: Vec<u8>,
         wait: Duration,
     ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
-        // The owner as this replica's watch last saw it saves reading the record; if
-        // that is stale the holder answers `not_connected` (it checks the session),
-        // and the record itself is read and asked once more.
-        let mut result = match self.watched_owner(edge_id) {
-            Some(owner) => {
-                let first = self
-                    .call_once(kind, edge_id, extra, &body, wait, &owner)
-                    .await;
-                match first {
-                    Err(e) if e.code == "not_connected" => None,
-                    done => Some(done),
-                }
-            }
-            None => None,
-        };
-        if result.is_none() {
-            result = Some(match self.owner(edge_id).await? {
-                Some(owner) => {
-                    self.call_once(kind, edge_id, extra, &body, wait, &owner)
-                        .await
-                }
-                None => Err(RouteError::not_connected(edge_id)),
-            });
-        }
-        let result = result.unwrap_or_else(|| Err(RouteError::not_connected(edge_id)));
+        let result = self.route(kind, edge_id, extra, &body, wait).await;
         self.stats.routed(result.is_ok());
         result
+    }
+
+    /// Asks the holder this replica's watch last saw, which saves reading the record;
+    /// if that is stale the holder answers `not_connected` (it checks the session), and
+    /// the holder the record itself names, when another, is asked.
+    async fn route(
+        &self,
+        kind: &str,
+        edge_id: &str,
+        extra: &[(&str, String)],
+        body: &[u8],
+        wait: Duration,
+    ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
+        let watched = self.watched_owner(edge_id);
+        if let Some(owner) = &watched {
+            match self
+                .call_once(kind, edge_id, extra, body, wait, owner)
+                .await
+            {
+                Err(e) if e.code == "not_connected" => {}
+                done => return done,
+            }
+        }
+        match self.owner(edge_id).await? {
+            Some(owner) if watched.as_ref() != Some(&owner) => {
+                self.call_once(kind, edge_id, extra, body, wait, &owner)
+                    .await
+            }
+            _ => Err(RouteError::not_connected(edge_id)),
+        }
     }
 
     /// The live owner of `edge_id` by this replica's watch of the records.
