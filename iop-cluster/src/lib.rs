@@ -58,6 +58,7 @@
 //! the sessions' closes release their records.
 #![forbid(unsafe_code)]
 
+pub mod commands;
 pub mod events;
 pub mod key;
 mod memory;
@@ -67,8 +68,10 @@ mod record;
 pub mod replica;
 pub mod route;
 mod stats;
+pub mod stored;
 pub mod testing;
 
+pub use commands::CommandLog;
 pub use memory::MemoryStore;
 pub use nats::{ClusterConfig, NatsStore};
 pub use record::{Current, OwnerRecord};

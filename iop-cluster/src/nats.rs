@@ -26,6 +26,10 @@ pub struct ClusterConfig {
     pub bucket_replicas: usize,
     /// How long one engine operation may take before the claim is `Unavailable` (2 s).
     pub op_timeout: Duration,
+    /// The bucket of command records (`iop-commands`).
+    pub commands_bucket: String,
+    /// How long a command record is kept after its last change (24 h).
+    pub command_retention: Duration,
 }
 
 impl ClusterConfig {
@@ -38,6 +42,8 @@ impl ClusterConfig {
             heartbeat: Duration::from_secs(2),
             bucket_replicas: 1,
             op_timeout: Duration::from_secs(2),
+            commands_bucket: "iop-commands".into(),
+            command_retention: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -54,7 +60,10 @@ fn engine<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError(e.to_string())
 }
 
-async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store, StoreError> {
+pub(crate) async fn bucket(
+    js: &jetstream::Context,
+    config: kv::Config,
+) -> Result<kv::Store, StoreError> {
     if let Ok(store) = js.get_key_value(&config.bucket).await {
         return Ok(store);
     }

@@ -155,6 +155,9 @@ pub enum Claimed {
         session_id: u64,
         /// Whom to tell.
         former: Option<Former>,
+        /// The Edge had a record before (a session somewhere, live or closed): it
+        /// may have commands to carry on.
+        returning: bool,
     },
     /// A live owner holds the id (`Reject`).
     Held,
@@ -212,7 +215,13 @@ pub async fn claim_counting<S: OwnershipStore>(
             Some(revision) => store.update(key, &live, revision).await,
         };
         match written {
-            Ok(session_id) => return Ok(Claimed::Granted { session_id, former }),
+            Ok(session_id) => {
+                return Ok(Claimed::Granted {
+                    session_id,
+                    former,
+                    returning: expected.is_some(),
+                });
+            }
             Err(WriteError::Conflict) => on_conflict(),
             Err(WriteError::Store(e)) => return Err(e),
         }

@@ -1,7 +1,7 @@
 //! One Control Plane replica of a cluster: the ownership-claim seam of its core
 //! answered from the engine (PROTOCOL.md §8).
 //!
-//! A replica runs five tasks (on tokio) beside its Control Plane server, whose core must
+//! A replica runs six tasks (on tokio) beside its Control Plane server, whose core must
 //! use [`Directory::External`](iop_driver::iop_core::cp::Directory::External):
 //! * **claims** — each [`CpEvent::OwnershipClaim`] is decided against the owners
 //!   bucket ([`ownership::claim`]) and answered; a granted session whose hello went away
@@ -16,6 +16,9 @@
 //!   sessions for long;
 //! * **routes** — answers status requests, commands and view requests for the Edges
 //!   it holds, from any replica's [`Router`] ([`route`]);
+//! * **commands** — writes the records of the commands sent to its Edges, and hands
+//!   an Edge's unfinished ones to the core when it wins the Edge from another replica
+//!   ([`commands`](crate::commands));
 //! * **heartbeat** — renews the replica's liveness entry (expiring after three
 //!   heartbeats), and releases records of sessions that are no longer live here (a
 //!   disconnect event lost to a slow subscription).
@@ -32,6 +35,7 @@ use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions, Subscrip
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
+use crate::commands::CommandLog;
 use crate::key::{edge_id_of, edge_key};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::{self, ClaimContext, Claimed, Former, StoreError};
@@ -104,6 +108,7 @@ pub struct Replica {
     owned: Owned,
     views: Arc<OnceLock<ViewEncoder>>,
     router: Router,
+    commands: CommandLog,
     claims: JoinHandle<()>,
     others: Vec<JoinHandle<()>>,
 }
@@ -159,6 +164,14 @@ impl Replica {
         let fleet: Fleet = Arc::default();
         let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
         let stats = Arc::new(ClusterStats::default());
+        let bucket = crate::commands::open_bucket(&js, &config).await?;
+        let (commands, command_tasks) = CommandLog::start(
+            bucket,
+            cp.clone(),
+            owned.clone(),
+            stats.clone(),
+            config.op_timeout,
+        );
         let router = Router::new(
             client.clone(),
             js.clone(),
@@ -166,12 +179,14 @@ impl Replica {
             me.clone(),
             fleet.clone(),
             stats.clone(),
+            commands.clone(),
         );
         let server = Arc::new(route::Server {
             client: client.clone(),
             cp: cp.clone(),
             owned: owned.clone(),
             views: views.clone(),
+            commands: commands.clone(),
         });
         let events = cp.subscribe_with(
             SubscribeOptions::default()
@@ -186,14 +201,16 @@ impl Replica {
             owned: owned.clone(),
             fleet: fleet.clone(),
             stats: stats.clone(),
+            commands: commands.clone(),
         });
         let claims = tokio::spawn(claim_loop(events, ctx.clone()));
-        let others = vec![
+        let mut others = command_tasks;
+        others.extend([
             tokio::spawn(inbox_loop(inbox_sub, ctx.clone())),
             tokio::spawn(watch_loop(watch, ctx.clone())),
             tokio::spawn(route::serve(routes, server)),
             tokio::spawn(heartbeat_loop(ctx, config.heartbeat)),
-        ];
+        ]);
         Ok(Replica {
             config,
             stats,
@@ -203,6 +220,7 @@ impl Replica {
             owned,
             views,
             router,
+            commands,
             claims,
             others,
         })
@@ -262,6 +280,11 @@ impl Replica {
         )));
     }
 
+    /// The command records this replica writes ([`commands`](crate::commands)).
+    pub fn commands(&self) -> &CommandLog {
+        &self.commands
+    }
+
     /// The engine's records, for inspection.
     pub fn store(&self) -> &NatsStore {
         &self.store
@@ -304,6 +327,7 @@ struct Ctx<R: Runtime> {
     owned: Owned,
     fleet: Fleet,
     stats: Arc<ClusterStats>,
+    commands: CommandLog,
 }
 
 /// Answers claims and releases the records of ended sessions.
@@ -357,9 +381,16 @@ async fn answer<R: Runtime>(claim: Claim, ctx: &Ctx<R>) {
     })
     .await;
     let answer = match claimed {
-        Ok(Claimed::Granted { session_id, former }) => {
+        Ok(Claimed::Granted {
+            session_id,
+            former,
+            returning,
+        }) => {
             // Known before the core takes it: a close that follows at once releases it.
             owned_put(&ctx.owned, &claim.edge_id, session_id, false);
+            if returning {
+                adopt(ctx, &claim).await;
+            }
             if ctx
                 .cp
                 .answer_claim(claim.conn, ClaimAnswer::Granted { session_id })
@@ -398,6 +429,27 @@ async fn answer<R: Runtime>(claim: Claim, ctx: &Ctx<R>) {
         }
     };
     let _ = ctx.cp.answer_claim(claim.conn, answer);
+}
+
+/// Hands the core the unfinished commands the engine holds for the claim's Edge (sent
+/// by whichever replica held it before). Without the engine the claim goes on without
+/// them: the Edge's replays of commands it holds are then counted and dropped.
+async fn adopt<R: Runtime>(ctx: &Ctx<R>, claim: &Claim) {
+    match ctx.commands.unfinished(&claim.edge_id).await {
+        Ok(unfinished) => {
+            ctx.commands.seed(&claim.edge_id, &unfinished).await;
+            if unfinished.commands.is_empty() {
+                return;
+            }
+            // An error means the hello went away; `answer_claim` finds that too.
+            if let Ok(kept) = ctx.cp.adopt_commands(claim.conn, unfinished.commands) {
+                ctx.stats.adopted(kept.len());
+            }
+        }
+        Err(e) => {
+            tracing::warn!(edge_id = %claim.edge_id, error = %e, "cannot read the edge's command records");
+        }
+    }
 }
 
 async fn tell_former(client: &async_nats::Client, edge_id: &str, former: &Former, by: u64) {

@@ -125,6 +125,7 @@ pub struct Router {
     timeout: Duration,
     fleet: Fleet,
     stats: Arc<crate::ClusterStats>,
+    commands: crate::CommandLog,
 }
 
 /// Every Edge's record as this replica's watch last saw it: Edge id → (replica,
@@ -146,6 +147,7 @@ impl Router {
         me: String,
         fleet: Fleet,
         stats: Arc<crate::ClusterStats>,
+        commands: crate::CommandLog,
     ) -> Self {
         Self {
             client,
@@ -155,7 +157,14 @@ impl Router {
             timeout: Duration::from_secs(15),
             fleet,
             stats,
+            commands,
         }
+    }
+
+    /// The command records of the cluster: what this replica writes, and every
+    /// replica's records to read ([`CommandLog::get`](crate::CommandLog::get)).
+    pub fn commands(&self) -> &crate::CommandLog {
+        &self.commands
     }
 
     /// The replicas other than this one that hold a live session, by the records.
@@ -407,6 +416,7 @@ pub(crate) struct Server<R: Runtime> {
     pub(crate) cp: ControlPlaneHandle<R>,
     pub(crate) owned: Owned,
     pub(crate) views: Arc<OnceLock<ViewEncoder>>,
+    pub(crate) commands: crate::CommandLog,
 }
 
 /// Answers the requests of `sub` (this replica's subject), each in its own task.
@@ -521,6 +531,7 @@ async fn answer<R: Runtime>(
                 .send_command(&edge_id, spec)
                 .map_err(|e| RouteError::from_command(&e))?;
             let command_id = tracker.command_id().to_owned();
+            server.commands.note(&edge_id, &command_id);
             let first = tokio::time::timeout(wait, async {
                 while let Some(update) = tracker.next().await {
                     match update {
@@ -546,6 +557,8 @@ async fn answer<R: Runtime>(
                     format!("edge {edge_id:?} did not answer command {command_id} in time"),
                 )
             })??;
+            // Answered once its record, with the answer, is in the engine.
+            server.commands.flushed(&edge_id, &command_id).await;
             let response = EdgeCommandResponse {
                 command_id: command_id.clone(),
                 accepted: first.accepted,

@@ -18,6 +18,9 @@ pub struct ClusterStats {
     routed_failures: AtomicU64,
     events_published: AtomicU64,
     events_lost: AtomicU64,
+    commands_recorded: AtomicU64,
+    command_records_failed: AtomicU64,
+    commands_adopted: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -46,6 +49,12 @@ pub struct ClusterSnapshot {
     pub events_published: u64,
     /// Events that could not be published (the engine was down).
     pub events_lost: u64,
+    /// Command records written to the engine.
+    pub commands_recorded: u64,
+    /// Command records that could not be written (the engine was down).
+    pub command_records_failed: u64,
+    /// Unfinished commands another replica sent, carried on here.
+    pub commands_adopted: u64,
 }
 
 fn add(counter: &AtomicU64) {
@@ -68,6 +77,9 @@ impl ClusterStats {
             routed_failures: get(&self.routed_failures),
             events_published: get(&self.events_published),
             events_lost: get(&self.events_lost),
+            commands_recorded: get(&self.commands_recorded),
+            command_records_failed: get(&self.command_records_failed),
+            commands_adopted: get(&self.commands_adopted),
         }
     }
 
@@ -79,6 +91,15 @@ impl ClusterStats {
         }
     }
 
+    pub(crate) fn recorded(&self) {
+        add(&self.commands_recorded);
+    }
+    pub(crate) fn record_failed(&self) {
+        add(&self.command_records_failed);
+    }
+    pub(crate) fn adopted(&self, n: usize) {
+        self.commands_adopted.fetch_add(n as u64, Ordering::Relaxed);
+    }
     pub(crate) fn granted(&self) {
         add(&self.claims_granted);
     }

@@ -52,8 +52,11 @@ impl ControlPlane {
                         hello,
                         credential,
                         version,
+                        adopted,
                     } = *pending;
-                    self.accept_hello(now, conn, hello, credential, version, old, session_id);
+                    self.accept_hello(
+                        now, conn, hello, credential, version, old, session_id, adopted,
+                    );
                     Ok(())
                 }
             }

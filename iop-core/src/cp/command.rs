@@ -9,6 +9,7 @@ use iop_proto::{
 };
 
 use super::event::{CommandOrderRule, CommandOutcome, ProtocolViolation};
+use super::handover::{CommandHandover, progress};
 
 /// The Edge's answer to a command, as far as the Control Plane knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +155,62 @@ impl CommandBook {
             last_sequence: t.last_seq,
             outcome: t.outcome.clone(),
         })
+    }
+
+    /// What another Control Plane needs to carry `command_id` on.
+    pub(crate) fn handover(&self, command_id: &str) -> Option<CommandHandover> {
+        self.commands.get(command_id).map(|t| CommandHandover {
+            request: t.request.clone(),
+            answer: t.answer,
+            phase: t.phase,
+            last_sequence: t.last_seq,
+            outcome: t.outcome.clone(),
+            unanswered_sessions: t.unanswered_sessions,
+        })
+    }
+
+    /// Joins a command another Control Plane sent: the further advanced of two copies
+    /// of one command wins (PROTOCOL.md §8). Called before the new session's
+    /// [`on_new_session`](Self::on_new_session).
+    pub(crate) fn adopt(&mut self, command: CommandHandover, retention: usize) {
+        let id = command.request.command_id.clone();
+        match self.commands.get_mut(&id) {
+            Some(t) => {
+                t.unanswered_sessions = t.unanswered_sessions.max(command.unanswered_sessions);
+                if progress(t.outcome.is_some(), t.answer, t.last_seq) >= command.progress() {
+                    return;
+                }
+                let finishes = t.outcome.is_none() && command.outcome.is_some();
+                t.answer = command.answer;
+                t.phase = command.phase;
+                t.last_seq = command.last_sequence;
+                if finishes && let Some(outcome) = command.outcome {
+                    self.finish(&id, outcome, retention);
+                }
+            }
+            None => {
+                self.next_order += 1;
+                let outcome = command.outcome;
+                self.commands.insert(
+                    id.clone(),
+                    Tracked {
+                        order: self.next_order,
+                        request: command.request,
+                        awaiting_response: false,
+                        answer: command.answer,
+                        held_by_edge: false,
+                        replay_due: false,
+                        last_seq: command.last_sequence,
+                        phase: command.phase,
+                        outcome: None,
+                        unanswered_sessions: command.unanswered_sessions,
+                    },
+                );
+                if let Some(outcome) = outcome {
+                    self.finish(&id, outcome, retention);
+                }
+            }
+        }
     }
 
     fn finish(&mut self, command_id: &str, outcome: CommandOutcome, retention: usize) {

@@ -46,6 +46,8 @@ pub(crate) struct PendingHello {
     pub(crate) credential: CredentialHash,
     /// The negotiated protocol version.
     pub(crate) version: u32,
+    /// Commands another Control Plane sent the Edge, joined to its own on acceptance.
+    pub(crate) adopted: Vec<super::handover::CommandHandover>,
 }
 
 /// Where a connection is in its life.

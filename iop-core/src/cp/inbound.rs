@@ -15,6 +15,7 @@ use super::edges::EdgeSlot;
 use super::endpoint::ControlPlane;
 use super::enrolment::CredentialHash;
 use super::event::{CloseReason, ConnectionId, CpEvent, ProtocolViolation, ResyncCause};
+use super::handover::CommandHandover;
 use super::hello::{Rejection, check_hello};
 use super::timer::Timer;
 use super::view::Reachability;
@@ -130,7 +131,16 @@ impl ControlPlane {
                 }
                 self.last_session_id += 1;
                 let session_id = self.last_session_id;
-                self.accept_hello(now, conn, hello, credential, version, old, session_id);
+                self.accept_hello(
+                    now,
+                    conn,
+                    hello,
+                    credential,
+                    version,
+                    old,
+                    session_id,
+                    Vec::new(),
+                );
             }
             Directory::External => {
                 let claim = Claim {
@@ -150,6 +160,7 @@ impl ControlPlane {
                         hello,
                         credential,
                         version,
+                        adopted: Vec::new(),
                     }));
                 }
                 self.events.push_back(CpEvent::OwnershipClaim(claim));
@@ -178,6 +189,7 @@ impl ControlPlane {
         version: u32,
         old: Option<ConnectionId>,
         session_id: u64,
+        adopted: Vec<CommandHandover>,
     ) {
         let interval = self.config.negotiated_heartbeat_interval();
         let instance_id = hello.metadata.get(INSTANCE_ID_KEY).cloned();
@@ -235,6 +247,9 @@ impl ControlPlane {
         }
         self.resync(now, conn, ResyncCause::NewSession);
 
+        if !adopted.is_empty() {
+            self.join_adopted(&hello.edge_id, adopted);
+        }
         self.carry_over_commands(conn, &hello.edge_id, &hello.inflight_command_ids);
     }
 

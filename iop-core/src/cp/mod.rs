@@ -155,6 +155,7 @@ mod endpoint;
 mod enrolment;
 mod error;
 mod event;
+pub mod handover;
 mod hello;
 mod identity;
 mod inbound;
@@ -176,6 +177,7 @@ pub use event::{
     CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, CpEventKind,
     ForgetReason, ProtocolViolation, RequestId, ResyncCause, Transmit,
 };
+pub use handover::CommandHandover;
 pub use identity::{NamedPeer, PeerIdentity};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

@@ -55,6 +55,17 @@ pub struct CommandResponse {
     pub message: String,
 }
 
+impl CommandResponse {
+    /// The Edge's answer: accepted, or rejected for `reject_reason`.
+    pub fn new(accepted: bool, reject_reason: CommandRejectReason, message: String) -> Self {
+        Self {
+            accepted,
+            reject_reason,
+            message,
+        }
+    }
+}
+
 /// One step of a command, in the order the Control Plane learnt it.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -97,6 +108,28 @@ pub struct CommandRecord {
 }
 
 impl CommandRecord {
+    /// A record of `command_id` of `edge_id` with no update yet (a command another
+    /// Control Plane sent, rebuilt from the cluster's record, say).
+    pub fn new(
+        edge_id: impl Into<String>,
+        command_id: impl Into<String>,
+        operation: impl Into<String>,
+    ) -> Self {
+        Self {
+            edge_id: edge_id.into(),
+            command_id: command_id.into(),
+            operation: operation.into(),
+            updates: Vec::new(),
+            outcome: None,
+            coalesced_events: 0,
+        }
+    }
+
+    /// The sequence of the latest event kept (0: none).
+    fn last_sequence(&self) -> u32 {
+        self.events().last().map_or(0, |e| e.sequence)
+    }
+
     /// The Edge's response, if it came.
     pub fn response(&self) -> Option<&CommandResponse> {
         self.updates.iter().find_map(|u| match u {
@@ -261,6 +294,43 @@ impl CommandBook {
         // The newest record is never forgotten for the book's budget.
         while self.bytes > self.limits.book_bytes && self.order.len() > 1 {
             self.forget_oldest();
+        }
+    }
+
+    /// Keeps `record`, a command another Control Plane sent, unless the book has
+    /// it as far on already.
+    pub(crate) fn adopt(&mut self, record: CommandRecord) {
+        if let Some(kept) = self.get(&record.command_id) {
+            let rank = |r: &CommandRecord| {
+                (
+                    r.outcome.is_some(),
+                    r.response().is_some(),
+                    r.last_sequence(),
+                )
+            };
+            if rank(kept) >= rank(&record) {
+                return;
+            }
+            // Replaced below; its trackers go on from the adopted updates.
+            if let Some(pos) = self.order.iter().position(|id| *id == record.command_id) {
+                self.order.remove(pos);
+            }
+            if let Some(entry) = self.entries.remove(&record.command_id) {
+                self.bytes -= entry.bytes;
+                entry.wakers.into_iter().for_each(Waker::wake);
+            }
+        }
+        self.insert(&record.edge_id, &record.command_id, &record.operation);
+        let count = record.updates.len();
+        for (i, update) in record.updates.into_iter().enumerate() {
+            let outcome = (i + 1 == count).then(|| record.outcome.clone()).flatten();
+            self.push(&record.command_id, update, outcome);
+        }
+        if let Some(entry) = self.entries.get_mut(&record.command_id) {
+            if entry.record.outcome.is_none() {
+                entry.record.outcome = record.outcome;
+            }
+            entry.record.coalesced_events += record.coalesced_events;
         }
     }
 

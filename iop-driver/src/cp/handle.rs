@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use iop_core::cp::{
-    ClaimAnswer, ClaimError, CommandError, CommandSpec, ConnectionId, CpEvent, CpEventKind,
-    CpStats, EdgeView, EnrolmentPolicy, RevokeError, StatusError,
+    ClaimAnswer, ClaimError, CommandError, CommandHandover, CommandSpec, ConnectionId, CpEvent,
+    CpEventKind, CpStats, EdgeView, EnrolmentPolicy, RevokeError, StatusError,
 };
 use iop_core::proto::EdgeStatusResponse;
 
@@ -377,6 +377,40 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     pub fn answer_claim(&self, conn: ConnectionId, answer: ClaimAnswer) -> Result<(), ClaimError> {
         self.shared
             .with(|state, now| state.cp.handle_claim(now, conn, answer))
+    }
+
+    /// Hands the commands another Control Plane sent to the Edge whose claim waits on
+    /// `conn` to this one, each as the core's [`CommandHandover`] and the record an
+    /// operator reads ([`command`](Self::command)); call it before
+    /// [`answer_claim`](Self::answer_claim) grants the claim. Commands the core leaves
+    /// out (see [`ControlPlane::adopt_commands`](iop_core::cp::ControlPlane::adopt_commands))
+    /// are not recorded either. Returns the ids kept.
+    pub fn adopt_commands(
+        &self,
+        conn: ConnectionId,
+        commands: Vec<(CommandHandover, CommandRecord)>,
+    ) -> Result<Vec<String>, ClaimError> {
+        let mut state = lock(&self.shared.state);
+        let (handovers, mut records): (Vec<_>, Vec<_>) = commands.into_iter().unzip();
+        let kept = state.cp.adopt_commands(conn, handovers)?;
+        records.retain(|r| kept.contains(&r.command_id));
+        for record in records {
+            state.book.adopt(record);
+        }
+        Ok(kept)
+    }
+
+    /// Ids of the commands of `edge_id` without an outcome yet, oldest first.
+    pub fn unfinished_commands(&self, edge_id: &str) -> Vec<String> {
+        lock(&self.shared.state).cp.unfinished_commands(edge_id)
+    }
+
+    /// What another Control Plane needs to carry command `command_id` of `edge_id` on
+    /// ([`CommandHandover`]); `None` for a command not known here.
+    pub fn command_handover(&self, edge_id: &str, command_id: &str) -> Option<CommandHandover> {
+        lock(&self.shared.state)
+            .cp
+            .command_handover(edge_id, command_id)
     }
 
     /// The directory says session `session_id` of `edge_id` lost its ownership record

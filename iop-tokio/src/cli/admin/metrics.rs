@@ -287,7 +287,22 @@ pub fn render_cluster(out: &mut String, c: &iop_cluster::ClusterSnapshot) {
         "Round-trip time of the last liveness renewal.",
         c.engine_rtt_us as f64 / 1e6,
     );
-    let counters: [(&str, &str, u64); 9] = [
+    let counters: [(&str, &str, u64); 12] = [
+        (
+            "iop_cluster_commands_recorded_total",
+            "Command records written to the cluster engine.",
+            c.commands_recorded,
+        ),
+        (
+            "iop_cluster_command_records_failed_total",
+            "Command records that could not be written to the cluster engine.",
+            c.command_records_failed,
+        ),
+        (
+            "iop_cluster_commands_adopted_total",
+            "Unfinished commands another replica sent, carried on by this one.",
+            c.commands_adopted,
+        ),
         (
             "iop_cluster_claims_granted_total",
             "Ownership claims granted.",

@@ -175,6 +175,10 @@ async fn post_command(
         s.cp.send_command(&edge_id, spec)
             .map_err(|e| ApiError::from_command(&edge_id, &e))?;
     let command_id = tracker.command_id().to_owned();
+    let records = s.router.as_ref().map(|r| r.commands());
+    if let Some(records) = records {
+        records.note(&edge_id, &command_id);
+    }
     let first = tokio::time::timeout(wait, async {
         while let Some(update) = tracker.next().await {
             match update {
@@ -186,6 +190,11 @@ async fn post_command(
         None
     })
     .await;
+    if let (Some(records), Ok(Some(Some(_)))) = (records, &first) {
+        // In a cluster the answer goes out once the command's record holds it: a
+        // replica that takes the Edge over finds it.
+        records.flushed(&edge_id, &command_id).await;
+    }
     match first {
         Ok(Some(Some(response))) => Ok((
             StatusCode::OK,
@@ -231,7 +240,18 @@ async fn get_command(
     State(s): State<AdminState>,
     Path(command_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    s.cp.command(&command_id)
+    let mut record = s.cp.command(&command_id);
+    if record.is_none()
+        && let Some(router) = &s.router
+    {
+        // Sent by another replica, or by one that is gone: the cluster's record.
+        record = router
+            .commands()
+            .get(&command_id)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.0))?;
+    }
+    record
         .map(|r| Json(shape::command_record(&r)))
         .ok_or_else(|| {
             ApiError::new(

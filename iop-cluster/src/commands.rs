@@ -1,0 +1,465 @@
+//! Command records in the engine (PROTOCOL.md §8 "Command records"), so that a
+//! command's outcome survives the crash of the replica that sent it.
+//!
+//! One key-value bucket (`iop-commands`) holds, per command, its record
+//! `c.<edge>.<command>` ([`StoredCommand`]) and a pointer `i.<command>` to its Edge (so
+//! `GET /v1/commands/{id}` finds it on any replica), and per Edge the index
+//! `o.<edge>` of its unfinished commands (first line: the writer's session id).
+//!
+//! * **Writes** — the replica holding the Edge writes a command's record when it sends
+//!   it and at every change the core reports (response, event, lost, undeliverable),
+//!   and the index whenever the Edge's set of unfinished commands changes: record
+//!   first, so an id in an index always has its record. Every write is a
+//!   compare-and-set on the revision this replica last wrote or read; on a conflict
+//!   the value is read again, and a record written for a newer session of the Edge (a
+//!   replica that took the Edge over) is left as it is. A replica that no longer holds
+//!   the Edge writes nothing.
+//! * **Durable answers** — a caller that sends a command waits
+//!   ([`CommandLog::flushed`]) until its record, with the Edge's answer, is in the
+//!   engine before it answers its own caller: a command acknowledged to an operator
+//!   is one another replica will find.
+//! * **Adoption** — a replica that wins the claim of an Edge that had a session before
+//!   reads its index and records ([`CommandLog::unfinished`]) and hands them to its
+//!   core ([`ControlPlaneHandle::adopt_commands`]) before it grants the claim.
+//!
+//! Records expire with the bucket's `max_age` ([`ClusterConfig::command_retention`]).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use futures_lite::StreamExt;
+use iop_driver::iop_core::cp::{CommandHandover, CpEvent, CpEventKind};
+use iop_driver::{CommandRecord, ControlPlaneHandle, Notice, Runtime, SubscribeOptions};
+use prost::Message;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::key::edge_key;
+use crate::nats::ClusterConfig;
+use crate::ownership::StoreError;
+use crate::replica::{Owned, owned_get};
+use crate::stats::ClusterStats;
+use crate::stored::StoredCommand;
+
+/// Writes queued before a note is dropped (a dropped note is made good by the
+/// command's next change, or by the write of a caller waiting on it).
+const QUEUE: usize = 8192;
+/// Compare-and-set attempts of one write.
+const ATTEMPTS: usize = 3;
+/// Unfinished commands an index lists at most (the core's in-flight limit is lower).
+const MAX_INDEXED: usize = 4096;
+
+fn record_key(edge_id: &str, command_id: &str) -> String {
+    format!("c.{}.{}", edge_key(edge_id), edge_key(command_id))
+}
+
+fn pointer_key(command_id: &str) -> String {
+    format!("i.{}", edge_key(command_id))
+}
+
+fn index_key(edge_id: &str) -> String {
+    format!("o.{}", edge_key(edge_id))
+}
+
+fn engine<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError(e.to_string())
+}
+
+/// Opens (or creates) the command bucket of `config`.
+pub(crate) async fn open_bucket(
+    js: &jetstream::Context,
+    config: &ClusterConfig,
+) -> Result<kv::Store, StoreError> {
+    crate::nats::bucket(
+        js,
+        kv::Config {
+            bucket: config.commands_bucket.clone(),
+            description: "IOP: command records (request, answer, events, outcome)".into(),
+            history: 1,
+            max_age: config.command_retention,
+            storage: jetstream::stream::StorageType::File,
+            num_replicas: config.bucket_replicas,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+enum Job {
+    /// Write the record of a command (and the Edge's index if it changed).
+    Write {
+        edge_id: String,
+        command_id: String,
+        done: Option<oneshot::Sender<()>>,
+    },
+    /// Revisions read at adoption: the next writes compare against them.
+    Seed {
+        edge_id: String,
+        records: Vec<(String, u64)>,
+        index: Option<u64>,
+    },
+}
+
+/// The command records of one replica; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct CommandLog {
+    jobs: mpsc::Sender<Job>,
+    kv: kv::Store,
+    timeout: Duration,
+}
+
+/// An Edge's unfinished commands as the engine holds them, for adoption.
+#[derive(Debug, Default)]
+pub struct Unfinished {
+    /// Each command's handover and record, oldest first.
+    pub commands: Vec<(CommandHandover, CommandRecord)>,
+    records: Vec<(String, u64)>,
+    index: Option<u64>,
+}
+
+impl CommandLog {
+    /// Starts the writer of replica `owned`'s command records on `kv`, fed by `cp`'s
+    /// command events.
+    pub(crate) fn start<R: Runtime>(
+        kv: kv::Store,
+        cp: ControlPlaneHandle<R>,
+        owned: Owned,
+        stats: std::sync::Arc<ClusterStats>,
+        timeout: Duration,
+    ) -> (Self, Vec<tokio::task::JoinHandle<()>>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let log = CommandLog {
+            jobs: tx,
+            kv: kv.clone(),
+            timeout,
+        };
+        let events = cp.subscribe_with(SubscribeOptions::default().kinds([
+            CpEventKind::CommandResponded,
+            CpEventKind::CommandEvent,
+            CpEventKind::CommandLost,
+            CpEventKind::CommandUndeliverable,
+        ]));
+        let notes = tokio::spawn({
+            let log = log.clone();
+            let mut events = events;
+            async move {
+                while let Some(notice) = events.next().await {
+                    let Notice::Event(event) = notice else {
+                        continue;
+                    };
+                    let command_id = match &event {
+                        CpEvent::CommandResponded { command_id, .. }
+                        | CpEvent::CommandLost { command_id, .. }
+                        | CpEvent::CommandUndeliverable { command_id, .. } => command_id,
+                        CpEvent::CommandEvent { event, .. } => &event.command_id,
+                        _ => continue,
+                    };
+                    if let Some(edge_id) = event.edge_id() {
+                        log.note(edge_id, command_id);
+                    }
+                }
+            }
+        });
+        let writer = Writer {
+            kv,
+            cp,
+            owned,
+            stats,
+            timeout,
+            revisions: HashMap::new(),
+            indexes: HashMap::new(),
+        };
+        (log, vec![notes, tokio::spawn(writer.run(rx))])
+    }
+
+    /// Queues a write of the record of `command_id` of `edge_id` as the core and the
+    /// record book hold it when the write happens.
+    pub fn note(&self, edge_id: &str, command_id: &str) {
+        let job = Job::Write {
+            edge_id: edge_id.to_owned(),
+            command_id: command_id.to_owned(),
+            done: None,
+        };
+        let _ = self.jobs.try_send(job);
+    }
+
+    /// Writes the record of `command_id` of `edge_id` and returns once it is in the
+    /// engine (or after the engine's operation timeout: the caller goes on without).
+    pub async fn flushed(&self, edge_id: &str, command_id: &str) {
+        let (done, written) = oneshot::channel();
+        let job = Job::Write {
+            edge_id: edge_id.to_owned(),
+            command_id: command_id.to_owned(),
+            done: Some(done),
+        };
+        if self.jobs.send(job).await.is_ok() {
+            let _ = tokio::time::timeout(self.timeout * 2, written).await;
+        }
+    }
+
+    async fn entry(&self, key: &str) -> Result<Option<kv::Entry>, StoreError> {
+        tokio::time::timeout(self.timeout, self.kv.entry(key))
+            .await
+            .map_err(|_| StoreError("timed out".into()))?
+            .map_err(engine)
+    }
+
+    /// The stored record of `command_id` (of whichever Edge), if the engine has one.
+    pub async fn get(&self, command_id: &str) -> Result<Option<CommandRecord>, StoreError> {
+        let Some(pointer) = self.entry(&pointer_key(command_id)).await? else {
+            return Ok(None);
+        };
+        let edge_id = String::from_utf8_lossy(&pointer.value).into_owned();
+        let Some(entry) = self.entry(&record_key(&edge_id, command_id)).await? else {
+            return Ok(None);
+        };
+        Ok(live_value(&entry)
+            .and_then(StoredCommand::decode_value)
+            .filter(|s| s.edge_id == edge_id)
+            .map(|s| s.record()))
+    }
+
+    /// `edge_id`'s unfinished commands as the engine holds them.
+    pub async fn unfinished(&self, edge_id: &str) -> Result<Unfinished, StoreError> {
+        let mut out = Unfinished::default();
+        let Some(index) = self.entry(&index_key(edge_id)).await? else {
+            return Ok(out);
+        };
+        out.index = Some(index.revision);
+        let ids = live_value(&index).map(parse_index).unwrap_or_default();
+        for command_id in ids.1.into_iter().take(MAX_INDEXED) {
+            let key = record_key(edge_id, &command_id);
+            let Some(entry) = self.entry(&key).await? else {
+                continue;
+            };
+            out.records.push((key, entry.revision));
+            if let Some(stored) = live_value(&entry)
+                .and_then(StoredCommand::decode_value)
+                .filter(|s| s.edge_id == edge_id && !s.finished())
+            {
+                out.commands.push((stored.handover(), stored.record()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The revisions `unfinished` read become those the next writes compare against.
+    pub(crate) async fn seed(&self, edge_id: &str, unfinished: &Unfinished) {
+        let job = Job::Seed {
+            edge_id: edge_id.to_owned(),
+            records: unfinished.records.clone(),
+            index: unfinished.index,
+        };
+        let _ = self.jobs.send(job).await;
+    }
+}
+
+fn live_value(entry: &kv::Entry) -> Option<&[u8]> {
+    (entry.operation == kv::Operation::Put).then_some(&entry.value[..])
+}
+
+/// An index value: its writer's session id, then one command id per line.
+fn parse_index(value: &[u8]) -> (u64, Vec<String>) {
+    let text = String::from_utf8_lossy(value);
+    let mut lines = text.lines();
+    let session = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    (session, lines.map(str::to_owned).collect())
+}
+
+struct Writer<R: Runtime> {
+    kv: kv::Store,
+    cp: ControlPlaneHandle<R>,
+    owned: Owned,
+    stats: std::sync::Arc<ClusterStats>,
+    timeout: Duration,
+    /// Record key → the revision last written or read (finished records are dropped).
+    revisions: HashMap<String, u64>,
+    /// Edge → (index revision, the unfinished ids it lists).
+    indexes: HashMap<String, (Option<u64>, Vec<String>)>,
+}
+
+impl<R: Runtime> Writer<R> {
+    async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
+        while let Some(job) = jobs.recv().await {
+            // Everything queued meanwhile goes in one pass, each command written once.
+            let mut batch = vec![job];
+            while batch.len() < 512
+                && let Ok(job) = jobs.try_recv()
+            {
+                batch.push(job);
+            }
+            let mut seen = HashSet::new();
+            let mut acks = Vec::new();
+            for job in batch {
+                match job {
+                    Job::Seed {
+                        edge_id,
+                        records,
+                        index,
+                    } => {
+                        self.revisions.extend(records);
+                        let listed = self.indexes.remove(&edge_id).map(|i| i.1);
+                        self.indexes
+                            .insert(edge_id, (index, listed.unwrap_or_default()));
+                    }
+                    Job::Write {
+                        edge_id,
+                        command_id,
+                        done,
+                    } => {
+                        if seen.insert((edge_id.clone(), command_id.clone())) {
+                            self.write(&edge_id, &command_id).await;
+                        }
+                        acks.extend(done);
+                    }
+                }
+            }
+            for ack in acks {
+                let _ = ack.send(());
+            }
+        }
+    }
+
+    async fn bounded<T, E: std::fmt::Display>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.timeout, f)
+            .await
+            .map_err(|_| StoreError("timed out".into()))?
+            .map_err(engine)
+    }
+
+    async fn write(&mut self, edge_id: &str, command_id: &str) {
+        let Some(session_id) = owned_get(&self.owned, edge_id) else {
+            return;
+        };
+        let Some(handover) = self.cp.command_handover(edge_id, command_id) else {
+            return;
+        };
+        let record = self.cp.command(command_id);
+        let stored = StoredCommand::new(edge_id, session_id, handover, record.as_ref());
+        let finished = stored.finished();
+        let key = record_key(edge_id, command_id);
+        let first = !self.revisions.contains_key(&key);
+        if first {
+            // Create-only: the first Edge to use an id keeps its pointer.
+            let pointer = self
+                .bounded(
+                    self.kv
+                        .create(pointer_key(command_id), edge_id.to_owned().into()),
+                )
+                .await;
+            if let Err(e) = pointer
+                && !e.0.contains("exist")
+            {
+                self.stats.record_failed();
+            }
+        }
+        let value: Bytes = stored.encode_to_vec().into();
+        let written = self
+            .put(&key, value, session_id, |v| {
+                StoredCommand::decode_value(v).map_or(0, |s| s.session_id)
+            })
+            .await;
+        match written {
+            Some(revision) if !finished => {
+                self.revisions.insert(key, revision);
+            }
+            Some(_) => {
+                self.revisions.remove(&key);
+            }
+            None => {
+                self.revisions.remove(&key);
+                self.stats.record_failed();
+                return;
+            }
+        }
+        self.stats.recorded();
+        self.write_index(edge_id, session_id).await;
+    }
+
+    async fn write_index(&mut self, edge_id: &str, session_id: u64) {
+        let mut open = self.cp.unfinished_commands(edge_id);
+        open.truncate(MAX_INDEXED);
+        let (revision, listed) = self
+            .indexes
+            .get(edge_id)
+            .cloned()
+            .unwrap_or((None, Vec::new()));
+        if revision.is_some() && listed == open {
+            return;
+        }
+        let mut value = session_id.to_string();
+        for id in &open {
+            value.push('\n');
+            value.push_str(id);
+        }
+        let key = index_key(edge_id);
+        if let Some(r) = revision {
+            self.revisions.insert(key.clone(), r);
+        }
+        let written = self
+            .put(&key, value.into(), session_id, |v| parse_index(v).0)
+            .await;
+        self.revisions.remove(&key);
+        match written {
+            // An Edge with nothing open keeps its index key, but not a place here.
+            Some(_) if open.is_empty() => {
+                self.indexes.remove(edge_id);
+            }
+            Some(r) => {
+                self.indexes.insert(edge_id.to_owned(), (Some(r), open));
+            }
+            None => {
+                self.indexes.remove(edge_id);
+                self.stats.record_failed();
+            }
+        }
+    }
+
+    /// Writes `value` at `key` by compare-and-set on the revision known for it (or
+    /// create); on a conflict reads the value again, and gives way to one written for
+    /// a newer session (`session_of` reads it). The new revision, or `None`.
+    async fn put(
+        &mut self,
+        key: &str,
+        value: Bytes,
+        session_id: u64,
+        session_of: impl Fn(&[u8]) -> u64,
+    ) -> Option<u64> {
+        let mut expected = self.revisions.get(key).copied();
+        for _ in 0..ATTEMPTS {
+            let result = match expected {
+                Some(r) => self.bounded(self.kv.update(key, value.clone(), r)).await,
+                None => self.bounded(self.kv.create(key, value.clone())).await,
+            };
+            match result {
+                Ok(revision) => return Some(revision),
+                Err(e) => {
+                    let current = match self.bounded(self.kv.entry(key)).await {
+                        Ok(current) => current,
+                        Err(_) => {
+                            tracing::warn!(key, error = %e, "cannot write a command record");
+                            return None;
+                        }
+                    };
+                    match current {
+                        Some(entry) if entry.operation == kv::Operation::Put => {
+                            if session_of(&entry.value) > session_id {
+                                // A replica that took the Edge over wrote it.
+                                return None;
+                            }
+                            expected = Some(entry.revision);
+                        }
+                        // Deleted or purged: `update` on its revision re-creates it.
+                        Some(entry) => expected = Some(entry.revision),
+                        None => expected = None,
+                    }
+                }
+            }
+        }
+        None
+    }
+}

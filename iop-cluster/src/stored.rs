@@ -1,0 +1,227 @@
+//! One command record as the engine stores it (PROTOCOL.md §8 "Command records"): the
+//! request, the Edge's answer, the events an operator reads, the outcome, and what the
+//! core needs to carry the command on ([`CommandHandover`]).
+
+use iop_driver::iop_core::cp::{CommandAnswer, CommandHandover, CommandOutcome};
+use iop_driver::iop_core::proto::{
+    CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest,
+};
+use iop_driver::{CommandRecord, CommandResponse, CommandUpdate};
+use prost::Message;
+
+/// Values larger than this are not read back (a stranger's write, say): well above
+/// any record a replica writes (a request within the Edge's limits, the response and
+/// the events the record book keeps, 64 KiB by default).
+pub const MAX_STORED_LEN: usize = 1024 * 1024;
+
+/// A command record, protobuf-encoded.
+#[derive(Clone, PartialEq, Message)]
+pub struct StoredCommand {
+    /// The Edge.
+    #[prost(string, tag = "1")]
+    pub edge_id: String,
+    /// The session of the Edge the writing replica held: a record is never overwritten
+    /// by a replica whose session is older than its writer's.
+    #[prost(uint64, tag = "2")]
+    pub session_id: u64,
+    /// The request as sent.
+    #[prost(message, optional, tag = "3")]
+    pub request: Option<EdgeCommandRequest>,
+    /// 0: no answer yet; 1: accepted; 2: rejected.
+    #[prost(uint32, tag = "4")]
+    pub answer: u32,
+    /// The reason of a rejection (a `CommandRejectReason`).
+    #[prost(int32, tag = "5")]
+    pub reject_reason: i32,
+    /// The Edge's message with its answer.
+    #[prost(string, tag = "6")]
+    pub message: String,
+    /// The events an operator reads (those the record book keeps).
+    #[prost(message, repeated, tag = "7")]
+    pub events: Vec<EdgeCommandEvent>,
+    /// The latest phase the core saw.
+    #[prost(int32, tag = "8")]
+    pub phase: i32,
+    /// The latest event sequence the core saw.
+    #[prost(uint32, tag = "9")]
+    pub last_sequence: u32,
+    /// 0: unfinished; 1: rejected; 2: finished (`outcome_phase`); 3: lost by the Edge;
+    /// 4: undeliverable; 5: forgotten.
+    #[prost(uint32, tag = "10")]
+    pub outcome: u32,
+    /// The terminal phase of a finished command.
+    #[prost(int32, tag = "11")]
+    pub outcome_phase: i32,
+    /// Sessions that ended without answering the request.
+    #[prost(uint32, tag = "12")]
+    pub unanswered_sessions: u32,
+    /// RUNNING events the record book coalesced.
+    #[prost(uint64, tag = "13")]
+    pub coalesced_events: u64,
+}
+
+fn outcome_code(outcome: &Option<CommandOutcome>) -> (u32, i32) {
+    match outcome {
+        None => (0, 0),
+        Some(CommandOutcome::Rejected(reason)) => (1, *reason as i32),
+        Some(CommandOutcome::Finished(phase)) => (2, *phase as i32),
+        Some(CommandOutcome::Lost) => (3, 0),
+        Some(CommandOutcome::Undeliverable { .. }) => (4, 0),
+        Some(_) => (5, 0),
+    }
+}
+
+impl StoredCommand {
+    /// The record of a command of `edge_id` written by the replica holding session
+    /// `session_id`: the core's `handover`, the operator's `record` (if still kept).
+    pub fn new(
+        edge_id: &str,
+        session_id: u64,
+        handover: CommandHandover,
+        record: Option<&CommandRecord>,
+    ) -> Self {
+        let (answer, reject_reason) = match handover.answer {
+            CommandAnswer::Accepted => (1, 0),
+            CommandAnswer::Rejected(reason) => (2, reason as i32),
+            _ => (0, 0),
+        };
+        let (outcome, outcome_phase) = outcome_code(&handover.outcome);
+        Self {
+            edge_id: edge_id.to_owned(),
+            session_id,
+            request: Some(handover.request),
+            answer,
+            reject_reason,
+            message: record
+                .and_then(|r| r.response())
+                .map(|r| r.message.clone())
+                .unwrap_or_default(),
+            events: record
+                .map(|r| r.events().cloned().collect())
+                .unwrap_or_default(),
+            phase: handover.phase as i32,
+            last_sequence: handover.last_sequence,
+            outcome,
+            outcome_phase,
+            unanswered_sessions: handover.unanswered_sessions,
+            coalesced_events: record.map_or(0, |r| r.coalesced_events),
+        }
+    }
+
+    /// Whether the command is finished for good.
+    pub fn finished(&self) -> bool {
+        self.outcome != 0
+    }
+
+    /// A stored value; `None` for one no replica wrote.
+    pub fn decode_value(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() > MAX_STORED_LEN {
+            return None;
+        }
+        let stored = Self::decode(bytes).ok()?;
+        stored.request.as_ref()?;
+        Some(stored)
+    }
+
+    fn reason(&self) -> CommandRejectReason {
+        CommandRejectReason::try_from(self.reject_reason)
+            .unwrap_or(CommandRejectReason::Unspecified)
+    }
+
+    fn outcome(&self) -> Option<CommandOutcome> {
+        let phase = CommandPhase::try_from(self.outcome_phase).unwrap_or(CommandPhase::Failed);
+        match self.outcome {
+            0 => None,
+            1 => Some(CommandOutcome::Rejected(self.reason())),
+            2 => Some(CommandOutcome::Finished(phase)),
+            3 => Some(CommandOutcome::Lost),
+            4 => Some(CommandOutcome::Undeliverable {
+                sessions: self.unanswered_sessions,
+            }),
+            _ => Some(CommandOutcome::Forgotten),
+        }
+    }
+
+    /// What the core needs to carry the command on.
+    pub fn handover(&self) -> CommandHandover {
+        let mut h = CommandHandover::new(self.request.clone().unwrap_or_default());
+        h.answer = match self.answer {
+            1 => CommandAnswer::Accepted,
+            2 => CommandAnswer::Rejected(self.reason()),
+            _ => CommandAnswer::Pending,
+        };
+        h.phase = CommandPhase::try_from(self.phase).unwrap_or(CommandPhase::Unspecified);
+        h.last_sequence = self.last_sequence;
+        h.outcome = self.outcome();
+        h.unanswered_sessions = self.unanswered_sessions;
+        h
+    }
+
+    /// The record an operator reads, as the record book of the replica that wrote it
+    /// held it.
+    pub fn record(&self) -> CommandRecord {
+        let request = self.request.clone().unwrap_or_default();
+        let mut r = CommandRecord::new(&self.edge_id, &request.command_id, &request.operation);
+        if self.answer != 0 {
+            r.updates.push(CommandUpdate::Response(CommandResponse::new(
+                self.answer == 1,
+                if self.answer == 1 {
+                    CommandRejectReason::Unspecified
+                } else {
+                    self.reason()
+                },
+                self.message.clone(),
+            )));
+        }
+        r.updates
+            .extend(self.events.iter().cloned().map(CommandUpdate::Event));
+        let outcome = self.outcome();
+        match &outcome {
+            Some(CommandOutcome::Lost) => r.updates.push(CommandUpdate::Lost),
+            Some(CommandOutcome::Undeliverable { sessions }) => {
+                r.updates.push(CommandUpdate::Undeliverable {
+                    sessions: *sessions,
+                });
+            }
+            Some(CommandOutcome::Forgotten) => r.updates.push(CommandUpdate::Forgotten),
+            _ => {}
+        }
+        r.outcome = outcome;
+        r.coalesced_events = self.coalesced_events;
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_command_reads_back_as_it_was_written() {
+        let request = EdgeCommandRequest {
+            command_id: "cmd-1".into(),
+            operation: "model.load".into(),
+            target_selector: "node:gpu-1".into(),
+            ..Default::default()
+        };
+        let mut h = CommandHandover::new(request);
+        h.answer = CommandAnswer::Accepted;
+        h.phase = CommandPhase::Succeeded;
+        h.last_sequence = 3;
+        h.outcome = Some(CommandOutcome::Finished(CommandPhase::Succeeded));
+        let stored = StoredCommand::new("edge-1", 7, h.clone(), None);
+        let back = StoredCommand::decode_value(&stored.encode_to_vec()).unwrap();
+        assert_eq!(back.handover(), h);
+        assert!(back.finished());
+        let record = back.record();
+        assert_eq!(
+            (record.edge_id.as_str(), record.command_id.as_str()),
+            ("edge-1", "cmd-1")
+        );
+        assert!(record.response().is_some_and(|r| r.accepted));
+        assert_eq!(record.outcome, h.outcome);
+        // Bytes no replica wrote are no record.
+        assert!(StoredCommand::decode_value(b"\xff\xff").is_none());
+        assert!(StoredCommand::decode_value(&[]).is_none());
+    }
+}

@@ -1,0 +1,114 @@
+//! Command records in the engine (PROTOCOL.md §8): a command sent through one replica
+//! keeps its outcome when the replica holding the Edge crashes and the Edge moves to
+//! another, which carries the command on from the record and writes its outcome back.
+#![cfg(feature = "cli")]
+
+mod cluster_support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cluster_support::*;
+use iop_tokio::core::cp::{CommandOutcome, DuplicatePolicy};
+use iop_tokio::core::proto::CommandPhase;
+use iop_tokio::prelude::*;
+
+/// An Edge whose `model.load` reports RUNNING, then waits for `release`.
+fn loading_edge(edge_id: &str, release: Arc<tokio::sync::Notify>) -> EdgeClient {
+    EdgeClient::new(fast_edge(edge_id)).operation("model.load", TargetLevel::Edge, move |ctx| {
+        let release = release.clone();
+        async move {
+            let _ = ctx.running("loading", BTreeMap::new());
+            release.notified().await;
+            CommandResult::succeeded("loaded")
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_keeps_its_outcome_when_the_replica_holding_its_edge_crashes() {
+    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
+        return;
+    };
+    let release = Arc::new(tokio::sync::Notify::new());
+    let edge = loading_edge("edge-1", release.clone())
+        .fallback_addrs([b.addr()])
+        .connect(a.addr())
+        .unwrap();
+    let first = bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap()
+        .session_id;
+
+    // Through cp-b, which does not hold the Edge: cp-a sends it and records it.
+    let via_b = b.replica.router();
+    let sent = bounded(
+        "a routed command",
+        via_b.command(
+            "edge-1",
+            CommandSpec::new("model.load"),
+            Duration::from_secs(5),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(sent.response.accepted, "{:?}", sent.response);
+    let id = sent.command_id.clone();
+    // The answer came back only once the record held it.
+    let stored = bounded("the stored record", via_b.commands().get(&id))
+        .await
+        .unwrap()
+        .expect("a record in the engine");
+    assert!(stored.response().is_some_and(|r| r.accepted), "{stored:?}");
+    assert_eq!(
+        (stored.edge_id.as_str(), stored.operation.as_str()),
+        ("edge-1", "model.load")
+    );
+    assert_eq!(stored.outcome, None);
+    assert_eq!(b.cp().command(&id), None, "cp-b never sent it itself");
+
+    // cp-a crashes: its replica stops without releasing anything, its sessions end.
+    a.replica.abort();
+    a.server.shutdown().await;
+    let second = eventually("the Edge on cp-b", || {
+        live_session(&b.cp(), "edge-1").filter(|s| *s > first)
+    })
+    .await;
+    // cp-b adopted the command from its record: it knows the answer and the events.
+    let adopted = eventually("the adopted command on cp-b", || b.cp().command(&id)).await;
+    assert!(
+        adopted.response().is_some_and(|r| r.accepted),
+        "{adopted:?}"
+    );
+    assert_eq!(adopted.outcome, None);
+    assert!(b.replica.stats().snapshot().commands_adopted >= 1);
+
+    // The Edge still runs it; its outcome reaches cp-b and the engine.
+    release.notify_one();
+    let done = eventually("the outcome on cp-b", || {
+        b.cp().command(&id).filter(|r| r.outcome.is_some())
+    })
+    .await;
+    assert_eq!(
+        done.outcome,
+        Some(CommandOutcome::Finished(CommandPhase::Succeeded)),
+        "{done:?}"
+    );
+    let phases: Vec<i32> = done.events().map(|e| e.phase).collect();
+    assert_eq!(phases.last(), Some(&(CommandPhase::Succeeded as i32)));
+    let mut written = None;
+    for _ in 0..250 {
+        let r = via_b.commands().get(&id).await.unwrap();
+        if r.as_ref().is_some_and(|r| r.outcome.is_some()) {
+            written = r;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let written = written.expect("the outcome written back to the engine");
+    assert_eq!(written.outcome, done.outcome);
+    assert!(second > first);
+    edge.shutdown().await;
+    b.stop().await;
+}
