@@ -206,6 +206,14 @@ fn the_edges_of_a_killed_replica_reconnect_to_another() {
     );
     wait_connected(a.admin, "edge-1");
     let s1 = session_of(a.admin, "edge-1");
+    // A command sent through cp-a, answered just before it dies.
+    let sent = post(
+        a.admin,
+        "/v1/edges/edge-1/commands",
+        r#"{"operation":"edge.ping"}"#,
+    );
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let command_id = sent.json()["commandId"].as_str().unwrap().to_owned();
 
     // SIGKILL: no goodbye, no release; the record still names cp-a.
     a.proc.0.kill().unwrap();
@@ -216,6 +224,19 @@ fn the_edges_of_a_killed_replica_reconnect_to_another() {
     });
     let s2 = session_of(b.admin, "edge-1");
     assert!(s2 > s1, "{s1} then {s2}");
+    // The command keeps its outcome: from the engine's record, or carried on by cp-b
+    // from it when cp-a died before writing the last event.
+    let record = wait_until("the command's outcome through cp-b", || {
+        let r = get(b.admin, &format!("/v1/commands/{command_id}"));
+        (r.status == 200 && r.json()["terminal"] == true).then(|| r.json())
+    });
+    assert_eq!(record["edgeId"], "edge-1", "{record}");
+    let last = record["events"].as_array().unwrap().last().cloned();
+    assert_eq!(
+        last.map(|e| e["phase"].clone()),
+        Some(serde_json::json!("COMMAND_PHASE_SUCCEEDED")),
+        "{record}"
+    );
 }
 
 #[test]
