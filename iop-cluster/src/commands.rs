@@ -98,6 +98,7 @@ enum Job {
         edge_id: String,
         records: Vec<(String, u64)>,
         index: Option<u64>,
+        listed: Vec<String>,
     },
 }
 
@@ -116,6 +117,7 @@ pub struct Unfinished {
     pub commands: Vec<(CommandHandover, CommandRecord)>,
     records: Vec<(String, u64)>,
     index: Option<u64>,
+    listed: Vec<String>,
 }
 
 impl CommandLog {
@@ -227,8 +229,10 @@ impl CommandLog {
             return Ok(out);
         };
         out.index = Some(index.revision);
-        let ids = live_value(&index).map(parse_index).unwrap_or_default();
-        for command_id in ids.1.into_iter().take(MAX_INDEXED) {
+        let (_, mut ids) = live_value(&index).map(parse_index).unwrap_or_default();
+        ids.truncate(MAX_INDEXED);
+        out.listed = ids.clone();
+        for command_id in ids {
             let key = record_key(edge_id, &command_id);
             let Some(entry) = self.entry(&key).await? else {
                 continue;
@@ -250,6 +254,7 @@ impl CommandLog {
             edge_id: edge_id.to_owned(),
             records: unfinished.records.clone(),
             index: unfinished.index,
+            listed: unfinished.listed.clone(),
         };
         let _ = self.jobs.send(job).await;
     }
@@ -297,11 +302,10 @@ impl<R: Runtime> Writer<R> {
                         edge_id,
                         records,
                         index,
+                        listed,
                     } => {
                         self.revisions.extend(records);
-                        let listed = self.indexes.remove(&edge_id).map(|i| i.1);
-                        self.indexes
-                            .insert(edge_id, (index, listed.unwrap_or_default()));
+                        self.indexes.insert(edge_id, (index, listed));
                     }
                     Job::Write {
                         edge_id,
@@ -321,16 +325,6 @@ impl<R: Runtime> Writer<R> {
         }
     }
 
-    async fn bounded<T, E: std::fmt::Display>(
-        &self,
-        f: impl std::future::Future<Output = Result<T, E>>,
-    ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.timeout, f)
-            .await
-            .map_err(|_| StoreError("timed out".into()))?
-            .map_err(engine)
-    }
-
     async fn write(&mut self, edge_id: &str, command_id: &str) {
         let Some(session_id) = owned_get(&self.owned, edge_id) else {
             return;
@@ -342,27 +336,54 @@ impl<R: Runtime> Writer<R> {
         let stored = StoredCommand::new(edge_id, session_id, handover, record.as_ref());
         let finished = stored.finished();
         let key = record_key(edge_id, command_id);
-        let first = !self.revisions.contains_key(&key);
-        if first {
-            // Create-only: the first Edge to use an id keeps its pointer.
-            let pointer = self
-                .bounded(
+        let expected = self.revisions.get(&key).copied();
+        // The pointer is create-only (the first Edge to use an id keeps it), written
+        // with the record's first write.
+        let pointer = async {
+            if expected.is_none() {
+                let created = bounded(
+                    self.timeout,
                     self.kv
                         .create(pointer_key(command_id), edge_id.to_owned().into()),
                 )
                 .await;
-            if let Err(e) = pointer
-                && !e.0.contains("exist")
-            {
-                self.stats.record_failed();
+                if let Err(e) = created
+                    && !e.0.contains("exist")
+                {
+                    self.stats.record_failed();
+                }
             }
-        }
+        };
         let value: Bytes = stored.encode_to_vec().into();
-        let written = self
-            .put(&key, value, session_id, |v| {
-                StoredCommand::decode_value(v).map_or(0, |s| s.session_id)
-            })
-            .await;
+        let record_write = cas_put(
+            &self.kv,
+            self.timeout,
+            &key,
+            value,
+            expected,
+            session_id,
+            |v| StoredCommand::decode_value(v).map_or(0, |s| s.session_id),
+        );
+        // The index goes with them: a reader skips an id whose record is not there yet.
+        let index = self.index_change(edge_id, session_id);
+        let index_write = async {
+            match &index {
+                Some((_, value, expected)) => Some(
+                    cas_put(
+                        &self.kv,
+                        self.timeout,
+                        &index_key(edge_id),
+                        value.clone(),
+                        *expected,
+                        session_id,
+                        |v| parse_index(v).0,
+                    )
+                    .await,
+                ),
+                None => None,
+            }
+        };
+        let ((), written, indexed) = tokio::join!(pointer, record_write, index_write);
         match written {
             Some(revision) if !finished => {
                 self.revisions.insert(key, revision);
@@ -373,14 +394,35 @@ impl<R: Runtime> Writer<R> {
             None => {
                 self.revisions.remove(&key);
                 self.stats.record_failed();
-                return;
             }
         }
-        self.stats.recorded();
-        self.write_index(edge_id, session_id).await;
+        if written.is_some() {
+            self.stats.recorded();
+        }
+        if let (Some((open, _, _)), Some(indexed)) = (index, indexed) {
+            match indexed {
+                // An Edge with nothing open keeps its index key, but not a place here.
+                Some(_) if open.is_empty() => {
+                    self.indexes.remove(edge_id);
+                }
+                Some(r) => {
+                    self.indexes.insert(edge_id.to_owned(), (Some(r), open));
+                }
+                None => {
+                    self.indexes.remove(edge_id);
+                    self.stats.record_failed();
+                }
+            }
+        }
     }
 
-    async fn write_index(&mut self, edge_id: &str, session_id: u64) {
+    /// The Edge's unfinished commands, the index value listing them and the revision
+    /// to write it on, when they are not what the index was last written with.
+    fn index_change(
+        &self,
+        edge_id: &str,
+        session_id: u64,
+    ) -> Option<(Vec<String>, Bytes, Option<u64>)> {
         let mut open = self.cp.unfinished_commands(edge_id);
         open.truncate(MAX_INDEXED);
         let (revision, listed) = self
@@ -389,77 +431,63 @@ impl<R: Runtime> Writer<R> {
             .cloned()
             .unwrap_or((None, Vec::new()));
         if revision.is_some() && listed == open {
-            return;
+            return None;
         }
         let mut value = session_id.to_string();
         for id in &open {
             value.push('\n');
             value.push_str(id);
         }
-        let key = index_key(edge_id);
-        if let Some(r) = revision {
-            self.revisions.insert(key.clone(), r);
-        }
-        let written = self
-            .put(&key, value.into(), session_id, |v| parse_index(v).0)
-            .await;
-        self.revisions.remove(&key);
-        match written {
-            // An Edge with nothing open keeps its index key, but not a place here.
-            Some(_) if open.is_empty() => {
-                self.indexes.remove(edge_id);
-            }
-            Some(r) => {
-                self.indexes.insert(edge_id.to_owned(), (Some(r), open));
-            }
-            None => {
-                self.indexes.remove(edge_id);
-                self.stats.record_failed();
-            }
-        }
+        Some((open, value.into(), revision))
     }
+}
 
-    /// Writes `value` at `key` by compare-and-set on the revision known for it (or
-    /// create); on a conflict reads the value again, and gives way to one written for
-    /// a newer session (`session_of` reads it). The new revision, or `None`.
-    async fn put(
-        &mut self,
-        key: &str,
-        value: Bytes,
-        session_id: u64,
-        session_of: impl Fn(&[u8]) -> u64,
-    ) -> Option<u64> {
-        let mut expected = self.revisions.get(key).copied();
-        for _ in 0..ATTEMPTS {
-            let result = match expected {
-                Some(r) => self.bounded(self.kv.update(key, value.clone(), r)).await,
-                None => self.bounded(self.kv.create(key, value.clone())).await,
-            };
-            match result {
-                Ok(revision) => return Some(revision),
-                Err(e) => {
-                    let current = match self.bounded(self.kv.entry(key)).await {
-                        Ok(current) => current,
-                        Err(_) => {
-                            tracing::warn!(key, error = %e, "cannot write a command record");
-                            return None;
-                        }
-                    };
-                    match current {
-                        Some(entry) if entry.operation == kv::Operation::Put => {
-                            if session_of(&entry.value) > session_id {
-                                // A replica that took the Edge over wrote it.
-                                return None;
-                            }
-                            expected = Some(entry.revision);
-                        }
-                        // Deleted or purged: `update` on its revision re-creates it.
-                        Some(entry) => expected = Some(entry.revision),
-                        None => expected = None,
-                    }
+async fn bounded<T, E: std::fmt::Display>(
+    timeout: Duration,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(timeout, f)
+        .await
+        .map_err(|_| StoreError("timed out".into()))?
+        .map_err(engine)
+}
+
+/// Writes `value` at `key` by compare-and-set on `expected` (or create); on a
+/// conflict reads the value again, and gives way to one written for a newer session
+/// (`session_of` reads it). The new revision, or `None`.
+async fn cas_put(
+    kv: &kv::Store,
+    timeout: Duration,
+    key: &str,
+    value: Bytes,
+    mut expected: Option<u64>,
+    session_id: u64,
+    session_of: impl Fn(&[u8]) -> u64,
+) -> Option<u64> {
+    for _ in 0..ATTEMPTS {
+        let result = match expected {
+            Some(r) => bounded(timeout, kv.update(key, value.clone(), r)).await,
+            None => bounded(timeout, kv.create(key, value.clone())).await,
+        };
+        let Err(e) = result else {
+            return result.ok();
+        };
+        match bounded(timeout, kv.entry(key)).await {
+            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                if session_of(&entry.value) > session_id {
+                    // A replica that took the Edge over wrote it.
+                    return None;
                 }
+                expected = Some(entry.revision);
+            }
+            // Deleted or purged: `update` on its revision writes it again.
+            Ok(Some(entry)) => expected = Some(entry.revision),
+            Ok(None) => expected = None,
+            Err(_) => {
+                tracing::warn!(key, error = %e, "cannot write a command record");
+                return None;
             }
         }
-        None
     }
+    None
 }
