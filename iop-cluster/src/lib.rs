@@ -26,8 +26,9 @@
 //! * **events**: each replica publishes its Edges' events on one JetStream stream,
 //!   de-duplicated by what identifies them on the wire; any replica reads them all.
 //!
-//! Command records are not in the engine yet: a command's record stays with the
-//! replica that sent it to the Edge.
+//! * **command records**: the replica holding an Edge keeps each command's record in
+//!   the engine ([`commands`]); a replica that wins the Edge next hands the unfinished
+//!   ones to its core, so an outcome survives the crash of the replica that sent it.
 //!
 //! # Example
 //!
