@@ -162,6 +162,7 @@ mod inbound;
 mod session_frames;
 mod stats;
 mod status;
+mod timeouts;
 mod timer;
 mod view;
 
