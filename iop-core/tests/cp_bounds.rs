@@ -121,6 +121,37 @@ fn past_the_pending_hello_cap_a_connection_is_told_overloaded() {
     assert!(!t.is_closed(next) && !t.is_closed(b));
 }
 
+#[test]
+fn a_burst_past_the_pending_hello_cap_is_told_to_come_back_when_it_will_have_drained() {
+    let mut c = cfg();
+    c.max_pending_hellos = 1_000;
+    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    // 500 hellos accepted in half a second: about 1 000 a second.
+    for i in 0..500 {
+        t.enrol(&format!("edge-{i}"), &[]);
+        t.advance(Duration::from_millis(1));
+    }
+    for _ in 0..1_000 {
+        t.connect();
+    }
+    // 1 000 pending at ~1 000/s: about a second to drain, spread over up to two.
+    let retries: Vec<u32> = (0..20)
+        .map(|_| {
+            let over = t.connect();
+            assert!(t.is_closed(over));
+            let (reason, retry) = go_away(&t.take_frames(over)).unwrap();
+            assert_eq!(reason, GoAwayReason::Overloaded as i32);
+            retry
+        })
+        .collect();
+    assert!(
+        retries.iter().all(|r| (900..2_100).contains(r)),
+        "{retries:?}"
+    );
+    let distinct: std::collections::BTreeSet<_> = retries.iter().collect();
+    assert!(distinct.len() > 10, "retries are spread: {retries:?}");
+}
+
 fn forgotten(events: &[CpEvent]) -> Vec<(String, ForgetReason)> {
     events
         .iter()

@@ -61,6 +61,8 @@ pub struct ControlPlane {
     /// Connections whose hello is not accepted yet (`ConnState::AwaitingHello` or
     /// `Claiming`).
     pub(crate) pending_hellos: usize,
+    /// How fast hellos were accepted lately, for the `retry_after` of a burst.
+    pub(crate) hello_rate: super::admission::HelloRate,
     pub(crate) draining: bool,
     pub(crate) shut_down: bool,
     pub(crate) stats: CpStats,
@@ -84,6 +86,7 @@ impl ControlPlane {
             last_command_n: 0,
             latest_now: Instant::ZERO,
             pending_hellos: 0,
+            hello_rate: Default::default(),
             draining: false,
             shut_down: false,
             stats: CpStats::default(),
@@ -137,6 +140,7 @@ impl ControlPlane {
         }
         self.saw(now);
         self.stats.connections_accepted += 1;
+        self.hello_rate.observe(now, self.stats.sessions_accepted);
         let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
         let over = refuse || self.conns.len() >= self.config.max_connections || hellos_full;
         let mut c = Conn::new(
@@ -157,7 +161,10 @@ impl ControlPlane {
             } else if hellos_full {
                 self.stats.pending_hellos_refused += 1;
             }
-            self.close(conn, CloseReason::Overloaded);
+            // Refused for the hellos pending (here, or from its address): a burst,
+            // which drains faster than `retry_after_overloaded`.
+            let burst = (refuse || hellos_full).then(|| self.burst_retry_after(now, conn));
+            self.close_retrying(conn, CloseReason::Overloaded, burst);
         }
         self.reindex(conn);
         Ok(())
@@ -391,6 +398,17 @@ impl ControlPlane {
     /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
     /// the one `Closed` event. No effect on a connection already closing.
     pub(crate) fn close(&mut self, conn: ConnectionId, reason: CloseReason) {
+        self.close_retrying(conn, reason, None);
+    }
+
+    /// [`close`](Self::close), its `GoAway{OVERLOADED}` naming `retry` instead of
+    /// `retry_after_overloaded` when given.
+    pub(crate) fn close_retrying(
+        &mut self,
+        conn: ConnectionId,
+        reason: CloseReason,
+        retry: Option<std::time::Duration>,
+    ) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -409,7 +427,7 @@ impl ControlPlane {
         } else if let Some(go_away) = reason.go_away() {
             let retry = match go_away {
                 GoAwayReason::Superseded => self.config.retry_after_superseded,
-                GoAwayReason::Overloaded => self.config.retry_after_overloaded,
+                GoAwayReason::Overloaded => retry.unwrap_or(self.config.retry_after_overloaded),
                 _ => std::time::Duration::ZERO,
             };
             let message = close_message(&reason);

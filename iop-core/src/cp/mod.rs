@@ -143,6 +143,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod admission;
 mod api;
 mod claim;
 mod command;

@@ -1,0 +1,117 @@
+//! When to come back after a burst (PROTOCOL.md §4.1, §7): the `retry_after_ms` of a
+//! `GoAway{OVERLOADED}` that a full pending-hello cap sends.
+//!
+//! After a Control Plane restart every Edge of a fleet dials at once. Past the cap on
+//! connections awaiting their hello, each new one is refused `OVERLOADED`; had they
+//! all been told `retry_after_overloaded` (10 s), a burst that the Control Plane
+//! drains in a second would take ten. Such a refusal instead names the time the
+//! hellos pending now take to be accepted at the rate hellos were accepted lately,
+//! spread over twice that by the connection so the retries do not arrive together,
+//! and kept between [`MIN_BURST_RETRY`] and `retry_after_overloaded`. A Control Plane
+//! that accepts nothing (a cluster engine down, say) has no rate, and its refusals
+//! keep the full `retry_after_overloaded`.
+
+use std::time::Duration;
+
+use crate::time::Instant;
+
+use super::endpoint::ControlPlane;
+use super::event::ConnectionId;
+
+/// The least `retry_after` a burst refusal names.
+pub(crate) const MIN_BURST_RETRY: Duration = Duration::from_millis(200);
+/// How long the acceptance rate is measured over.
+const WINDOW: Duration = Duration::from_secs(1);
+/// A window shorter than this says too little of the rate.
+const MIN_SAMPLE: Duration = Duration::from_millis(20);
+
+/// Hellos accepted per second, over the last whole window and the current one.
+#[derive(Debug, Default)]
+pub(crate) struct HelloRate {
+    window_start: Option<Instant>,
+    /// Sessions accepted (a running total) when the window started.
+    at_start: u64,
+    /// The last whole window's rate.
+    per_sec: u64,
+}
+
+impl HelloRate {
+    /// Moves the windows on to `now`; `accepted` is the running total of sessions.
+    pub(crate) fn observe(&mut self, now: Instant, accepted: u64) {
+        let Some(start) = self.window_start else {
+            self.window_start = Some(now);
+            self.at_start = accepted;
+            return;
+        };
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= WINDOW {
+            self.per_sec = per_sec(accepted - self.at_start, elapsed);
+            self.window_start = Some(now);
+            self.at_start = accepted;
+        }
+    }
+
+    /// The rate now: the current window's when it says enough, else the last one's.
+    fn now(&self, now: Instant, accepted: u64) -> u64 {
+        let current = self.window_start.map_or(0, |start| {
+            let elapsed = now.saturating_duration_since(start);
+            if elapsed >= MIN_SAMPLE {
+                per_sec(accepted - self.at_start, elapsed)
+            } else {
+                0
+            }
+        });
+        current.max(self.per_sec)
+    }
+}
+
+fn per_sec(count: u64, over: Duration) -> u64 {
+    let ms = (over.as_millis() as u64).max(1);
+    count.saturating_mul(1000) / ms
+}
+
+impl ControlPlane {
+    /// The `retry_after` for `conn`, refused because too many hellos are pending (see
+    /// the [module docs](self)).
+    pub(crate) fn burst_retry_after(&self, now: Instant, conn: ConnectionId) -> Duration {
+        let max = self.config.retry_after_overloaded;
+        let rate = self.hello_rate.now(now, self.stats.sessions_accepted);
+        if rate == 0 {
+            return max;
+        }
+        let drain_ms = (self.pending_hellos as u64).saturating_mul(1000) / rate;
+        let max_ms = max.as_millis() as u64;
+        let min_ms = (MIN_BURST_RETRY.as_millis() as u64).min(max_ms);
+        let base = drain_ms.clamp(min_ms, max_ms);
+        // A spread in [base, 2 × base) from the connection id (and the process's
+        // command-id epoch, so two Control Planes spread differently).
+        let spread = mix(conn.0 ^ self.config.command_id_epoch) >> 54; // 0..1024
+        Duration::from_millis((base + base * spread / 1024).min(max_ms))
+    }
+}
+
+/// SplitMix64's finaliser: a well-spread 64-bit function of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_comes_from_the_current_window_or_the_last_whole_one() {
+        let mut r = HelloRate::default();
+        let t0 = Instant::from_millis(1_000);
+        r.observe(t0, 0);
+        assert_eq!(r.now(t0, 0), 0, "nothing measured yet");
+        assert_eq!(r.now(t0 + Duration::from_millis(100), 500), 5_000);
+        r.observe(t0 + Duration::from_millis(1_000), 2_000);
+        assert_eq!(r.per_sec, 2_000);
+        // A quiet new window falls back to the last whole one.
+        assert_eq!(r.now(t0 + Duration::from_millis(1_005), 2_000), 2_000);
+    }
+}
