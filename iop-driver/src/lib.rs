@@ -103,6 +103,6 @@ pub use edge::{
 };
 pub use notice::{Notice, Subscription};
 pub use rate_log::RateLog;
-pub use runtime::Runtime;
+pub use runtime::{LISTEN_BACKLOG, Runtime};
 
 pub use iop_core;

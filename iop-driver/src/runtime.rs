@@ -4,6 +4,12 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 
+/// The listen backlog a [`Runtime::bind`] asks for (the kernel caps it, on Linux at
+/// `net.core.somaxconn`, 4 096 by default). Every Edge of a fleet dials at once after
+/// a Control Plane restart: with the 128 of `std` and most runtimes, connections past
+/// it lose their SYN and retry 1, 3, 7 s later.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
 /// What a driver needs from an async runtime: TCP, a timer and a spawner.
 ///
 /// Implemented by a zero-sized marker type per runtime (`iop_tokio::Tokio`,
@@ -16,7 +22,7 @@ pub trait Runtime: Send + Sync + 'static {
     /// A bound listener.
     type Listener: Send + Sync + 'static;
 
-    /// Binds a listener to `addr`.
+    /// Binds a listener to `addr`, with a backlog of [`LISTEN_BACKLOG`].
     fn bind(addr: SocketAddr) -> impl Future<Output = io::Result<Self::Listener>> + Send;
     /// The address a listener is bound to (port 0 resolved).
     fn local_addr(listener: &Self::Listener) -> io::Result<SocketAddr>;

@@ -21,7 +21,17 @@ impl iop_driver::Runtime for Smol {
     type Listener = TcpListener;
 
     async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-        TcpListener::bind(addr).await
+        // As `TcpListener::bind` (address reuse on Unix), with a longer backlog.
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        #[cfg(unix)]
+        socket.set_reuse_address(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(i32::try_from(iop_driver::LISTEN_BACKLOG).unwrap_or(i32::MAX))?;
+        TcpListener::try_from(std::net::TcpListener::from(socket))
     }
 
     fn local_addr(listener: &TcpListener) -> io::Result<SocketAddr> {

@@ -17,7 +17,16 @@ impl iop_driver::Runtime for Tokio {
     type Listener = TcpListener;
 
     async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-        TcpListener::bind(addr).await
+        // As `TcpListener::bind` (address reuse on Unix), with a longer backlog.
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(iop_driver::LISTEN_BACKLOG)
     }
 
     fn local_addr(listener: &TcpListener) -> io::Result<SocketAddr> {
