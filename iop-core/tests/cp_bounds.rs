@@ -108,12 +108,21 @@ fn past_the_pending_hello_cap_a_connection_is_told_overloaded() {
     let (a, b) = (t.connect(), t.connect());
     let over = t.connect();
     assert!(t.is_closed(over));
-    let frames = t.take_frames(over);
+    // The first moments of a burst: back soon (200 ms, spread over up to twice that).
+    let (reason, retry) = go_away(&t.take_frames(over)).unwrap();
+    assert_eq!(reason, GoAwayReason::Overloaded as i32);
+    assert!((200..400).contains(&retry), "{retry}");
+    assert_eq!(t.cp.stats().pending_hellos_refused, 1);
+    // Nothing accepted for over a second: whatever holds the hellos is no burst, and
+    // the refusal names the full `retry_after_overloaded`.
+    t.advance(Duration::from_millis(1_100));
+    t.connect();
+    t.advance(Duration::from_millis(50));
+    let stuck = t.connect();
     assert_eq!(
-        go_away(&frames),
+        go_away(&t.take_frames(stuck)),
         Some((GoAwayReason::Overloaded as i32, 10_000))
     );
-    assert_eq!(t.cp.stats().pending_hellos_refused, 1);
     // An accepted hello frees its place.
     t.send(a, hello("edge-1", &[]));
     assert!(!t.is_closed(a));

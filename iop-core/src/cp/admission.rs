@@ -7,9 +7,10 @@
 //! drains in a second would take ten. Such a refusal instead names the time the
 //! hellos pending now take to be accepted at the rate hellos were accepted lately,
 //! spread over twice that by the connection so the retries do not arrive together,
-//! and kept between [`MIN_BURST_RETRY`] and `retry_after_overloaded`. A Control Plane
-//! that accepts nothing (a cluster engine down, say) has no rate, and its refusals
-//! keep the full `retry_after_overloaded`.
+//! and kept between [`MIN_BURST_RETRY`] and `retry_after_overloaded` (in the first
+//! moments of a burst, before any rate is measured, the least). A Control Plane that
+//! has accepted nothing for a while (a cluster engine down, say) keeps the full
+//! `retry_after_overloaded`.
 
 use std::time::Duration;
 
@@ -51,17 +52,16 @@ impl HelloRate {
         }
     }
 
-    /// The rate now: the current window's when it says enough, else the last one's.
-    fn now(&self, now: Instant, accepted: u64) -> u64 {
-        let current = self.window_start.map_or(0, |start| {
-            let elapsed = now.saturating_duration_since(start);
-            if elapsed >= MIN_SAMPLE {
-                per_sec(accepted - self.at_start, elapsed)
-            } else {
-                0
-            }
-        });
-        current.max(self.per_sec)
+    /// The rate now: the current window's when it says enough, else the last one's;
+    /// `None` when neither says anything yet (a window just begun after a quiet one:
+    /// the start of a burst).
+    fn now(&self, now: Instant, accepted: u64) -> Option<u64> {
+        let start = self.window_start?;
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed < MIN_SAMPLE {
+            return (self.per_sec > 0).then_some(self.per_sec);
+        }
+        Some(per_sec(accepted - self.at_start, elapsed).max(self.per_sec))
     }
 }
 
@@ -75,14 +75,18 @@ impl ControlPlane {
     /// the [module docs](self)).
     pub(crate) fn burst_retry_after(&self, now: Instant, conn: ConnectionId) -> Duration {
         let max = self.config.retry_after_overloaded;
-        let rate = self.hello_rate.now(now, self.stats.sessions_accepted);
-        if rate == 0 {
-            return max;
-        }
-        let drain_ms = (self.pending_hellos as u64).saturating_mul(1000) / rate;
         let max_ms = max.as_millis() as u64;
         let min_ms = (MIN_BURST_RETRY.as_millis() as u64).min(max_ms);
-        let base = drain_ms.clamp(min_ms, max_ms);
+        let base = match self.hello_rate.now(now, self.stats.sessions_accepted) {
+            // Nothing accepted for a while: whatever holds the hellos, not a burst.
+            Some(0) => return max,
+            Some(rate) => {
+                let drain_ms = (self.pending_hellos as u64).saturating_mul(1000) / rate;
+                drain_ms.clamp(min_ms, max_ms)
+            }
+            // The first moments of a burst: too early to measure.
+            None => min_ms,
+        };
         // A spread in [base, 2 × base) from the connection id (and the process's
         // command-id epoch, so two Control Planes spread differently).
         let spread = mix(conn.0 ^ self.config.command_id_epoch) >> 54; // 0..1024
@@ -107,11 +111,16 @@ mod tests {
         let mut r = HelloRate::default();
         let t0 = Instant::from_millis(1_000);
         r.observe(t0, 0);
-        assert_eq!(r.now(t0, 0), 0, "nothing measured yet");
-        assert_eq!(r.now(t0 + Duration::from_millis(100), 500), 5_000);
+        assert_eq!(r.now(t0, 0), None, "nothing measured yet");
+        assert_eq!(r.now(t0 + Duration::from_millis(100), 500), Some(5_000));
         r.observe(t0 + Duration::from_millis(1_000), 2_000);
         assert_eq!(r.per_sec, 2_000);
-        // A quiet new window falls back to the last whole one.
-        assert_eq!(r.now(t0 + Duration::from_millis(1_005), 2_000), 2_000);
+        // A new window too young to say falls back to the last whole one.
+        assert_eq!(r.now(t0 + Duration::from_millis(1_005), 2_000), Some(2_000));
+        // Nothing accepted for long enough is a rate of 0.
+        r.observe(t0 + Duration::from_millis(5_000), 2_000);
+        assert_eq!(r.now(t0 + Duration::from_millis(5_100), 2_000), Some(0));
+        // ...except in a window just begun after the quiet one: a burst may start.
+        assert_eq!(r.now(t0 + Duration::from_millis(5_001), 2_000), None);
     }
 }
