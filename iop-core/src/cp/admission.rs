@@ -4,11 +4,11 @@
 //! After a Control Plane restart every Edge of a fleet dials at once. Past the cap on
 //! connections awaiting their hello, each new one is refused `OVERLOADED`; had they
 //! all been told `retry_after_overloaded` (10 s), a burst that the Control Plane
-//! drains in a second would take ten. Such a refusal instead names the time the
-//! hellos pending now take to be accepted at the rate hellos were accepted lately,
-//! spread over twice that by the connection so the retries do not arrive together,
-//! and kept between [`MIN_BURST_RETRY`] and `retry_after_overloaded` (in the first
-//! moments of a burst, before any rate is measured, the least). A Control Plane that
+//! drains in a second would take ten. Such a refusal instead names a turn: after the
+//! hellos pending now and after every connection refused before it, each one
+//! acceptance apart at the rate hellos were accepted lately (plus up to an eighth,
+//! by the connection), and between [`MIN_BURST_RETRY`] and `retry_after_overloaded`
+//! (in the first moments of a burst, before any rate is measured, the least). A Control Plane that
 //! has accepted nothing for a while (a cluster engine down, say) keeps the full
 //! `retry_after_overloaded`.
 
@@ -22,7 +22,7 @@ use super::event::ConnectionId;
 /// The least `retry_after` a burst refusal names.
 pub(crate) const MIN_BURST_RETRY: Duration = Duration::from_millis(200);
 /// How long the acceptance rate is measured over.
-const WINDOW: Duration = Duration::from_secs(1);
+const WINDOW: Duration = Duration::from_millis(250);
 /// A window shorter than this says too little of the rate.
 const MIN_SAMPLE: Duration = Duration::from_millis(20);
 
@@ -34,6 +34,8 @@ pub(crate) struct HelloRate {
     at_start: u64,
     /// The last whole window's rate.
     per_sec: u64,
+    /// When the next connection refused in a burst is to come back.
+    next_slot: Option<Instant>,
 }
 
 impl HelloRate {
@@ -73,24 +75,35 @@ fn per_sec(count: u64, over: Duration) -> u64 {
 impl ControlPlane {
     /// The `retry_after` for `conn`, refused because too many hellos are pending (see
     /// the [module docs](self)).
-    pub(crate) fn burst_retry_after(&self, now: Instant, conn: ConnectionId) -> Duration {
+    pub(crate) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
         let max = self.config.retry_after_overloaded;
-        let max_ms = max.as_millis() as u64;
-        let min_ms = (MIN_BURST_RETRY.as_millis() as u64).min(max_ms);
-        let base = match self.hello_rate.now(now, self.stats.sessions_accepted) {
+        let least = MIN_BURST_RETRY.min(max);
+        let slot = match self.hello_rate.now(now, self.stats.sessions_accepted) {
             // Nothing accepted for a while: whatever holds the hellos, not a burst.
             Some(0) => return max,
             Some(rate) => {
-                let drain_ms = (self.pending_hellos as u64).saturating_mul(1000) / rate;
-                drain_ms.clamp(min_ms, max_ms)
+                // After the hellos pending now, and after every connection refused
+                // before this one, each one acceptance apart.
+                let drain = Duration::from_micros(
+                    (self.pending_hellos as u64).saturating_mul(1_000_000) / rate,
+                );
+                let earliest = now + drain.max(least);
+                let slot = self
+                    .hello_rate
+                    .next_slot
+                    .filter(|s| *s > earliest)
+                    .unwrap_or(earliest);
+                self.hello_rate.next_slot = Some(slot + Duration::from_micros(1_000_000 / rate));
+                slot
             }
             // The first moments of a burst: too early to measure.
-            None => min_ms,
+            None => now + least,
         };
-        // A spread in [base, 2 × base) from the connection id (and the process's
-        // command-id epoch, so two Control Planes spread differently).
+        let wait = slot.saturating_duration_since(now);
+        // Up to an eighth more, from the connection id (and the process's command-id
+        // epoch, so that two Control Planes spread differently).
         let spread = mix(conn.0 ^ self.config.command_id_epoch) >> 54; // 0..1024
-        Duration::from_millis((base + base * spread / 1024).min(max_ms))
+        (wait + wait * spread as u32 / 8192).min(max)
     }
 }
 

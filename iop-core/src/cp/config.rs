@@ -85,8 +85,9 @@ pub struct CpConfig {
     /// `retry_after_ms` sent with a `DRAINING` rejection.
     pub retry_after_draining: Duration,
     /// `retry_after_ms` sent with `GoAway{OVERLOADED}` (10 s). A connection refused
-    /// for the hellos pending is told less: the time they take to be accepted at the
-    /// recent rate, spread per connection, at least 200 ms and at most this.
+    /// for the hellos pending in a burst is told its turn instead: after those pending
+    /// and those refused before it, at the recent acceptance rate; at least 200 ms and
+    /// at most this.
     pub retry_after_overloaded: Duration,
     /// Lowest protocol version accepted.
     pub min_protocol_version: u32,
