@@ -1,7 +1,6 @@
 //! Protobuf varints for the frames the core writes itself (status answers, frame
 //! headers filled in place). Hand-written rather than prost's `encode_varint`, which
-//! checks the buffer's capacity per byte: on a 1 000-node status answer prost's
-//! functions cost 24 % more instructions.
+//! checks the buffer's capacity per byte (BENCHMARKS.md §10).
 
 /// Bytes of `v` as a varint.
 pub(crate) fn len(mut v: u64) -> usize {

@@ -140,9 +140,8 @@ fn check(len: usize, max_frame_len: u32, dst: &impl BufMut) -> Result<usize, Enc
 }
 
 /// A frame whose body holds scalar fields only (`inner` bytes, written by `fields`),
-/// written straight into `dst` byte by byte (assembling it on the stack first and
-/// copying it out made the copy wait on the bytes just stored: slower in time though
-/// fewer instructions).
+/// written straight into `dst` byte by byte: assembled on the stack and copied out,
+/// the copy would wait on the bytes just stored (BENCHMARKS.md §10).
 fn write_scalars<B: BufMut>(
     dst: &mut B,
     max_frame_len: u32,

@@ -90,9 +90,8 @@ pub(crate) enum EventEffect {
 /// Command ids → their commands, hashed with std's SipHash under its fixed key: the
 /// core stays deterministic (no per-process random key), and only the application
 /// puts ids in the table — an Edge's frames only look ids up — so no peer can fill
-/// it with colliding keys. (A B-tree compared ids on every level: with the 4 096
-/// finished ids kept per Edge, a quarter of a command's lifecycle went to those
-/// string compares.)
+/// it with colliding keys. (A B-tree would compare ids on each of its levels, for
+/// every frame of every command: BENCHMARKS.md §10.)
 type CommandTable = HashMap<String, Tracked, BuildHasherDefault<DefaultHasher>>;
 
 /// Commands of one Edge.

@@ -1,9 +1,8 @@
 //! The table of connections, keyed by the runtime's [`ConnectionId`]s.
 //!
 //! A hash table, so that every input's lookup costs the same whatever the number of
-//! connections (a B-tree of 10 000 connections compared ids on 4 levels, about 90
-//! instructions more per lookup; a status exchange looks its connection up about six
-//! times). Connection ids are chosen by the runtime, never by a peer, so a plain
+//! connections (a B-tree compares ids on each of its levels, and a status exchange
+//! looks its connection up several times: BENCHMARKS.md §10). Connection ids are chosen by the runtime, never by a peer, so a plain
 //! multiplicative hash (no per-process random key) spreads them without exposing the
 //! table to collisions an attacker could choose, and keeps the core deterministic.
 

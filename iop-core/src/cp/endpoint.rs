@@ -23,8 +23,7 @@ use super::view::Reachability;
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
 /// Outbound buffer bytes an idle connection may keep: room for its small frames
-/// (acks, status requests), so they cost no allocation (keeping none cost an
-/// allocation and a free per burst, about 350 instructions).
+/// (acks, status requests), so that they cost no allocation (BENCHMARKS.md §10).
 pub(crate) const IDLE_OUTBOUND_BYTES: usize = crate::outbound::MIN_RESERVE;
 
 /// Buffer usage of one connection, for metrics and memory checks.

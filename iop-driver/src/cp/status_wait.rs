@@ -3,11 +3,10 @@
 //! under the server's lock by whoever learns the outcome, read by the caller's
 //! future under the same lock.
 //!
-//! A channel per request (it was a `futures_channel` oneshot) allocated and freed a
-//! shared cell and synchronised on it, although every party already holds the
-//! server's lock when it touches the request: ~400 user-space instructions per status
-//! round trip. An entry in a table the state keeps costs a lookup instead, and a
-//! caller that gives up (drops its future) removes its entry at once.
+//! Not a channel per request: that would allocate a shared cell and synchronise on
+//! it, although every party already holds the server's lock when it touches the
+//! request (BENCHMARKS.md §10). An entry in a table the state keeps costs a lookup
+//! instead, and a caller that gives up (drops its future) removes its entry at once.
 
 use std::collections::HashMap;
 use std::future::Future;
