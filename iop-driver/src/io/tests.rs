@@ -1,0 +1,258 @@
+//! The connection loop against scripted cores and streams.
+
+use super::*;
+
+struct Nop;
+impl Runtime for Nop {
+    type Stream = futures_lite::io::Cursor<Vec<u8>>;
+    type Listener = ();
+    async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn local_addr(_: &()) -> std::io::Result<std::net::SocketAddr> {
+        Ok(([127, 0, 0, 1], 0).into())
+    }
+    async fn accept(_: &()) -> std::io::Result<(Self::Stream, std::net::SocketAddr)> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    async fn sleep_until(_: std::time::Instant) {}
+    fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
+}
+
+/// [`Nop`] whose timers never fire.
+struct Patient;
+impl Runtime for Patient {
+    type Stream = futures_lite::io::Cursor<Vec<u8>>;
+    type Listener = ();
+    async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn local_addr(_: &()) -> std::io::Result<std::net::SocketAddr> {
+        Ok(([127, 0, 0, 1], 0).into())
+    }
+    async fn accept(_: &()) -> std::io::Result<(Self::Stream, std::net::SocketAddr)> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    async fn sleep_until(_: std::time::Instant) {
+        std::future::pending::<()>().await;
+    }
+    fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
+}
+
+/// Echo core: every byte read is written back; closes after `close_after` bytes.
+struct Echo {
+    pending: std::sync::Mutex<Vec<u8>>,
+    seen: std::sync::Mutex<usize>,
+    close_after: usize,
+}
+impl ConnCore for Echo {
+    fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
+        self.pending.lock().unwrap().extend_from_slice(bytes);
+        *self.seen.lock().unwrap() += bytes.len();
+        out.map(|out| self.pull(out, PULL_BATCH))
+    }
+    fn pull(&self, out: &mut Vec<u8>, _limit: usize) -> Pull {
+        out.append(&mut self.pending.lock().unwrap());
+        if *self.seen.lock().unwrap() >= self.close_after {
+            Pull::Close
+        } else {
+            Pull::Idle
+        }
+    }
+    fn deadline(&self) -> Option<std::time::Instant> {
+        None
+    }
+    fn handle_timeout(&self) {}
+    fn aborted(&self) -> bool {
+        false
+    }
+    fn closed(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_connection_driver_holds_little_while_idle() {
+    let core = Echo {
+        pending: Default::default(),
+        seen: Default::default(),
+        close_after: usize::MAX,
+    };
+    let mut wire = Wire::new(futures_lite::io::Cursor::new(Vec::new()));
+    let wake = Signal::new();
+    let fut = drive::<Nop, _, _, _>(&mut wire, &core, &wake);
+    // A few words: no read buffer, no frame-sized buffer.
+    let size = std::mem::size_of_val(&fut);
+    assert!(size <= 512, "driver future is {size} bytes");
+}
+
+#[test]
+fn bytes_read_are_handed_to_the_core_and_its_output_written() {
+    let core = Echo {
+        pending: Default::default(),
+        seen: Default::default(),
+        close_after: 5,
+    };
+    let mut wire = Wire::new(futures_lite::io::Cursor::new(b"hello".to_vec()));
+    let wake = Signal::new();
+    let ended = futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
+    assert_eq!(ended, Ended::ByCore);
+    // The cursor wrote the echo after the 5 bytes it read.
+    assert_eq!(wire.stream.into_inner(), b"hellohello");
+}
+
+/// A stream that takes at most `room` more bytes (then `Pending` until given
+/// more) and never has anything to read.
+#[derive(Clone, Default)]
+struct Narrow {
+    room: std::sync::Arc<std::sync::Mutex<usize>>,
+    taken: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    writer: std::sync::Arc<std::sync::Mutex<Option<Waker>>>,
+}
+impl Narrow {
+    fn open(&self, more: usize) {
+        *self.room.lock().unwrap() += more;
+        if let Some(w) = self.writer.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+    fn taken(&self) -> Vec<u8> {
+        self.taken.lock().unwrap().clone()
+    }
+}
+impl AsyncRead for Narrow {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Pending
+    }
+}
+impl AsyncWrite for Narrow {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut room = self.room.lock().unwrap();
+        if *room == 0 {
+            *self.writer.lock().unwrap() = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let n = buf.len().min(*room);
+        *room -= n;
+        self.taken.lock().unwrap().extend_from_slice(&buf[..n]);
+        Poll::Ready(Ok(n))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A core whose output is scripted: `queued` goes out on the next pull, then its
+/// `Close` once `close` is set.
+#[derive(Default)]
+struct Script {
+    queued: std::sync::Mutex<Vec<u8>>,
+    close: std::sync::atomic::AtomicBool,
+}
+impl ConnCore for Script {
+    fn handle_bytes(&self, _: &[u8], _: Option<&mut Vec<u8>>) -> Option<Pull> {
+        None
+    }
+    fn pull(&self, out: &mut Vec<u8>, _: usize) -> Pull {
+        out.append(&mut self.queued.lock().unwrap());
+        if self.close.load(std::sync::atomic::Ordering::Relaxed) {
+            Pull::Close
+        } else {
+            Pull::Idle
+        }
+    }
+    fn deadline(&self) -> Option<std::time::Instant> {
+        None
+    }
+    fn handle_timeout(&self) {}
+    fn aborted(&self) -> bool {
+        false
+    }
+    fn closed(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_claim_takes_output_only_when_nothing_is_pending() {
+    let mut wire = Wire::new(Narrow::default());
+    assert_eq!(wire.claim(|_| Pull::Idle), Claim::Nothing);
+    assert_eq!(
+        wire.claim(|out| {
+            out.extend_from_slice(b"first");
+            Pull::Idle
+        }),
+        Claim::Pulled
+    );
+    // "first" is not written yet: a later claim must not pull (its bytes would
+    // have to go after "first", which only the driver may now write).
+    let mut pulled = false;
+    let claim = wire.claim(|_| {
+        pulled = true;
+        Pull::Idle
+    });
+    assert_eq!((claim, pulled), (Claim::Driver, false));
+    assert_eq!(wire.out, b"first");
+    // A batch that may have left more behind, and the close, go to the driver.
+    let mut wire = Wire::new(Narrow::default());
+    let big = wire.claim(|out| {
+        out.resize(PULL_BATCH, 7);
+        Pull::Idle
+    });
+    assert_eq!(big, Claim::Driver);
+    let mut wire = Wire::new(Narrow::default());
+    assert_eq!(wire.claim(|_| Pull::Close), Claim::Driver);
+    assert!(wire.close);
+    assert_eq!(wire.claim(|_| unreachable!()), Claim::Driver);
+}
+
+#[test]
+fn what_a_claimant_cannot_write_the_driver_writes_first_in_order() {
+    let stream = Narrow::default();
+    stream.open(4);
+    let wire = Mutex::new(Wire::new(stream.clone()));
+    let core = Script::default();
+    // Another task pulled "hello world" and wrote what the stream took.
+    let claim = lock(&wire).claim(|out| {
+        out.extend_from_slice(b"hello world");
+        Pull::Idle
+    });
+    assert_eq!(claim, Claim::Pulled);
+    assert!(!lock(&wire).write_now());
+    assert_eq!(stream.taken(), b"hell");
+    // Later output, then the close, queued in the core for the driver.
+    core.queued.lock().unwrap().extend_from_slice(b", bye");
+    core.close.store(true, std::sync::atomic::Ordering::Relaxed);
+    let wake = Signal::new();
+    wake.notify();
+    let opener = {
+        let stream = stream.clone();
+        std::thread::spawn(move || {
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                stream.open(1);
+            }
+        })
+    };
+    let ended = futures_lite::future::block_on(drive::<Patient, _, _, _>(&wire, &core, &wake));
+    opener.join().unwrap();
+    assert_eq!(ended, Ended::ByCore);
+    assert_eq!(stream.taken(), b"hello world, bye");
+}
