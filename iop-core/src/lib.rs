@@ -131,6 +131,7 @@ pub mod ids;
 pub mod limits;
 pub mod outbound;
 pub mod registry;
+pub mod rng;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;

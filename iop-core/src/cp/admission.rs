@@ -102,17 +102,9 @@ impl ControlPlane {
         let wait = slot.saturating_duration_since(now);
         // Up to an eighth more, from the connection id (and the process's command-id
         // epoch, so that two Control Planes spread differently).
-        let spread = mix(conn.0 ^ self.config.command_id_epoch) >> 54; // 0..1024
+        let spread = crate::rng::mix(conn.0 ^ self.config.command_id_epoch) >> 54; // 0..1024
         (wait + wait * spread as u32 / 8192).min(max)
     }
-}
-
-/// SplitMix64's finaliser: a well-spread 64-bit function of `x`.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]

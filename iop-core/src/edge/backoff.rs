@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::rng::SplitMix64;
 use crate::Instant;
+use crate::rng::SplitMix64;
 
 /// Full-jitter exponential backoff: the `n`-th consecutive failure waits a delay
 /// uniform in `[0, min(max, base × 2ⁿ)]`, never ending before a `retry_after` the

@@ -110,7 +110,6 @@ mod config;
 mod event;
 mod inbound;
 mod registry_seam;
-mod rng;
 mod secret;
 mod session;
 

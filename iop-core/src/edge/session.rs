@@ -14,11 +14,11 @@ use super::commands::Commands;
 use super::config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
 use super::event::{CloseReason, ConnectError, EdgeEvent, EdgeStats};
 use super::registry_seam::{EdgeRegistry, LifecycleEvent};
-use super::rng::SplitMix64;
 use crate::Instant;
 use crate::limits::LIVENESS_INTERVALS;
 use crate::outbound::{Outbound, OutboundError};
 use crate::registry::NodeRegistry;
+use crate::rng::SplitMix64;
 
 /// Bytes [`Edge::poll_transmit`] appends per call, at most (at least one frame).
 const TRANSMIT_CHUNK: usize = 64 * 1024;

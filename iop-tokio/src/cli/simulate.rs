@@ -10,6 +10,7 @@ use std::time::Duration;
 use iop_core::NodeRegistry;
 use iop_core::proto::NodeState;
 use iop_core::registry::{Candidate, Generation, Lease, LeaseKind, QueueTicket};
+use iop_core::rng::SplitMix64;
 
 use iop_core::edge::TargetLevel;
 
@@ -23,33 +24,6 @@ pub const SIM_DISCONNECT: &str = "sim.disconnect";
 /// `sim.connect`: connects the matched simulated nodes, makes them ready, and hands
 /// them back to the simulation.
 pub const SIM_CONNECT: &str = "sim.connect";
-
-/// A small deterministic generator (SplitMix64): the same seed gives the same run.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// True with probability `percent` / 100.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 /// What one simulated node holds: its connection and the leases and queued requests
 /// it made.
@@ -93,7 +67,7 @@ impl Default for SimRates {
 /// Simulated nodes over a registry: call [`step`](Self::step) periodically.
 #[derive(Debug)]
 pub struct Simulator {
-    rng: Rng,
+    rng: SplitMix64,
     rates: SimRates,
     nodes: BTreeMap<String, SimNode>,
     held: BTreeSet<String>,
@@ -103,7 +77,7 @@ impl Simulator {
     /// A simulator drawing from `seed`.
     pub fn new(seed: u64, rates: SimRates) -> Self {
         Self {
-            rng: Rng(seed),
+            rng: SplitMix64::new(seed),
             rates,
             nodes: BTreeMap::new(),
             held: BTreeSet::new(),
@@ -191,18 +165,18 @@ impl Simulator {
                 Some((NodeState::Pending | NodeState::Ready, _))
             );
             let ours = self.nodes.get(id).and_then(|n| n.generation).is_some();
-            if (ours || !live) && self.rng.chance(rates.connect) {
+            if (ours || !live) && self.rng.chance(rates.connect, 100) {
                 self.connect(reg, id, now);
             }
             return;
         }
-        if self.rng.chance(rates.disconnect) {
+        if self.rng.chance(rates.disconnect, 100) {
             self.disconnect(reg, id, "simulated connection loss", now);
             return;
         }
-        if !providers.is_empty() && self.rng.chance(rates.lease) {
-            let provider = &providers[self.rng.below(providers.len())];
-            let kind = if self.rng.chance(25) {
+        if !providers.is_empty() && self.rng.chance(rates.lease, 100) {
+            let provider = &providers[self.rng.index(providers.len())];
+            let kind = if self.rng.chance(25, 100) {
                 LeaseKind::LongContext
             } else {
                 LeaseKind::Normal
@@ -216,12 +190,12 @@ impl Simulator {
             }
         }
         let node = self.nodes.entry(id.to_owned()).or_default();
-        if !node.leases.is_empty() && self.rng.chance(rates.release) {
-            let i = self.rng.below(node.leases.len());
+        if !node.leases.is_empty() && self.rng.chance(rates.release, 100) {
+            let i = self.rng.index(node.leases.len());
             let lease = node.leases.swap_remove(i);
             let _ = reg.release(lease);
         }
-        if !providers.is_empty() && node.tickets.len() < 8 && self.rng.chance(rates.enqueue) {
+        if !providers.is_empty() && node.tickets.len() < 8 && self.rng.chance(rates.enqueue, 100) {
             let candidates = providers
                 .iter()
                 .map(|p| Candidate::new(id, p.as_str()))
@@ -230,7 +204,7 @@ impl Simulator {
                 node.tickets.push(t);
             }
         }
-        if !node.tickets.is_empty() && self.rng.chance(rates.dequeue) {
+        if !node.tickets.is_empty() && self.rng.chance(rates.dequeue, 100) {
             let t = node.tickets.remove(0);
             let _ = reg.dequeue(t);
         }
