@@ -2,23 +2,22 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use iop_proto::{EncodeError, Envelope, GoAwayReason, encode_frame};
+use iop_proto::{EncodeError, Envelope, encode_frame};
 
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::config::{CpConfig, CpConfigError, ms_u32};
+use super::config::{CpConfig, CpConfigError};
 use super::conn::{Conn, ConnState};
 use super::conn_table::ConnTable;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
-use super::event::{CloseReason, ConnectionId, CpEvent, RequestId, Transmit};
+use super::event::{CloseReason, ConnectionId, CpEvent, Transmit};
 use super::identity::PeerIdentity;
 use super::session_frames::{self, InPlace, Parts};
 use super::stats::CpStats;
 use super::timer::Timer;
-use super::view::Reachability;
 
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;
@@ -394,108 +393,6 @@ impl ControlPlane {
         self.close(conn, CloseReason::ProtocolError(violation));
     }
 
-    /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
-    /// the one `Closed` event. No effect on a connection already closing.
-    pub(crate) fn close(&mut self, conn: ConnectionId, reason: CloseReason) {
-        self.close_retrying(conn, reason, None);
-    }
-
-    /// [`close`](Self::close), its `GoAway{OVERLOADED}` naming `retry` instead of
-    /// `retry_after_overloaded` when given.
-    pub(crate) fn close_retrying(
-        &mut self,
-        conn: ConnectionId,
-        reason: CloseReason,
-        retry: Option<std::time::Duration>,
-    ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        if !c.is_open() {
-            return;
-        }
-        let state = std::mem::replace(&mut c.state, ConnState::Closing);
-        if matches!(state, ConnState::AwaitingHello | ConnState::Claiming(_)) {
-            self.pending_hellos -= 1;
-        }
-        c.timers.clear();
-        // Release any partial frame: nothing more is read.
-        c.decoder = iop_proto::FrameDecoder::new(0);
-        if reason == CloseReason::SlowPeer {
-            c.outbound.clear();
-        } else if let Some(go_away) = reason.go_away() {
-            let retry = match go_away {
-                GoAwayReason::Superseded => self.config.retry_after_superseded,
-                GoAwayReason::Overloaded => retry.unwrap_or(self.config.retry_after_overloaded),
-                _ => std::time::Duration::ZERO,
-            };
-            let message = close_message(&reason);
-            let frame = Envelope::go_away(go_away, message, ms_u32(retry));
-            if c.outbound.push(&frame).is_err() {
-                c.outbound.clear();
-                let _ = c.outbound.push(&frame);
-            }
-            self.stats.frames_out += 1;
-        }
-        match &reason {
-            CloseReason::ProtocolError(_) => self.stats.protocol_errors += 1,
-            CloseReason::HelloTimeout => self.stats.hello_timeouts += 1,
-            CloseReason::HeartbeatTimeout => self.stats.heartbeat_timeouts += 1,
-            CloseReason::Overloaded => self.stats.overloaded += 1,
-            CloseReason::SlowPeer => self.stats.slow_peers += 1,
-            _ => {}
-        }
-        queue_wakeup(c, conn, &mut self.wakeups, self.handling);
-        let (edge_id, session_id) = match state {
-            ConnState::Active(session) => {
-                let mut session = *session;
-                for correlation_id in session.status.abandon_all() {
-                    self.events.push_back(CpEvent::StatusAbandoned {
-                        edge_id: session.edge_id.clone(),
-                        request: RequestId {
-                            session_id: session.session_id,
-                            correlation_id,
-                        },
-                    });
-                }
-                // Stale-close suppression: only the live session's end disconnects.
-                if let Some(entry) = self.edges.live_at(session.edge, conn) {
-                    entry.live = None;
-                    entry.view.reachability = Reachability::Disconnected;
-                    entry.view.fresh = false;
-                    let undeliverable = entry.commands.on_session_end(
-                        self.config.undeliverable_after_sessions,
-                        self.config.finished_command_retention,
-                    );
-                    self.events.push_back(CpEvent::EdgeDisconnected {
-                        edge_id: session.edge_id.clone(),
-                        session_id: session.session_id,
-                        reason: reason.clone(),
-                    });
-                    for (command_id, sessions) in undeliverable {
-                        self.stats.commands_undeliverable += 1;
-                        self.events.push_back(CpEvent::CommandUndeliverable {
-                            edge_id: session.edge_id.clone(),
-                            command_id,
-                            sessions,
-                        });
-                    }
-                    self.edges.disconnected(session.edge, self.latest_now);
-                    self.evict_views();
-                }
-                (Some(session.edge_id), Some(session.session_id))
-            }
-            _ => (None, None),
-        };
-        self.events.push_back(CpEvent::Closed {
-            conn,
-            edge_id,
-            session_id,
-            reason,
-        });
-        self.reindex(conn);
-    }
-
     /// Moves the time of the latest input on (inputs may come with the same `now`).
     pub(crate) fn saw(&mut self, now: Instant) {
         if now > self.latest_now {
@@ -559,7 +456,7 @@ pub(crate) fn queue_encoded(
 /// Lists `c` (named `conn`) for [`ControlPlane::poll_wakeup`], once until polled, unless
 /// it is the connection whose bytes are being handled (its driver pulls after every
 /// input anyway).
-fn queue_wakeup(
+pub(crate) fn queue_wakeup(
     c: &mut Conn,
     conn: ConnectionId,
     wakeups: &mut VecDeque<ConnectionId>,
@@ -608,19 +505,4 @@ fn heard_from(c: &mut Conn, now: Instant) -> bool {
         .set(Timer::Unreachable, now + session.unreachable_after);
     c.timers.set(Timer::Liveness, now + session.liveness_after);
     std::mem::replace(&mut session.unreachable, false)
-}
-
-fn close_message(reason: &CloseReason) -> String {
-    match reason {
-        CloseReason::ProtocolError(v) => format!("protocol error: {v}"),
-        CloseReason::HelloTimeout => "no hello within the hello timeout".into(),
-        CloseReason::HeartbeatTimeout => "nothing received within the liveness window".into(),
-        CloseReason::Superseded { by_session_id } => {
-            format!("superseded by session {by_session_id}")
-        }
-        CloseReason::CredentialRevoked => "credential revoked".into(),
-        CloseReason::Shutdown => "control plane shutting down".into(),
-        CloseReason::Overloaded => "too many connections".into(),
-        _ => String::new(),
-    }
 }

@@ -146,6 +146,7 @@
 mod admission;
 mod api;
 mod claim;
+mod close;
 mod command;
 mod config;
 mod conn;
