@@ -108,6 +108,7 @@ pub struct CommandLog {
     jobs: mpsc::Sender<Job>,
     kv: kv::Store,
     timeout: Duration,
+    stats: std::sync::Arc<ClusterStats>,
 }
 
 /// An Edge's unfinished commands as the engine holds them, for adoption.
@@ -135,6 +136,7 @@ impl CommandLog {
             jobs: tx,
             kv: kv.clone(),
             timeout,
+            stats: stats.clone(),
         };
         let events = cp.subscribe_with(SubscribeOptions::default().kinds([
             CpEventKind::CommandResponded,
@@ -188,7 +190,13 @@ impl CommandLog {
 
     /// Writes the record of `command_id` of `edge_id` and returns once it is in the
     /// engine (or after the engine's operation timeout: the caller goes on without).
+    /// With the engine down (the replica's last liveness renewal failed) it returns
+    /// at once: the replica serves its own Edges without records until it is back.
     pub async fn flushed(&self, edge_id: &str, command_id: &str) {
+        if !self.stats.engine_up() {
+            self.note(edge_id, command_id);
+            return;
+        }
         let (done, written) = oneshot::channel();
         let job = Job::Write {
             edge_id: edge_id.to_owned(),
@@ -329,6 +337,11 @@ impl<R: Runtime> Writer<R> {
         let Some(session_id) = owned_get(&self.owned, edge_id) else {
             return;
         };
+        if !self.stats.engine_up() {
+            // Each write would wait out its timeout: the queue would only grow.
+            self.stats.record_failed();
+            return;
+        }
         let Some(handover) = self.cp.command_handover(edge_id, command_id) else {
             return;
         };

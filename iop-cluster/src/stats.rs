@@ -91,6 +91,10 @@ impl ClusterStats {
         }
     }
 
+    /// Whether the last liveness renewal reached the engine.
+    pub(crate) fn engine_up(&self) -> bool {
+        self.engine_up.load(Ordering::Relaxed)
+    }
     pub(crate) fn recorded(&self) {
         add(&self.commands_recorded);
     }

@@ -4,6 +4,8 @@
 
 mod cluster_support;
 
+use std::time::Duration;
+
 use cluster_support::*;
 use futures_lite::StreamExt;
 use iop_cluster::key::edge_key;
@@ -197,7 +199,16 @@ async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_rec
     };
     let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
     let stats = a.replica.stats();
-    let (held, s1) = edge_on(&a, "edge-1").await;
+    let held = EdgeClient::new(fast_edge("edge-1"))
+        .operation("edge.ping", TargetLevel::Edge, |_ctx| async {
+            CommandResult::succeeded("pong")
+        })
+        .connect(a.addr())
+        .unwrap();
+    let s1 = bounded("edge-1's session", held.connected())
+        .await
+        .unwrap()
+        .session_id;
 
     nats.kill();
     eventually("the engine seen down", || {
@@ -213,9 +224,28 @@ async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_rec
     })
     .await;
     assert!(!newcomer.is_connected());
-    // The Edge already held keeps its session.
+    // The Edge already held keeps its session, and its commands are answered without
+    // waiting on the engine for their records.
     assert_eq!(live_session(&a.cp(), "edge-1"), Some(s1));
     assert!(held.is_connected());
+    let mut tracker = a
+        .cp()
+        .send_command("edge-1", CommandSpec::new("edge.ping"))
+        .unwrap();
+    let id = tracker.command_id().to_owned();
+    bounded("the answer", async {
+        while let Some(update) = tracker.next().await {
+            if matches!(update, CommandUpdate::Response(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+    // A write would wait out the engine's 2 s timeout.
+    let records = a.replica.commands().clone();
+    tokio::time::timeout(Duration::from_secs(1), records.flushed("edge-1", &id))
+        .await
+        .expect("no wait on an engine known to be down");
 
     nats.restart();
     eventually("the engine seen up again", || {
