@@ -10,7 +10,6 @@
 pub mod core_floor;
 pub mod echo;
 pub mod fleet;
-pub mod floor;
 pub mod grpc;
 pub mod ours;
 pub mod placement;

@@ -1,19 +1,10 @@
-//! The floors under the 0-node status round trip, against the raw TCP echo and
-//! against ours, on the same harness as `roundtrip` (BENCHMARKS.md §6): what
-//! a system costs that only frames, encodes and decodes the status, and what our two
+//! The floor under the 0-node status round trip, against the raw TCP echo and
+//! against ours, on the same harness as `roundtrip` (BENCHMARKS.md §6): what our two
 //! Sans-IO cores cost with the least driving they allow.
 //!
-//! * **Codec floor**: a hand-written Control Plane in the caller's own task builds the
-//!   status request envelope (the next correlation id), frames it with `encode_frame`,
-//!   writes it, reads until `FrameDecoder` yields the answer, checks its correlation
-//!   id and returns the decoded `EdgeStatusResponse`; a hand-written Edge decodes the
-//!   request and answers with an empty status, built, framed and written. No
-//!   session, hello, timers, handle or
-//!   connection task on either side.
 //! * **Cores floor**: our two Sans-IO cores (`ControlPlane`, `Edge`), each driven by
 //!   a hand-written loop in one task (the Control Plane's in the caller's), with no
-//!   driver: no connection task, handle, server lock, waiter table or timers. What
-//!   our cores add to the codec floor, with the least driving they allow.
+//!   driver: no connection task, handle, server lock, waiter table or timers.
 //! * **Raw echo**: the same bytes, moved without encoding or decoding.
 //! * **Ours**: `ControlPlaneHandle::request_status` against an `EdgeClient`.
 //!
@@ -32,7 +23,6 @@ use std::time::Instant;
 
 use iop_bench::fixtures;
 use iop_bench_socket::core_floor::CoreFloorCp;
-use iop_bench_socket::floor::FloorCp;
 use iop_bench_socket::ours::Ours;
 use iop_bench_socket::placement::Placement;
 use iop_bench_socket::stats::{median, ratio_cell, ratios};
@@ -67,32 +57,25 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
     let (request_frame, response_frame) = echo::frames(&fixtures::registry(0, 4))?;
     let mut echo = echo::connect(&edge_rt, request_frame.len(), response_frame.clone()).await?;
     let mut echo_buf = vec![0u8; response_frame.len()];
-    // The codec floor, and the cores floor.
-    let mut floor = FloorCp::connect(&edge_rt, EDGE_ID).await?;
     let mut cores = CoreFloorCp::connect(&edge_rt, EDGE_ID).await?;
 
     let answer = cp.request_status(EDGE_ID, vec![]).await?;
-    let floor_answer = floor.round_trip().await?;
-    let cores_answer = cores.round_trip().await?;
-    if answer.nodes.len() != floor_answer.nodes.len()
-        || answer.nodes.len() != cores_answer.nodes.len()
-    {
-        return Err("a floor's answer differs from ours".into());
+    if answer.nodes.len() != cores.round_trip().await?.nodes.len() {
+        return Err("the floor's answer differs from ours".into());
     }
     for _ in 0..BATCH {
         std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
         echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
-        std::hint::black_box(floor.round_trip().await?);
         std::hint::black_box(cores.round_trip().await?);
     }
 
     // Where the two threads run while each system is timed (see `roundtrip`).
-    let placement = Placement::start_this_thread_and(&edge_rt, 4).await;
-    // Per round, ns per round trip: ours, echo, codec floor, cores floor.
-    let mut per: [Vec<f64>; 4] = Default::default();
+    let placement = Placement::start_this_thread_and(&edge_rt, 3).await;
+    // Per round, ns per round trip: ours, echo, cores floor.
+    let mut per: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
-        for k in 0..4 {
-            let system = (round + k) % 4;
+        for k in 0..3 {
+            let system = (round + k) % 3;
             if let Some(p) = &placement {
                 p.timing(Some(system));
             }
@@ -103,9 +86,6 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
                         std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
                     }
                     1 => echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?,
-                    2 => {
-                        std::hint::black_box(floor.round_trip().await?);
-                    }
                     _ => {
                         std::hint::black_box(cores.round_trip().await?);
                     }
@@ -122,7 +102,7 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
     let shares = placement.map(Placement::finish).unwrap_or_default();
     ours.shutdown(&edge_rt).await?;
 
-    let [ours, echo, floor, cores] = per;
+    let [ours, echo, cores] = per;
     let us = |xs: &[f64]| median(&mut xs.to_vec()) / 1e3;
     // The settled round-trip goals: the cores within 1.10× the echo, and the driver
     // within 1.10× the cores driven by hand.
@@ -136,19 +116,16 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         format!("{} | ≤ {GOAL:.2} | {met}", ratio_cell(&mut r))
     };
     Ok(format!(
-        "### Status round trip, 0 nodes: the codec and cores floors ({rounds} rounds, medians)\n\n\
+        "### Status round trip, 0 nodes: the cores floor ({rounds} rounds, medians)\n\n\
          | what | per round trip | ratio | goal | met |\n|---|---:|---:|---|---|\n\
          | raw TCP echo ({} B out, {} B back) | {:.2} µs | — | — | — |\n\
-         | codec floor: hand-written both sides, encode + decode only, vs the echo | {:.2} µs | {} | — | — |\n\
          | cores floor: our two cores, hand-written loops, no driver, vs the echo | {:.2} µs | {} |\n\
          | ours: `request_status` against `EdgeClient`, vs the cores floor | {:.2} µs | {} |\n\
          | ours vs the echo | — | {} | — | — |\n\
-         | both threads on one CPU (samples every 2 ms): echo, codec floor, cores floor, ours | {}, {}, {}, {} | — | — | — |\n",
+         | both threads on one CPU (samples every 2 ms): echo, cores floor, ours | {}, {}, {} | — | — | — |\n",
         request_frame.len(),
         response_frame.len(),
         us(&echo),
-        us(&floor),
-        ratio_cell(&mut ratios(&floor, &echo)),
         us(&cores),
         judged(&cores, &echo),
         us(&ours),
@@ -156,7 +133,6 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         ratio_cell(&mut ratios(&ours, &echo)),
         shares.cell(1),
         shares.cell(2),
-        shares.cell(3),
         shares.cell(0),
     ))
 }
