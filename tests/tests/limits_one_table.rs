@@ -32,6 +32,10 @@ const LOCAL: &[(&str, &str)] = &[
     ("MAX_BODY", "the admin HTTP API's request bodies"),
     ("MIN_TOKEN_LEN", "the admin HTTP API's token file"),
     (
+        "MIN_SAMPLE",
+        "the shortest window the CP's acceptance rate is read over",
+    ),
+    (
         "MAX_REFUSAL_HANDSHAKES",
         "a driver's TLS refusals under way",
     ),

@@ -7,20 +7,19 @@
 //! drains in a second would take ten. Such a refusal instead names a turn: after the
 //! hellos pending now and after every connection refused before it, each one
 //! acceptance apart at the rate hellos were accepted lately (plus up to an eighth,
-//! by the connection), and between [`MIN_BURST_RETRY`] and `retry_after_overloaded`
-//! (in the first moments of a burst, before any rate is measured, the least). A Control Plane that
-//! has accepted nothing for a while (a cluster engine down, say) keeps the full
-//! `retry_after_overloaded`.
+//! by the connection), and between [`MIN_RETRY_AFTER_BURST`] and
+//! `retry_after_overloaded` (in the first moments of a burst, before any rate is
+//! measured, the least). A Control Plane that has accepted nothing for a while (a
+//! cluster engine down, say) keeps the full `retry_after_overloaded`.
 
 use std::time::Duration;
 
+use crate::limits::MIN_RETRY_AFTER_BURST;
 use crate::time::Instant;
 
 use super::endpoint::ControlPlane;
 use super::event::ConnectionId;
 
-/// The least `retry_after` a burst refusal names.
-pub(crate) const MIN_BURST_RETRY: Duration = Duration::from_millis(200);
 /// How long the acceptance rate is measured over.
 const WINDOW: Duration = Duration::from_millis(250);
 /// A window shorter than this says too little of the rate.
@@ -77,7 +76,7 @@ impl ControlPlane {
     /// the [module docs](self)).
     pub(crate) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
         let max = self.config.retry_after_overloaded;
-        let least = MIN_BURST_RETRY.min(max);
+        let least = MIN_RETRY_AFTER_BURST.min(max);
         let slot = match self.hello_rate.now(now, self.stats.sessions_accepted) {
             // Nothing accepted for a while: whatever holds the hellos, not a burst.
             Some(0) => return max,

@@ -208,6 +208,9 @@ pub const DEFAULT_RETRY_AFTER_SUPERSEDED: Duration = Duration::from_secs(5);
 pub const DEFAULT_RETRY_AFTER_DRAINING: Duration = Duration::from_secs(10);
 /// `retry_after_ms` sent with `GoAway{OVERLOADED}`.
 pub const DEFAULT_RETRY_AFTER_OVERLOADED: Duration = Duration::from_secs(10);
+/// The least `retry_after_ms` a Control Plane names when it refuses a connection
+/// `OVERLOADED` at its pending-hello caps in a burst (the connection's turn).
+pub const MIN_RETRY_AFTER_BURST: Duration = Duration::from_millis(200);
 
 /// Bytes of a length-delimited field of `len` bytes with a one-byte key.
 const fn delimited(len: usize) -> usize {
@@ -345,6 +348,7 @@ table! {
     DEFAULT_RETRY_AFTER_SUPERSEDED = "5 s": "retry_after on SUPERSEDED and DUPLICATE_EDGE";
     DEFAULT_RETRY_AFTER_DRAINING = "10 s": "retry_after on DRAINING";
     DEFAULT_RETRY_AFTER_OVERLOADED = "10 s": "retry_after on OVERLOADED";
+    MIN_RETRY_AFTER_BURST = "200 ms": "least retry_after on OVERLOADED at the pending-hello caps (the connection's turn)";
 }
 
 /// Reads a value as [`TABLE`] writes it: `4 MiB`, `10 000`, `128 B`, `10 min`.
