@@ -1,5 +1,8 @@
 //! The cases the sender oracle runs: what one sending API of one side is given.
 
+#[cfg(doc)]
+use crate::{NodeRegistry, cp::ControlPlane, edge::Edge};
+
 /// A command the Control Plane's application asks it to send.
 #[derive(Debug, Clone)]
 pub struct CommandCase {
