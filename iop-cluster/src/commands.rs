@@ -49,6 +49,10 @@ const QUEUE: usize = 8192;
 const ATTEMPTS: usize = 3;
 /// Unfinished commands an index lists at most (the core's in-flight limit is lower).
 const MAX_INDEXED: usize = 4096;
+/// Revisions and indexes the writer keeps at most. Those of Edges that moved to
+/// another replica are written no more; past this they are all forgotten, and the
+/// next write of each reads its revision again (a conflict, then a read).
+const MAX_KEPT: usize = 100_000;
 
 fn record_key(edge_id: &str, command_id: &str) -> String {
     format!("c.{}.{}", edge_key(edge_id), edge_key(command_id))
@@ -245,11 +249,12 @@ impl CommandLog {
             let Some(entry) = self.entry(&key).await? else {
                 continue;
             };
-            out.records.push((key, entry.revision));
             if let Some(stored) = live_value(&entry)
                 .and_then(StoredCommand::decode_value)
                 .filter(|s| s.edge_id == edge_id && !s.finished())
             {
+                // Only a command carried on is written again: only its revision is kept.
+                out.records.push((key, entry.revision));
                 out.commands.push((stored.handover(), stored.record()));
             }
         }
@@ -312,6 +317,7 @@ impl<R: Runtime> Writer<R> {
                         index,
                         listed,
                     } => {
+                        self.forget_if_full();
                         self.revisions.extend(records);
                         self.indexes.insert(edge_id, (index, listed));
                     }
@@ -333,7 +339,18 @@ impl<R: Runtime> Writer<R> {
         }
     }
 
+    /// Bounds the writer's caches (see [`MAX_KEPT`]).
+    fn forget_if_full(&mut self) {
+        if self.revisions.len() >= MAX_KEPT {
+            self.revisions.clear();
+        }
+        if self.indexes.len() >= MAX_KEPT {
+            self.indexes.clear();
+        }
+    }
+
     async fn write(&mut self, edge_id: &str, command_id: &str) {
+        self.forget_if_full();
         let Some(session_id) = owned_get(&self.owned, edge_id) else {
             return;
         };
