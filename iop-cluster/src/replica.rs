@@ -9,8 +9,9 @@
 //!   releases the record by compare-and-set on that session's id, so a stale close
 //!   never touches a newer owner's record;
 //! * **supersede inbox** — the winner of a record held by another replica sends that
-//!   replica a message (`iop.cluster.<replica>.superseded`); the former owner's
-//!   session gets `GoAway{SUPERSEDED}`;
+//!   replica a message (`iop.cluster.<replica>.superseded`, again after 1, 5 and 15 s
+//!   in case the former owner was reconnecting); the former owner's session gets
+//!   `GoAway{SUPERSEDED}`;
 //! * **watch** — every replica also watches the owners bucket and closes a session
 //!   of its own whose record moved on, so a lost message never leaves two live
 //!   sessions for long;
@@ -458,10 +459,27 @@ async fn tell_former(client: &async_nats::Client, edge_id: &str, former: &Former
         session_id: former.session_id,
         by_session_id: by,
     };
-    let payload = serde_json::to_vec(&message).unwrap_or_default();
-    // Best effort: the former owner's watch closes the session if this is lost.
-    let _ = client.publish(inbox(&former.replica), payload.into()).await;
+    let payload: bytes::Bytes = serde_json::to_vec(&message).unwrap_or_default().into();
+    let subject = inbox(&former.replica);
+    let _ = client.publish(subject.clone(), payload.clone()).await;
+    // A core NATS message is lost when the former owner is reconnecting (a NATS server
+    // of the cluster died, say), and its watch may take a while to recover then: the
+    // message goes again a few times (closing is idempotent: only that session closes).
+    let client = client.clone();
+    tokio::spawn(async move {
+        for after in RETELL {
+            tokio::time::sleep(after).await;
+            let _ = client.publish(subject.clone(), payload.clone()).await;
+        }
+    });
 }
+
+/// When a supersede message is sent again, each after the one before.
+const RETELL: [std::time::Duration; 3] = [
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(4),
+    std::time::Duration::from_secs(10),
+];
 
 /// Closes `session_id` of `edge_id` here: `by` took the Edge elsewhere.
 fn lose<R: Runtime>(ctx: &Ctx<R>, edge_id: &str, session_id: u64, by: u64) {
