@@ -36,7 +36,7 @@ use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::key::edge_key;
-use crate::nats::ClusterConfig;
+use crate::nats::{ClusterConfig, engine};
 use crate::ownership::StoreError;
 use crate::replica::{Owned, owned_get};
 use crate::stats::ClusterStats;
@@ -64,10 +64,6 @@ fn pointer_key(command_id: &str) -> String {
 
 fn index_key(edge_id: &str) -> String {
     format!("o.{}", edge_key(edge_id))
-}
-
-fn engine<E: std::fmt::Display>(e: E) -> StoreError {
-    StoreError(e.to_string())
 }
 
 /// Opens (or creates) the command bucket of `config`.
@@ -213,10 +209,7 @@ impl CommandLog {
     }
 
     async fn entry(&self, key: &str) -> Result<Option<kv::Entry>, StoreError> {
-        tokio::time::timeout(self.timeout, self.kv.entry(key))
-            .await
-            .map_err(|_| StoreError("timed out".into()))?
-            .map_err(engine)
+        bounded(self.timeout, self.kv.entry(key)).await
     }
 
     /// The stored record of `command_id` (of whichever Edge), if the engine has one.
@@ -371,15 +364,15 @@ impl<R: Runtime> Writer<R> {
         // with the record's first write.
         let pointer = async {
             if expected.is_none() {
-                let created = bounded(
-                    self.timeout,
-                    self.kv
-                        .create(pointer_key(command_id), edge_id.to_owned().into()),
-                )
-                .await;
-                if let Err(e) = created
-                    && !e.0.contains("exist")
-                {
+                let create = self
+                    .kv
+                    .create(pointer_key(command_id), edge_id.to_owned().into());
+                let kept = match tokio::time::timeout(self.timeout, create).await {
+                    Ok(Ok(_)) => true,
+                    Ok(Err(e)) => e.kind() == kv::CreateErrorKind::AlreadyExists,
+                    Err(_) => false,
+                };
+                if !kept {
                     self.stats.record_failed();
                 }
             }
@@ -414,20 +407,18 @@ impl<R: Runtime> Writer<R> {
             }
         };
         let ((), written, indexed) = tokio::join!(pointer, record_write, index_write);
+        // A finished record is written no more: its revision is not kept.
         match written {
             Some(revision) if !finished => {
                 self.revisions.insert(key, revision);
             }
-            Some(_) => {
+            _ => {
                 self.revisions.remove(&key);
-            }
-            None => {
-                self.revisions.remove(&key);
-                self.stats.record_failed();
             }
         }
-        if written.is_some() {
-            self.stats.recorded();
+        match written {
+            Some(_) => self.stats.recorded(),
+            None => self.stats.record_failed(),
         }
         if let (Some((open, _, _)), Some(indexed)) = (index, indexed) {
             match indexed {

@@ -56,7 +56,7 @@ pub struct NatsStore {
     timeout: Duration,
 }
 
-fn engine<E: std::fmt::Display>(e: E) -> StoreError {
+pub(crate) fn engine<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError(e.to_string())
 }
 

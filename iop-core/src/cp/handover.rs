@@ -103,12 +103,12 @@ impl ControlPlane {
             return Err(ClaimError::NotWaiting);
         };
         let mut kept = Vec::new();
+        let mut unfinished = pending
+            .adopted
+            .iter()
+            .filter(|a| a.outcome.is_none())
+            .count();
         for command in commands {
-            let unfinished = pending
-                .adopted
-                .iter()
-                .filter(|a| a.outcome.is_none())
-                .count();
             let id = &command.request.command_id;
             let fits = !id.is_empty()
                 && id.len() <= MAX_ID_LEN
@@ -116,6 +116,7 @@ impl ControlPlane {
                 && Envelope::new(command.request.clone()).encoded_len() <= max_frame_len
                 && (command.outcome.is_some() || unfinished < max_unfinished);
             if fits {
+                unfinished += usize::from(command.outcome.is_none());
                 kept.push(command.request.command_id.clone());
                 pending.adopted.push(command);
             }
