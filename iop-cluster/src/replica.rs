@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_nats::jetstream::{self, kv};
 use futures_lite::StreamExt;
-use iop_driver::iop_core::cp::{Claim, ClaimAnswer, CpEvent, CpEventKind, Reachability};
+use iop_driver::iop_core::cp::{Claim, ClaimAnswer, CpEvent, CpEventKind};
 use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions, Subscription};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
@@ -539,22 +539,21 @@ async fn heartbeat_loop<R: Runtime>(ctx: Arc<Ctx<R>>, every: std::time::Duration
             tracing::warn!(error = %e, "cannot renew this replica's liveness entry");
         }
         // Sessions granted here that are no longer live (their disconnect event was
-        // lost): their records are released.
-        let held: Vec<(String, u64)> = ctx
+        // lost): their records are released. Only those are copied out (the lock
+        // order is `owned`, then the Control Plane's state; nothing takes them the other
+        // way round).
+        let stale: Vec<(String, u64)> = ctx
             .owned
             .lock()
             .map(|o| {
                 o.iter()
-                    .filter(|(_, (_, taken))| *taken)
+                    .filter(|(k, (s, taken))| *taken && !ctx.cp.session_live(k, *s))
                     .map(|(k, (s, _))| (k.clone(), *s))
                     .collect()
             })
             .unwrap_or_default();
-        for (edge_id, session_id) in held {
-            let live = ctx.cp.edge(&edge_id).is_some_and(|v| {
-                v.session_id == session_id && v.reachability != Reachability::Disconnected
-            });
-            if !live && owned_take(&ctx.owned, &edge_id, session_id) {
+        for (edge_id, session_id) in stale {
+            if owned_take(&ctx.owned, &edge_id, session_id) {
                 let key = edge_key(&edge_id);
                 let _ = ownership::release(&ctx.store, &ctx.me, &key, session_id).await;
             }

@@ -175,6 +175,14 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         lock(&self.shared.state).cp.edge(edge_id).cloned()
     }
 
+    /// Whether `session_id` is `edge_id`'s session and not disconnected: what
+    /// [`edge`](Self::edge) would say, without copying the view.
+    pub fn session_live(&self, edge_id: &str, session_id: u64) -> bool {
+        lock(&self.shared.state).cp.edge(edge_id).is_some_and(|v| {
+            v.session_id == session_id && v.reachability != iop_core::cp::Reachability::Disconnected
+        })
+    }
+
     /// Counters for metrics.
     pub fn stats(&self) -> CpStats {
         lock(&self.shared.state).cp.stats()
