@@ -10,7 +10,8 @@
 //!   against off; goal: at most 2×;
 //! * the Control Plane process's RSS growth per enrolled Edge (from before the first
 //!   Edge dials), on against off; goal: at most 1.5×; and the whole process's RSS
-//!   over N, fixed costs included.
+//!   over N, fixed costs included. Both processes allocate with jemalloc, as the
+//!   `iop-control-plane` binary does.
 //!
 //! Needs nats-server 2.10 or newer (`IOP_NATS_SERVER`, else the PATH).
 //!
@@ -28,15 +29,20 @@ use iop_bench_socket::process::rss_bytes;
 use iop_bench_socket::{Row, Table};
 use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica};
-use iop_tokio::core::cp::{CommandSpec, Directory};
+use iop_tokio::core::cp::CommandSpec;
 use iop_tokio::core::edge::{EdgeConfig, TargetLevel};
-use iop_tokio::{CommandResult, CommandUpdate, ControlPlaneServer, EdgeClient, ServerConfig};
+use iop_tokio::{CommandResult, CommandUpdate, ControlPlaneServer, EdgeClient};
 
 /// Commands per measured series (after as many warm-up ones).
 const COMMANDS: usize = 300;
 const ENROL_BOUND: Duration = Duration::from_secs(120);
 
 type BoxError = Box<dyn std::error::Error>;
+
+/// As in `iop-control-plane`: with glibc's malloc, fragmentation rather than what the
+/// cluster holds decides the RSS (BENCHMARKS.md §9).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,12 +54,6 @@ fn main() -> Result<(), BoxError> {
         }
         _ => orchestrate(args.first().and_then(|n| n.parse().ok()).unwrap_or(10_000)),
     }
-}
-
-fn cluster_server() -> ServerConfig {
-    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
-    config.cp.directory = Directory::External;
-    config
 }
 
 async fn replica(
@@ -83,8 +83,8 @@ where
 
 /// (through the owner, through another replica, one NATS round trip), in µs.
 async fn commands(nats: &NatsServer) -> Result<(f64, f64, f64, f64), BoxError> {
-    let a = ControlPlaneServer::bind("127.0.0.1:0".parse()?, cluster_server()).await?;
-    let b = ControlPlaneServer::bind("127.0.0.1:0".parse()?, cluster_server()).await?;
+    let a = ControlPlaneServer::bind("127.0.0.1:0".parse()?, fleet::server_config(true)).await?;
+    let b = ControlPlaneServer::bind("127.0.0.1:0".parse()?, fleet::server_config(true)).await?;
     let ra = replica(nats, "cp-a", &a).await?;
     let rb = replica(nats, "cp-b", &b).await?;
     let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed()))
@@ -185,13 +185,7 @@ fn orchestrate(n: usize) -> Result<(), BoxError> {
         let mut server = Role::spawn(&["server".into(), n.to_string(), url])?;
         let addr = server.expect("addr")?;
         let _edges = Role::spawn(&["edges".into(), n.to_string(), addr])?;
-        let line = server.expect("enrolled")?;
-        let mut f = line
-            .split_whitespace()
-            .filter_map(|x| x.parse::<f64>().ok());
-        let (Some(secs), Some(rss), Some(before)) = (f.next(), f.next(), f.next()) else {
-            return Err(format!("bad result line: {line}").into());
-        };
+        let [secs, rss, before] = server.numbers("enrolled")?;
         enrol.push((secs, rss / n as f64, (rss - before) / n as f64));
     }
     let ((off, rss_off, grown_off), (on, rss_on, grown_on)) = (enrol[0], enrol[1]);
@@ -251,13 +245,8 @@ fn server(n: usize, url: &str) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
-        // Every Edge dials from 127.0.0.1 here (see the scale bench).
-        config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
         let clustered = url != "-";
-        if clustered {
-            config.cp.directory = Directory::External;
-        }
+        let config = fleet::server_config(clustered);
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let _replica = if clustered {
             let client = async_nats::connect(url).await?;
@@ -270,14 +259,9 @@ fn server(n: usize, url: &str) -> Result<(), BoxError> {
         // the replica's tasks).
         let rss_before = rss_bytes();
         report("addr", server.local_addr());
-        let start = Instant::now();
-        while cp.stats().live_sessions < n {
-            if start.elapsed() > ENROL_BOUND {
-                return Err(format!("only {} of {n} enrolled", cp.stats().live_sessions).into());
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let enrolled = start.elapsed().as_secs_f64();
+        let enrolled = fleet::wait_for(n, ENROL_BOUND, || cp.stats().live_sessions)
+            .await?
+            .as_secs_f64();
         let stats = cp.stats();
         eprintln!(
             "{}: {n} enrolled in {enrolled:.2} s; hellos refused OVERLOADED at the pending cap {}, claims unavailable {}, hello timeouts {}, connections refused {}, overloaded {}",

@@ -17,6 +17,14 @@ use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging, 
 use iop_tokio::core::cp::Directory;
 use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
 
+/// Many connections' buffers live among the short-lived allocations of hellos and, in a
+/// cluster, engine messages; glibc's malloc leaves that heap fragmented (a replica's RSS
+/// per Edge 1.26-1.79x a lone Control Plane's), jemalloc much less (1.12-1.28x;
+/// BENCHMARKS.md §9).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// How long open admin connections may take to finish once stopping.
 const ADMIN_GRACE: Duration = Duration::from_secs(3);
 
