@@ -8,11 +8,11 @@
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use iop_tokio::EdgeClient;
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::core::proto::EdgeStatusResponse;
+use iop_tokio::{EdgeClient, ServerConfig};
 
 use crate::grpc::EdgeStream;
 
@@ -164,34 +164,63 @@ impl Role {
     }
 }
 
-impl Drop for Role {
-    fn drop(&mut self) {
-        // Closing stdin ends an Edge fleet; kill is the backstop (our own child, by pid).
-        drop(self.child.stdin.take());
-        if self.child.wait_timeout_ms(5_000).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+impl Role {
+    /// The `N` numbers of the next line tagged `tag`.
+    pub fn numbers<const N: usize>(&mut self, tag: &str) -> std::io::Result<[f64; N]> {
+        let line = self.expect(tag)?;
+        let numbers: Vec<f64> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        numbers
+            .try_into()
+            .map_err(|_| std::io::Error::other(format!("bad `{tag}` line: {line}")))
     }
 }
 
-trait WaitTimeout {
-    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus>;
-}
-
-impl WaitTimeout for Child {
-    fn wait_timeout_ms(&mut self, ms: u64) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + Duration::from_millis(ms);
-        loop {
-            if let Ok(Some(status)) = self.try_wait() {
-                return Some(status);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
+impl Drop for Role {
+    fn drop(&mut self) {
+        // Closing stdin ends an Edge fleet; kill is the backstop (our own child, by
+        // pid) after 5 s.
+        drop(self.child.stdin.take());
+        for _ in 0..250 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
+}
+
+/// A Control Plane's config for a bench fleet, alone or (`clustered`) a replica's.
+/// Every Edge dials from 127.0.0.1 here, a real fleet's from many addresses: the
+/// per-address cap on hellos pending (64) would refuse the burst `OVERLOADED`, so it
+/// is the global one (1 024), as a fleet behind one NAT address needs.
+pub fn server_config(clustered: bool) -> ServerConfig {
+    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
+    config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
+    if clustered {
+        config.cp.directory = iop_tokio::core::cp::Directory::External;
+    }
+    config
+}
+
+/// Waits until `count()` reaches `n`, at most `bound`; how long that took.
+pub async fn wait_for(
+    n: usize,
+    bound: Duration,
+    count: impl Fn() -> usize,
+) -> Result<Duration, String> {
+    let start = Instant::now();
+    while count() < n {
+        if start.elapsed() > bound {
+            return Err(format!("only {} of {n} there after {bound:?}", count()));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(start.elapsed())
 }
 
 /// Prints `tag value` on standard output for the parent, flushed.

@@ -12,7 +12,6 @@ pub mod echo;
 pub mod fleet;
 pub mod grpc;
 pub mod ours;
-pub mod placement;
 pub mod process;
 pub mod runtimes;
 pub mod spin;

@@ -1,7 +1,7 @@
 //! The layout of the round-trip benches: the Control Plane side on a current-thread
 //! tokio runtime on the calling thread, the Edge side on another current-thread
-//! runtime on a thread of its own, as two processes would be. Which CPUs the two
-//! threads then share is the kernel's choice: see [`crate::placement`].
+//! runtime on a thread of its own, as two processes would be (which CPUs they share
+//! is the kernel's choice; the spinners keep both on one, BENCHMARKS.md "Method").
 
 use std::str::FromStr;
 use std::thread::JoinHandle;

@@ -17,8 +17,8 @@ use iop_bench_socket::process::rss_bytes;
 use iop_bench_socket::{Row, Table};
 use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica};
-use iop_tokio::core::cp::{Directory, Reachability};
-use iop_tokio::{ControlPlaneServer, ServerConfig};
+use iop_tokio::ControlPlaneServer;
+use iop_tokio::core::cp::Reachability;
 
 const REPLICAS: usize = 3;
 const HOLD: Duration = Duration::from_secs(30);
@@ -118,39 +118,15 @@ fn replica(per_replica: usize, total: usize, url: &str, id: &str) -> Result<(), 
     fleet::check_fd_limit(per_replica)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
-        config.cp.directory = Directory::External;
-        // Every Edge dials from 127.0.0.1 here (see the scale bench).
-        config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
+        let config = fleet::server_config(true);
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let client = async_nats::connect(url).await?;
         let replica = Replica::start(client, server.handle(), ClusterConfig::new(id)).await?;
         replica.serve_views(|v| serde_json::json!({ "edgeId": v.edge_id }));
         let cp = server.handle();
         report("addr", server.local_addr());
-        let start = Instant::now();
-        let mut said = Instant::now();
-        while cp.stats().live_sessions < per_replica {
-            if said.elapsed() > Duration::from_secs(5) {
-                said = Instant::now();
-                let c = replica.stats().snapshot();
-                let s = cp.stats();
-                eprintln!(
-                    "{id}: {} live; claims granted {}, held {}, unavailable {}, conflicts {}; engine up {}; refused {} overloaded {} hello timeouts {}",
-                    s.live_sessions, c.claims_granted, c.claims_held, c.claims_unavailable, c.cas_conflicts, c.engine_up,
-                    s.connections_refused, s.overloaded, s.hello_timeouts
-                );
-            }
-            if start.elapsed() > BOUND {
-                return Err(format!(
-                    "{id}: only {} of {per_replica} enrolled",
-                    cp.stats().live_sessions
-                )
-                .into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        report("enrolled", start.elapsed().as_secs_f64());
+        let enrolled = fleet::wait_for(per_replica, BOUND, || cp.stats().live_sessions).await?;
+        report("enrolled", enrolled.as_secs_f64());
 
         // Its own views and every other replica's, as the admin API lists them.
         let router = replica.router();

@@ -19,12 +19,9 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
-use std::time::Instant;
-
 use iop_bench::fixtures;
 use iop_bench_socket::core_floor::CoreFloorCp;
 use iop_bench_socket::ours::Ours;
-use iop_bench_socket::placement::Placement;
 use iop_bench_socket::stats::{median, ratio_cell, ratios};
 use iop_bench_socket::{Spinners, TwoRuntimes, arg, echo};
 use iop_tokio::core::registry::NodeRegistry;
@@ -69,37 +66,16 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         std::hint::black_box(cores.round_trip().await?);
     }
 
-    // Where the two threads run while each system is timed (see `roundtrip`).
-    let placement = Placement::start_this_thread_and(&edge_rt, 3).await;
     // Per round, ns per round trip: ours, echo, cores floor.
-    let mut per: [Vec<f64>; 3] = Default::default();
-    for round in 0..rounds {
-        for k in 0..3 {
-            let system = (round + k) % 3;
-            if let Some(p) = &placement {
-                p.timing(Some(system));
-            }
-            let t = Instant::now();
-            for _ in 0..BATCH {
-                match system {
-                    0 => {
-                        std::hint::black_box(cp.request_status(EDGE_ID, vec![]).await?);
-                    }
-                    1 => echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?,
-                    _ => {
-                        std::hint::black_box(cores.round_trip().await?);
-                    }
-                }
-            }
-            if let Some(samples) = per.get_mut(system) {
-                samples.push(t.elapsed().as_nanos() as f64 / BATCH as f64);
-            }
-            if let Some(p) = &placement {
-                p.timing(None);
-            }
-        }
-    }
-    let shares = placement.map(Placement::finish).unwrap_or_default();
+    let per = iop_bench_socket::rotating!(
+        rounds,
+        BATCH,
+        [
+            cp.request_status(EDGE_ID, vec![]).await?,
+            echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?,
+            cores.round_trip().await?,
+        ]
+    );
     ours.shutdown(&edge_rt).await?;
 
     let [ours, echo, cores] = per;
@@ -121,8 +97,7 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
          | raw TCP echo ({} B out, {} B back) | {:.2} µs | — | — | — |\n\
          | cores floor: our two cores, hand-written loops, no driver, vs the echo | {:.2} µs | {} |\n\
          | ours: `request_status` against `EdgeClient`, vs the cores floor | {:.2} µs | {} |\n\
-         | ours vs the echo | — | {} | — | — |\n\
-         | both threads on one CPU (samples every 2 ms): echo, cores floor, ours | {}, {}, {} | — | — | — |\n",
+         | ours vs the echo | — | {} | — | — |\n",
         request_frame.len(),
         response_frame.len(),
         us(&echo),
@@ -131,8 +106,5 @@ async fn measure(rounds: usize, edge_rt: tokio::runtime::Handle) -> Result<Strin
         us(&ours),
         judged(&ours, &cores),
         ratio_cell(&mut ratios(&ours, &echo)),
-        shares.cell(1),
-        shares.cell(2),
-        shares.cell(0),
     ))
 }

@@ -15,7 +15,7 @@
 #![allow(clippy::print_stdout)]
 
 use std::alloc::System as SystemAlloc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use iop_bench_socket::fleet::{self, Role, System, report};
 use iop_bench_socket::grpc::EdgeLinkServer;
@@ -114,12 +114,8 @@ fn run_once(system: System, n: usize) -> Result<(f64, f64), BoxError> {
     let mut server = Role::spawn(&["server".into(), system.name().into(), n.to_string()])?;
     let addr = server.expect("addr")?;
     let _edges = Role::spawn(&["edges".into(), system.name().into(), n.to_string(), addr])?;
-    let result = server.expect("result")?;
-    let mut parts = result.split_whitespace().map(str::parse::<f64>);
-    match (parts.next(), parts.next()) {
-        (Some(Ok(heap)), Some(Ok(rss))) => Ok((heap / n as f64, rss / n as f64)),
-        _ => Err(format!("bad result line: {result}").into()),
-    }
+    let [heap, rss] = server.numbers("result")?;
+    Ok((heap / n as f64, rss / n as f64))
 }
 
 fn server(args: &[String]) -> Result<(), BoxError> {
@@ -139,7 +135,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                 let cp = server.handle();
                 let (rss0, region) = (rss_bytes(), Region::new(GLOBAL));
                 report("addr", server.local_addr());
-                wait_for(n, || cp.stats().live_sessions).await?;
+                fleet::wait_for(n, CONNECT_BOUND, || cp.stats().live_sessions).await?;
                 tokio::time::sleep(SETTLE).await;
                 measure(rss0, &region);
                 Ok(())
@@ -158,7 +154,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                     held.len()
                 });
                 report("addr", addr);
-                wait_for(n, || counter.accepted()).await?;
+                fleet::wait_for(n, CONNECT_BOUND, || counter.accepted()).await?;
                 tokio::time::sleep(SETTLE).await;
                 measure(rss0, &region);
                 holder.abort();
@@ -166,17 +162,6 @@ fn server(args: &[String]) -> Result<(), BoxError> {
             }
         }
     })
-}
-
-async fn wait_for(n: usize, count: impl Fn() -> usize) -> Result<(), BoxError> {
-    let start = Instant::now();
-    while count() < n {
-        if start.elapsed() > CONNECT_BOUND {
-            return Err(format!("only {} of {n} edges connected", count()).into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
 }
 
 fn measure(rss0: u64, region: &Region<'_, SystemAlloc>) {

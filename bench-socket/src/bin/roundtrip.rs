@@ -5,10 +5,7 @@
 //! The Control Plane side of all three runs on one current-thread runtime (this
 //! thread), the Edge side on another (a second thread), as two processes would. Each
 //! round times a batch of sequential round trips of each system, in a rotating order;
-//! the ratios are per round, the table shows their medians. A last row per scenario
-//! says how often the two threads were on one CPU while each system was timed (see
-//! `iop_bench_socket::placement`: on one CPU, the usual case with the spinners, both
-//! sides' work adds up on the round trip's path; on two, cross-vCPU wake-ups dominate).
+//! the ratios are per round, the table shows their medians.
 //!
 //! ```text
 //! cargo run --release --manifest-path bench-socket/Cargo.toml --bin roundtrip [-- ROUNDS [NAME]]
@@ -17,16 +14,12 @@
 #![allow(clippy::print_stdout)]
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
-use cpu_time::ProcessTime;
 use iop_bench::fixtures;
 use iop_bench_socket::grpc::{CpStream, EdgeLinkServer, EdgeStream};
 use iop_bench_socket::ours::Ours;
-use iop_bench_socket::placement::Placement;
 use iop_bench_socket::stats::{median, ratio_cell, ratios};
 use iop_bench_socket::{Row, Spinners, Table, TwoRuntimes, arg, echo};
-use iop_tokio::ControlPlaneHandle;
 use iop_tokio::core::proto::EdgeStatusRequest;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -97,18 +90,6 @@ fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Per-round mean round-trip time of each system, in ns: wall clock and process CPU
-/// time (both threads; time spent descheduled behind other processes not counted).
-#[derive(Default)]
-struct Samples {
-    ours: Vec<f64>,
-    echo: Vec<f64>,
-    tonic: Vec<f64>,
-    ours_cpu: Vec<f64>,
-    echo_cpu: Vec<f64>,
-    tonic_cpu: Vec<f64>,
-}
-
 async fn measure(
     s: &'static Scenario,
     rounds: usize,
@@ -151,124 +132,50 @@ async fn measure(
     let tonic_answer = grpc.request_status(&grpc_request).await?;
     assert_eq!(tonic_answer.nodes.len(), s.nodes);
     for _ in 0..s.batch.max(10) {
-        ours_rt(&cp, &edge_id).await?;
+        cp.request_status(&edge_id, vec![]).await?;
         echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
         grpc.request_status(&grpc_request).await?;
     }
 
-    // Where the two threads run while each system is timed.
-    let placement = Placement::start_this_thread_and(&edge_rt, 3).await;
-    let mut samples = Samples::default();
-    for round in 0..rounds {
-        for k in 0..3 {
-            let system = (round + k) % 3;
-            if let Some(p) = &placement {
-                p.timing(Some(system));
-            }
-            match system {
-                0 => {
-                    let (t, c) = (Instant::now(), ProcessTime::now());
-                    for _ in 0..s.batch {
-                        ours_rt(&cp, &edge_id).await?;
-                    }
-                    samples.ours.push(per_rt(t.elapsed(), s.batch));
-                    samples.ours_cpu.push(per_rt(c.elapsed(), s.batch));
-                }
-                1 => {
-                    let (t, c) = (Instant::now(), ProcessTime::now());
-                    for _ in 0..s.batch {
-                        echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?;
-                    }
-                    samples.echo.push(per_rt(t.elapsed(), s.batch));
-                    samples.echo_cpu.push(per_rt(c.elapsed(), s.batch));
-                }
-                _ => {
-                    let (t, c) = (Instant::now(), ProcessTime::now());
-                    for _ in 0..s.batch {
-                        grpc.request_status(&grpc_request).await?;
-                    }
-                    samples.tonic.push(per_rt(t.elapsed(), s.batch));
-                    samples.tonic_cpu.push(per_rt(c.elapsed(), s.batch));
-                }
-            }
-            if let Some(p) = &placement {
-                p.timing(None);
-            }
-        }
-    }
-    let shares = placement.map(Placement::finish).unwrap_or_default();
-
+    let [ours_ns, echo_ns, tonic_ns] = iop_bench_socket::rotating!(
+        rounds,
+        s.batch,
+        [
+            cp.request_status(&edge_id, vec![]).await?,
+            echo::round_trip(&mut echo, &request_frame, &mut echo_buf).await?,
+            grpc.request_status(&grpc_request).await?,
+        ]
+    );
     ours.shutdown(&edge_rt).await?;
 
-    let bytes = format!(
-        "{} B out, {} B back",
-        request_frame.len(),
-        response_frame.len()
-    );
-    let mut rows = Vec::new();
-    for (clock, ours, echo, tonic) in [
-        ("wall", &samples.ours, &samples.echo, &samples.tonic),
-        (
-            "CPU",
-            &samples.ours_cpu,
-            &samples.echo_cpu,
-            &samples.tonic_cpu,
-        ),
-    ] {
-        let mut vs_echo = ratios(ours, echo);
-        let mut vs_tonic = ratios(ours, tonic);
-        let tonic_ratio = median(&mut vs_tonic);
-        let (ours, echo, tonic) = (
-            median(&mut ours.clone()),
-            median(&mut echo.clone()),
-            median(&mut tonic.clone()),
-        );
-        rows.push(Row::new(
-            format!("{}, {clock} time: vs raw TCP echo ({bytes})", s.name),
-            fmt_time(ours),
-            format!("{} (echo)", fmt_time(echo)),
-            ratio_cell(&mut vs_echo),
+    let us = fmt_time(median(&mut ours_ns.clone()));
+    let tonic_ratio = median(&mut ratios(&ours_ns, &tonic_ns));
+    let rows = vec![
+        Row::new(
+            format!(
+                "{}: vs raw TCP echo ({} B out, {} B back)",
+                s.name,
+                request_frame.len(),
+                response_frame.len()
+            ),
+            us.clone(),
+            format!("{} (echo)", fmt_time(median(&mut echo_ns.clone()))),
+            ratio_cell(&mut ratios(&ours_ns, &echo_ns)),
             // The driver is judged against the cores floor (`floors`), the cores
             // against the echo; this ratio is for scale.
             "—",
             None,
-        ));
-        rows.push(Row::new(
-            format!("{}, {clock} time: vs tonic bidi stream", s.name),
-            fmt_time(ours),
-            format!("{} (tonic)", fmt_time(tonic)),
-            ratio_cell(&mut vs_tonic),
+        ),
+        Row::new(
+            format!("{}: vs tonic bidi stream", s.name),
+            us,
+            format!("{} (tonic)", fmt_time(median(&mut tonic_ns.clone()))),
+            ratio_cell(&mut ratios(&ours_ns, &tonic_ns)),
             format!("≤ {:.2}", s.goal_tonic),
             Some(tonic_ratio <= s.goal_tonic),
-        ));
-    }
-    // Most samples of every system on two CPUs: the run measured cross-vCPU wake-ups
-    // (~45 µs per round trip here), not the systems' own costs (BENCHMARKS.md,
-    // "Method"). Said of the small scenarios; with 1 000 nodes the milliseconds of
-    // encoding and decoding dominate either way.
-    let two_cpus = s.nodes < 1_000 && (0..3).all(|system| shares.mostly_apart(system));
-    rows.push(Row::new(
-        format!("{}: both threads on one CPU (samples every 2 ms)", s.name),
-        shares.cell(0),
-        format!("{} (echo), {} (tonic)", shares.cell(1), shares.cell(2)),
-        "—",
-        if two_cpus {
-            "two CPUs: cross-vCPU wake-ups dominate, ratios not comparable"
-        } else {
-            "—"
-        },
-        None,
-    ));
+        ),
+    ];
     Ok(rows)
-}
-
-async fn ours_rt(cp: &ControlPlaneHandle, edge_id: &str) -> Result<(), BoxError> {
-    std::hint::black_box(cp.request_status(edge_id, vec![]).await?);
-    Ok(())
-}
-
-fn per_rt(elapsed: Duration, batch: usize) -> f64 {
-    elapsed.as_nanos() as f64 / batch as f64
 }
 
 fn fmt_time(ns: f64) -> String {

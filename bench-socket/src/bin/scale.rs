@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use iop_bench_socket::fleet::{self, Role, System, report};
 use iop_bench_socket::process::{cpu_time, rss_bytes};
 use iop_bench_socket::{Row, Table};
-use iop_tokio::{ControlPlaneServer, ServerConfig};
+use iop_tokio::ControlPlaneServer;
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const DEFAULT_HEARTBEAT_SECS: f64 = 5.0;
@@ -71,14 +71,7 @@ fn orchestrate(args: &[String]) -> Result<(), BoxError> {
         let mut server = Role::spawn(&["server".into(), n.to_string()])?;
         let addr = server.expect("addr")?;
         let _edges = Role::spawn(&["edges".into(), n.to_string(), addr])?;
-        let line = server.expect("result")?;
-        let f: Vec<f64> = line
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        let [enrol, cpu_per_s, frames_per_s, fanout, completed, rss] = f[..] else {
-            return Err(format!("bad result line: {line}").into());
-        };
+        let [enrol, cpu_per_s, frames_per_s, fanout, completed, rss] = server.numbers("result")?;
         let o = Outcome {
             enrol: Duration::from_secs_f64(enrol),
             cpu_per_s,
@@ -135,24 +128,12 @@ fn server(n: usize) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
+        let mut config = fleet::server_config(false);
         config.cp.heartbeat_interval = HEARTBEAT;
-        // Every Edge dials from 127.0.0.1 here; a fleet's come from many addresses. The
-        // per-address cap (64 awaiting their hello) would refuse this burst OVERLOADED
-        // and the refused Edges come back after the 10 s retry_after; the global cap
-        // of 1 024 still applies. A fleet behind one NAT address needs the same.
-        config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let cp = server.handle();
-        let start = Instant::now();
         report("addr", server.local_addr());
-        while cp.stats().live_sessions < n {
-            if start.elapsed() > ENROL_BOUND {
-                return Err(format!("only {} of {n} enrolled", cp.stats().live_sessions).into());
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let enrol = start.elapsed();
+        let enrol = fleet::wait_for(n, ENROL_BOUND, || cp.stats().live_sessions).await?;
         tokio::time::sleep(SETTLE).await;
 
         let (cpu0, frames0, t0) = (cpu_time(), cp.stats().frames_in, Instant::now());
