@@ -159,6 +159,14 @@ async fn commands(nats: &NatsServer) -> Result<(f64, f64, f64, f64), BoxError> {
             }
         }
     });
+    // `flush` sends the subscription without waiting for the server to take it: ask
+    // until the echo answers (a few ms at most).
+    for _ in 0..500 {
+        if client.request("bench.echo", "x".into()).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let rtt = mean_us(COMMANDS, || {
         let client = client.clone();
         async move {
