@@ -12,11 +12,10 @@ use std::time::Duration;
 
 use iop_tokio::Clock;
 use iop_tokio::core::NodeRegistry;
-use iop_tokio::core::cp::{
-    ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, Transmit as CpTransmit,
-};
-use iop_tokio::core::edge::{Edge, EdgeConfig, Transmit as EdgeTransmit};
+use iop_tokio::core::cp::{ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy};
+use iop_tokio::core::edge::{Edge, EdgeConfig};
 use iop_tokio::core::proto::EdgeStatusResponse;
+use iop_tokio::core::{Transmit, drain_transmits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -78,12 +77,9 @@ impl CoreFloorCp {
     /// Writes everything the core has for the connection.
     async fn flush(&mut self) -> Result<(), BoxError> {
         self.out.clear();
-        loop {
-            match self.cp.poll_transmit(CONN, &mut self.out) {
-                CpTransmit::Bytes(_) => {}
-                CpTransmit::Idle => break,
-                CpTransmit::Close => return Err("the core closed the connection".into()),
-            }
+        let (cp, out) = (&mut self.cp, &mut self.out);
+        if drain_transmits(out, usize::MAX, |b| cp.poll_transmit(CONN, b)) == Transmit::Close {
+            return Err("the core closed the connection".into());
         }
         while self.cp.poll_wakeup().is_some() {}
         if !self.out.is_empty() {
@@ -143,12 +139,8 @@ async fn core_floor_edge(
     let mut out = Vec::new();
     loop {
         out.clear();
-        loop {
-            match edge.poll_transmit(&mut out) {
-                EdgeTransmit::Bytes(_) => {}
-                EdgeTransmit::Idle => break,
-                EdgeTransmit::Close => return Ok(()),
-            }
+        if drain_transmits(&mut out, usize::MAX, |b| edge.poll_transmit(b)) == Transmit::Close {
+            return Ok(());
         }
         while edge.poll_event().is_some() {}
         if !out.is_empty() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use iop_core::edge::{Edge, EdgeConfig, EdgeEvent, TargetLevel, Transmit};
+use iop_core::edge::{Edge, EdgeConfig, EdgeEvent, TargetLevel};
 use iop_core::proto::{self, EdgeHelloResponse, Envelope};
 use iop_core::{Instant, NodeRegistry, WallClock};
 
@@ -77,7 +77,8 @@ impl EdgeSession {
 
     /// Pulls every transmit, event and the next timeout, as a driver does.
     fn pull(&mut self) {
-        while let Transmit::Bytes(_) = self.edge.poll_transmit(&mut self.out) {}
+        let _ =
+            iop_core::drain_transmits(&mut self.out, usize::MAX, |b| self.edge.poll_transmit(b));
         while self.edge.poll_event().is_some() {}
         std::hint::black_box(self.edge.poll_timeout());
     }

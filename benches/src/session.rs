@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use iop_core::Instant;
-use iop_core::cp::{
-    CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, Transmit,
-};
+use iop_core::cp::{CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy};
 use iop_core::proto::{
     self, CommandPhase, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeNodeEvent,
     EdgeStatusResponse, Envelope, Heartbeat, Message, NodeEventKind,
@@ -105,7 +103,8 @@ impl CpSession {
             cp.handle_connect(now, conn).expect("a fresh connection id");
             for wire in enrolment_frames(&format!("edge-fleet-{i:05}"), i + 2) {
                 cp.handle_bytes(now, conn, &wire);
-                while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut sink) {}
+                let _ =
+                    iop_core::drain_transmits(&mut sink, usize::MAX, |b| cp.poll_transmit(conn, b));
                 sink.clear();
             }
             while cp.poll_wakeup().is_some() {}
@@ -155,7 +154,9 @@ impl CpSession {
 
     /// Pulls every transmit and wakeup (the events are left to the caller).
     fn pull(&mut self) {
-        while let Transmit::Bytes(_) = self.cp.poll_transmit(self.conn, &mut self.out) {}
+        let _ = iop_core::drain_transmits(&mut self.out, usize::MAX, |b| {
+            self.cp.poll_transmit(self.conn, b)
+        });
         while self.cp.poll_wakeup().is_some() {}
     }
 

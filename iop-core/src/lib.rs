@@ -14,7 +14,7 @@
 //! use iop_core::cp::{self, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy};
 //! use iop_core::edge::{self, Edge, EdgeConfig, EdgeEvent, Outcome, TargetLevel};
 //! use iop_core::proto::CommandPhase;
-//! use iop_core::{Instant, NodeRegistry};
+//! use iop_core::{Instant, NodeRegistry, drain_transmits};
 //!
 //! let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny)?;
 //! let config = EdgeConfig::new("edge-1", 7).with_operation("edge.ping", TargetLevel::Edge);
@@ -33,8 +33,8 @@
 //!     cp_events: &mut Vec<CpEvent>, edge_events: &mut Vec<EdgeEvent>,
 //! ) { loop {
 //!     let (mut up, mut down) = (Vec::new(), Vec::new());
-//!     while let edge::Transmit::Bytes(_) = edge.poll_transmit(&mut up) {}
-//!     while let cp::Transmit::Bytes(_) = cp.poll_transmit(conn, &mut down) {}
+//!     let _ = drain_transmits(&mut up, usize::MAX, |buf| edge.poll_transmit(buf));
+//!     let _ = drain_transmits(&mut down, usize::MAX, |buf| cp.poll_transmit(conn, buf));
 //!     cp.handle_bytes(now, conn, &up);
 //!     edge.handle_bytes(now, &down);
 //!     while cp.poll_wakeup().is_some() {}
@@ -135,7 +135,8 @@ pub mod rng;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
-mod varint;
+pub mod transmit;
 
 pub use registry::NodeRegistry;
 pub use time::{Instant, WallClock};
+pub use transmit::{Transmit, drain_transmits};

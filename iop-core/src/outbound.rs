@@ -9,7 +9,7 @@
 
 use iop_proto::{EncodeError, Envelope, LENGTH_PREFIX_LEN, encode_frame};
 
-use crate::varint;
+use iop_proto::encoding::{MAX_VARINT_LEN, encode_varint, varint_len};
 
 /// The least the buffer grows by: the small frames of an idle session (heartbeat acks,
 /// status requests) fit in it, so a kept buffer of this size serves them all.
@@ -180,7 +180,7 @@ impl Outbound {
                 max: self.max_frame_len,
             });
         };
-        let len = head.len() + varint::len(field as u64) + field;
+        let len = head.len() + varint_len(field as u64) + field;
         let frame = LENGTH_PREFIX_LEN + len;
         let refused = match u32::try_from(len) {
             Ok(len32) if len32 <= self.max_frame_len => {
@@ -201,8 +201,8 @@ impl Outbound {
         }
         // The header ends where the field's bytes start; `gap` unused bytes before it.
         let gap = reserved - (frame - field);
-        let mut length = [0u8; varint::MAX_LEN];
-        let length = varint::encode(field as u64, &mut length);
+        let mut length = [0u8; MAX_VARINT_LEN];
+        let length = encode_varint(field as u64, &mut length);
         let prefix = (len as u32).to_be_bytes();
         let mut at = start + gap;
         for part in [&prefix[..], head, length] {

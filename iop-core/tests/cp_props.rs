@@ -54,7 +54,7 @@ fn run_split(wire: &[u8], cuts: &[usize]) -> (Vec<CpEvent>, Vec<u8>) {
     points.sort();
     for w in points.windows(2) {
         cp.handle_bytes(now, conn, &wire[w[0]..w[1]]);
-        while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut out) {}
+        let _ = iop_core::drain_transmits(&mut out, usize::MAX, |b| cp.poll_transmit(conn, b));
         while let Some(e) = cp.poll_event() {
             events.push(e);
         }
@@ -250,7 +250,7 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
     for slot in slots.iter_mut() {
         if let Some(id) = slot.take() {
             let mut buf = Vec::new();
-            while let Transmit::Bytes(_) = cp.poll_transmit(id, &mut buf) {}
+            let _ = iop_core::drain_transmits(&mut buf, usize::MAX, |b| cp.poll_transmit(id, b));
             out.push(buf);
         }
     }

@@ -5,7 +5,7 @@ mod edge_support;
 use std::collections::BTreeMap;
 
 use edge_support::*;
-use iop_core::edge::{EdgeEvent, Outcome, Transmit};
+use iop_core::edge::{EdgeEvent, Outcome};
 use iop_core::proto::{
     self, EdgeCommandRequest, EdgeStatusRequest, Envelope, GoAwayReason, HeartbeatAck,
     NodeEventKind,
@@ -20,7 +20,7 @@ fn scripted_run(seed: u64) -> (Vec<u8>, Vec<EdgeEvent>) {
     let mut out = Vec::new();
     let mut events = Vec::new();
     let mut drain = |edge: &mut iop_core::edge::Edge<FakeRegistry>, out: &mut Vec<u8>| {
-        while let Transmit::Bytes(_) = edge.poll_transmit(out) {}
+        let _ = iop_core::drain_transmits(out, usize::MAX, |b| edge.poll_transmit(b));
         events.extend(std::iter::from_fn(|| edge.poll_event()));
     };
     let frame = |e: Envelope| {
@@ -84,7 +84,7 @@ fn drive_bytes(h: &mut Harness, chunks: &[Vec<u8>]) {
     for chunk in chunks {
         h.edge.handle_bytes(h.now, chunk);
         let mut sink = Vec::new();
-        while let Transmit::Bytes(_) = h.edge.poll_transmit(&mut sink) {}
+        let _ = iop_core::drain_transmits(&mut sink, usize::MAX, |b| h.edge.poll_transmit(b));
         while h.edge.poll_event().is_some() {}
     }
     h.edge.handle_timeout(h.now);
@@ -170,7 +170,7 @@ proptest! {
             h.now = h.now + std::time::Duration::from_millis(tick_ms);
             h.edge.handle_timeout(h.now);
             let mut sink = Vec::new();
-            while let Transmit::Bytes(_) = h.edge.poll_transmit(&mut sink) {}
+            let _ = iop_core::drain_transmits(&mut sink, usize::MAX, |b| h.edge.poll_transmit(b));
             let closes = std::iter::from_fn(|| h.edge.poll_event())
                 .filter(|e| matches!(e, EdgeEvent::Closed { .. }))
                 .count();

@@ -37,6 +37,20 @@ pub(crate) enum Pull {
     Close,
 }
 
+/// Drains a core's `poll_transmit` into `out` up to `limit` bytes
+/// ([`iop_core::drain_transmits`]); a full buffer is [`Pull::Idle`] too (the writer
+/// pulls again once it is written).
+pub(crate) fn pull(
+    out: &mut Vec<u8>,
+    limit: usize,
+    poll: impl FnMut(&mut Vec<u8>) -> iop_core::Transmit,
+) -> Pull {
+    match iop_core::drain_transmits(out, limit, poll) {
+        iop_core::Transmit::Close => Pull::Close,
+        iop_core::Transmit::Idle | iop_core::Transmit::Bytes(_) => Pull::Idle,
+    }
+}
+
 /// How a connection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {

@@ -64,6 +64,7 @@
 
 mod body;
 mod decode;
+pub mod encoding;
 pub mod frame;
 pub mod limits;
 mod redact;

@@ -6,6 +6,7 @@
 
 use bytes::BufMut;
 
+use crate::encoding::{delimited_len, put_varint_buf as put_varint, uint_len};
 use crate::frame::EncodeError;
 use crate::wire::envelope::Body;
 use crate::{Envelope, LENGTH_PREFIX_LEN};
@@ -14,32 +15,12 @@ use crate::{Envelope, LENGTH_PREFIX_LEN};
 const fn body_key(field: u8) -> u8 {
     (field << 3) | 2
 }
-/// Bytes of `v` as a varint.
-fn varint_len(v: u64) -> usize {
-    // 1 byte per started group of 7 bits (0 takes one byte).
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-/// Appends `v` as a varint.
-fn put_varint(dst: &mut impl BufMut, mut v: u64) {
-    while v >= 0x80 {
-        dst.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    dst.put_u8(v as u8);
-}
-
 /// Appends field `field` (1 or 2) as a varint, omitted when 0 (proto3).
 fn put_uint64_field(dst: &mut impl BufMut, field: u8, v: u64) {
     if v != 0 {
         dst.put_u8(field << 3);
         put_varint(dst, v);
     }
-}
-
-/// Bytes of a proto3 `uint64` field (1-byte key) holding `v`.
-fn uint64_field_len(v: u64) -> usize {
-    if v == 0 { 0 } else { 1 + varint_len(v) }
 }
 
 /// Encodes `envelope` as [`encode_frame`](crate::encode_frame) would, if its body is
@@ -50,10 +31,10 @@ pub(crate) fn encode(
     dst: &mut impl BufMut,
 ) -> Option<Result<usize, EncodeError>> {
     let correlation = envelope.correlation_id;
-    let correlation_len = uint64_field_len(correlation);
+    let correlation_len = uint_len(correlation);
     match envelope.body.as_ref()? {
         Body::HeartbeatAck(ack) => {
-            let inner = uint64_field_len(ack.sequence);
+            let inner = uint_len(ack.sequence);
             Some(write_scalars(
                 dst,
                 max_frame_len,
@@ -65,7 +46,7 @@ pub(crate) fn encode(
             ))
         }
         Body::Heartbeat(hb) => {
-            let inner = uint64_field_len(hb.sequence) + uint64_field_len(hb.sent_at_unix_ms);
+            let inner = uint_len(hb.sequence) + uint_len(hb.sent_at_unix_ms);
             Some(write_scalars(
                 dst,
                 max_frame_len,
@@ -100,12 +81,9 @@ pub(crate) fn status_request<S: AsRef<str>>(
 ) -> Result<usize, EncodeError> {
     let inner: usize = node_ids
         .iter()
-        .map(|id| {
-            let len = id.as_ref().len();
-            1 + varint_len(len as u64) + len
-        })
+        .map(|id| delimited_len(id.as_ref().len()))
         .sum();
-    let len = uint64_field_len(correlation_id) + 1 + varint_len(inner as u64) + inner;
+    let len = uint_len(correlation_id) + delimited_len(inner);
     check(len, max_frame_len, dst).inspect(|_| {
         dst.put_u32(len as u32);
         put_uint64_field(dst, 1, correlation_id);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LOCAL: &[(&str, &str)] = &[
     ("MIN_RESERVE", "outbound buffer sizing"),
     ("MAX_U32_VARINT", "a fact of the varint encoding"),
-    ("MAX_LEN", "a fact of the varint encoding"),
+    ("MAX_VARINT_LEN", "a fact of the varint encoding"),
     (
         "MAX_QUEUED_REQUESTS",
         "the Edge's own request queue, never on the wire",

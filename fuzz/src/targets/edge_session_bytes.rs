@@ -228,7 +228,9 @@ impl Session {
                 assert!(self.closed.is_none(), "a second Closed: {reason:?}");
                 if let CloseReason::ProtocolError(_) = &reason {
                     let mut buf = Vec::new();
-                    while let Transmit::Bytes(_) = self.edge.poll_transmit(&mut buf) {}
+                    let edge = &mut self.edge;
+                    let _ =
+                        iop_core::drain_transmits(&mut buf, usize::MAX, |b| edge.poll_transmit(b));
                     self.transcript.push_str(&hex(&buf));
                     self.out.feed(&buf);
                     let last = self.out.frames().last();

@@ -21,15 +21,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use iop_core::Instant;
 use iop_core::cp::{
-    self, CloseReason as CpClose, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent,
+    CloseReason as CpClose, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent,
     EnrolmentPolicy, Reachability, RequestId, ResyncCause,
 };
-use iop_core::edge::{
-    self, CloseReason as EdgeClose, Edge, EdgeConfig, EdgeEvent, Outcome, TargetLevel,
-};
+use iop_core::edge::{CloseReason as EdgeClose, Edge, EdgeConfig, EdgeEvent, Outcome, TargetLevel};
 use iop_core::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
+use iop_core::{Instant, Transmit, drain_transmits};
 use iop_proto::CommandPhase;
 
 const EDGE: &str = "edge-1";
@@ -361,33 +359,18 @@ impl Pair {
                 moved = true;
             }
             if let Some(c) = self.conn {
-                let mut close = false;
                 let mut buf = Vec::new();
-                loop {
-                    match self.edge.poll_transmit(&mut buf) {
-                        edge::Transmit::Bytes(_) => {}
-                        edge::Transmit::Idle => break,
-                        edge::Transmit::Close => {
-                            close = true;
-                            break;
-                        }
-                    }
-                }
+                let edge = &mut self.edge;
+                let mut close = drain_transmits(&mut buf, usize::MAX, |b| edge.poll_transmit(b))
+                    == Transmit::Close;
                 if !buf.is_empty() {
                     self.deliver_to_cp(c, &buf);
                     moved = true;
                 }
                 let mut buf = Vec::new();
-                loop {
-                    match self.cp.poll_transmit(c, &mut buf) {
-                        cp::Transmit::Bytes(_) => {}
-                        cp::Transmit::Idle => break,
-                        cp::Transmit::Close => {
-                            close = true;
-                            break;
-                        }
-                    }
-                }
+                let cp = &mut self.cp;
+                close |= drain_transmits(&mut buf, usize::MAX, |b| cp.poll_transmit(c, b))
+                    == Transmit::Close;
                 if !buf.is_empty() {
                     self.deliver_to_edge(&buf);
                     moved = true;

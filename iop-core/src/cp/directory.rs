@@ -34,7 +34,7 @@
 //! A claim driven by hand:
 //!
 //! ```
-//! use iop_core::Instant;
+//! use iop_core::{Instant, drain_transmits};
 //! use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, Directory, EnrolmentPolicy, Transmit};
 //! use iop_core::proto::{Body, EdgeHelloRequest, Envelope, FrameDecoder, PROTOCOL_VERSION, encode_frame};
 //!
@@ -65,7 +65,7 @@
 //!
 //! // The directory grants it (a cluster: after its compare-and-set).
 //! cp.handle_claim(now, conn, ClaimAnswer::Granted { session_id: 42 })?;
-//! while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut out) {}
+//! assert_eq!(drain_transmits(&mut out, usize::MAX, |b| cp.poll_transmit(conn, b)), Transmit::Idle);
 //! let mut decoder = FrameDecoder::new(u32::MAX);
 //! let response = decoder.decode(&mut out.as_slice())?.expect("a frame");
 //! assert!(matches!(response.body, Some(Body::HelloResponse(r)) if r.accepted && r.session_id == 42));

@@ -13,11 +13,12 @@ use super::conn_table::ConnTable;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::error::ConnectError;
-use super::event::{CloseReason, ConnectionId, CpEvent, Transmit};
+use super::event::{CloseReason, ConnectionId, CpEvent};
 use super::identity::PeerIdentity;
 use super::session_frames::{self, InPlace, Parts};
 use super::stats::CpStats;
 use super::timer::Timer;
+use crate::transmit::Transmit;
 
 /// Receive buffer capacity an idle connection may keep.
 pub(crate) const IDLE_DECODER_CAPACITY: usize = 1024;

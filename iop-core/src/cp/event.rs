@@ -27,22 +27,6 @@ pub struct RequestId {
     pub correlation_id: u64,
 }
 
-/// What `poll_transmit` did.
-///
-/// Exhaustive on purpose: a new instruction must break a driver's build rather than
-/// fall into a wildcard arm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
-pub enum Transmit {
-    /// This many bytes were appended to the buffer; write them and call again.
-    Bytes(usize),
-    /// Nothing to send now; wait for a wakeup or new input.
-    Idle,
-    /// Every final byte has been handed out: write what you hold, then close the
-    /// transport. The Control Plane has forgotten the connection.
-    Close,
-}
-
 /// Why a connection ended. Each connection ends with exactly one
 /// [`CpEvent::Closed`] carrying one of these.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -26,6 +26,7 @@
 //!     one connection ([`Transmit::Bytes`]); [`Transmit::Idle`] means nothing now;
 //!     [`Transmit::Close`] means every final byte was handed out — write what you hold,
 //!     then close the transport (the CP has already forgotten the connection);
+//!     [`drain_transmits`](crate::drain_transmits) runs the loop;
 //!   - [`poll_wakeup`](ControlPlane::poll_wakeup) names connections that got output
 //!     or a pending close from an input on *another* connection or from an application
 //!     call (a supersede, a revoke, a command): wake their tasks so they pull;
@@ -109,7 +110,7 @@
 //! ```
 //! use iop_core::cp::{ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, Transmit};
 //! use iop_core::proto::{self, EdgeHelloRequest, Envelope, FrameDecoder};
-//! use iop_core::Instant;
+//! use iop_core::{Instant, drain_transmits};
 //!
 //! let mut cp = ControlPlane::new(CpConfig::default(), EnrolmentPolicy::AcceptAny)?;
 //! let conn = ConnectionId(1);
@@ -129,7 +130,7 @@
 //!
 //! // Drain the outputs: bytes to write, then events.
 //! let mut out = Vec::new();
-//! while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut out) {}
+//! assert_eq!(drain_transmits(&mut out, usize::MAX, |b| cp.poll_transmit(conn, b)), Transmit::Idle);
 //! let mut decoder = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
 //! let mut input = out.as_slice();
 //! let Some(proto::Body::HelloResponse(resp)) = decoder.decode(&mut input)?.and_then(|e| e.body) else {
@@ -169,6 +170,8 @@ mod timer;
 mod view;
 
 pub use crate::limits::INSTANCE_ID_KEY;
+/// The one [`Transmit`](crate::Transmit) of both ends, here for `cp::` paths.
+pub use crate::transmit::Transmit;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
 pub use conn_table::IdHasher;
@@ -178,7 +181,7 @@ pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
 pub use event::{
     CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, CpEventKind,
-    ForgetReason, ProtocolViolation, RequestId, ResyncCause, Transmit,
+    ForgetReason, ProtocolViolation, RequestId, ResyncCause,
 };
 pub use handover::CommandHandover;
 pub use identity::{NamedPeer, PeerIdentity};

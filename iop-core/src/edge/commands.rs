@@ -68,8 +68,7 @@ pub enum ReportError {
 
 /// Body bytes of the frame that carries `event` alone.
 pub(crate) fn event_frame_len(event: &EdgeCommandEvent) -> usize {
-    let len = event.encoded_len();
-    1 + crate::varint::len(len as u64) + len
+    iop_proto::encoding::delimited_len(event.encoded_len())
 }
 
 /// `event` as it can be sent in frames of at most `max_frame_len` bytes: itself, or —

@@ -252,11 +252,6 @@ impl EdgeConfig {
         let id_field = 1 + 2 + limits::MAX_ID_LEN;
         let body = hello.encoded_len() + ids * id_field;
         // The envelope's `hello_request` key and length.
-        1 + varint_len(body) + body
+        iop_proto::encoding::delimited_len(body)
     }
-}
-
-fn varint_len(v: usize) -> usize {
-    let bits = usize::BITS - v.leading_zeros();
-    (bits.max(1) as usize).div_ceil(7)
 }

@@ -19,13 +19,6 @@ use crate::registry::{
     ResolveError, STATUS_ENVELOPE_OVERHEAD, Selector, Target, TargetError, TargetLevel,
 };
 
-/// Field key of `Envelope.correlation_id` (1, varint).
-const CORRELATION_ID_KEY: u8 = 1 << 3;
-/// Field key of `Envelope.status_response` (5, length-delimited).
-const STATUS_RESPONSE_KEY: u8 = (5 << 3) | 2;
-
-/// Writes into `buf` the bytes prost puts before the body of
-/// `Envelope::correlated(correlation_id, response)`; returns them.
 /// Tries at writing a status response within the CP's decoded-size budget.
 const STATUS_FIT_TRIES: usize = 6;
 
@@ -36,27 +29,6 @@ enum Fit {
     TooHeavy(usize),
     /// The registry wrote more than its budget, or what the limits refuse.
     Overshot,
-}
-
-fn status_envelope_head(correlation_id: u64, buf: &mut [u8; 12]) -> &[u8] {
-    let mut n = 0;
-    let mut put = |b: u8| {
-        if let Some(slot) = buf.get_mut(n) {
-            *slot = b;
-        }
-        n += 1;
-    };
-    if correlation_id != 0 {
-        put(CORRELATION_ID_KEY);
-        let mut v = correlation_id;
-        while v >= 0x80 {
-            put((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
-        }
-        put(v as u8);
-    }
-    put(STATUS_RESPONSE_KEY);
-    buf.get(..n).unwrap_or_default()
 }
 
 impl<R: EdgeRegistry> Edge<R> {
@@ -178,7 +150,7 @@ impl<R: EdgeRegistry> Edge<R> {
         // The envelope before its body: `correlation_id` (skipped when 0), then the
         // key of `status_response`; the response's bytes follow, written in place.
         let mut head = [0u8; 12];
-        let head = status_envelope_head(correlation_id, &mut head);
+        let head = iop_proto::encoding::status_response_head(correlation_id, &mut head);
         let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
         let node_ids = request.node_ids.as_slice();
         let checked = registry.encodes_within_limits();

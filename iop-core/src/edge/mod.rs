@@ -31,8 +31,9 @@
 //! Outputs:
 //! - [`Edge::poll_transmit`] appends bytes to write to the transport and returns
 //!   [`Transmit::Bytes`]; [`Transmit::Idle`] when there is nothing; [`Transmit::Close`]
-//!   once everything of a session the Edge decided to end has been written: the
-//!   driver then closes the transport and calls [`Edge::handle_closed`].
+//!   once everything of a session the Edge decided to end has been written: the Edge
+//!   is disconnected from then on and the driver closes the transport (as on the
+//!   Control Plane; [`drain_transmits`](crate::drain_transmits) runs the loop).
 //! - [`Edge::poll_event`]: [`EdgeEvent`]s for the application. Every connection ends
 //!   with exactly one [`EdgeEvent::Closed`] (typed [`CloseReason`]), whoever ended it.
 //! - [`Edge::poll_timeout`]: the earliest deadline for [`Edge::handle_timeout`]
@@ -70,7 +71,7 @@
 //! ```
 //! use iop_core::edge::{Edge, EdgeConfig, EdgeEvent, TargetLevel, Transmit};
 //! use iop_core::proto::{self, Body, EdgeHelloResponse, Envelope, FrameDecoder};
-//! use iop_core::Instant;
+//! use iop_core::{Instant, drain_transmits};
 //!
 //! let config = EdgeConfig::new("edge-1", 7).with_operation("edge.ping", TargetLevel::Edge);
 //! let mut edge = Edge::new(config, ())?;
@@ -80,7 +81,7 @@
 //! assert_eq!(edge.poll_connect_at(), Some(now));
 //! edge.handle_connected(now)?;
 //! let mut wire = Vec::new();
-//! while let Transmit::Bytes(_) = edge.poll_transmit(&mut wire) {}
+//! assert_eq!(drain_transmits(&mut wire, usize::MAX, |b| edge.poll_transmit(b)), Transmit::Idle);
 //!
 //! // What the CP reads: the hello.
 //! let mut cp = FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN);
@@ -94,7 +95,7 @@
 //! edge.handle_bytes(now, &reply);
 //! assert!(matches!(edge.poll_event(), Some(EdgeEvent::Connected { session_id: 7, .. })));
 //! let mut wire = Vec::new();
-//! while let Transmit::Bytes(_) = edge.poll_transmit(&mut wire) {}
+//! assert_eq!(drain_transmits(&mut wire, usize::MAX, |b| edge.poll_transmit(b)), Transmit::Idle);
 //! let ready = cp.decode(&mut wire.as_slice())?.unwrap();
 //! assert!(matches!(ready.body, Some(Body::NodeEvent(ref e)) if e.sequence == 1));
 //!
@@ -113,12 +114,14 @@ mod registry_seam;
 mod secret;
 mod session;
 
+/// The one [`Transmit`](crate::Transmit) of both ends, here for `edge::` paths.
+pub use crate::transmit::Transmit;
 pub use commands::{Outcome, ReportError};
 pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
 pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolError};
 pub use registry_seam::{EdgeRegistry, LifecycleEvent};
 pub use secret::Secret;
-pub use session::{Edge, Transmit};
+pub use session::Edge;
 
 // The selector and target vocabulary is the registry's (PROTOCOL.md §6).
 pub use crate::registry::{Selector, SelectorError, Target, TargetLevel};

@@ -19,25 +19,10 @@ use crate::limits::LIVENESS_INTERVALS;
 use crate::outbound::{Outbound, OutboundError};
 use crate::registry::NodeRegistry;
 use crate::rng::SplitMix64;
+use crate::transmit::Transmit;
 
 /// Bytes [`Edge::poll_transmit`] appends per call, at most (at least one frame).
 const TRANSMIT_CHUNK: usize = 64 * 1024;
-
-/// What [`Edge::poll_transmit`] produced.
-///
-/// Exhaustive on purpose: a new instruction must break a driver's build rather than
-/// fall into a wildcard arm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use]
-pub enum Transmit {
-    /// Nothing to write now.
-    Idle,
-    /// This many bytes were appended to the buffer: write them, then poll again.
-    Bytes(usize),
-    /// Everything for this connection has been written: close the transport now,
-    /// then call [`Edge::handle_closed`].
-    Close,
-}
 
 #[derive(Debug, Clone, Copy)]
 #[repr(usize)]
@@ -280,22 +265,29 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
-    /// Appends bytes to write to the transport to `buf`.
+    /// Appends bytes to write to the transport to `buf`. [`Transmit::Close`] once a
+    /// session the Edge ended has handed out its last byte: the Edge is then
+    /// disconnected (its next dial at [`poll_connect_at`](Self::poll_connect_at)), and
+    /// the driver closes the transport; and again on every call until a transport is
+    /// up, as the Control Plane answers for a connection it has forgotten.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Transmit {
         self.pump_registry();
-        if self.outbound.is_empty() {
-            // The driver's last poll of every burst.
-            return if matches!(self.conn, Conn::Closing { .. }) {
+        // The driver's last poll of every burst finds nothing queued.
+        let written = if self.outbound.is_empty() {
+            0
+        } else {
+            let limit = buf.len().saturating_add(TRANSMIT_CHUNK);
+            self.outbound.write_to(buf, limit)
+        };
+        match (written, self.conn) {
+            (0, Conn::Closing { .. }) => {
+                self.finish_close();
                 Transmit::Close
-            } else {
-                Transmit::Idle
-            };
-        }
-        let limit = buf.len().saturating_add(TRANSMIT_CHUNK);
-        match self.outbound.write_to(buf, limit) {
-            0 if matches!(self.conn, Conn::Closing { .. }) => Transmit::Close,
-            0 => Transmit::Idle,
-            n => Transmit::Bytes(n),
+            }
+            // No transport is the Edge's: as for a connection the CP has forgotten.
+            (0, Conn::Disconnected { .. } | Conn::ShutDown) => Transmit::Close,
+            (0, _) => Transmit::Idle,
+            (n, _) => Transmit::Bytes(n),
         }
     }
 

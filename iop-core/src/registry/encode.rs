@@ -36,73 +36,13 @@ pub struct EncodedSnapshot {
     pub heap: usize,
 }
 
-const LEN: u8 = 2;
-const VARINT: u8 = 0;
-
-use crate::varint::{len as varint_len, put as put_varint};
-
-// A few instructions, called per field of every node: kept inline.
-#[inline(always)]
-fn put_key(out: &mut Vec<u8>, field: u8, wire_type: u8) {
-    // Every field number here is < 16: the key is one byte.
-    out.push((field << 3) | wire_type);
-}
-
-/// Length of a length-delimited field holding `len` bytes.
-pub(crate) fn delimited_len(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-/// Length of a proto3 string field (skipped when empty).
-fn str_len(s: &str) -> usize {
-    if s.is_empty() {
-        0
-    } else {
-        delimited_len(s.len())
-    }
-}
-
-/// Length of a proto3 varint field (skipped when zero).
-fn uint_len(v: u64) -> usize {
-    if v == 0 { 0 } else { 1 + varint_len(v) }
-}
-
-// A few instructions, called per field of every node: kept inline.
-#[inline(always)]
-fn put_str(out: &mut Vec<u8>, field: u8, s: &str) {
-    if !s.is_empty() {
-        put_key(out, field, LEN);
-        put_varint(out, s.len() as u64);
-        out.extend_from_slice(s.as_bytes());
-    }
-}
-
-/// A repeated string element is written even when empty.
-// A few instructions, called per field of every node: kept inline.
-#[inline(always)]
-fn put_repeated_str(out: &mut Vec<u8>, field: u8, s: &str) {
-    put_key(out, field, LEN);
-    put_varint(out, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
-}
-
-// A few instructions, called per field of every node: kept inline.
-#[inline(always)]
-fn put_uint(out: &mut Vec<u8>, field: u8, v: u64) {
-    if v != 0 {
-        put_key(out, field, VARINT);
-        put_varint(out, v);
-    }
-}
-
-fn repeated_str_len(items: &[String]) -> usize {
-    items.iter().map(|s| delimited_len(s.len())).sum()
-}
-
-fn enum_value(v: i32) -> u64 {
-    // Wire enums here are non-negative.
-    u64::try_from(v).unwrap_or_default()
-}
+use iop_proto::encoding::fields::{
+    config_summary, node_snapshot, provider_snapshot, status_response,
+};
+use iop_proto::encoding::{
+    delimited_len, enum_value, put_delimited_head, put_repeated_str, put_str, put_uint,
+    repeated_str_len, str_len, uint_len,
+};
 
 fn provider_len(p: &ProviderEntry, view: super::provider::NodeView) -> usize {
     let n = p.numbers(view);
@@ -122,20 +62,40 @@ fn provider_len(p: &ProviderEntry, view: super::provider::NodeView) -> usize {
 
 fn put_provider(out: &mut Vec<u8>, p: &ProviderEntry, view: super::provider::NodeView) {
     let n = p.numbers(view);
-    put_str(out, 1, &p.config.provider_id);
-    put_uint(out, 2, enum_value(p.config.category.to_wire() as i32));
-    put_uint(out, 3, enum_value(n.status as i32));
-    put_uint(out, 4, enum_value(n.health as i32));
-    put_uint(out, 5, u64::from(n.capacity));
-    put_uint(out, 6, u64::from(n.in_flight));
-    put_uint(out, 7, u64::from(n.queued));
-    put_uint(out, 8, u64::from(n.long_context_capacity));
-    put_uint(out, 9, u64::from(n.long_context_in_flight));
-    put_uint(out, 10, u64::from(n.long_context_queued));
+    put_str(out, provider_snapshot::PROVIDER_ID, &p.config.provider_id);
+    put_uint(
+        out,
+        provider_snapshot::CATEGORY,
+        enum_value(p.config.category.to_wire() as i32),
+    );
+    put_uint(out, provider_snapshot::STATUS, enum_value(n.status as i32));
+    put_uint(out, provider_snapshot::HEALTH, enum_value(n.health as i32));
+    put_uint(out, provider_snapshot::CAPACITY, u64::from(n.capacity));
+    put_uint(out, provider_snapshot::IN_FLIGHT, u64::from(n.in_flight));
+    put_uint(out, provider_snapshot::QUEUED, u64::from(n.queued));
+    put_uint(
+        out,
+        provider_snapshot::LONG_CONTEXT_CAPACITY,
+        u64::from(n.long_context_capacity),
+    );
+    put_uint(
+        out,
+        provider_snapshot::LONG_CONTEXT_IN_FLIGHT,
+        u64::from(n.long_context_in_flight),
+    );
+    put_uint(
+        out,
+        provider_snapshot::LONG_CONTEXT_QUEUED,
+        u64::from(n.long_context_queued),
+    );
     for m in &p.config.models {
-        put_repeated_str(out, 11, m);
+        put_repeated_str(out, provider_snapshot::MODELS, m);
     }
-    put_uint(out, 12, u64::from(n.admission_eligible));
+    put_uint(
+        out,
+        provider_snapshot::ADMISSION_ELIGIBLE,
+        u64::from(n.admission_eligible),
+    );
 }
 
 fn summary_len(e: &NodeEntry) -> usize {
@@ -205,40 +165,52 @@ fn node_len(e: &NodeEntry) -> usize {
 
 fn put_node(out: &mut Vec<u8>, e: &NodeEntry, len: usize) {
     let view = e.view();
-    put_key(out, 2, LEN);
-    put_varint(out, len as u64);
-    put_str(out, 1, &e.config.node_id);
-    put_uint(out, 2, u64::from(view.ready));
-    put_key(out, 3, LEN);
-    put_varint(out, summary_len(e) as u64);
-    put_str(out, 1, &e.config.revision);
+    put_delimited_head(out, status_response::NODES, len);
+    put_str(out, node_snapshot::NODE_ID, &e.config.node_id);
+    put_uint(out, node_snapshot::CONNECTED, u64::from(view.ready));
+    put_delimited_head(out, node_snapshot::CONFIG, summary_len(e));
+    put_str(out, config_summary::REVISION, &e.config.revision);
     for p in &e.providers {
-        put_repeated_str(out, 2, &p.config.provider_id);
+        put_repeated_str(out, config_summary::PROVIDER_IDS, &p.config.provider_id);
     }
     for m in &e.config.models {
-        put_repeated_str(out, 3, m);
+        put_repeated_str(out, config_summary::MODELS, m);
     }
     for p in &e.providers {
-        put_key(out, 4, LEN);
-        put_varint(out, provider_len(p, view) as u64);
+        put_delimited_head(
+            out,
+            node_snapshot::PROVIDER_SNAPSHOTS,
+            provider_len(p, view),
+        );
         put_provider(out, p, view);
     }
-    put_uint(out, 5, enum_value(e.ownership.state as i32));
-    put_uint(out, 6, e.ownership.generation.get());
-    put_uint(out, 7, e.ownership.last_transition_unix_ms);
+    put_uint(
+        out,
+        node_snapshot::STATE,
+        enum_value(e.ownership.state as i32),
+    );
+    put_uint(out, node_snapshot::GENERATION, e.ownership.generation.get());
+    put_uint(
+        out,
+        node_snapshot::LAST_TRANSITION_UNIX_MS,
+        e.ownership.last_transition_unix_ms,
+    );
     for (k, v) in &e.config.labels {
-        put_key(out, 8, LEN);
-        put_varint(out, label_len(k, v) as u64);
-        put_str(out, 1, k);
-        put_str(out, 2, v);
+        put_delimited_head(out, node_snapshot::LABELS, label_len(k, v));
+        put_str(out, node_snapshot::LABEL_KEY, k);
+        put_str(out, node_snapshot::LABEL_VALUE, v);
     }
 }
 
 /// Appends the encoded `EdgeStatusResponse` of an Edge with no nodes and registry
 /// revision 0 (the `()` registry's snapshot).
 pub(crate) fn encode_empty_snapshot(edge_id: &str, observed_at_unix_ms: u64, out: &mut Vec<u8>) {
-    put_str(out, 1, edge_id);
-    put_uint(out, 3, observed_at_unix_ms);
+    put_str(out, status_response::EDGE_ID, edge_id);
+    put_uint(
+        out,
+        status_response::OBSERVED_AT_UNIX_MS,
+        observed_at_unix_ms,
+    );
 }
 
 impl NodeRegistry {
@@ -282,7 +254,7 @@ impl NodeRegistry {
     ) -> EncodedSnapshot {
         let mut used = str_len(edge_id) + uint_len(observed_at_unix_ms) + uint_len(self.revision);
         let mut decoded = string_bytes(edge_id.len());
-        put_str(out, 1, edge_id);
+        put_str(out, status_response::EDGE_ID, edge_id);
         let mut nodes = 0;
         let mut truncated = false;
         // Where the last node written starts, and its share of `decoded`, to take it
@@ -317,9 +289,13 @@ impl NodeRegistry {
                 nodes -= 1;
             }
         }
-        put_uint(out, 3, observed_at_unix_ms);
-        put_uint(out, 4, self.revision);
-        put_uint(out, 5, u64::from(truncated));
+        put_uint(
+            out,
+            status_response::OBSERVED_AT_UNIX_MS,
+            observed_at_unix_ms,
+        );
+        put_uint(out, status_response::REGISTRY_REVISION, self.revision);
+        put_uint(out, status_response::TRUNCATED, u64::from(truncated));
         EncodedSnapshot {
             nodes,
             truncated,

@@ -10,8 +10,9 @@ use crate::proto::{EdgeNodeSnapshot, EdgeStatusResponse, Message, NodeConfigSumm
 use super::NodeRegistry;
 use iop_proto::limits::heap::{self, string_bytes, vec_growth};
 
-use super::encode::{delimited_len, within_heap_budget};
+use super::encode::within_heap_budget;
 use super::node::NodeEntry;
+use iop_proto::encoding::delimited_len;
 
 impl NodeEntry {
     pub(crate) fn snapshot(&self) -> EdgeNodeSnapshot {

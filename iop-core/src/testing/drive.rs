@@ -5,9 +5,9 @@ use std::time::Duration;
 use super::link::{Link, Segment};
 use super::pair::Pair;
 use super::rng::SimRng;
-use crate::cp::{self, ConnectionId};
-use crate::edge;
+use crate::cp::ConnectionId;
 use crate::proto::PRE_HELLO_MAX_FRAME_LEN;
+use crate::transmit::{Transmit, drain_transmits};
 
 impl Pair {
     /// Drives both ends at the current time until nothing moves: dials, writes,
@@ -78,20 +78,11 @@ impl Pair {
                 continue;
             };
             let mut buf = Vec::new();
-            let mut close = false;
-            loop {
-                match p.edge.poll_transmit(&mut buf) {
-                    edge::Transmit::Bytes(_) => {}
-                    edge::Transmit::Idle => break,
-                    edge::Transmit::Close => {
-                        close = true;
-                        break;
-                    }
-                }
-            }
+            // Close: the Edge is disconnected already; no `handle_closed` is needed.
+            let close = drain_transmits(&mut buf, usize::MAX, |b| p.edge.poll_transmit(b))
+                == Transmit::Close;
             if close {
                 p.conn = None;
-                p.edge.handle_closed(self.now);
             }
             let Some(link) = self.links.get_mut(&conn) else {
                 continue;
@@ -135,17 +126,8 @@ impl Pair {
         let at_ms = self.now.as_millis();
         for (conn, link) in self.links.iter_mut().filter(|(_, l)| l.cp_open) {
             let mut buf = Vec::new();
-            let mut close = false;
-            loop {
-                match self.cp.poll_transmit(*conn, &mut buf) {
-                    cp::Transmit::Bytes(_) => {}
-                    cp::Transmit::Idle => break,
-                    cp::Transmit::Close => {
-                        close = true;
-                        break;
-                    }
-                }
-            }
+            let close = drain_transmits(&mut buf, usize::MAX, |b| self.cp.poll_transmit(*conn, b))
+                == Transmit::Close;
             if !buf.is_empty() {
                 moved = true;
                 self.hash.record(b'c', &buf);

@@ -71,13 +71,13 @@ fn decode_all(bytes: &[u8], max_frame_len: u32, who: &str) -> Result<Vec<Envelop
 
 fn pull_edge<R: EdgeRegistry>(edge: &mut Edge<R>) -> Vec<u8> {
     let mut out = Vec::new();
-    while let edge::Transmit::Bytes(_) = edge.poll_transmit(&mut out) {}
+    let _ = crate::drain_transmits(&mut out, usize::MAX, |b| edge.poll_transmit(b));
     out
 }
 
 fn pull_cp(cp: &mut ControlPlane, conn: ConnectionId) -> Vec<u8> {
     let mut out = Vec::new();
-    while let cp::Transmit::Bytes(_) = cp.poll_transmit(conn, &mut out) {}
+    let _ = crate::drain_transmits(&mut out, usize::MAX, |b| cp.poll_transmit(conn, b));
     out
 }
 
@@ -470,7 +470,7 @@ impl EdgeRegistry for Naive {
                 continue;
             }
             let len = node.encoded_len();
-            used += 1 + iop_proto::limits::varint_len(len as u64) + len;
+            used += iop_proto::encoding::delimited_len(len);
             if used > max_encoded_len {
                 response.truncated = true;
                 break;

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use iop_core::cp::{ConnectionId, ControlPlane, Transmit};
+use iop_core::cp::{ConnectionId, ControlPlane};
 
 use super::state::{ConnSlot, CpShared};
 use crate::Runtime;
@@ -47,14 +47,7 @@ impl<S: futures_io::AsyncWrite + Unpin + Send> Direct for Mutex<io::Wire<S>> {
 
 /// Appends `conn`'s output to `out`, up to about `limit` bytes.
 fn pull(cp: &mut ControlPlane, conn: ConnectionId, out: &mut Vec<u8>, limit: usize) -> Pull {
-    while out.len() < limit {
-        match cp.poll_transmit(conn, out) {
-            Transmit::Bytes(_) => {}
-            Transmit::Idle => return Pull::Idle,
-            Transmit::Close => return Pull::Close,
-        }
-    }
-    Pull::Idle
+    io::pull(out, limit, |b| cp.poll_transmit(conn, b))
 }
 
 pub(super) async fn conn_task<R: Runtime>(

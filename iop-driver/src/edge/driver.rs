@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use iop_core::edge::{Edge, EdgeRegistry, Transmit};
+use iop_core::edge::{Edge, EdgeRegistry};
 
 use super::client::DialError;
 use super::ready::ConnectedError;
@@ -94,7 +94,10 @@ pub(super) async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(
         let ended = io::drive::<R, _, _, _>(&mut wire, &core, &shared.wake).await;
         drop(wire);
         tracing::debug!(?ended, "transport ended");
-        shared.with_inner(|edge, now| edge.handle_closed(now));
+        // A close the Edge asked for (`Transmit::Close`) has disconnected it already.
+        if ended != io::Ended::ByCore {
+            shared.with_inner(|edge, now| edge.handle_closed(now));
+        }
     }
     let mut state = lock(&shared.state);
     state.done = true;
@@ -135,14 +138,7 @@ async fn dial<R: Runtime, G: EdgeRegistry>(
 
 /// Appends the Edge's output to `out`, up to about `limit` bytes.
 fn pull<G: EdgeRegistry>(edge: &mut Edge<G>, out: &mut Vec<u8>, limit: usize) -> Pull {
-    while out.len() < limit {
-        match edge.poll_transmit(out) {
-            Transmit::Bytes(_) => {}
-            Transmit::Idle => return Pull::Idle,
-            Transmit::Close => return Pull::Close,
-        }
-    }
-    Pull::Idle
+    io::pull(out, limit, |b| edge.poll_transmit(b))
 }
 
 struct EdgeConn<'a, R: Runtime, G: EdgeRegistry> {

@@ -109,6 +109,8 @@
 //! allocation. The bound on a frame's heap is the same either way.
 use std::time::Duration;
 
+use crate::encoding::{delimited_len, varint_len};
+
 mod decode;
 pub mod heap;
 pub mod send;
@@ -212,39 +214,23 @@ pub const DEFAULT_RETRY_AFTER_OVERLOADED: Duration = Duration::from_secs(10);
 /// `OVERLOADED` at its pending-hello caps in a burst (the connection's turn).
 pub const MIN_RETRY_AFTER_BURST: Duration = Duration::from_millis(200);
 
-/// Bytes of a length-delimited field of `len` bytes with a one-byte key.
-const fn delimited(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
-}
-
-/// Bytes of the varint of `v` (a length prefix inside a message, say).
-pub const fn varint_len(v: u64) -> usize {
-    let mut n = 1;
-    let mut v = v >> 7;
-    while v > 0 {
-        n += 1;
-        v >>= 7;
-    }
-    n
-}
-
 /// Bytes of one map entry (a delimited field) whose key and value are `key` and
 /// `value` bytes long.
 const fn map_entry(key: usize, value: usize) -> usize {
-    delimited(delimited(key) + delimited(value))
+    delimited_len(delimited_len(key) + delimited_len(value))
 }
 
 /// Body bytes of the largest hello the caps allow: every field at its cap, every
 /// held command listed. Below [`PRE_HELLO_MAX_FRAME_LEN`], so the hello always fits.
 pub const MAX_HELLO_LEN: usize = {
-    let hello = delimited(MAX_ID_LEN) // edge_id
+    let hello = delimited_len(MAX_ID_LEN) // edge_id
         + 1 + varint_len(u32::MAX as u64) // protocol_version
-        + delimited(MAX_SOFTWARE_VERSION_LEN)
-        + MAX_HELLO_OPERATIONS * delimited(MAX_ID_LEN)
+        + delimited_len(MAX_SOFTWARE_VERSION_LEN)
+        + MAX_HELLO_OPERATIONS * delimited_len(MAX_ID_LEN)
         + MAX_HELLO_METADATA_ENTRIES * map_entry(MAX_ID_LEN, MAX_HELLO_METADATA_VALUE_LEN)
-        + delimited(MAX_TEXT_LEN) // credential
-        + MAX_HELLO_INFLIGHT_IDS * delimited(MAX_ID_LEN);
-    delimited(hello)
+        + delimited_len(MAX_TEXT_LEN) // credential
+        + MAX_HELLO_INFLIGHT_IDS * delimited_len(MAX_ID_LEN);
+    delimited_len(hello)
 };
 const _: () = assert!(MAX_HELLO_LEN <= PRE_HELLO_MAX_FRAME_LEN as usize);
 
@@ -253,8 +239,8 @@ const _: () = assert!(MAX_HELLO_LEN <= PRE_HELLO_MAX_FRAME_LEN as usize);
 /// this large (`EdgeConfig::max_frame_len` may not be lower), since it does not
 /// announce a limit of its own.
 pub const MAX_CONTROL_PLANE_FRAME_LEN: usize = {
-    let request = MAX_NODES * delimited(MAX_ID_LEN);
-    1 + varint_len(u64::MAX) + delimited(request)
+    let request = MAX_NODES * delimited_len(MAX_ID_LEN);
+    1 + varint_len(u64::MAX) + delimited_len(request)
 };
 
 /// One row of [`TABLE`].
