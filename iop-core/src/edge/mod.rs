@@ -36,13 +36,15 @@
 //!   Control Plane; [`drain_transmits`](crate::drain_transmits) runs the loop).
 //! - [`Edge::poll_event`]: [`EdgeEvent`]s for the application. Every connection ends
 //!   with exactly one [`EdgeEvent::Closed`] (typed [`CloseReason`]), whoever ended it.
-//! - [`Edge::poll_timeout`]: the earliest deadline for [`Edge::handle_timeout`]
-//!   (hello timeout, heartbeat, liveness, command deadlines, retention).
+//! - [`Edge::poll_timeout`]: the one deadline to wait for: the earliest of
+//!   [`Edge::handle_timeout`]'s (hello timeout, heartbeat, liveness, command deadlines,
+//!   retention) and, while disconnected, the time to dial.
 //! - [`Edge::poll_connect_at`]: while disconnected, **when to dial** the CP again
 //!   (full-jitter backoff, never before a `retry_after_ms` the CP gave); [`None`]
 //!   while a transport is up and after shutdown. A new Edge says "now" (its
 //!   [`Instant::ZERO`](crate::Instant::ZERO)). The same time is in
-//!   [`EdgeEvent::Closed::reconnect_at`](EdgeEvent::Closed).
+//!   [`EdgeEvent::Closed::reconnect_at`](EdgeEvent::Closed). So a driver waits for
+//!   `poll_timeout`, calls `handle_timeout`, and dials once `poll_connect_at` is due.
 //!
 //! Peer misbehaviour never returns `Err`: the Edge queues `GoAway{PROTOCOL_ERROR}`,
 //! emits `Closed { reason: ProtocolError(..) }` and asks for the close through

@@ -296,15 +296,21 @@ impl<R: EdgeRegistry> Edge<R> {
         self.events.pop_front()
     }
 
-    /// The earliest time [`Edge::handle_timeout`] has work to do.
+    /// The one deadline to wait for: the earliest time the Edge has work to do in
+    /// [`Edge::handle_timeout`], or, while disconnected, the time to dial (then
+    /// [`poll_connect_at`](Self::poll_connect_at) is due).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let timers = self.timers.iter().flatten().copied();
-        timers.chain(self.commands.next_deadline()).min()
+        timers
+            .chain(self.commands.next_deadline())
+            .chain(self.poll_connect_at())
+            .min()
     }
 
     /// When disconnected, the time at which the driver should dial the CP (then call
-    /// [`Edge::handle_connected`], or [`Edge::handle_connect_failed`]). [`None`] while
-    /// a transport is up or after shutdown.
+    /// [`Edge::handle_connected`], or [`Edge::handle_connect_failed`]); it is also a
+    /// deadline of [`poll_timeout`](Self::poll_timeout). [`None`] while a transport is
+    /// up or after shutdown.
     pub fn poll_connect_at(&self) -> Option<Instant> {
         match self.conn {
             Conn::Disconnected { connect_at } => Some(connect_at),

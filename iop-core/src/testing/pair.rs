@@ -242,14 +242,12 @@ impl Pair {
         } else {
             self.cp.poll_timeout()
         };
-        let edges = self.edges.iter().filter(|p| p.alive).flat_map(|p| {
-            let dial = if p.conn.is_none() {
-                p.edge.poll_connect_at()
-            } else {
-                None
-            };
-            [p.edge.poll_timeout(), dial]
-        });
+        // An Edge's time to dial is one of its deadlines.
+        let edges = self
+            .edges
+            .iter()
+            .filter(|p| p.alive)
+            .map(|p| p.edge.poll_timeout());
         let links = self.links.values().flat_map(|l| {
             let to_cp = l.to_cp.front().map(|(t, _)| (*t).max(self.cp_silent_until));
             let to_edge = l.to_edge.front().map(|(t, _)| *t);

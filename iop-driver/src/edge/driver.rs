@@ -40,9 +40,9 @@ pub(super) async fn driver<R: Runtime, G: EdgeRegistry + Send + 'static>(
         match connect_at {
             Some(at) if at <= now => {}
             _ => {
-                // Wait for the dial time, a command deadline, or the application.
-                let wake_at = [connect_at, deadline].into_iter().flatten().min();
-                match wake_at {
+                // Wait for the dial time, a command deadline (both in `poll_timeout`),
+                // or the application.
+                match deadline {
                     Some(at) => {
                         futures_lite::future::or(
                             R::sleep_until(shared.clock.to_std(at)),
