@@ -393,7 +393,7 @@ pub enum CpEvent {
     /// (see [`Directory`](super::Directory)).
     OwnershipClaim(super::Claim),
     /// A connection ended. Exactly one per connection; the runtime should close it
-    /// once `poll_transmit` returns [`Transmit::Close`] (if it has not already).
+    /// once `poll_transmit` returns [`Transmit::Close`](crate::Transmit::Close) (if it has not already).
     Closed {
         /// The connection.
         conn: ConnectionId,

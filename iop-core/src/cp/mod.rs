@@ -170,7 +170,7 @@ mod timer;
 mod view;
 
 pub use crate::limits::INSTANCE_ID_KEY;
-/// The one [`Transmit`](crate::Transmit) of both ends, here for `cp::` paths.
+/// The one [`Transmit`] of both ends, here for `cp::` paths.
 pub use crate::transmit::Transmit;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};

@@ -116,7 +116,7 @@ mod registry_seam;
 mod secret;
 mod session;
 
-/// The one [`Transmit`](crate::Transmit) of both ends, here for `edge::` paths.
+/// The one [`Transmit`] of both ends, here for `edge::` paths.
 pub use crate::transmit::Transmit;
 pub use commands::{Outcome, ReportError};
 pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
