@@ -18,7 +18,7 @@ use crate::limits::MIN_RETRY_AFTER_BURST;
 use crate::time::Instant;
 
 use super::endpoint::ControlPlane;
-use super::event::ConnectionId;
+use super::ids::ConnectionId;
 
 /// How long the acceptance rate is measured over.
 const WINDOW: Duration = Duration::from_millis(250);

@@ -12,7 +12,8 @@ use super::conn::ConnState;
 use super::endpoint::{ControlPlane, queue_encoded, reindex_conn};
 use super::enrolment::EnrolmentPolicy;
 use super::error::{CommandError, CommandSpec, RevokeError, StatusError};
-use super::event::{CloseReason, ConnectionId, RequestId};
+use super::event::CloseReason;
+use super::ids::{ConnectionId, RequestId};
 use super::timer::Timer;
 use super::view::EdgeView;
 

@@ -8,7 +8,8 @@ use super::conn::{ConnState, PendingHello};
 use super::directory::Directory;
 use super::directory::{ClaimAnswer, ClaimError};
 use super::endpoint::ControlPlane;
-use super::event::{CloseReason, ConnectionId, CpEvent};
+use super::event::{CloseReason, CpEvent};
+use super::ids::ConnectionId;
 use super::view::Reachability;
 
 impl ControlPlane {

@@ -6,7 +6,8 @@ use iop_proto::{Envelope, GoAwayReason};
 use super::config::ms_u32;
 use super::conn::ConnState;
 use super::endpoint::{ControlPlane, queue_wakeup};
-use super::event::{CloseReason, ConnectionId, CpEvent, RequestId};
+use super::event::{CloseReason, CpEvent};
+use super::ids::{ConnectionId, RequestId};
 use super::view::Reachability;
 
 impl ControlPlane {

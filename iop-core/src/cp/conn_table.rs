@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::conn::Conn;
-use super::event::ConnectionId;
+use super::ids::ConnectionId;
 
 /// Every connection the Control Plane holds (boxed: the table moves its entries
 /// when it grows).

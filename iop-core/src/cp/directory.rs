@@ -77,7 +77,7 @@
 //! [`CpEvent::EdgeDisconnected`]: super::CpEvent::EdgeDisconnected
 
 use super::config::DuplicatePolicy;
-use super::event::ConnectionId;
+use super::ids::ConnectionId;
 
 /// Where a Control Plane's ownership decisions are made ([`CpConfig::directory`](super::CpConfig::directory)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use crate::time::Instant;
 
 use super::command::CommandBook;
 use super::conn::FlapHistory;
-use super::event::ConnectionId;
+use super::ids::ConnectionId;
 use super::view::{EdgeView, Reachability};
 
 /// What the Control Plane holds about one Edge id.

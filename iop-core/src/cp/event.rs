@@ -1,31 +1,12 @@
-//! What the Control Plane tells the application: events, close reasons, ids.
+//! What the Control Plane tells the application: events and close reasons.
 
 use std::time::Duration;
 
+use super::ids::{ConnectionId, RequestId};
 use iop_proto::{
     BodyKind, CommandRejectReason, EdgeCommandEvent, EdgeNodeEvent, EdgeStatusResponse, FrameError,
     GoAwayReason, HelloRejectReason, WireEnum,
 };
-
-/// One transport connection, named by the runtime (any `u64` it has not used for a
-/// connection the Control Plane still holds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConnectionId(pub u64);
-
-impl std::fmt::Display for ConnectionId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "conn#{}", self.0)
-    }
-}
-
-/// Names one status request: the session it was sent on and its correlation id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RequestId {
-    /// The session (fencing epoch) the request was sent on.
-    pub session_id: u64,
-    /// The `correlation_id` on the wire, strictly increasing per session, never 0.
-    pub correlation_id: u64,
-}
 
 /// Why a connection ended. Each connection ends with exactly one
 /// [`CpEvent::Closed`] carrying one of these.

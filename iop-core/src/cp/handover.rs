@@ -22,7 +22,8 @@ use super::command::CommandAnswer;
 use super::conn::ConnState;
 use super::directory::ClaimError;
 use super::endpoint::ControlPlane;
-use super::event::{CommandOutcome, ConnectionId};
+use super::event::CommandOutcome;
+use super::ids::ConnectionId;
 
 /// One command as a Control Plane knows it, for another to carry on.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,9 +14,10 @@ use super::directory::{Claim, Directory};
 use super::edges::EdgeSlot;
 use super::endpoint::ControlPlane;
 use super::enrolment::CredentialHash;
-use super::event::{CloseReason, ConnectionId, CpEvent, ProtocolViolation, ResyncCause};
+use super::event::{CloseReason, CpEvent, ProtocolViolation, ResyncCause};
 use super::handover::CommandHandover;
 use super::hello::{Rejection, check_hello};
+use super::ids::ConnectionId;
 use super::timer::Timer;
 use super::view::Reachability;
 

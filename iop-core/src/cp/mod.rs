@@ -161,6 +161,7 @@ mod event;
 pub mod handover;
 mod hello;
 mod identity;
+mod ids;
 mod inbound;
 mod session_frames;
 mod stats;
@@ -180,10 +181,11 @@ pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
 pub use event::{
-    CloseReason, CommandOrderRule, CommandOutcome, ConnectionId, CpEvent, CpEventKind,
-    ForgetReason, ProtocolViolation, RequestId, ResyncCause,
+    CloseReason, CommandOrderRule, CommandOutcome, CpEvent, CpEventKind, ForgetReason,
+    ProtocolViolation, ResyncCause,
 };
 pub use handover::CommandHandover;
 pub use identity::{NamedPeer, PeerIdentity};
+pub use ids::{ConnectionId, RequestId};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

@@ -6,7 +6,8 @@ use crate::time::Instant;
 
 use super::conn::ConnState;
 use super::endpoint::ControlPlane;
-use super::event::{CloseReason, ConnectionId, CpEvent, ForgetReason, RequestId};
+use super::event::{CloseReason, CpEvent, ForgetReason};
+use super::ids::{ConnectionId, RequestId};
 use super::timer::Timer;
 use super::view::Reachability;
 
