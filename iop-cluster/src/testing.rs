@@ -27,16 +27,14 @@ impl NatsServer {
     /// (CI sets it), which makes that a failure.
     pub fn start() -> Option<NatsServer> {
         let bin = nats_server()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        Some(Self::spawned(bin, addr, Vec::new()).expect("nats-server"))
+        Some(Self::on_free_port(bin, |_| Vec::new()).expect("nats-server"))
     }
 
     /// Starts the nats-server [`find_nats_server`] finds; what is wrong when there is
     /// none.
     pub fn try_start() -> Result<NatsServer, String> {
         let bin = find_nats_server()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        Self::spawned(bin, addr, Vec::new())
+        Self::on_free_port(bin, |_| Vec::new())
     }
 
     /// Starts `n` servers forming one NATS cluster on loopback (routes between them,
@@ -54,21 +52,39 @@ impl NatsServer {
             .iter()
             .enumerate()
             .map(|(i, route)| {
-                let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-                let extra = vec![
-                    "--server_name".to_owned(),
-                    format!("iop-{i}-{}", addr.port()),
-                    "--cluster_name".to_owned(),
-                    "iop".to_owned(),
-                    "--cluster".to_owned(),
-                    format!("nats://127.0.0.1:{route}"),
-                    "--routes".to_owned(),
-                    all.clone(),
-                ];
-                Self::spawned(bin.clone(), addr, extra).expect("nats-server")
+                Self::on_free_port(bin.clone(), |addr| {
+                    vec![
+                        "--server_name".to_owned(),
+                        format!("iop-{i}-{}", addr.port()),
+                        "--cluster_name".to_owned(),
+                        "iop".to_owned(),
+                        "--cluster".to_owned(),
+                        format!("nats://127.0.0.1:{route}"),
+                        "--routes".to_owned(),
+                        all.clone(),
+                    ]
+                })
+                .expect("nats-server")
             })
             .collect();
         Some(servers)
+    }
+
+    /// Spawns on a free port; a port another process took meanwhile (between
+    /// [`free_port`] and the server's bind) is given up for another, 5 times at most.
+    fn on_free_port(
+        bin: PathBuf,
+        extra: impl Fn(SocketAddr) -> Vec<String>,
+    ) -> Result<NatsServer, String> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            match Self::spawned(bin.clone(), addr, extra(addr)) {
+                Ok(server) => return Ok(server),
+                Err(why) => last = why,
+            }
+        }
+        Err(last)
     }
 
     fn spawned(bin: PathBuf, addr: SocketAddr, extra: Vec<String>) -> Result<NatsServer, String> {
@@ -185,7 +201,25 @@ fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Result
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
     let deadline = Instant::now() + START;
-    while TcpStream::connect(addr).is_err() {
+    // Listening is not enough: the port may be another process's, taken between
+    // `free_port` and the server's bind (the server then exits). A NATS server greets
+    // with `INFO`.
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "{} exited ({status}): is {addr} taken?",
+                bin.display()
+            ));
+        }
+        if greets_as_nats(addr) {
+            // Another test's server on a taken port greets too: this one has then
+            // failed to bind and is exiting.
+            std::thread::sleep(Duration::from_millis(50));
+            if let Ok(None) = child.try_wait() {
+                return Ok(child);
+            }
+            continue;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
@@ -193,7 +227,17 @@ fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Result
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(child)
+}
+
+/// Whether what listens on `addr` sends a NATS `INFO` greeting.
+fn greets_as_nats(addr: SocketAddr) -> bool {
+    use std::io::Read as _;
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut greeting = [0u8; 4];
+    stream.read_exact(&mut greeting).is_ok() && &greeting == b"INFO"
 }
 
 impl Drop for NatsServer {

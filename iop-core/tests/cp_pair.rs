@@ -46,12 +46,13 @@ fn edge_events(p: &Pair) -> &[EdgeEvent] {
 }
 
 fn node_ready(p: &mut Pair) {
-    let reg = p.edges[0].edge.registry_mut();
+    let mut reg = p.edges[0].edge.registry_mut();
     let generation = reg.connect("gpu-1", 1).unwrap();
     assert_eq!(
         reg.mark_ready("gpu-1", generation, 2),
         iop_core::registry::ReadyOutcome::Ready
     );
+    drop(reg);
     p.advance(Duration::from_millis(1));
 }
 

@@ -156,8 +156,12 @@ fn a_full_queue_drops_events_but_consumes_their_sequence() {
 fn events_lost_by_the_registry_leave_a_gap() {
     let mut h = Harness::default_edge();
     h.connect_and_accept(1);
-    h.edge.registry_mut().dropped = 3;
-    h.registry_transition("n1", NodeEventKind::NodeReady);
+    {
+        // One change: an event queued, then 3 lost after it.
+        let mut registry = h.edge.registry_mut();
+        registry.transition("n1", NodeEventKind::NodeReady);
+        registry.dropped = 3;
+    }
     let frames = h.flush();
     // The queued one goes out first (2); the 3 lost after it take 3, 4, 5.
     assert_eq!(as_node_event(&frames[0]).sequence, 2);

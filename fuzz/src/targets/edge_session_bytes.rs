@@ -350,13 +350,13 @@ impl Session {
                 None => "no command".into(),
             },
             2 => {
-                let reg = self.edge.registry_mut();
+                let mut reg = self.edge.registry_mut();
                 let g = reg.connect("node-a", 1);
                 let r = g.map(|g| reg.mark_ready("node-a", g, 2));
                 format!("node-a up {r:?}")
             }
             3 => {
-                let reg = self.edge.registry_mut();
+                let mut reg = self.edge.registry_mut();
                 let state = reg.node_state("node-a");
                 let r = state.map(|(_, g)| reg.close("node-a", g, "gone", 3));
                 format!("node-a down {r:?}")

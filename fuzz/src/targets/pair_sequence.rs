@@ -242,17 +242,19 @@ impl Pair {
                 self.pump();
             }
             Op::NodeUp => {
-                let reg = self.edge.registry_mut();
+                let mut reg = self.edge.registry_mut();
                 if let Ok(generation) = reg.connect(NODE, 1) {
                     let _ = reg.mark_ready(NODE, generation, 2);
                 }
+                drop(reg);
                 self.pump();
             }
             Op::NodeDown => {
-                let reg = self.edge.registry_mut();
+                let mut reg = self.edge.registry_mut();
                 if let Some((_, generation)) = reg.node_state(NODE) {
                     let _ = reg.close(NODE, generation, "gone", 3);
                 }
+                drop(reg);
                 self.pump();
             }
             Op::EdgeDrain => {

@@ -123,7 +123,7 @@ pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
 pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolError};
 pub use registry_seam::{EdgeRegistry, LifecycleEvent};
 pub use secret::Secret;
-pub use session::Edge;
+pub use session::{Edge, RegistryMut};
 
 // The selector and target vocabulary is the registry's (PROTOCOL.md §6).
 pub use crate::registry::{Selector, SelectorError, Target, TargetLevel};

@@ -123,10 +123,12 @@ impl<R: EdgeRegistry> Edge<R> {
         &self.registry
     }
 
-    /// The node registry, to change it. Its lifecycle events are relayed the next time
-    /// the Edge is polled.
-    pub fn registry_mut(&mut self) -> &mut R {
-        &mut self.registry
+    /// The node registry, to change it. When the returned guard is dropped (the end
+    /// of the statement, for `edge.registry_mut().upsert_node(..)`), the registry's
+    /// lifecycle events are queued as node events: the change is an input like any
+    /// other, and `poll_transmit` only hands out what is queued.
+    pub fn registry_mut(&mut self) -> RegistryMut<'_, R> {
+        RegistryMut { edge: self }
     }
 
     /// This process's random instance id (hello metadata `iop.instance_id`).
@@ -271,7 +273,6 @@ impl<R: EdgeRegistry> Edge<R> {
     /// the driver closes the transport; and again on every call until a transport is
     /// up, as the Control Plane answers for a connection it has forgotten.
     pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> Transmit {
-        self.pump_registry();
         // The driver's last poll of every burst finds nothing queued.
         let written = if self.outbound.is_empty() {
             0
@@ -525,5 +526,31 @@ impl<R: EdgeRegistry> Edge<R> {
             Conn::Closing { .. } => self.conn = Conn::Closing { reconnect_at: None },
             _ => {}
         }
+    }
+}
+
+/// [`Edge::registry_mut`]'s guard: the registry, mutably; on drop, its lifecycle events
+/// become the Edge's node events.
+#[derive(Debug)]
+pub struct RegistryMut<'a, R: EdgeRegistry> {
+    edge: &'a mut Edge<R>,
+}
+
+impl<R: EdgeRegistry> std::ops::Deref for RegistryMut<'_, R> {
+    type Target = R;
+    fn deref(&self) -> &R {
+        &self.edge.registry
+    }
+}
+
+impl<R: EdgeRegistry> std::ops::DerefMut for RegistryMut<'_, R> {
+    fn deref_mut(&mut self) -> &mut R {
+        &mut self.edge.registry
+    }
+}
+
+impl<R: EdgeRegistry> Drop for RegistryMut<'_, R> {
+    fn drop(&mut self) {
+        self.edge.pump_registry();
     }
 }

@@ -32,7 +32,7 @@ impl Sim {
         let Some(p) = self.pair.edges.get_mut(i) else {
             return;
         };
-        let reg = p.edge.registry_mut();
+        let mut reg = p.edge.registry_mut();
         let ms = ORIGIN_UNIX_MS + self.pair.now.as_millis();
         let gens = side.generations.entry(node).or_default();
         match op {
@@ -91,6 +91,8 @@ impl Sim {
                 }
             }
         }
+        // The change is an input: the guard's drop queues its node events.
+        drop(reg);
         let edge = p
             .edge
             .registry()

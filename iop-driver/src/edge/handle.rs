@@ -77,7 +77,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
     pub fn with_registry<T>(&self, f: impl FnOnce(&mut G, u64) -> T) -> T {
         self.shared.with_app(|edge, now| {
             let unix_ms = edge.config().wall_clock.unix_ms(now);
-            f(edge.registry_mut(), unix_ms)
+            f(&mut edge.registry_mut(), unix_ms)
         })
     }
 
