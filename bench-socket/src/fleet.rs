@@ -162,9 +162,7 @@ impl Role {
             }
         }
     }
-}
 
-impl Role {
     /// The `N` numbers of the next line tagged `tag`.
     pub fn numbers<const N: usize>(&mut self, tag: &str) -> std::io::Result<[f64; N]> {
         let line = self.expect(tag)?;

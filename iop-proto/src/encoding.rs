@@ -155,23 +155,25 @@ pub fn enum_value(v: i32) -> u64 {
 /// (none when 0), then the `status_response` key; returns them. Its length and the body
 /// follow.
 pub fn status_response_head(correlation_id: u64, buf: &mut [u8; 12]) -> &[u8] {
-    let mut n = 0;
-    let mut put = |b: u8| {
-        if let Some(slot) = buf.get_mut(n) {
-            *slot = b;
-        }
-        n += 1;
+    let mut varint = [0u8; MAX_VARINT_LEN];
+    let id: &[u8] = if correlation_id == 0 {
+        &[]
+    } else {
+        encode_varint(correlation_id, &mut varint)
     };
-    if correlation_id != 0 {
-        put(fields::envelope::CORRELATION_ID << 3 | VARINT);
-        let mut v = correlation_id;
-        while v >= 0x80 {
-            put((v as u8 & 0x7f) | 0x80);
-            v >>= 7;
+    let key = [fields::envelope::CORRELATION_ID << 3 | VARINT];
+    let parts: [&[u8]; 3] = [
+        if id.is_empty() { &[] } else { &key },
+        id,
+        &[fields::envelope::STATUS_RESPONSE << 3 | LEN],
+    ];
+    let mut n = 0;
+    for part in parts {
+        if let Some(dst) = buf.get_mut(n..n + part.len()) {
+            dst.copy_from_slice(part);
         }
-        put(v as u8);
+        n += part.len();
     }
-    put(fields::envelope::STATUS_RESPONSE << 3 | LEN);
     buf.get(..n).unwrap_or_default()
 }
 
