@@ -135,6 +135,7 @@ pub mod rng;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
+mod timer;
 pub mod transmit;
 
 pub use registry::NodeRegistry;

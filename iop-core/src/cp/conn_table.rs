@@ -9,12 +9,12 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::conn::Conn;
 use super::ids::ConnectionId;
+use super::session::Session;
 
 /// Every connection the Control Plane holds (boxed: the table moves its entries
 /// when it grows).
-pub(crate) type ConnTable = HashMap<ConnectionId, Box<Conn>, BuildHasherDefault<IdHasher>>;
+pub(crate) type ConnTable = HashMap<ConnectionId, Box<Session>, BuildHasherDefault<IdHasher>>;
 
 /// Hashes an id issued locally — a [`ConnectionId`] (the runtime's counter), a
 /// [`RequestId`](super::RequestId) (the core's) — by one multiplication with the

@@ -6,12 +6,12 @@
 //! with the id's length and the number of Edges (at 10 000 Edges a B-tree search
 //! compares about 14 ids).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use crate::time::Instant;
 
 use super::command::CommandBook;
-use super::conn::FlapHistory;
 use super::ids::ConnectionId;
 use super::view::{EdgeView, Reachability};
 
@@ -48,6 +48,34 @@ impl EdgeEntry {
             flaps: FlapHistory::default(),
             disconnected_at: None,
         }
+    }
+}
+
+/// Supersession history of one Edge id, for flapping detection.
+#[derive(Debug, Default)]
+pub(crate) struct FlapHistory {
+    pub(crate) total: u64,
+    recent: VecDeque<Instant>,
+}
+
+impl FlapHistory {
+    /// Records a supersession at `now`; true when at least `threshold` happened within
+    /// `window`.
+    pub(crate) fn record(&mut self, now: Instant, window: Duration, threshold: u32) -> bool {
+        self.total += 1;
+        self.recent.push_back(now);
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) > window)
+        {
+            self.recent.pop_front();
+        }
+        let keep = threshold.max(1) as usize;
+        while self.recent.len() > keep {
+            self.recent.pop_front();
+        }
+        threshold > 0 && self.recent.len() >= threshold as usize
     }
 }
 
@@ -191,6 +219,18 @@ impl EdgeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flapping_needs_threshold_supersessions_within_the_window() {
+        let mut h = FlapHistory::default();
+        let w = Duration::from_secs(60);
+        assert!(!h.record(Instant::from_millis(0), w, 3));
+        assert!(!h.record(Instant::from_millis(1_000), w, 3));
+        assert!(!h.record(Instant::from_millis(120_000), w, 3));
+        assert!(!h.record(Instant::from_millis(121_000), w, 3));
+        assert!(h.record(Instant::from_millis(122_000), w, 3));
+        assert_eq!(h.total, 5);
+    }
 
     #[test]
     fn slots_are_stable_and_reused_after_removal() {

@@ -13,17 +13,12 @@
 //! one believed accepted that the Edge no longer holds is marked lost, and the Edge's
 //! replayed events of those it holds are de-duplicated against what was adopted.
 
-use iop_proto::limits::send;
-use iop_proto::{CommandPhase, EdgeCommandRequest, Envelope, Message};
-
-use crate::ids::MAX_ID_LEN;
+use iop_proto::{CommandPhase, EdgeCommandRequest};
 
 use super::command::CommandAnswer;
-use super::conn::ConnState;
-use super::directory::ClaimError;
-use super::endpoint::ControlPlane;
+#[cfg(doc)]
+use super::control_plane::ControlPlane;
 use super::event::CommandOutcome;
-use super::ids::ConnectionId;
 
 /// One command as a Control Plane knows it, for another to carry on.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,70 +65,6 @@ pub(crate) fn progress(
     last_sequence: u32,
 ) -> (bool, bool, u32) {
     (finished, answer != CommandAnswer::Pending, last_sequence)
-}
-
-impl ControlPlane {
-    /// What another Control Plane needs to carry command `command_id` of `edge_id` on
-    /// (PROTOCOL.md §8); `None` for a command not known (or no longer kept) here.
-    pub fn command_handover(&self, edge_id: &str, command_id: &str) -> Option<CommandHandover> {
-        self.edges.get(edge_id)?.commands.handover(command_id)
-    }
-
-    /// Hands the commands another Control Plane sent to the Edge whose ownership claim
-    /// waits on `conn` (their [`CommandHandover`]s, oldest first) to this one: once the
-    /// claim is granted, they join the Edge's commands before the hello's in-flight ids
-    /// are compared with them (see the [module docs](self)). Call it before
-    /// [`handle_claim`](Self::handle_claim); a later call adds to an earlier one.
-    /// [`ClaimError::NotWaiting`] when no claim waits on `conn`.
-    ///
-    /// A command that this Control Plane could not have sent is left out, so that a
-    /// corrupt or foreign record is never re-sent: an empty id or one over 128 bytes, a
-    /// request over the Edge's limits (PROTOCOL.md §4.6) or the frame limit, and any
-    /// unfinished command past `max_inflight_commands`. Returns the ids kept.
-    pub fn adopt_commands(
-        &mut self,
-        conn: ConnectionId,
-        commands: Vec<CommandHandover>,
-    ) -> Result<Vec<String>, ClaimError> {
-        let max_frame_len = self.config.max_frame_len as usize;
-        let max_unfinished = self.config.max_inflight_commands;
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return Err(ClaimError::NotWaiting);
-        };
-        let ConnState::Claiming(pending) = &mut c.state else {
-            return Err(ClaimError::NotWaiting);
-        };
-        let mut kept = Vec::new();
-        let mut unfinished = pending
-            .adopted
-            .iter()
-            .filter(|a| a.outcome.is_none())
-            .count();
-        for command in commands {
-            let id = &command.request.command_id;
-            let fits = !id.is_empty()
-                && id.len() <= MAX_ID_LEN
-                && send::command_request(&command.request).is_ok()
-                && Envelope::new(command.request.clone()).encoded_len() <= max_frame_len
-                && (command.outcome.is_some() || unfinished < max_unfinished);
-            if fits {
-                unfinished += usize::from(command.outcome.is_none());
-                kept.push(command.request.command_id.clone());
-                pending.adopted.push(command);
-            }
-        }
-        Ok(kept)
-    }
-
-    /// Joins the commands adopted for a claim to the Edge's own.
-    pub(crate) fn join_adopted(&mut self, edge_id: &str, adopted: Vec<CommandHandover>) {
-        let retention = self.config.finished_command_retention;
-        if let Some(entry) = self.edges.get_mut(edge_id) {
-            for command in adopted {
-                entry.commands.adopt(command, retention);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,26 @@
 //! each, and keeps the CP's *view* of every Edge ([`EdgeView`]) — never the store of
 //! record.
 //!
+//! # Session and control plane
+//!
+//! As quinn-proto splits its `Endpoint` from its `Connection`s, the Control Plane is
+//! two layers:
+//!
+//! * a [`Session`] is everything about one connection: its frame decoder and outbound
+//!   queue, its timers, and the rules of one session — the hello's own checks
+//!   (PROTOCOL.md §4.1.2 steps 1–3), liveness (§4.2), status requests and answers
+//!   (§4.3), the node events' sequence (§4.5) and the connection's end — each in a file
+//!   of `cp/session/` named for it and owning both directions;
+//! * the [`ControlPlane`] is what spans connections: the Edges' views and command books
+//!   (§4.4, which outlive sessions), enrolment, the peer's identity and draining (steps
+//!   4–5), the ownership claim (step 6, [`directory`]), supersession, revocation and
+//!   flap history, in `cp/control_plane/`.
+//!
+//! They talk through two small event enums: what a session's input needs from the
+//! whole (a hello that passed its own checks, a command's answer, a close) goes up, and
+//! what the control plane decided (accept, refuse, end) comes down. The driver sees
+//! only the `ControlPlane`; [`ControlPlane::session`] reads one connection's `Session`.
+//!
 //! # Driving contract
 //!
 //! * **Inputs** — every input takes `now` (a monotonic [`Instant`](crate::Instant)):
@@ -20,7 +40,7 @@
 //!   [`Directory::External`] the directory's answers
 //!   ([`handle_claim`](ControlPlane::handle_claim),
 //!   [`handle_ownership_lost`](ControlPlane::handle_ownership_lost)).
-//! * **Outputs are pulled**, after every input, until empty; their order does not
+//! * **Io are pulled**, after every input, until empty; their order does not
 //!   matter:
 //!   - [`poll_transmit(conn, &mut buf)`](ControlPlane::poll_transmit) appends bytes for
 //!     one connection ([`Transmit::Bytes`]); [`Transmit::Idle`] means nothing now;
@@ -144,30 +164,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod admission;
-mod api;
-mod claim;
-mod close;
 mod command;
 mod config;
-mod conn;
 mod conn_table;
+mod control_plane;
 pub mod directory;
 mod edges;
-mod endpoint;
 mod enrolment;
 mod error;
 mod event;
 pub mod handover;
-mod hello;
 mod identity;
 mod ids;
-mod inbound;
-mod session_frames;
+mod session;
 mod stats;
-mod status;
-mod timeouts;
-mod timer;
 mod view;
 
 pub use crate::limits::INSTANCE_ID_KEY;
@@ -176,8 +186,8 @@ pub use crate::transmit::Transmit;
 pub use command::{CommandAnswer, CommandState};
 pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
 pub use conn_table::IdHasher;
+pub use control_plane::ControlPlane;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory};
-pub use endpoint::{ConnBuffers, ControlPlane};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
 pub use event::{
@@ -187,5 +197,6 @@ pub use event::{
 pub use handover::CommandHandover;
 pub use identity::{NamedPeer, PeerIdentity};
 pub use ids::{ConnectionId, RequestId};
+pub use session::{ConnBuffers, Session};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

@@ -1,16 +1,20 @@
 //! The driver's side of the ownership-claim seam ([`Directory::External`]): answering a
 //! claim, and losing an Edge to another Control Plane. See [`Directory`].
 
+use iop_proto::limits::send;
+use iop_proto::{Envelope, Message};
+
+use crate::ids::MAX_ID_LEN;
 use crate::time::Instant;
 
-use super::conn::{ConnState, PendingHello};
+use super::ControlPlane;
 #[cfg(doc)]
-use super::directory::Directory;
-use super::directory::{ClaimAnswer, ClaimError};
-use super::endpoint::ControlPlane;
-use super::event::{CloseReason, CpEvent};
-use super::ids::ConnectionId;
-use super::view::Reachability;
+use crate::cp::directory::Directory;
+use crate::cp::directory::{ClaimAnswer, ClaimError};
+use crate::cp::event::{CloseReason, CpEvent};
+use crate::cp::handover::CommandHandover;
+use crate::cp::ids::ConnectionId;
+use crate::cp::view::Reachability;
 
 impl ControlPlane {
     /// The directory's answer to the [`CpEvent::OwnershipClaim`] of `conn`: accept the
@@ -23,17 +27,9 @@ impl ControlPlane {
         answer: ClaimAnswer,
     ) -> Result<(), ClaimError> {
         self.saw(now);
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return Err(ClaimError::NotWaiting);
-        };
-        if !matches!(c.state, ConnState::Claiming(_)) {
-            return Err(ClaimError::NotWaiting);
-        }
         // Back to awaiting its hello until accepted or refused below (both count it
         // out of the pending hellos).
-        let ConnState::Claiming(pending) =
-            std::mem::replace(&mut c.state, ConnState::AwaitingHello)
-        else {
+        let Some(pending) = self.conns.get_mut(&conn).and_then(|s| s.take_claim()) else {
             return Err(ClaimError::NotWaiting);
         };
         let result = match answer {
@@ -49,15 +45,7 @@ impl ControlPlane {
                 } else {
                     let old = entry.and_then(|e| e.live);
                     self.last_session_id = self.last_session_id.max(session_id);
-                    let PendingHello {
-                        hello,
-                        credential,
-                        version,
-                        adopted,
-                    } = *pending;
-                    self.accept_hello(
-                        now, conn, hello, credential, version, old, session_id, adopted,
-                    );
+                    self.accept_hello(now, conn, pending, old, session_id);
                     Ok(())
                 }
             }
@@ -95,7 +83,7 @@ impl ControlPlane {
         let Some(conn) = entry.live else {
             return false;
         };
-        let Some(session) = self.conns.get(&conn).and_then(|c| c.session()) else {
+        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
             return false;
         };
         if session.session_id != session_id {
@@ -124,5 +112,48 @@ impl ControlPlane {
             self.reindex(conn);
         }
         true
+    }
+
+    /// Hands the commands another Control Plane sent to the Edge whose ownership claim
+    /// waits on `conn` (their [`CommandHandover`]s, oldest first) to this one: once the
+    /// claim is granted, they join the Edge's commands before the hello's in-flight ids
+    /// are compared with them (see [`handover`](crate::cp::handover)). Call it before
+    /// [`handle_claim`](Self::handle_claim); a later call adds to an earlier one.
+    /// [`ClaimError::NotWaiting`] when no claim waits on `conn`.
+    ///
+    /// A command that this Control Plane could not have sent is left out, so that a
+    /// corrupt or foreign record is never re-sent: an empty id or one over 128 bytes, a
+    /// request over the Edge's limits (PROTOCOL.md §4.6) or the frame limit, and any
+    /// unfinished command past `max_inflight_commands`. Returns the ids kept.
+    pub fn adopt_commands(
+        &mut self,
+        conn: ConnectionId,
+        commands: Vec<CommandHandover>,
+    ) -> Result<Vec<String>, ClaimError> {
+        let max_frame_len = self.config.max_frame_len as usize;
+        let max_unfinished = self.config.max_inflight_commands;
+        let Some(pending) = self.conns.get_mut(&conn).and_then(|s| s.claiming_mut()) else {
+            return Err(ClaimError::NotWaiting);
+        };
+        let mut kept = Vec::new();
+        let mut unfinished = pending
+            .adopted
+            .iter()
+            .filter(|a| a.outcome.is_none())
+            .count();
+        for command in commands {
+            let id = &command.request.command_id;
+            let fits = !id.is_empty()
+                && id.len() <= MAX_ID_LEN
+                && send::command_request(&command.request).is_ok()
+                && Envelope::new(command.request.clone()).encoded_len() <= max_frame_len
+                && (command.outcome.is_some() || unfinished < max_unfinished);
+            if fits {
+                unfinished += usize::from(command.outcome.is_none());
+                kept.push(command.request.command_id.clone());
+                pending.adopted.push(command);
+            }
+        }
+        Ok(kept)
     }
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 use crate::limits::MIN_RETRY_AFTER_BURST;
 use crate::time::Instant;
 
-use super::endpoint::ControlPlane;
-use super::ids::ConnectionId;
+use super::ControlPlane;
+use crate::cp::ids::ConnectionId;
 
 /// How long the acceptance rate is measured over.
 const WINDOW: Duration = Duration::from_millis(250);
@@ -74,7 +74,7 @@ fn per_sec(count: u64, over: Duration) -> u64 {
 impl ControlPlane {
     /// The `retry_after` for `conn`, refused because too many hellos are pending (see
     /// the [module docs](self)).
-    pub(crate) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
+    pub(super) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
         let max = self.config.retry_after_overloaded;
         let least = MIN_RETRY_AFTER_BURST.min(max);
         let slot = match self.hello_rate.now(now, self.stats.sessions_accepted) {

@@ -1,12 +1,120 @@
-//! Status requests of one session (PROTOCOL.md §4.3): correlation ids and deadlines.
+//! Status of one session (PROTOCOL.md §4.3): requests out, with correlation ids from 1
+//! and a deadline each; answers in, matched to their request (late ones counted and
+//! dropped, never-issued ids and a wrong `edge_id` protocol errors); expiry. Each
+//! request ends in exactly one answer, timeout or abandonment.
 
 use std::time::Duration;
 
+use iop_proto::{EdgeStatusResponse, encode_status_request_frame};
+
+use crate::cp::error::StatusError;
+use crate::cp::event::{CloseReason, ProtocolViolation};
+use crate::outbound::OutboundError;
 use crate::time::Instant;
+
+use super::event::{FromSession, StatusAnswer};
+use super::timer::Timer;
+use super::{Io, Session, Stage, protocol_error};
+
+impl Session {
+    /// Issues a status request for `node_ids` (empty: every node) and queues it; its
+    /// correlation id. On a full outbound buffer the caller closes the connection as a
+    /// slow peer.
+    pub(crate) fn request_status(
+        &mut self,
+        now: Instant,
+        node_ids: &[String],
+        timeout: Duration,
+        limit: usize,
+        io: &mut Io,
+    ) -> Result<(u64, u64), StatusError> {
+        let Stage::Established(session) = &mut self.stage else {
+            return Err(StatusError::SlowPeer);
+        };
+        let full = node_ids.is_empty();
+        let correlation_id = session
+            .status
+            .issue(now, timeout, limit, full)
+            .ok_or(StatusError::TooManyInFlight { limit })?;
+        let session_id = session.session_id;
+        let deadline = session.status.next_deadline();
+        // Written straight from the ids: no envelope to build and drop.
+        let encode = |max, dst: &mut Vec<u8>| {
+            encode_status_request_frame(correlation_id, node_ids, max, dst)
+        };
+        match self.queue_encoded(encode, io) {
+            Ok(()) => {
+                self.timers.set_opt(Timer::Status, deadline);
+                Ok((session_id, correlation_id))
+            }
+            Err(OutboundError::Full { .. }) => Err(StatusError::SlowPeer),
+            Err(e) => {
+                if let Some(s) = self.established_mut() {
+                    s.status.unissue(correlation_id);
+                }
+                Err(StatusError::TooLarge(e))
+            }
+        }
+    }
+
+    /// A status answer, matched to its request.
+    pub(super) fn status_response(
+        &mut self,
+        correlation_id: u64,
+        response: EdgeStatusResponse,
+    ) -> Option<FromSession> {
+        let Stage::Established(session) = &mut self.stage else {
+            return None;
+        };
+        if session.status.never_issued(correlation_id) {
+            return Some(protocol_error(ProtocolViolation::NeverIssuedCorrelationId(
+                correlation_id,
+            )));
+        }
+        if response.edge_id != session.edge_id {
+            return Some(FromSession::Close(CloseReason::ProtocolError(
+                ProtocolViolation::StatusEdgeIdMismatch,
+            )));
+        }
+        let full = match session.status.take(correlation_id) {
+            Correlation::Pending { full } => full,
+            Correlation::Late | Correlation::NeverIssued => return Some(FromSession::LateStatus),
+        };
+        self.timers
+            .set_opt(Timer::Status, session.status.next_deadline());
+        // A truncated answer is partial: it never counts as the fresh view.
+        let fresh = full && !response.truncated && correlation_id >= session.fresh_floor;
+        Some(FromSession::Status(StatusAnswer {
+            edge: session.edge,
+            session_id: session.session_id,
+            correlation_id,
+            fresh,
+            response,
+        }))
+    }
+
+    /// A resync point: only a full status requested from now on makes the view fresh.
+    pub(crate) fn resync_point(&mut self) {
+        if let Some(session) = self.established_mut() {
+            session.fresh_floor = session.status.last_issued() + 1;
+        }
+    }
+
+    /// The requests whose deadline passed at `now`, oldest first.
+    pub(super) fn expire_status(&mut self, now: Instant) -> Vec<u64> {
+        let Stage::Established(session) = &mut self.stage else {
+            return Vec::new();
+        };
+        let expired = session.status.expire(now);
+        self.timers
+            .set_opt(Timer::Status, session.status.next_deadline());
+        expired
+    }
+}
 
 /// How a status response's correlation id relates to what this session issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Correlation {
+pub(super) enum Correlation {
     /// Issued and still pending; `full` when it asked for every node.
     Pending { full: bool },
     /// Issued but no longer pending (timed out): late.
@@ -30,7 +138,7 @@ struct Pending {
 
 /// The status requests of one session.
 #[derive(Debug, Default)]
-pub(crate) struct StatusBook {
+pub(super) struct StatusBook {
     last_issued: u64,
     /// Pending requests in increasing id order (ids are issued in order). At most the
     /// in-flight limit (64 by default), so linear scans are cheap; unlike a B-tree,
@@ -41,7 +149,7 @@ pub(crate) struct StatusBook {
 
 impl StatusBook {
     /// Issues the next correlation id, or `None` when `limit` requests are pending.
-    pub(crate) fn issue(
+    pub(super) fn issue(
         &mut self,
         now: Instant,
         timeout: Duration,
@@ -61,7 +169,7 @@ impl StatusBook {
     }
 
     /// The last correlation id issued (0: none yet).
-    pub(crate) fn last_issued(&self) -> u64 {
+    pub(super) fn last_issued(&self) -> u64 {
         self.last_issued
     }
 
@@ -85,12 +193,12 @@ impl StatusBook {
     }
 
     /// Takes back the most recent id when its request could not be sent.
-    pub(crate) fn unissue(&mut self, id: u64) {
+    pub(super) fn unissue(&mut self, id: u64) {
         self.remove(id);
     }
 
     /// Classifies a response's correlation id, removing it from the pending set.
-    pub(crate) fn take(&mut self, id: u64) -> Correlation {
+    pub(super) fn take(&mut self, id: u64) -> Correlation {
         if id == 0 || id > self.last_issued {
             return Correlation::NeverIssued;
         }
@@ -101,12 +209,12 @@ impl StatusBook {
     }
 
     /// Would `take(id)` say never issued?
-    pub(crate) fn never_issued(&self, id: u64) -> bool {
+    pub(super) fn never_issued(&self, id: u64) -> bool {
         id == 0 || id > self.last_issued
     }
 
     /// Removes and returns the requests whose deadline has passed, oldest first.
-    pub(crate) fn expire(&mut self, now: Instant) -> Vec<u64> {
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<u64> {
         let expired: Vec<u64> = self
             .pending
             .iter()
@@ -121,7 +229,7 @@ impl StatusBook {
     }
 
     /// Removes and returns every pending request.
-    pub(crate) fn abandon_all(&mut self) -> Vec<u64> {
+    pub(super) fn abandon_all(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.pending)
             .into_iter()
             .map(|p| p.id)
@@ -129,7 +237,7 @@ impl StatusBook {
     }
 
     /// The earliest deadline.
-    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.pending.iter().map(|p| p.deadline).min()
     }
 }

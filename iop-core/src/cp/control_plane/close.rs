@@ -1,0 +1,105 @@
+//! What a connection's end does beyond the connection (PROTOCOL.md §11, §5.3): its
+//! pending status requests are abandoned, the end of the Edge's *live* session marks
+//! the Edge disconnected and ends the commands' delivery attempt on it, and the
+//! connection emits its one [`CpEvent::Closed`].
+
+use std::time::Duration;
+
+use super::ControlPlane;
+use crate::cp::event::{CloseReason, CpEvent};
+use crate::cp::ids::{ConnectionId, RequestId};
+use crate::cp::session::{EndedSession, Handled, ToSession};
+use crate::cp::view::Reachability;
+
+impl ControlPlane {
+    /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
+    /// the one `Closed` event. No effect on a connection already closing.
+    pub(super) fn close(&mut self, conn: ConnectionId, reason: CloseReason) {
+        self.close_retrying(conn, reason, None);
+    }
+
+    /// [`close`](Self::close), its `GoAway{OVERLOADED}` naming `retry` instead of
+    /// `retry_after_overloaded` when given.
+    pub(super) fn close_retrying(
+        &mut self,
+        conn: ConnectionId,
+        reason: CloseReason,
+        retry: Option<Duration>,
+    ) {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let end = ToSession::End {
+            reason: reason.clone(),
+            retry,
+        };
+        let Handled::Ended(ended) = s.handle(self.latest_now, end, &self.config, &mut self.io)
+        else {
+            return;
+        };
+        if ended.awaited_hello {
+            self.pending_hellos -= 1;
+        }
+        match &reason {
+            CloseReason::ProtocolError(_) => self.stats.protocol_errors += 1,
+            CloseReason::HelloTimeout => self.stats.hello_timeouts += 1,
+            CloseReason::HeartbeatTimeout => self.stats.heartbeat_timeouts += 1,
+            CloseReason::Overloaded => self.stats.overloaded += 1,
+            CloseReason::SlowPeer => self.stats.slow_peers += 1,
+            _ => {}
+        }
+        let (edge_id, session_id) = match ended.session {
+            Some(session) => {
+                self.session_ended(conn, &session, &reason);
+                (Some(session.edge_id), Some(session.session_id))
+            }
+            None => (None, None),
+        };
+        self.events.push_back(CpEvent::Closed {
+            conn,
+            edge_id,
+            session_id,
+            reason,
+        });
+        self.reindex(conn);
+    }
+
+    /// The session on `conn` ended for `reason`.
+    fn session_ended(&mut self, conn: ConnectionId, session: &EndedSession, reason: &CloseReason) {
+        for &correlation_id in &session.abandoned {
+            self.events.push_back(CpEvent::StatusAbandoned {
+                edge_id: session.edge_id.clone(),
+                request: RequestId {
+                    session_id: session.session_id,
+                    correlation_id,
+                },
+            });
+        }
+        // Stale-close suppression: only the live session's end disconnects.
+        let Some(entry) = self.edges.live_at(session.edge, conn) else {
+            return;
+        };
+        entry.live = None;
+        entry.view.reachability = Reachability::Disconnected;
+        entry.view.fresh = false;
+        let undeliverable = entry.commands.on_session_end(
+            self.config.undeliverable_after_sessions,
+            self.config.finished_command_retention,
+        );
+        self.events.push_back(CpEvent::EdgeDisconnected {
+            edge_id: session.edge_id.clone(),
+            session_id: session.session_id,
+            reason: reason.clone(),
+        });
+        for (command_id, sessions) in undeliverable {
+            self.stats.commands_undeliverable += 1;
+            self.events.push_back(CpEvent::CommandUndeliverable {
+                edge_id: session.edge_id.clone(),
+                command_id,
+                sessions,
+            });
+        }
+        self.edges.disconnected(session.edge, self.latest_now);
+        self.evict_views();
+    }
+}

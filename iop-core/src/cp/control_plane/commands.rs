@@ -1,0 +1,156 @@
+//! Commands (PROTOCOL.md §4.4): sent to an Edge, tracked in its command book across
+//! sessions, and their responses and events matched in.
+
+use iop_proto::limits::send;
+use iop_proto::{EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, Envelope, Message};
+
+use crate::ids::MAX_ID_LEN;
+use crate::outbound::OutboundError;
+use crate::time::Instant;
+
+use super::ControlPlane;
+use crate::cp::command::{EventEffect, ResponseEffect};
+use crate::cp::edges::EdgeSlot;
+use crate::cp::error::{CommandError, CommandSpec};
+use crate::cp::event::{CloseReason, CpEvent};
+use crate::cp::handover::CommandHandover;
+use crate::cp::ids::ConnectionId;
+
+impl ControlPlane {
+    /// Sends a command to `edge_id` and returns its id: `command_id` if given (1 to 128
+    /// bytes, unique for this Edge), else a generated `cmd-<epoch hex>-<n>` with
+    /// `config.command_id_epoch` and a per-CP counter from 1.
+    ///
+    /// The command is tracked until its terminal phase: responses and events arrive as
+    /// events; if the session drops before a response, the command is re-sent on the
+    /// Edge's next session (same id, idempotent). If the peer turns out too slow while
+    /// sending, the session is dropped and the command is still kept for the next one.
+    pub fn send_command(
+        &mut self,
+        _now: Instant,
+        edge_id: &str,
+        spec: CommandSpec,
+        command_id: Option<String>,
+    ) -> Result<String, CommandError> {
+        let Some(entry) = self.edges.get(edge_id) else {
+            return Err(CommandError::UnknownEdge(edge_id.to_owned()));
+        };
+        let Some(conn) = self.live_conn(edge_id) else {
+            return Err(CommandError::NotConnected(edge_id.to_owned()));
+        };
+        if !entry.view.operations.contains(&spec.operation) {
+            let mut advertised = entry.view.operations.clone();
+            advertised.sort_unstable();
+            return Err(CommandError::OperationNotAdvertised {
+                operation: spec.operation,
+                advertised,
+            });
+        }
+        let mut next_n = self.last_command_n;
+        let command_id = match command_id {
+            Some(id) if id.is_empty() || id.len() > MAX_ID_LEN => {
+                return Err(CommandError::InvalidCommandId { len: id.len() });
+            }
+            Some(id) => id,
+            // Skip any id the application already chose itself.
+            None => loop {
+                next_n += 1;
+                let id = format!("cmd-{:x}-{next_n}", self.config.command_id_epoch);
+                if !entry.commands.contains(&id) {
+                    break id;
+                }
+            },
+        };
+        if entry.commands.contains(&command_id) {
+            return Err(CommandError::DuplicateCommandId(command_id));
+        }
+        let limit = self.config.max_inflight_commands;
+        if entry.commands.unfinished() >= limit {
+            return Err(CommandError::TooManyInFlight { limit });
+        }
+        let request = EdgeCommandRequest {
+            command_id: command_id.clone(),
+            operation: spec.operation,
+            target_selector: spec.target_selector,
+            metadata: spec.metadata,
+            timeout_ms: spec.timeout_ms,
+        };
+        // Nothing the Edge's decoder refuses is ever queued (PROTOCOL.md §4.6): such a
+        // command would end the session, and be re-sent on every next one.
+        send::command_request(&request)?;
+        let envelope = Envelope::new(request.clone());
+        let len = envelope.encoded_len();
+        if len > self.config.max_frame_len as usize {
+            return Err(CommandError::TooLarge(OutboundError::FrameTooLarge {
+                len,
+                max: self.config.max_frame_len,
+            }));
+        }
+        self.last_command_n = next_n;
+        if let Some(entry) = self.edges.get_mut(edge_id) {
+            entry.commands.insert(request);
+        }
+        // A full buffer drops the session; the command stays for the next one.
+        let _ = self.send(conn, &envelope);
+        Ok(command_id)
+    }
+
+    /// What another Control Plane needs to carry command `command_id` of `edge_id` on
+    /// (PROTOCOL.md §8); `None` for a command not known (or no longer kept) here.
+    pub fn command_handover(&self, edge_id: &str, command_id: &str) -> Option<CommandHandover> {
+        self.edges.get(edge_id)?.commands.handover(command_id)
+    }
+
+    fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
+        self.conns
+            .get(&conn)
+            .and_then(|s| s.established())
+            .map(|s| (s.edge_id.clone(), s.session_id, s.edge))
+    }
+
+    pub(super) fn on_command_response(&mut self, conn: ConnectionId, resp: EdgeCommandResponse) {
+        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
+            return;
+        };
+        let retention = self.config.finished_command_retention;
+        let effect = match self.edges.live_at(slot, conn) {
+            Some(entry) => entry.commands.on_response(&resp, retention),
+            None => Ok(ResponseEffect::Unknown),
+        };
+        match effect {
+            Err(v) => self.close(conn, CloseReason::ProtocolError(v)),
+            Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
+            Ok(ResponseEffect::Repeat) => {}
+            Ok(ResponseEffect::First) => self.events.push_back(CpEvent::CommandResponded {
+                edge_id,
+                session_id,
+                command_id: resp.command_id,
+                accepted: resp.accepted,
+                reject_reason: iop_proto::CommandRejectReason::try_from(resp.reject_reason)
+                    .unwrap_or(iop_proto::CommandRejectReason::Unspecified),
+                message: resp.message,
+            }),
+        }
+    }
+
+    pub(super) fn on_command_event(&mut self, conn: ConnectionId, ev: EdgeCommandEvent) {
+        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
+            return;
+        };
+        let retention = self.config.finished_command_retention;
+        let effect = match self.edges.live_at(slot, conn) {
+            Some(entry) => entry.commands.on_event(&ev, retention),
+            None => Ok(EventEffect::Unknown),
+        };
+        match effect {
+            Err(v) => self.close(conn, CloseReason::ProtocolError(v)),
+            Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
+            Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
+            Ok(EventEffect::New) => self.events.push_back(CpEvent::CommandEvent {
+                edge_id,
+                session_id,
+                event: ev,
+            }),
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! A hello's checks that span connections (PROTOCOL.md §4.1.2 steps 4–6: enrolment, the
+//! peer's identity, draining, the ownership claim), acceptance, supersession of the
+//! Edge's older session, and the commands a new session carries over (§4.4).
+
+use iop_proto::{EdgeHelloRequest, EdgeNodeEvent, Envelope, HelloRejectReason};
+
+use crate::limits::INSTANCE_ID_KEY;
+use crate::time::Instant;
+
+use super::ControlPlane;
+use crate::cp::config::DuplicatePolicy;
+use crate::cp::directory::{Claim, Directory};
+use crate::cp::enrolment::CredentialHash;
+use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
+use crate::cp::handover::CommandHandover;
+use crate::cp::ids::ConnectionId;
+use crate::cp::session::{Acceptance, Handled, PendingHello, Rejection, ToSession};
+use crate::cp::view::Reachability;
+
+impl ControlPlane {
+    /// Answers the hello on `conn` with `rejection`, then closes.
+    pub(super) fn reject_hello(&mut self, conn: ConnectionId, rejection: Rejection) {
+        self.stats.hello_rejections += 1;
+        let reason = CloseReason::HelloRejected(rejection.reason);
+        let handled = self.conns.get_mut(&conn).map(|s| {
+            s.handle(
+                self.latest_now,
+                ToSession::Refuse(rejection),
+                &self.config,
+                &mut self.io,
+            )
+        });
+        match handled {
+            Some(Handled::SlowPeer) => self.close(conn, CloseReason::SlowPeer),
+            _ => self.close(conn, reason),
+        }
+    }
+
+    /// PROTOCOL.md §4.1.2 steps 4–6 for a hello that passed steps 1–3 (the session's
+    /// own), then acceptance.
+    pub(super) fn on_hello(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        hello: EdgeHelloRequest,
+        version: u32,
+    ) {
+        let credential = CredentialHash::of(&hello.credential);
+        if let Err(reason) = self.policy.check(&hello.edge_id, &credential) {
+            let message = match reason {
+                HelloRejectReason::UnknownEdge => "edge is not enrolled",
+                _ => "credential does not match",
+            };
+            return self.reject_hello(conn, Rejection::new(reason, message));
+        }
+        let peer = self.conns.get_mut(&conn).and_then(|s| s.take_peer());
+        if self.config.require_peer_identity {
+            let message = match &peer {
+                None => Some("no verified client certificate identity on this connection"),
+                Some(p) if !p.names_edge(&hello.edge_id) => {
+                    Some("client certificate identity does not match the edge id")
+                }
+                Some(_) => None,
+            };
+            if let Some(message) = message {
+                let r = Rejection::new(HelloRejectReason::BadCredential, message);
+                return self.reject_hello(conn, r);
+            }
+        }
+        if self.draining {
+            let mut r = Rejection::new(HelloRejectReason::Draining, "control plane is draining");
+            r.retry_after = self.config.retry_after_draining;
+            return self.reject_hello(conn, r);
+        }
+        // Step 6: the ownership claim (`directory`).
+        let old = self.edges.get(&hello.edge_id).and_then(|e| e.live);
+        let pending = PendingHello {
+            hello,
+            credential,
+            version,
+            adopted: Vec::new(),
+        };
+        match self.config.directory {
+            Directory::Local => {
+                if old.is_some() && self.config.duplicate_policy == DuplicatePolicy::Reject {
+                    return self.reject_duplicate(conn);
+                }
+                self.last_session_id += 1;
+                let session_id = self.last_session_id;
+                self.accept_hello(now, conn, pending, old, session_id);
+            }
+            Directory::External => {
+                let edge_id = &pending.hello.edge_id;
+                let claim = Claim {
+                    conn,
+                    edge_id: edge_id.clone(),
+                    policy: self.config.duplicate_policy,
+                    local_session_id: old.and_then(|c| self.conns.get(&c)?.session_id()),
+                    last_session_id: self.edges.get(edge_id).map_or(0, |e| e.view.session_id),
+                };
+                if let Some(s) = self.conns.get_mut(&conn) {
+                    s.claim(pending);
+                }
+                self.events.push_back(CpEvent::OwnershipClaim(claim));
+            }
+        }
+    }
+
+    /// Refuses the hello on `conn` `DUPLICATE_EDGE`: its Edge has a live owner.
+    pub(super) fn reject_duplicate(&mut self, conn: ConnectionId) {
+        let mut r = Rejection::new(
+            HelloRejectReason::DuplicateEdge,
+            "edge already has a live session",
+        );
+        r.retry_after = self.config.retry_after_duplicate;
+        self.reject_hello(conn, r);
+    }
+
+    /// Accepts the hello on `conn` as session `session_id`; `old` is the Edge's live
+    /// session here, superseded by it.
+    pub(super) fn accept_hello(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        pending: PendingHello,
+        old: Option<ConnectionId>,
+        session_id: u64,
+    ) {
+        let PendingHello {
+            mut hello,
+            credential,
+            version,
+            adopted,
+        } = pending;
+        let instance_id = hello.metadata.get(INSTANCE_ID_KEY).cloned();
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if s.awaits_hello() {
+            self.pending_hellos -= 1;
+        }
+        let acceptance = Acceptance {
+            edge_id: hello.edge_id.clone(),
+            session_id,
+            credential,
+            instance_id: instance_id.clone(),
+            version,
+        };
+        let accept = ToSession::Accept(Box::new(acceptance));
+        if let Handled::SlowPeer = s.handle(now, accept, &self.config, &mut self.io) {
+            return self.close(conn, CloseReason::SlowPeer);
+        }
+        self.stats.sessions_accepted += 1;
+
+        let old_session_id = self.register_session(now, conn, session_id, &mut hello);
+        self.events.push_back(CpEvent::SessionAccepted {
+            conn,
+            edge_id: hello.edge_id.clone(),
+            session_id,
+            superseded_session_id: old.map(|_| old_session_id),
+        });
+
+        if let Some(old_conn) = old {
+            self.supersede(
+                now,
+                &hello.edge_id,
+                old_conn,
+                old_session_id,
+                session_id,
+                instance_id,
+            );
+        }
+        self.resync(now, conn, ResyncCause::NewSession);
+
+        if !adopted.is_empty() {
+            self.join_adopted(&hello.edge_id, adopted);
+        }
+        self.carry_over_commands(conn, &hello.edge_id, &hello.inflight_command_ids);
+    }
+
+    /// Makes `conn` the live session of the hello's Edge in the registry (creating its
+    /// entry) and moves the hello's identity into the view. Returns the session id the
+    /// view held before (0 for a new Edge).
+    fn register_session(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        session_id: u64,
+        hello: &mut EdgeHelloRequest,
+    ) -> u64 {
+        let unix_ms = self.config.wall_clock.unix_ms(now);
+        let slot = self.edges.slot_or_insert(&hello.edge_id);
+        if let Some(session) = self.conns.get_mut(&conn).and_then(|s| s.established_mut()) {
+            session.edge = slot;
+        }
+        self.edges.connected(slot);
+        let Some(entry) = self.edges.at_mut(slot) else {
+            return 0;
+        };
+        entry.live = Some(conn);
+        let old_session_id = entry.view.session_id;
+        let view = &mut entry.view;
+        view.reachability = Reachability::Connected;
+        view.session_id = session_id;
+        view.software_version = std::mem::take(&mut hello.software_version);
+        view.operations = std::mem::take(&mut hello.operations);
+        view.metadata = std::mem::take(&mut hello.metadata).into_iter().collect();
+        view.connected_since_unix_ms = unix_ms;
+        view.fresh = false;
+        old_session_id
+    }
+
+    /// PROTOCOL.md §4.4 on a new session: re-send every command never answered, mark lost
+    /// every command believed accepted that the Edge no longer holds.
+    fn carry_over_commands(&mut self, conn: ConnectionId, edge_id: &str, inflight: &[String]) {
+        let retention = self.config.finished_command_retention;
+        let Some(entry) = self.edges.get_mut(edge_id) else {
+            return;
+        };
+        let (resend, lost) = entry.commands.on_new_session(inflight, retention);
+        for command_id in lost {
+            self.stats.commands_lost += 1;
+            self.events.push_back(CpEvent::CommandLost {
+                edge_id: edge_id.to_owned(),
+                command_id,
+            });
+        }
+        for request in resend {
+            self.stats.commands_resent += 1;
+            if self.send(conn, &Envelope::new(request)).is_err()
+                && !self.conns.get(&conn).is_some_and(|s| s.is_open())
+            {
+                break;
+            }
+        }
+    }
+
+    fn supersede(
+        &mut self,
+        now: Instant,
+        edge_id: &str,
+        old_conn: ConnectionId,
+        old_session_id: u64,
+        new_session_id: u64,
+        new_instance_id: Option<String>,
+    ) {
+        let old_instance_id = self
+            .conns
+            .get(&old_conn)
+            .and_then(|s| s.established())
+            .and_then(|s| s.instance_id.clone());
+        self.stats.supersessions += 1;
+        let (total, flapping) = match self.edges.get_mut(edge_id) {
+            Some(entry) => {
+                let flapping =
+                    entry
+                        .flaps
+                        .record(now, self.config.flap_window, self.config.flap_threshold);
+                entry.view.supersessions = entry.flaps.total;
+                (entry.flaps.total, flapping)
+            }
+            None => (0, false),
+        };
+        self.events.push_back(CpEvent::EdgeSuperseded {
+            edge_id: edge_id.to_owned(),
+            old_session_id,
+            new_session_id,
+            old_instance_id,
+            new_instance_id,
+            total_supersessions: total,
+            flapping,
+        });
+        self.close(
+            old_conn,
+            CloseReason::Superseded {
+                by_session_id: new_session_id,
+            },
+        );
+    }
+
+    /// Marks the view of the Edge on `conn` stale, tells the application, and asks for a
+    /// full status when configured to.
+    pub(super) fn resync(&mut self, now: Instant, conn: ConnectionId, cause: ResyncCause) {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        s.resync_point();
+        let Some(session) = s.established() else {
+            return;
+        };
+        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        if let Some(entry) = self.edges.live_at(session.edge, conn) {
+            entry.view.fresh = false;
+        }
+        let request = if self.config.auto_status_on_resync {
+            self.issue_status(now, conn, &[]).ok()
+        } else {
+            None
+        };
+        self.events.push_back(CpEvent::ResyncNeeded {
+            edge_id,
+            session_id,
+            cause,
+            request,
+        });
+    }
+
+    /// Joins the commands adopted for a claim to the Edge's own.
+    fn join_adopted(&mut self, edge_id: &str, adopted: Vec<CommandHandover>) {
+        let retention = self.config.finished_command_retention;
+        if let Some(entry) = self.edges.get_mut(edge_id) {
+            for command in adopted {
+                entry.commands.adopt(command, retention);
+            }
+        }
+    }
+
+    /// PROTOCOL.md §4.5: a node event in sequence, and the resync point it makes.
+    pub(super) fn on_node_event(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        event: EdgeNodeEvent,
+        resync: Option<ResyncCause>,
+    ) {
+        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
+            return;
+        };
+        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        if let Some(cause) = resync {
+            if matches!(cause, ResyncCause::EventGap { .. }) {
+                self.stats.event_gaps += 1;
+            }
+            self.resync(now, conn, cause);
+        }
+        self.events.push_back(CpEvent::NodeEvent {
+            edge_id,
+            session_id,
+            event,
+        });
+    }
+}

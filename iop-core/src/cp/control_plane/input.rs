@@ -1,0 +1,226 @@
+//! The transport's inputs — a connection accepted, bytes read, a connection gone, time
+//! passing — and what a session reports up from them ([`FromSession`]).
+
+use crate::time::Instant;
+
+use super::{ControlPlane, reindex};
+use crate::cp::error::ConnectError;
+use crate::cp::event::{CloseReason, CpEvent};
+use crate::cp::identity::PeerIdentity;
+use crate::cp::ids::{ConnectionId, RequestId};
+use crate::cp::session::{FromSession, Session, StatusAnswer};
+use crate::cp::view::StatusSummary;
+
+impl ControlPlane {
+    /// A transport connection was accepted. Over the connection cap (or after
+    /// [`shutdown`](Self::shutdown)) it is refused at once with a `GoAway`.
+    pub fn handle_connect(&mut self, now: Instant, conn: ConnectionId) -> Result<(), ConnectError> {
+        self.handle_connect_with_identity(now, conn, None)
+    }
+
+    /// [`handle_connect`](Self::handle_connect) for a transport that authenticated its
+    /// peer (mutual TLS): the hello is checked against `identity` when
+    /// [`CpConfig::require_peer_identity`](crate::cp::CpConfig::require_peer_identity)
+    /// is on (see [`PeerIdentity`]).
+    pub fn handle_connect_with_identity(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        identity: Option<Box<dyn PeerIdentity>>,
+    ) -> Result<(), ConnectError> {
+        self.connect(now, conn, identity, false)
+    }
+
+    /// A transport connection the runtime will not serve, by a rule of its own (too
+    /// many connections from one address awaiting their hello, say): it is refused
+    /// like one over the connection cap, with `GoAway{OVERLOADED, retry_after}`, so
+    /// that the Edge backs off.
+    pub fn handle_connect_refused(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+    ) -> Result<(), ConnectError> {
+        self.connect(now, conn, None, true)
+    }
+
+    fn connect(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        identity: Option<Box<dyn PeerIdentity>>,
+        refuse: bool,
+    ) -> Result<(), ConnectError> {
+        if self.conns.contains_key(&conn) {
+            return Err(ConnectError::DuplicateConnectionId(conn));
+        }
+        self.saw(now);
+        self.stats.connections_accepted += 1;
+        self.hello_rate.observe(now, self.stats.sessions_accepted);
+        let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
+        let over = refuse || self.conns.len() >= self.config.max_connections || hellos_full;
+        let session = Session::new(conn, now, &self.config, identity);
+        self.conns.insert(conn, Box::new(session));
+        self.pending_hellos += 1;
+        if self.shut_down {
+            self.close(conn, CloseReason::Shutdown);
+        } else if over {
+            if refuse {
+                self.stats.connections_refused += 1;
+            } else if hellos_full {
+                self.stats.pending_hellos_refused += 1;
+            }
+            // Refused for the hellos pending (here, or from its address): a burst,
+            // which drains faster than `retry_after_overloaded`.
+            let burst = (refuse || hellos_full).then(|| self.burst_retry_after(now, conn));
+            self.close_retrying(conn, CloseReason::Overloaded, burst);
+        }
+        self.reindex(conn);
+        Ok(())
+    }
+
+    /// Bytes arrived on `conn`. Bytes for an unknown or closing connection are
+    /// dropped.
+    pub fn handle_bytes(&mut self, now: Instant, conn: ConnectionId, bytes: &[u8]) {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if !s.is_open() || bytes.is_empty() {
+            return;
+        }
+        let was_unreachable = s.heard_from(now);
+        if now > self.latest_now {
+            self.latest_now = now;
+        }
+        self.stats.bytes_in += bytes.len() as u64;
+        if was_unreachable {
+            self.reachable_again(conn);
+        }
+        self.io.handling = Some(conn);
+        let mut input = bytes;
+        // One lookup of the connection while its frames need nothing else (a status
+        // answer needs only the Edge table beside it); what needs the whole control
+        // plane releases the connection, and the next frame looks it up again.
+        let received_at = self.config.wall_clock.unix_ms(now);
+        while let Some(s) = self.conns.get_mut(&conn) {
+            let (edges, events) = (&mut self.edges, &mut self.events);
+            let answered = |answer| status_received(edges, events, conn, received_at, answer);
+            match s.read(&mut input, &self.config, &mut self.io, answered) {
+                None => {
+                    reindex(&mut self.timers, s);
+                    break;
+                }
+                Some(up) => self.on_session(now, conn, up),
+            }
+        }
+        self.io.handling = None;
+    }
+
+    /// What the session on `conn` reported.
+    fn on_session(&mut self, now: Instant, conn: ConnectionId, up: FromSession) {
+        match up {
+            FromSession::Hello { hello, version } => self.on_hello(now, conn, *hello, version),
+            FromSession::HelloRefused(rejection) => self.reject_hello(conn, rejection),
+            FromSession::Status(answer) => {
+                let at = self.config.wall_clock.unix_ms(now);
+                status_received(&mut self.edges, &mut self.events, conn, at, answer);
+            }
+            FromSession::NodeEvent { event, resync } => {
+                self.on_node_event(now, conn, *event, resync)
+            }
+            FromSession::CommandResponse(resp) => self.on_command_response(conn, *resp),
+            FromSession::CommandEvent(ev) => self.on_command_event(conn, *ev),
+            FromSession::UnknownBody => self.stats.unknown_bodies += 1,
+            FromSession::LateStatus => self.stats.late_status_responses += 1,
+            FromSession::Close(reason) => self.close(conn, reason),
+        }
+    }
+
+    /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
+    /// Control Plane already closed or forgot.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId) {
+        self.saw(now);
+        if self.conns.get(&conn).is_some_and(|s| s.is_open()) {
+            self.close(conn, CloseReason::TransportClosed);
+        }
+        self.forget(conn);
+    }
+
+    /// Fires every timer due at `now`. Extra calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.saw(now);
+        self.expire_views(now);
+        while let Some(&(at, conn)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(s) = self.conns.get_mut(&conn) else {
+                continue;
+            };
+            s.unindexed();
+            let expired = s.expire(now);
+            let session = s.established().filter(|_| !expired.status.is_empty());
+            if let Some((edge_id, session_id)) = session.map(|e| (e.edge_id.clone(), e.session_id))
+            {
+                for correlation_id in expired.status {
+                    self.stats.status_timeouts += 1;
+                    self.events.push_back(CpEvent::StatusTimedOut {
+                        edge_id: edge_id.clone(),
+                        request: RequestId {
+                            session_id,
+                            correlation_id,
+                        },
+                    });
+                }
+            }
+            if let Some(reason) = expired.end {
+                self.close(conn, reason);
+            } else if let Some(silent_for) = expired.unreachable {
+                self.unreachable(conn, silent_for);
+            }
+            self.reindex(conn);
+        }
+    }
+}
+
+/// PROTOCOL.md §4.3: a status answer on `conn` updates the view of its Edge (when
+/// `conn` carries the Edge's live session) and becomes [`CpEvent::StatusReceived`].
+#[inline]
+fn status_received(
+    edges: &mut crate::cp::edges::EdgeTable,
+    events: &mut std::collections::VecDeque<CpEvent>,
+    conn: ConnectionId,
+    received_at_unix_ms: u64,
+    answer: StatusAnswer,
+) {
+    let StatusAnswer {
+        edge,
+        session_id,
+        correlation_id,
+        fresh,
+        response,
+    } = answer;
+    if let Some(entry) = edges.live_at(edge, conn) {
+        entry.view.last_status = Some(StatusSummary {
+            session_id,
+            registry_revision: response.registry_revision,
+            observed_at_unix_ms: response.observed_at_unix_ms,
+            received_at_unix_ms,
+            node_count: response.nodes.len(),
+            connected_nodes: response.nodes.iter().filter(|n| n.connected).count(),
+            truncated: response.truncated,
+        });
+        if fresh {
+            entry.view.fresh = true;
+        }
+    }
+    // The response's `edge_id` is the session's (checked): the event carries it in the
+    // response only, which saves a copy of the id per status.
+    events.push_back(CpEvent::StatusReceived {
+        request: RequestId {
+            session_id,
+            correlation_id,
+        },
+        response,
+    });
+}

@@ -1,0 +1,234 @@
+//! The [`ControlPlane`]: what spans connections — the table of connections and their
+//! timer index, the Edges' views and command books, enrolment, the ownership claim,
+//! supersession and revocation — and the pull-based outputs. What concerns one
+//! connection is its [`Session`]'s; they talk through two small event enums
+//! ([`FromSession`], [`ToSession`]).
+//!
+//! * `input` — transport inputs: connect, bytes, closed, timeouts; what a session
+//!   reports;
+//! * `enrol` — a hello's checks that span connections (PROTOCOL.md §4.1.2 steps 4–6),
+//!   acceptance, supersession, the commands a new session carries over;
+//! * `claim` — the driver's side of the ownership-claim seam (`Directory::External`);
+//! * `admission` — the `retry_after` of a burst refused at the pending-hello cap;
+//! * `commands` — commands out and their answers and events in (§4.4);
+//! * `api` — the application's other calls and queries;
+//! * `close` — what a connection's end does to its Edge's view and commands;
+//! * `views` — the views' reachability and retention (§4.2, §7).
+
+mod admission;
+mod api;
+mod claim;
+mod close;
+mod commands;
+mod enrol;
+mod input;
+mod views;
+
+use std::collections::{BTreeSet, VecDeque};
+
+use iop_proto::Envelope;
+
+use crate::outbound::OutboundError;
+use crate::time::Instant;
+
+use super::config::{CpConfig, CpConfigError};
+use super::conn_table::ConnTable;
+use super::edges::EdgeTable;
+use super::enrolment::EnrolmentPolicy;
+use super::event::{CloseReason, CpEvent};
+use super::ids::ConnectionId;
+use super::session::{ConnBuffers, Io, Session};
+#[cfg(doc)]
+use super::session::{FromSession, ToSession};
+use super::stats::CpStats;
+use crate::transmit::Transmit;
+
+/// The Control Plane endpoint: every Edge connection's [`Session`], and the view of
+/// every Edge. Sans-IO: see the [module docs](super) for the driving contract.
+#[derive(Debug)]
+pub struct ControlPlane {
+    config: CpConfig,
+    policy: EnrolmentPolicy,
+    conns: ConnTable,
+    edges: EdgeTable,
+    /// (deadline, connection): the earliest timer of every connection that has one.
+    timers: BTreeSet<(Instant, ConnectionId)>,
+    events: VecDeque<CpEvent>,
+    /// The wake-up queue and the frame count the sessions' outputs feed.
+    io: Io,
+    last_session_id: u64,
+    last_command_n: u64,
+    /// The latest `now` of any input: when an end that an application call causes
+    /// (a revoke, a slow peer found while sending) happened.
+    latest_now: Instant,
+    /// Connections whose hello is not accepted yet (awaited, or claiming).
+    pending_hellos: usize,
+    /// How fast hellos were accepted lately, for the `retry_after` of a burst.
+    hello_rate: admission::HelloRate,
+    draining: bool,
+    shut_down: bool,
+    stats: CpStats,
+}
+
+impl ControlPlane {
+    /// A Control Plane with `config` (checked by [`CpConfig::validate`]) and enrolment
+    /// `policy`.
+    pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, CpConfigError> {
+        config.validate()?;
+        Ok(Self {
+            last_session_id: config.session_id_floor,
+            config,
+            policy,
+            conns: ConnTable::default(),
+            edges: EdgeTable::default(),
+            timers: BTreeSet::new(),
+            events: VecDeque::new(),
+            io: Io::default(),
+            last_command_n: 0,
+            latest_now: Instant::ZERO,
+            pending_hellos: 0,
+            hello_rate: Default::default(),
+            draining: false,
+            shut_down: false,
+            stats: CpStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CpConfig {
+        &self.config
+    }
+
+    /// The earliest deadline at which [`handle_timeout`](Self::handle_timeout) must be
+    /// called. It may be earlier than any timer's real deadline: a deadline that moved
+    /// later is re-indexed lazily, when this earlier time comes (that call to
+    /// `handle_timeout` then only re-indexes).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let conns = self.timers.first().map(|(at, _)| *at);
+        let views = self
+            .edges
+            .oldest_disconnected()
+            .map(|at| at + self.config.disconnected_view_ttl);
+        match (conns, views) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Appends bytes for `conn` to `buf` (about `transmit_chunk` at most per call).
+    /// Returns [`Transmit::Close`] once a closing connection has handed out every final
+    /// byte — the Control Plane then forgets it — and for an unknown connection.
+    pub fn poll_transmit(&mut self, conn: ConnectionId, buf: &mut Vec<u8>) -> Transmit {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return Transmit::Close;
+        };
+        let n = s.transmit(buf, self.config.transmit_chunk);
+        if n > 0 {
+            self.stats.bytes_out += n as u64;
+            return Transmit::Bytes(n);
+        }
+        if s.is_open() {
+            return Transmit::Idle;
+        }
+        self.forget(conn);
+        Transmit::Close
+    }
+
+    /// The next connection that got output (or a pending close) from an input on
+    /// *another* connection, or from an application call: wake its task so it calls
+    /// `poll_transmit`. Each connection is listed once until polled.
+    pub fn poll_wakeup(&mut self) -> Option<ConnectionId> {
+        while let Some(conn) = self.io.wakeups.pop_front() {
+            if let Some(s) = self.conns.get_mut(&conn) {
+                s.woken();
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<CpEvent> {
+        self.events.pop_front()
+    }
+
+    /// Counters for metrics.
+    pub fn stats(&self) -> CpStats {
+        let mut stats = self.stats.clone();
+        stats.frames_in = self.io.frames_in;
+        stats.frames_out = self.io.frames_out;
+        stats.connections = self.conns.len();
+        stats.live_sessions = self.edges.values().filter(|e| e.live.is_some()).count();
+        stats.edges_known = self.edges.len();
+        stats
+    }
+
+    /// The connection `conn`, open or closing.
+    pub fn session(&self, conn: ConnectionId) -> Option<&Session> {
+        self.conns.get(&conn).map(|s| &**s)
+    }
+
+    /// Buffer usage of `conn`.
+    pub fn connection_buffers(&self, conn: ConnectionId) -> Option<ConnBuffers> {
+        self.session(conn).map(Session::buffers)
+    }
+
+    /// Connections held (open or closing).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    // ----- internals -------------------------------------------------------------
+
+    /// Queues `envelope` for `conn`. On a full buffer the connection is dropped as a
+    /// slow peer.
+    fn send(&mut self, conn: ConnectionId, envelope: &Envelope) -> Result<(), OutboundError> {
+        let Some(s) = self.conns.get_mut(&conn) else {
+            return Ok(());
+        };
+        match s.queue(envelope, &mut self.io) {
+            Err(e @ OutboundError::Full { .. }) => {
+                self.close(conn, CloseReason::SlowPeer);
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// Moves the time of the latest input on (inputs may come with the same `now`).
+    fn saw(&mut self, now: Instant) {
+        if now > self.latest_now {
+            self.latest_now = now;
+        }
+    }
+
+    /// Removes `conn` entirely.
+    fn forget(&mut self, conn: ConnectionId) {
+        if let Some(s) = self.conns.remove(&conn)
+            && let Some(at) = s.indexed_at()
+        {
+            self.timers.remove(&(at, conn));
+        }
+    }
+
+    /// Puts `conn` in the timer index under its earliest deadline (lazily: see
+    /// [`Session::reindex`]).
+    fn reindex(&mut self, conn: ConnectionId) {
+        if let Some(s) = self.conns.get_mut(&conn) {
+            reindex(&mut self.timers, s);
+        }
+    }
+}
+
+/// Moves `s` in the timer index `timers` as [`Session::reindex`] says.
+fn reindex(timers: &mut BTreeSet<(Instant, ConnectionId)>, s: &mut Session) {
+    if let Some((old, new)) = s.reindex() {
+        let conn = s.conn();
+        if let Some(old) = old {
+            timers.remove(&(old, conn));
+        }
+        if let Some(new) = new {
+            timers.insert((new, conn));
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The Edges' views beyond one connection: reachability as their sessions are heard
+//! from or go silent (PROTOCOL.md §4.2), and the retention of disconnected Edges'
+//! views (§7).
+
+use std::time::Duration;
+
+use crate::time::Instant;
+
+use super::ControlPlane;
+use crate::cp::event::{CpEvent, ForgetReason};
+use crate::cp::ids::ConnectionId;
+use crate::cp::view::Reachability;
+
+impl ControlPlane {
+    /// Forgets the views whose last session ended `disconnected_view_ttl` ago.
+    pub(super) fn expire_views(&mut self, now: Instant) {
+        let ttl = self.config.disconnected_view_ttl;
+        while self
+            .edges
+            .oldest_disconnected()
+            .is_some_and(|at| at + ttl <= now)
+        {
+            self.forget_oldest(ForgetReason::Expired);
+        }
+    }
+
+    /// Forgets the longest-disconnected views while there are too many.
+    pub(super) fn evict_views(&mut self) {
+        while self.edges.disconnected_count() > self.config.max_disconnected_views {
+            self.forget_oldest(ForgetReason::Evicted);
+        }
+    }
+
+    pub(super) fn forget_oldest(&mut self, reason: ForgetReason) {
+        let Some(entry) = self.edges.remove_oldest_disconnected() else {
+            return;
+        };
+        self.stats.views_forgotten += 1;
+        self.events.push_back(CpEvent::EdgeForgotten {
+            unfinished_commands: entry.commands.unfinished_ids(),
+            edge_id: entry.view.edge_id,
+            reason,
+        });
+    }
+
+    /// The session on `conn` was unreachable and was heard from again.
+    pub(super) fn reachable_again(&mut self, conn: ConnectionId) {
+        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
+            return;
+        };
+        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        if let Some(entry) = self.edges.live_at(session.edge, conn) {
+            entry.view.reachability = Reachability::Connected;
+        }
+        self.events.push_back(CpEvent::EdgeReachable {
+            edge_id,
+            session_id,
+        });
+    }
+
+    /// The session on `conn` was silent for `silent_for`: its Edge is unreachable (the
+    /// CP's verdict; the nodes' `connected` flags are the Edge's and untouched).
+    pub(super) fn unreachable(&mut self, conn: ConnectionId, silent_for: Duration) {
+        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
+            return;
+        };
+        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        if let Some(entry) = self.edges.live_at(session.edge, conn) {
+            entry.view.reachability = Reachability::Unreachable;
+        }
+        self.events.push_back(CpEvent::EdgeUnreachable {
+            edge_id,
+            session_id,
+            silent_for,
+        });
+    }
+}

@@ -1,0 +1,97 @@
+//! The two small event enums between a [`Session`](super::Session) and the
+//! [`ControlPlane`](crate::cp::ControlPlane) (quinn's `EndpointEvent` and
+//! `ConnectionEvent`): what a session's input needs from the state that spans
+//! connections, and what the control plane decided for a session.
+
+use std::time::Duration;
+
+use iop_proto::{
+    EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeNodeEvent, EdgeStatusResponse,
+};
+
+use crate::cp::edges::EdgeSlot;
+use crate::cp::enrolment::CredentialHash;
+use crate::cp::event::{CloseReason, ResyncCause};
+
+use super::hello::Rejection;
+
+/// From a session to the control plane.
+#[derive(Debug)]
+pub(crate) enum FromSession {
+    /// A hello that passed the checks that need only the hello (PROTOCOL.md §4.1.2
+    /// steps 1–3), under the negotiated protocol `version`: enrolment, the peer's
+    /// identity, draining and the ownership claim are the control plane's.
+    Hello {
+        hello: Box<EdgeHelloRequest>,
+        version: u32,
+    },
+    /// The hello broke a rule of steps 1–3: answer it with this and close.
+    HelloRefused(Rejection),
+    /// A status answer matched to its request (PROTOCOL.md §4.3), for the Edge's view
+    /// (handed to [`Session::read`](super::Session::read)'s `answered`, never returned).
+    Status(StatusAnswer),
+    /// A node event in sequence (PROTOCOL.md §4.5), with the resync point it makes.
+    NodeEvent {
+        event: Box<EdgeNodeEvent>,
+        resync: Option<ResyncCause>,
+    },
+    /// For the Edge's command book, which outlives sessions (PROTOCOL.md §4.4).
+    CommandResponse(Box<EdgeCommandResponse>),
+    /// For the Edge's command book.
+    CommandEvent(Box<EdgeCommandEvent>),
+    /// A frame with no known body after the hello, counted and dropped.
+    UnknownBody,
+    /// A status answer to a request that timed out, counted and dropped.
+    LateStatus,
+    /// The connection must end for this reason.
+    Close(CloseReason),
+}
+
+/// A status answer of an accepted session.
+#[derive(Debug)]
+pub(crate) struct StatusAnswer {
+    pub(crate) edge: EdgeSlot,
+    pub(crate) session_id: u64,
+    pub(crate) correlation_id: u64,
+    /// It answers a full status requested since the latest resync point, and is not
+    /// truncated: the view is fresh.
+    pub(crate) fresh: bool,
+    pub(crate) response: EdgeStatusResponse,
+}
+
+/// What a session's timers found due.
+#[derive(Debug, Default)]
+pub(crate) struct Expired {
+    /// Status requests that timed out, oldest first.
+    pub(crate) status: Vec<u64>,
+    /// The Edge went silent for this long: it is unreachable now.
+    pub(crate) unreachable: Option<Duration>,
+    /// The connection must end (hello or liveness timeout).
+    pub(crate) end: Option<CloseReason>,
+}
+
+/// From the control plane to a session.
+#[derive(Debug)]
+pub(crate) enum ToSession {
+    /// The hello is accepted: open the session and answer it.
+    Accept(Box<Acceptance>),
+    /// The hello is refused: answer it (the control plane then closes the connection).
+    Refuse(Rejection),
+    /// The connection ends: queue its `GoAway` (an `OVERLOADED` one naming `retry`
+    /// when given).
+    End {
+        reason: CloseReason,
+        retry: Option<Duration>,
+    },
+}
+
+/// An accepted hello, as the control plane decided it.
+#[derive(Debug)]
+pub(crate) struct Acceptance {
+    pub(crate) edge_id: String,
+    pub(crate) session_id: u64,
+    pub(crate) credential: CredentialHash,
+    pub(crate) instance_id: Option<String>,
+    /// The negotiated protocol version.
+    pub(crate) version: u32,
+}
