@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use cp_support::*;
 use iop_core::cp::{
-    CloseReason, ConnectError, ConnectionId, CpEvent, ProtocolViolation, Reachability, RequestId,
-    Transmit,
+    CloseReason, ConnectionId, ConnectionIdInUse, CpEvent, ProtocolViolation, Reachability,
+    RequestId, Transmit,
 };
 use iop_core::proto::{
     BodyKind, EdgeCommandRequest, EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway,
@@ -98,7 +98,7 @@ fn runtime_mistakes_are_errors_or_harmless() {
     let conn = t.connect();
     assert_eq!(
         t.cp.handle_connect(t.now, conn),
-        Err(ConnectError::DuplicateConnectionId(conn))
+        Err(ConnectionIdInUse(conn))
     );
     // Input for connections the CP does not hold is dropped.
     let ghost = ConnectionId(999);

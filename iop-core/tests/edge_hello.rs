@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use edge_support::*;
 use iop_core::Instant;
-use iop_core::edge::{CloseReason, ConnectError, EdgeEvent, INSTANCE_ID_KEY, ProtocolError};
+use iop_core::edge::{CloseReason, ConnectError, EdgeEvent, INSTANCE_ID_KEY, ProtocolViolation};
 use iop_core::proto::{
     self, BodyKind, EdgeHelloResponse, EdgeStatusRequest, EdgeStatusResponse, Envelope,
     GoAwayReason, HeartbeatAck, HelloRejectReason, NodeEventKind, PROTOCOL_VERSION,
@@ -192,7 +192,7 @@ fn hello_timeout_closes_with_a_go_away() {
     assert_eq!(h.edge.poll_timeout(), Some(dial));
 }
 
-fn assert_protocol_error(h: &mut Harness, expected: ProtocolError) {
+fn assert_protocol_error(h: &mut Harness, expected: ProtocolViolation) {
     let frames = h.flush();
     assert_eq!(frames.len(), 1, "{frames:?}");
     assert_eq!(go_away_reason(&frames[0]), GoAwayReason::ProtocolError);
@@ -219,7 +219,10 @@ fn unexpected_messages_are_protocol_errors() {
     let mut h = Harness::default_edge();
     h.connect();
     h.deliver(Envelope::correlated(1, EdgeStatusRequest::default()));
-    assert_protocol_error(&mut h, ProtocolError::Unexpected(BodyKind::StatusRequest));
+    assert_protocol_error(
+        &mut h,
+        ProtocolViolation::Unexpected(BodyKind::StatusRequest),
+    );
 
     // An empty body before the hello.
     let mut h = Harness::default_edge();
@@ -228,19 +231,25 @@ fn unexpected_messages_are_protocol_errors() {
         correlation_id: 3,
         body: None,
     });
-    assert_protocol_error(&mut h, ProtocolError::EmptyBeforeHello);
+    assert_protocol_error(&mut h, ProtocolViolation::EmptyBeforeHello);
 
     // A second hello response.
     let mut h = Harness::default_edge();
     h.connect_and_accept(1);
     h.deliver(Envelope::new(accepted(2, 1_000)));
-    assert_protocol_error(&mut h, ProtocolError::Unexpected(BodyKind::HelloResponse));
+    assert_protocol_error(
+        &mut h,
+        ProtocolViolation::Unexpected(BodyKind::HelloResponse),
+    );
 
     // A status response from the CP.
     let mut h = Harness::default_edge();
     h.connect_and_accept(1);
     h.deliver(Envelope::correlated(1, EdgeStatusResponse::default()));
-    assert_protocol_error(&mut h, ProtocolError::Unexpected(BodyKind::StatusResponse));
+    assert_protocol_error(
+        &mut h,
+        ProtocolViolation::Unexpected(BodyKind::StatusResponse),
+    );
 
     // An unsupported protocol version.
     let mut h = Harness::default_edge();
@@ -248,7 +257,7 @@ fn unexpected_messages_are_protocol_errors() {
     let mut resp = accepted(1, 1_000);
     resp.protocol_version = 99;
     h.deliver(Envelope::new(resp));
-    assert_protocol_error(&mut h, ProtocolError::ProtocolVersion(99));
+    assert_protocol_error(&mut h, ProtocolViolation::ProtocolVersion(99));
 
     // A frame limit below the 64 KiB a CP may announce at least: the session
     // would be mute (found by the hostile-CP tests).
@@ -258,7 +267,7 @@ fn unexpected_messages_are_protocol_errors() {
         let mut resp = accepted(1, 1_000);
         resp.max_frame_len = tiny;
         h.deliver(Envelope::new(resp));
-        assert_protocol_error(&mut h, ProtocolError::FrameLimitTooSmall(tiny));
+        assert_protocol_error(&mut h, ProtocolViolation::FrameLimitTooSmall(tiny));
     }
 }
 
@@ -273,7 +282,7 @@ fn bad_frames_are_protocol_errors() {
     assert!(matches!(
         h.events()[..],
         [EdgeEvent::Closed {
-            reason: CloseReason::ProtocolError(ProtocolError::Frame(_)),
+            reason: CloseReason::ProtocolError(ProtocolViolation::Frame(_)),
             ..
         }]
     ));

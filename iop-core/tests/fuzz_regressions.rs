@@ -3,7 +3,7 @@
 //! Each test names the target that found the input and states the rule it broke.
 
 use iop_core::Instant;
-use iop_core::edge::{CloseReason, Edge, EdgeConfig, EdgeEvent, ProtocolError, Transmit};
+use iop_core::edge::{CloseReason, Edge, EdgeConfig, EdgeEvent, ProtocolViolation, Transmit};
 use iop_core::proto::{
     self, Body, DEFAULT_MAX_FRAME_LEN, EdgeCommandRequest, EdgeHelloResponse, Envelope,
     FrameDecoder, GoAwayReason,
@@ -83,7 +83,7 @@ fn a_tiny_frame_limit_in_the_hello_response_is_a_protocol_error() {
     assert!(events.iter().any(|e| matches!(
         e,
         EdgeEvent::Closed {
-            reason: CloseReason::ProtocolError(ProtocolError::FrameLimitTooSmall(1)),
+            reason: CloseReason::ProtocolError(ProtocolViolation::FrameLimitTooSmall(1)),
             ..
         }
     )));
@@ -101,7 +101,7 @@ fn a_frame_limit_at_the_floor_is_accepted() {
     assert!(std::iter::from_fn(|| below.poll_event()).any(|e| matches!(
         e,
         EdgeEvent::Closed {
-            reason: CloseReason::ProtocolError(ProtocolError::FrameLimitTooSmall(_)),
+            reason: CloseReason::ProtocolError(ProtocolViolation::FrameLimitTooSmall(_)),
             ..
         }
     )));

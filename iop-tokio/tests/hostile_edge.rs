@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use hostile_support::*;
-use iop_tokio::core::edge::{CloseReason, EdgeConfig, EdgeEvent, ProtocolError};
+use iop_tokio::core::edge::{CloseReason, EdgeConfig, EdgeEvent, ProtocolViolation};
 use iop_tokio::core::proto::{
     self, Body, EdgeHelloResponse, EdgeStatusRequest, Envelope, FrameError, GoAwayReason,
 };
@@ -118,7 +118,7 @@ async fn garbage_from_the_control_plane_is_a_protocol_error_and_the_edge_reconne
     assert!(
         matches!(
             reason,
-            CloseReason::ProtocolError(ProtocolError::Frame(FrameError::Undecodable(_)))
+            CloseReason::ProtocolError(ProtocolViolation::Frame(FrameError::Undecodable(_)))
         ),
         "{reason:?}"
     );
@@ -141,7 +141,7 @@ async fn a_4_gib_length_prefix_from_the_control_plane_is_refused_from_the_prefix
     assert!(
         matches!(
             reason,
-            CloseReason::ProtocolError(ProtocolError::Frame(FrameError::TooLarge {
+            CloseReason::ProtocolError(ProtocolViolation::Frame(FrameError::TooLarge {
                 len: 0xFFFF_FFFF,
                 ..
             }))
@@ -197,7 +197,7 @@ async fn a_max_frame_len_below_the_pre_hello_cap_is_a_protocol_error() {
     let reason = closed(&mut events).await;
     assert_eq!(
         reason,
-        CloseReason::ProtocolError(ProtocolError::FrameLimitTooSmall(1))
+        CloseReason::ProtocolError(ProtocolViolation::FrameLimitTooSmall(1))
     );
     conn.expect_go_away(GoAwayReason::ProtocolError).await;
     assert!(!edge.is_connected());

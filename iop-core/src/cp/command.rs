@@ -8,39 +8,9 @@ use iop_proto::{
     CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
 };
 
+use super::command_state::{CommandAnswer, CommandState, progress};
 use super::event::{CommandOrderRule, CommandOutcome, ProtocolViolation};
-use super::handover::{CommandHandover, progress};
-
-/// The Edge's answer to a command, as far as the Control Plane knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CommandAnswer {
-    /// No response yet.
-    Pending,
-    /// Accepted.
-    Accepted,
-    /// Rejected with this reason.
-    Rejected(CommandRejectReason),
-}
-
-/// What the Control Plane knows about one command
-/// ([`ControlPlane::command`](super::ControlPlane::command)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CommandState {
-    /// The command id.
-    pub command_id: String,
-    /// Its operation.
-    pub operation: String,
-    /// The Edge's answer.
-    pub answer: CommandAnswer,
-    /// The latest phase seen (UNSPECIFIED before any event).
-    pub phase: CommandPhase,
-    /// The latest event sequence seen (0 before any event).
-    pub last_sequence: u32,
-    /// Set once the command is finished for good.
-    pub outcome: Option<CommandOutcome>,
-}
+use super::handover::CommandHandover;
 
 #[derive(Debug)]
 struct Tracked {

@@ -158,7 +158,7 @@ impl Default for CpConfig {
 /// Why a [`CpConfig`] cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum CpConfigError {
+pub enum ConfigError {
     /// A frame limit is 0.
     #[error("frame limits must be above 0")]
     ZeroFrameLimit,
@@ -194,32 +194,32 @@ pub enum CpConfigError {
 
 impl CpConfig {
     /// Checks the values that would make the endpoint useless.
-    pub fn validate(&self) -> Result<(), CpConfigError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.max_frame_len == 0 || self.pre_hello_max_frame_len == 0 {
-            return Err(CpConfigError::ZeroFrameLimit);
+            return Err(ConfigError::ZeroFrameLimit);
         }
         if self.pre_hello_max_frame_len < limits::PRE_HELLO_MAX_FRAME_LEN {
-            return Err(CpConfigError::PreHelloLimitTooSmall(
+            return Err(ConfigError::PreHelloLimitTooSmall(
                 self.pre_hello_max_frame_len,
             ));
         }
         if self.max_frame_len < self.pre_hello_max_frame_len {
-            return Err(CpConfigError::FrameLimitBelowPreHello {
+            return Err(ConfigError::FrameLimitBelowPreHello {
                 max: self.max_frame_len,
                 pre_hello: self.pre_hello_max_frame_len,
             });
         }
         if self.liveness_intervals == 0 || self.unreachable_intervals == 0 {
-            return Err(CpConfigError::ZeroIntervals);
+            return Err(ConfigError::ZeroIntervals);
         }
         if self.min_protocol_version == 0 || self.min_protocol_version > self.max_protocol_version {
-            return Err(CpConfigError::ProtocolRange {
+            return Err(ConfigError::ProtocolRange {
                 min: self.min_protocol_version,
                 max: self.max_protocol_version,
             });
         }
         if self.max_connections == 0 || self.max_pending_hellos == 0 {
-            return Err(CpConfigError::ZeroConnections);
+            return Err(ConfigError::ZeroConnections);
         }
         Ok(())
     }
@@ -252,38 +252,38 @@ mod tests {
         };
         assert!(matches!(
             c.validate(),
-            Err(CpConfigError::FrameLimitBelowPreHello { .. })
+            Err(ConfigError::FrameLimitBelowPreHello { .. })
         ));
         let c = CpConfig {
             liveness_intervals: 0,
             ..d()
         };
-        assert_eq!(c.validate(), Err(CpConfigError::ZeroIntervals));
+        assert_eq!(c.validate(), Err(ConfigError::ZeroIntervals));
         let c = CpConfig {
             min_protocol_version: 2,
             ..d()
         };
         assert!(matches!(
             c.validate(),
-            Err(CpConfigError::ProtocolRange { min: 2, max: 1 })
+            Err(ConfigError::ProtocolRange { min: 2, max: 1 })
         ));
         let c = CpConfig {
             max_connections: 0,
             ..d()
         };
-        assert_eq!(c.validate(), Err(CpConfigError::ZeroConnections));
+        assert_eq!(c.validate(), Err(ConfigError::ZeroConnections));
         let c = CpConfig {
             pre_hello_max_frame_len: 0,
             ..d()
         };
-        assert_eq!(c.validate(), Err(CpConfigError::ZeroFrameLimit));
+        assert_eq!(c.validate(), Err(ConfigError::ZeroFrameLimit));
         let c = CpConfig {
             pre_hello_max_frame_len: 64 * 1024,
             ..d()
         };
         assert_eq!(
             c.validate(),
-            Err(CpConfigError::PreHelloLimitTooSmall(64 * 1024))
+            Err(ConfigError::PreHelloLimitTooSmall(64 * 1024))
         );
     }
 }

@@ -8,14 +8,11 @@ use crate::outbound::OutboundError;
 
 use super::ConnectionId;
 
-/// Why [`ControlPlane::handle_connect`](super::ControlPlane::handle_connect) failed.
+/// Why [`ControlPlane::handle_connect`](super::ControlPlane::handle_connect) failed: the
+/// runtime reused the id of a connection the Control Plane still holds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// The runtime reused the id of a connection the Control Plane still holds.
-    #[error("{0} is already in use")]
-    DuplicateConnectionId(ConnectionId),
-}
+#[error("{0} is already in use")]
+pub struct ConnectionIdInUse(pub ConnectionId);
 
 /// Why [`ControlPlane::request_status`](super::ControlPlane::request_status) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,62 +46,6 @@ pub enum StatusError {
     /// The peer read too slowly; the session was dropped instead.
     #[error("the session was dropped: its peer reads too slowly")]
     SlowPeer,
-}
-
-/// What the application asks an Edge to do.
-///
-/// Built with [`CommandSpec::new`] and the `with_*` methods; `#[non_exhaustive]`, so a
-/// later field is not a breaking change.
-///
-/// ```
-/// use iop_core::cp::CommandSpec;
-///
-/// let spec = CommandSpec::new("node.drain")
-///     .with_target("label:zone=a")
-///     .with_metadata("reason", "maintenance")
-///     .with_timeout_ms(30_000);
-/// assert_eq!(spec.operation, "node.drain");
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CommandSpec {
-    /// An operation the Edge advertised in its hello.
-    pub operation: String,
-    /// A target selector (PROTOCOL.md §6), interpreted by the Edge.
-    pub target_selector: String,
-    /// Free-form metadata for the Edge's handler.
-    pub metadata: std::collections::BTreeMap<String, String>,
-    /// Timeout on the Edge; 0 means its default.
-    pub timeout_ms: u32,
-}
-
-impl CommandSpec {
-    /// A command for `operation`, targeting the whole Edge (empty selector), with the
-    /// Edge's default timeout.
-    pub fn new(operation: impl Into<String>) -> Self {
-        Self {
-            operation: operation.into(),
-            ..Self::default()
-        }
-    }
-
-    /// Sets the target selector (PROTOCOL.md §6), e.g. `node:gpu-1` or `label:zone=a`.
-    pub fn with_target(mut self, selector: impl Into<String>) -> Self {
-        self.target_selector = selector.into();
-        self
-    }
-
-    /// Adds a metadata entry for the Edge's handler.
-    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.metadata.insert(key.into(), value.into());
-        self
-    }
-
-    /// Sets the timeout on the Edge, in milliseconds (0: the Edge's default).
-    pub fn with_timeout_ms(mut self, timeout_ms: u32) -> Self {
-        self.timeout_ms = timeout_ms;
-        self
-    }
 }
 
 /// Why [`ControlPlane::send_command`](super::ControlPlane::send_command) failed.

@@ -15,7 +15,7 @@
 
 use iop_proto::{CommandPhase, EdgeCommandRequest};
 
-use super::command::CommandAnswer;
+use super::command_state::{CommandAnswer, progress};
 #[cfg(doc)]
 use super::control_plane::ControlPlane;
 use super::event::CommandOutcome;
@@ -55,16 +55,6 @@ impl CommandHandover {
     pub(crate) fn progress(&self) -> (bool, bool, u32) {
         progress(self.outcome.is_some(), self.answer, self.last_sequence)
     }
-}
-
-/// The order in which a command's copies are compared: finished, answered, then by
-/// the latest event sequence seen.
-pub(crate) fn progress(
-    finished: bool,
-    answer: CommandAnswer,
-    last_sequence: u32,
-) -> (bool, bool, u32) {
-    (finished, answer != CommandAnswer::Pending, last_sequence)
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@
 //! * **Peer misbehaviour never returns `Err`**: it queues a `GoAway` (PROTOCOL_ERROR or
 //!   the fitting reason) and emits the connection's one [`CpEvent::Closed`] with a typed
 //!   [`CloseReason`]; the driver closes after `Transmit::Close`. `Err` is only for the
-//!   application's own misuse ([`ConnectError`], [`StatusError`], [`CommandError`],
+//!   application's own misuse ([`ConnectionIdInUse`], [`StatusError`], [`CommandError`],
 //!   [`RevokeError`]).
 //! * **Deterministic**: the same inputs give the same outputs, bit for bit (ordered
 //!   maps only, no clock, no randomness).
@@ -165,6 +165,7 @@
 //! ```
 
 mod command;
+mod command_state;
 mod config;
 mod conn_table;
 mod control_plane;
@@ -183,13 +184,13 @@ mod view;
 pub use crate::limits::INSTANCE_ID_KEY;
 /// The one [`Transmit`] of both ends, here for `cp::` paths.
 pub use crate::transmit::Transmit;
-pub use command::{CommandAnswer, CommandState};
-pub use config::{CpConfig, CpConfigError, DuplicatePolicy};
+pub use command_state::{CommandAnswer, CommandSpec, CommandState};
+pub use config::{ConfigError, CpConfig, DuplicatePolicy};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
-pub use error::{CommandError, CommandSpec, ConnectError, RevokeError, StatusError};
+pub use error::{CommandError, ConnectionIdInUse, RevokeError, StatusError};
 pub use event::{
     CloseReason, CommandOrderRule, CommandOutcome, CpEvent, CpEventKind, ForgetReason,
     ProtocolViolation, ResyncCause,

@@ -84,7 +84,7 @@ pub enum CloseReason {
     /// Nothing was received for 3 heartbeat intervals.
     PeerSilent,
     /// The CP broke the protocol; the Edge sent `GoAway{PROTOCOL_ERROR}`.
-    ProtocolError(ProtocolError),
+    ProtocolError(ProtocolViolation),
     /// The outbound queue reached its cap: the CP does not read fast enough.
     SlowPeer,
     /// The application shut the Edge down.
@@ -121,7 +121,7 @@ impl std::fmt::Display for CloseReason {
 /// How the CP broke the protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ProtocolError {
+pub enum ProtocolViolation {
     /// A frame could not be decoded.
     #[error("bad frame: {0}")]
     Frame(#[from] FrameError),

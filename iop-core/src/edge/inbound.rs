@@ -10,7 +10,7 @@ use iop_proto::{
 };
 
 use super::commands::Known;
-use super::event::{CloseReason, EdgeEvent, ProtocolError};
+use super::event::{CloseReason, EdgeEvent, ProtocolViolation};
 use super::registry_seam::EdgeRegistry;
 use super::session::{Conn, Edge};
 use crate::Instant;
@@ -40,17 +40,17 @@ impl<R: EdgeRegistry> Edge<R> {
             Some(Body::HelloResponse(response)) if awaiting => {
                 self.handle_hello_response(now, response)
             }
-            None if awaiting => self.protocol_error(now, ProtocolError::EmptyBeforeHello),
+            None if awaiting => self.protocol_error(now, ProtocolViolation::EmptyBeforeHello),
             None => self.stats.ignored_frames += 1,
             Some(body) if awaiting => {
-                self.protocol_error(now, ProtocolError::Unexpected(body.kind()))
+                self.protocol_error(now, ProtocolViolation::Unexpected(body.kind()))
             }
             Some(Body::HeartbeatAck(_)) => {}
             Some(Body::StatusRequest(request)) => {
                 self.handle_status_request(now, correlation_id, request)
             }
             Some(Body::CommandRequest(request)) => self.handle_command_request(now, request),
-            Some(body) => self.protocol_error(now, ProtocolError::Unexpected(body.kind())),
+            Some(body) => self.protocol_error(now, ProtocolViolation::Unexpected(body.kind())),
         }
     }
 
@@ -99,7 +99,7 @@ impl<R: EdgeRegistry> Edge<R> {
         if response.protocol_version > PROTOCOL_VERSION {
             self.protocol_error(
                 now,
-                ProtocolError::ProtocolVersion(response.protocol_version),
+                ProtocolViolation::ProtocolVersion(response.protocol_version),
             );
             return;
         }
@@ -113,7 +113,7 @@ impl<R: EdgeRegistry> Edge<R> {
         // left an accepted, mute session). The GoAway still goes out under the
         // pre-hello limit.
         if max_frame_len < MIN_PEER_MAX_FRAME_LEN {
-            self.protocol_error(now, ProtocolError::FrameLimitTooSmall(max_frame_len));
+            self.protocol_error(now, ProtocolViolation::FrameLimitTooSmall(max_frame_len));
             return;
         }
         self.activate(now, interval, max_frame_len);

@@ -120,7 +120,7 @@ mod session;
 pub use crate::transmit::Transmit;
 pub use commands::{Outcome, ReportError};
 pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
-pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolError};
+pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolViolation};
 pub use registry_seam::{EdgeRegistry, LifecycleEvent};
 pub use secret::Secret;
 pub use session::{Edge, RegistryMut};

@@ -19,20 +19,28 @@ use crate::limits::LIVENESS_INTERVALS;
 use crate::outbound::{Outbound, OutboundError};
 use crate::registry::NodeRegistry;
 use crate::rng::SplitMix64;
+use crate::timer::{TimerSlot, TimerTable};
 use crate::transmit::Transmit;
 
 /// Bytes [`Edge::poll_transmit`] appends per call, at most (at least one frame).
 const TRANSMIT_CHUNK: usize = 64 * 1024;
 
+/// The timers of the Edge's link.
 #[derive(Debug, Clone, Copy)]
-#[repr(usize)]
 enum Timer {
+    /// The hello must be answered before this.
     Hello = 0,
+    /// The next heartbeat is due.
     Heartbeat = 1,
+    /// Silence from the Control Plane past this ends the session.
     Liveness = 2,
 }
 
-const TIMER_COUNT: usize = 3;
+impl TimerSlot for Timer {
+    fn slot(self) -> usize {
+        self as usize
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Session {
@@ -63,7 +71,7 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     pub(crate) config: EdgeConfig,
     pub(crate) registry: R,
     pub(crate) conn: Conn,
-    timers: [Option<Instant>; TIMER_COUNT],
+    timers: TimerTable<Timer, 3>,
     pub(crate) outbound: Outbound,
     decoder: FrameDecoder,
     pub(crate) events: VecDeque<EdgeEvent>,
@@ -100,7 +108,7 @@ impl<R: EdgeRegistry> Edge<R> {
             conn: Conn::Disconnected {
                 connect_at: Instant::ZERO,
             },
-            timers: [None; TIMER_COUNT],
+            timers: TimerTable::default(),
             events: VecDeque::new(),
             retry_not_before: None,
             draining: false,
@@ -170,8 +178,9 @@ impl<R: EdgeRegistry> Edge<R> {
         let hello = self.build_hello();
         self.hello_listed = hello.inflight_command_ids.iter().cloned().collect();
         self.conn = Conn::AwaitingHello;
-        self.timers = [None; TIMER_COUNT];
-        self.set_timer(Timer::Hello, Some(now + self.config.hello_timeout));
+        self.timers.clear();
+        self.timers
+            .set(Timer::Hello, now + self.config.hello_timeout);
         self.stats.hellos_sent += 1;
         self.send(now, Envelope::new(hello));
         Ok(())
@@ -206,7 +215,7 @@ impl<R: EdgeRegistry> Edge<R> {
             && !bytes.is_empty()
         {
             let window = session.interval.saturating_mul(LIVENESS_INTERVALS);
-            self.set_timer(Timer::Liveness, Some(now + window));
+            self.timers.set(Timer::Liveness, now + window);
         }
         // The decoder never holds a whole frame between calls: once the input is
         // used up there is nothing more to decode.
@@ -231,7 +240,7 @@ impl<R: EdgeRegistry> Edge<R> {
         for event in self.commands.expire(now, unix_ms) {
             self.send_command_event(now, event);
         }
-        if self.due(Timer::Hello, now) {
+        if self.timers.is_expired(Timer::Hello, now) {
             self.close(
                 now,
                 CloseReason::HelloTimeout,
@@ -239,7 +248,7 @@ impl<R: EdgeRegistry> Edge<R> {
             );
             return;
         }
-        if self.due(Timer::Liveness, now) {
+        if self.timers.is_expired(Timer::Liveness, now) {
             self.close(
                 now,
                 CloseReason::PeerSilent,
@@ -250,7 +259,7 @@ impl<R: EdgeRegistry> Edge<R> {
             );
             return;
         }
-        let heartbeat_due = self.timer(Timer::Heartbeat).filter(|at| *at <= now);
+        let heartbeat_due = self.timers.get(Timer::Heartbeat).filter(|at| *at <= now);
         if let (Conn::Active(mut session), Some(at)) = (self.conn, heartbeat_due) {
             session.heartbeat_seq += 1;
             self.conn = Conn::Active(session);
@@ -258,7 +267,7 @@ impl<R: EdgeRegistry> Edge<R> {
             if next <= now {
                 next = now + session.interval;
             }
-            self.set_timer(Timer::Heartbeat, Some(next));
+            self.timers.set(Timer::Heartbeat, next);
             let heartbeat = Heartbeat {
                 sequence: session.heartbeat_seq,
                 sent_at_unix_ms: unix_ms,
@@ -301,8 +310,9 @@ impl<R: EdgeRegistry> Edge<R> {
     /// [`Edge::handle_timeout`], or, while disconnected, the time to dial (then
     /// [`poll_connect_at`](Self::poll_connect_at) is due).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let timers = self.timers.iter().flatten().copied();
-        timers
+        self.timers
+            .next()
+            .into_iter()
             .chain(self.commands.next_deadline())
             .chain(self.poll_connect_at())
             .min()
@@ -335,20 +345,6 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
-    fn set_timer(&mut self, timer: Timer, at: Option<Instant>) {
-        if let Some(slot) = self.timers.get_mut(timer as usize) {
-            *slot = at;
-        }
-    }
-
-    fn timer(&self, timer: Timer) -> Option<Instant> {
-        self.timers.get(timer as usize).copied().flatten()
-    }
-
-    fn due(&self, timer: Timer, now: Instant) -> bool {
-        self.timer(timer).is_some_and(|at| at <= now)
-    }
-
     /// Moves the session to `Active` after an accepted hello.
     pub(crate) fn activate(&mut self, now: Instant, interval: Duration, max_frame_len: u32) {
         self.outbound.set_max_frame_len(max_frame_len);
@@ -360,11 +356,11 @@ impl<R: EdgeRegistry> Edge<R> {
             heartbeat_seq: 0,
             node_event_seq: 0,
         });
-        self.set_timer(Timer::Hello, None);
-        self.set_timer(Timer::Heartbeat, Some(now + interval));
-        self.set_timer(
+        self.timers.stop(Timer::Hello);
+        self.timers.set(Timer::Heartbeat, now + interval);
+        self.timers.set(
             Timer::Liveness,
-            Some(now + interval.saturating_mul(LIVENESS_INTERVALS)),
+            now + interval.saturating_mul(LIVENESS_INTERVALS),
         );
         self.stats.sessions_accepted += 1;
     }
@@ -491,7 +487,7 @@ impl<R: EdgeRegistry> Edge<R> {
         } else {
             Some(self.backoff.next_attempt(now, self.retry_not_before))
         };
-        self.timers = [None; TIMER_COUNT];
+        self.timers.clear();
         self.conn = Conn::Closing { reconnect_at };
         self.events.push_back(EdgeEvent::Closed {
             reason,
@@ -509,7 +505,7 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
-    pub(crate) fn protocol_error(&mut self, now: Instant, err: super::event::ProtocolError) {
+    pub(crate) fn protocol_error(&mut self, now: Instant, err: super::event::ProtocolViolation) {
         let message = err.to_string();
         self.close(
             now,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::link::Segment;
 use super::pair::{Pair, Side};
-use crate::cp::{self, ConnectionId, ControlPlane, CpConfig, CpConfigError};
+use crate::cp::{self, ConfigError, ConnectionId, ControlPlane, CpConfig};
 
 impl Pair {
     /// The transport of process `index` fails: both ends are told at once.
@@ -112,7 +112,7 @@ impl Pair {
 
     /// The CP restarts with `config` (its `session_id_floor` should exceed every
     /// session id issued so far): every connection drops and the new CP knows nothing.
-    pub fn restart_cp(&mut self, config: CpConfig) -> Result<(), CpConfigError> {
+    pub fn restart_cp(&mut self, config: CpConfig) -> Result<(), ConfigError> {
         self.cp = ControlPlane::new(config, cp::EnrolmentPolicy::AcceptAny)?;
         let conns: Vec<ConnectionId> = self.links.keys().copied().collect();
         for conn in conns {

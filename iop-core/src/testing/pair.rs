@@ -9,7 +9,7 @@ use super::monitor::Monitor;
 use super::rng::SimRng;
 use crate::Instant;
 use crate::cp::{
-    self, CommandError, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpConfigError, CpEvent,
+    self, CommandError, CommandSpec, ConfigError, ConnectionId, ControlPlane, CpConfig, CpEvent,
     RequestId, StatusError,
 };
 use crate::edge::{self, Edge, EdgeConfig, EdgeEvent};
@@ -98,7 +98,7 @@ pub struct Pair {
 
 impl Pair {
     /// A CP with `config` and no Edges yet; `seed` drives latencies and read splits.
-    pub fn new(seed: u64, config: CpConfig, net: NetConfig) -> Result<Self, CpConfigError> {
+    pub fn new(seed: u64, config: CpConfig, net: NetConfig) -> Result<Self, ConfigError> {
         Ok(Self {
             cp: ControlPlane::new(config, cp::EnrolmentPolicy::AcceptAny)?,
             edges: Vec::new(),

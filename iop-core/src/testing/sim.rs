@@ -9,7 +9,7 @@ use super::node_side::NodeSide;
 use super::pair::{NetConfig, Pair, Side};
 use super::rng::SimRng;
 use crate::WallClock;
-use crate::cp::{CommandSpec, CpConfig, CpConfigError, CpEvent};
+use crate::cp::{CommandSpec, ConfigError, CpConfig, CpEvent};
 use crate::edge::{EdgeConfig, EdgeEvent, Outcome, TargetLevel};
 use crate::proto::CommandPhase;
 use crate::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
@@ -120,7 +120,7 @@ pub(super) fn registry() -> NodeRegistry {
 
 impl Sim {
     /// A new simulation; nothing has run yet.
-    pub fn new(config: SimConfig) -> Result<Self, CpConfigError> {
+    pub fn new(config: SimConfig) -> Result<Self, ConfigError> {
         let mut rng = SimRng::new(config.seed);
         let net = NetConfig {
             latency_min: Duration::from_millis(rng.range(0, 5)),

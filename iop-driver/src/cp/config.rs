@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use iop_core::cp::{CpConfig, CpConfigError, EnrolmentPolicy};
+use iop_core::cp::{ConfigError, CpConfig, EnrolmentPolicy};
 
 use super::book::RecordLimits;
 use crate::tls::{HandshakeError, ServerTls};
@@ -82,7 +82,7 @@ impl ServerConfig {
 pub enum ServeError {
     /// The configuration is invalid.
     #[error("invalid control plane config: {0}")]
-    Config(#[from] CpConfigError),
+    Config(#[from] ConfigError),
     /// Binding failed.
     #[error("cannot bind: {0}")]
     Io(#[from] std::io::Error),

@@ -2,7 +2,7 @@
 
 use iop_proto::limits::send;
 
-use crate::cp::command::CommandState;
+use crate::cp::command_state::CommandState;
 use crate::cp::enrolment::EnrolmentPolicy;
 use crate::cp::error::{RevokeError, StatusError};
 use crate::cp::event::CloseReason;

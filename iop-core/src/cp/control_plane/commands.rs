@@ -10,8 +10,9 @@ use crate::time::Instant;
 
 use super::ControlPlane;
 use crate::cp::command::{EventEffect, ResponseEffect};
+use crate::cp::command_state::CommandSpec;
 use crate::cp::edges::EdgeSlot;
-use crate::cp::error::{CommandError, CommandSpec};
+use crate::cp::error::CommandError;
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;

@@ -4,7 +4,7 @@
 use crate::time::Instant;
 
 use super::{ControlPlane, reindex};
-use crate::cp::error::ConnectError;
+use crate::cp::error::ConnectionIdInUse;
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::identity::PeerIdentity;
 use crate::cp::ids::{ConnectionId, RequestId};
@@ -14,7 +14,11 @@ use crate::cp::view::StatusSummary;
 impl ControlPlane {
     /// A transport connection was accepted. Over the connection cap (or after
     /// [`shutdown`](Self::shutdown)) it is refused at once with a `GoAway`.
-    pub fn handle_connect(&mut self, now: Instant, conn: ConnectionId) -> Result<(), ConnectError> {
+    pub fn handle_connect(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+    ) -> Result<(), ConnectionIdInUse> {
         self.handle_connect_with_identity(now, conn, None)
     }
 
@@ -27,7 +31,7 @@ impl ControlPlane {
         now: Instant,
         conn: ConnectionId,
         identity: Option<Box<dyn PeerIdentity>>,
-    ) -> Result<(), ConnectError> {
+    ) -> Result<(), ConnectionIdInUse> {
         self.connect(now, conn, identity, false)
     }
 
@@ -39,7 +43,7 @@ impl ControlPlane {
         &mut self,
         now: Instant,
         conn: ConnectionId,
-    ) -> Result<(), ConnectError> {
+    ) -> Result<(), ConnectionIdInUse> {
         self.connect(now, conn, None, true)
     }
 
@@ -49,9 +53,9 @@ impl ControlPlane {
         conn: ConnectionId,
         identity: Option<Box<dyn PeerIdentity>>,
         refuse: bool,
-    ) -> Result<(), ConnectError> {
+    ) -> Result<(), ConnectionIdInUse> {
         if self.conns.contains_key(&conn) {
-            return Err(ConnectError::DuplicateConnectionId(conn));
+            return Err(ConnectionIdInUse(conn));
         }
         self.saw(now);
         self.stats.connections_accepted += 1;

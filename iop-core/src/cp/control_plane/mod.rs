@@ -31,7 +31,7 @@ use iop_proto::Envelope;
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::config::{CpConfig, CpConfigError};
+use super::config::{ConfigError, CpConfig};
 use super::conn_table::ConnTable;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
@@ -73,7 +73,7 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// A Control Plane with `config` (checked by [`CpConfig::validate`]) and enrolment
     /// `policy`.
-    pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, CpConfigError> {
+    pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
             last_session_id: config.session_id_floor,

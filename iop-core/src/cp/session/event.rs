@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use iop_proto::{
     EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeNodeEvent, EdgeStatusResponse,
+    HelloRejectReason,
 };
 
 use crate::cp::edges::EdgeSlot;
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::{CloseReason, ResyncCause};
-
-use super::hello::Rejection;
 
 /// From a session to the control plane.
 #[derive(Debug)]
@@ -94,4 +93,22 @@ pub(crate) struct Acceptance {
     pub(crate) instance_id: Option<String>,
     /// The negotiated protocol version.
     pub(crate) version: u32,
+}
+
+/// A refused hello.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Rejection {
+    pub(crate) reason: HelloRejectReason,
+    pub(crate) message: String,
+    pub(crate) retry_after: Duration,
+}
+
+impl Rejection {
+    pub(crate) fn new(reason: HelloRejectReason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            retry_after: Duration::ZERO,
+        }
+    }
 }

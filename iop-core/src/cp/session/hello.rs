@@ -3,8 +3,6 @@
 //! session an accepted hello opens. Enrolment, the peer's identity, draining and the
 //! ownership claim (steps 4–6) span connections: they are the control plane's.
 
-use std::time::Duration;
-
 use iop_proto::limits::send;
 use iop_proto::{Body, BodyKind, EdgeHelloRequest, EdgeHelloResponse, Envelope, HelloRejectReason};
 
@@ -17,27 +15,9 @@ use crate::ids::validate_id;
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::event::{Acceptance, FromSession};
+use super::event::{Acceptance, FromSession, Rejection};
 use super::timer::Timer;
 use super::{Established, Io, Session, Stage, protocol_error};
-
-/// A refused hello.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Rejection {
-    pub(crate) reason: HelloRejectReason,
-    pub(crate) message: String,
-    pub(crate) retry_after: Duration,
-}
-
-impl Rejection {
-    pub(crate) fn new(reason: HelloRejectReason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-            retry_after: Duration::ZERO,
-        }
-    }
-}
 
 /// A hello that passed its local checks, waiting for the directory's answer to its
 /// claim (`Directory::External`).

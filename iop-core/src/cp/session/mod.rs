@@ -37,8 +37,8 @@ use super::identity::PeerIdentity;
 use super::ids::ConnectionId;
 
 pub(crate) use close::{Ended, EndedSession};
-pub(crate) use event::{Acceptance, FromSession, StatusAnswer, ToSession};
-pub(crate) use hello::{PendingHello, Rejection};
+pub(crate) use event::{Acceptance, FromSession, Rejection, StatusAnswer, ToSession};
+pub(crate) use hello::PendingHello;
 use status::StatusBook;
 use timer::{Timer, Timers};
 
