@@ -81,6 +81,7 @@ mod clock;
 mod cp;
 mod edge;
 mod io;
+mod log;
 mod notice;
 mod owner;
 pub mod prelude;

@@ -9,7 +9,8 @@ use std::time::Duration;
 use iop_core::cp::{ConnectionId, PeerIdentity};
 use tracing::Instrument;
 
-use super::conn_task::{Direct, conn_task};
+use super::conn_task::conn_task;
+use super::direct::Direct;
 use super::state::{ConnSlot, CpShared, CpState};
 use crate::Runtime;
 use crate::io;

@@ -1,54 +1,15 @@
-//! One connection's task, and the direct-write path by which the task that queued a
-//! request may write it itself.
+//! One connection's task.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use iop_core::cp::{ConnectionId, ControlPlane};
+use iop_core::cp::ConnectionId;
 
+use super::direct::pull;
 use super::state::{ConnSlot, CpShared};
 use crate::Runtime;
-use crate::io::{self, Claim, ConnCore, Ended, Pull};
+use crate::io::{self, ConnCore, Ended, Pull};
 use crate::tls::MaybeTls;
-
-/// A connection's [`io::Wire`] as the tasks that queue output for it see it.
-pub(super) trait Direct: Send + Sync {
-    /// Called with the server's lock held, after the core queued output for `conn`.
-    /// Pulls it into the wire's buffer if the driver task has nothing pending there
-    /// and is not using the wire.
-    fn claim(&self, cp: &mut ControlPlane, conn: ConnectionId) -> Claim;
-    /// Called without the server's lock after [`Claim::Pulled`]: writes what is
-    /// pending without waiting. False when something is left for the driver task.
-    fn send(&self) -> bool;
-}
-
-impl<S: futures_io::AsyncWrite + Unpin + Send> Direct for Mutex<io::Wire<S>> {
-    fn claim(&self, cp: &mut ControlPlane, conn: ConnectionId) -> Claim {
-        // Never wait for the wire with the server's lock held (the driver task takes
-        // them in the other order): a busy wire is the driver's to serve.
-        match self.try_lock() {
-            Ok(mut w) => w.claim(|out| pull(cp, conn, out, io::PULL_BATCH)),
-            Err(std::sync::TryLockError::Poisoned(p)) => p
-                .into_inner()
-                .claim(|out| pull(cp, conn, out, io::PULL_BATCH)),
-            Err(std::sync::TryLockError::WouldBlock) => Claim::Driver,
-        }
-    }
-
-    fn send(&self) -> bool {
-        match self.try_lock() {
-            Ok(mut w) => w.write_now(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().write_now(),
-            // The driver task holds it: it is awake and sees the bytes.
-            Err(std::sync::TryLockError::WouldBlock) => false,
-        }
-    }
-}
-
-/// Appends `conn`'s output to `out`, up to about `limit` bytes.
-fn pull(cp: &mut ControlPlane, conn: ConnectionId, out: &mut Vec<u8>, limit: usize) -> Pull {
-    io::pull(out, limit, |b| cp.poll_transmit(conn, b))
-}
 
 pub(super) async fn conn_task<R: Runtime>(
     shared: Arc<CpShared<R>>,

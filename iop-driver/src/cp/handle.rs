@@ -5,58 +5,21 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use iop_core::cp::{
-    ClaimAnswer, ClaimError, CommandError, CommandHandover, CommandSpec, ConnectionId, CpEvent,
-    CpEventKind, CpStats, EdgeView, EnrolmentPolicy, RevokeError, StatusError,
+    ClaimAnswer, ClaimError, CommandHandover, CommandSpec, ConnectionId, CpEvent, CpEventKind,
+    CpStats, EdgeView, EnrolmentPolicy, RevokeError,
 };
 use iop_core::proto::EdgeStatusResponse;
 
-use super::book::{CommandRecord, CommandTracker};
+use super::book::CommandRecord;
 use super::config::TlsStats;
+use super::error::{SendCommandError, StatusRequestError, TlsReloadError};
 use super::state::CpShared;
 use super::status_wait::StatusReply;
+use super::tracker::CommandTracker;
 use crate::Runtime;
 use crate::notice::Subscription;
 use crate::owner::Owner;
 use crate::signal::lock;
-
-/// Why [`ControlPlaneHandle::request_status`] gave no status.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StatusRequestError {
-    /// The core refused to send it (not connected, too many in flight, ...).
-    #[error(transparent)]
-    Refused(#[from] StatusError),
-    /// The Edge did not answer within `status_timeout`.
-    #[error("status request timed out")]
-    TimedOut,
-    /// The session ended before the answer.
-    #[error("session ended before the status arrived")]
-    Abandoned,
-    /// The server is shutting down.
-    #[error("control plane is shutting down")]
-    Stopped,
-}
-
-/// Why [`ControlPlaneHandle::set_tls`] changed nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TlsReloadError {
-    /// The server was bound without TLS: its Edges speak plain TCP.
-    #[error("the control plane serves plain TCP: TLS cannot be turned on while it runs")]
-    NotTls,
-}
-
-/// Why [`ControlPlaneHandle::send_command`] sent nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SendCommandError {
-    /// The core refused it (not connected, operation not advertised, ...).
-    #[error(transparent)]
-    Refused(#[from] CommandError),
-    /// The server is shutting down.
-    #[error("control plane is shutting down")]
-    Stopped,
-}
 
 /// What a [`ControlPlaneHandle::subscribe_with`] subscriber wants and may hold.
 ///

@@ -4,20 +4,24 @@ mod accept;
 mod book;
 mod config;
 mod conn_task;
+mod direct;
+mod error;
 mod handle;
 mod outcome;
 mod server;
 mod shutdown;
 mod state;
 mod status_wait;
+mod status_waiters;
 mod timer;
+mod tracker;
 mod wait_edge;
 
-pub use book::{CommandRecord, CommandResponse, CommandTracker, CommandUpdate, RecordLimits};
+pub use book::{CommandRecord, CommandResponse, CommandUpdate, RecordLimits};
 pub use config::{ServeError, ServerConfig, TlsStats};
-pub use handle::{
-    ControlPlaneHandle, SendCommandError, StatusRequestError, SubscribeOptions, TlsReloadError,
-};
+pub use error::{SendCommandError, StatusRequestError, TlsReloadError};
+pub use handle::{ControlPlaneHandle, SubscribeOptions};
 pub use outcome::{CommandFailure, Terminal};
 pub use server::ControlPlaneServer;
+pub use tracker::CommandTracker;
 pub use wait_edge::WaitForEdgeError;

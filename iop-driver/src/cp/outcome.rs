@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use iop_core::cp::CommandOutcome;
 use iop_core::proto::{CommandPhase, CommandRejectReason};
 
-use super::book::{CommandRecord, CommandTracker};
+use super::book::CommandRecord;
+use super::tracker::CommandTracker;
 use crate::Runtime;
 
 /// A command that SUCCEEDED: its terminal event's message and detail, and its record.

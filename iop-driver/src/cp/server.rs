@@ -14,7 +14,7 @@ use super::book::CommandBook;
 use super::config::{ServeError, ServerConfig, TlsStats};
 use super::handle::ControlPlaneHandle;
 use super::state::{CpShared, CpState};
-use super::status_wait::StatusWaiters;
+use super::status_waiters::StatusWaiters;
 use super::timer::timer_loop;
 use crate::notice::Publisher;
 use crate::signal::{Signal, lock};

@@ -15,9 +15,9 @@ use iop_core::cp::{ConnectionId, ControlPlane, CpEvent, IdHasher};
 
 use super::book::{CommandBook, CommandResponse, CommandUpdate};
 use super::config::TlsStats;
-use super::conn_task::Direct;
-use super::handle::StatusRequestError;
-use super::status_wait::StatusWaiters;
+use super::direct::Direct;
+use super::error::StatusRequestError;
+use super::status_waiters::StatusWaiters;
 use crate::io::Claim;
 use crate::notice::{Published as _, Publisher};
 use crate::signal::{Signal, lock};
@@ -175,7 +175,7 @@ impl<R: Runtime> CpShared<R> {
 }
 
 fn dispatch(state: &mut CpState, event: CpEvent) {
-    log_event(&event);
+    crate::log::event(&event);
     // With no subscriber for status answers the answer goes to its waiter by value:
     // a full status of 1 000 nodes is ~450 KB decoded, and a deep copy of it (then
     // dropping the original) cost about as much as decoding it.
@@ -301,45 +301,5 @@ pub(super) fn release_pending(state: &mut CpState, slot: &ConnSlot) {
         if *n == 0 {
             state.pending_by_ip.remove(&ip);
         }
-    }
-}
-
-fn log_event(event: &CpEvent) {
-    match event {
-        CpEvent::SessionAccepted {
-            conn,
-            edge_id,
-            session_id,
-            ..
-        } => tracing::info!(conn = conn.0, edge_id, session_id, "edge session accepted"),
-        CpEvent::EdgeDisconnected {
-            edge_id,
-            session_id,
-            reason,
-        } => tracing::info!(edge_id, session_id, ?reason, "edge disconnected"),
-        CpEvent::EdgeUnreachable {
-            edge_id,
-            silent_for,
-            ..
-        } => tracing::warn!(edge_id, ?silent_for, "edge unreachable"),
-        CpEvent::EdgeSuperseded {
-            edge_id, flapping, ..
-        } => tracing::info!(edge_id, flapping, "edge session superseded"),
-        CpEvent::Closed { conn, reason, .. } => {
-            tracing::debug!(conn = conn.0, ?reason, "connection closed")
-        }
-        CpEvent::CommandLost {
-            edge_id,
-            command_id,
-        } => tracing::warn!(edge_id, command_id, "command lost"),
-        CpEvent::CommandUndeliverable {
-            edge_id,
-            command_id,
-            sessions,
-        } => tracing::warn!(edge_id, command_id, sessions, "command undeliverable"),
-        CpEvent::EdgeForgotten {
-            edge_id, reason, ..
-        } => tracing::info!(edge_id, ?reason, "edge view forgotten"),
-        other => tracing::trace!(event = ?other, "control plane event"),
     }
 }

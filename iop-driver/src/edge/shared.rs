@@ -135,7 +135,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
 
     pub(super) fn pump(self: &Arc<Self>, state: &mut EdgeState<G>) {
         while let Some(event) = state.edge.poll_event() {
-            log_event(&event);
+            crate::log::event(&event);
             match &event {
                 EdgeEvent::Closed { .. } => {
                     self.closed.store(true, Ordering::Release);
@@ -341,27 +341,5 @@ async fn run_handler<R: Runtime, G: EdgeRegistry + Send + 'static>(
             )
         }
         Err(e) => tracing::debug!(error = %e, "handler result not reported"),
-    }
-}
-
-fn log_event(event: &EdgeEvent) {
-    match event {
-        EdgeEvent::Connected { session_id, .. } => {
-            tracing::info!(session_id, "connected to control plane")
-        }
-        EdgeEvent::HelloRejected {
-            reason, message, ..
-        } => tracing::warn!(?reason, message, "hello rejected"),
-        EdgeEvent::Superseded { message, .. } => tracing::warn!(message, "session superseded"),
-        EdgeEvent::Closed {
-            reason,
-            reconnect_at,
-        } => tracing::info!(?reason, ?reconnect_at, "session closed"),
-        EdgeEvent::CommandReceived {
-            command_id,
-            operation,
-            ..
-        } => tracing::debug!(command_id, operation, "command received"),
-        other => tracing::trace!(event = ?other, "edge event"),
     }
 }

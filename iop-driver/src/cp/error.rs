@@ -1,0 +1,45 @@
+//! Why a [`ControlPlaneHandle`] call gave nothing.
+
+use iop_core::cp::{CommandError, StatusError};
+
+#[cfg(doc)]
+use super::handle::ControlPlaneHandle;
+
+/// Why [`ControlPlaneHandle::request_status`] gave no status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatusRequestError {
+    /// The core refused to send it (not connected, too many in flight, ...).
+    #[error(transparent)]
+    Refused(#[from] StatusError),
+    /// The Edge did not answer within `status_timeout`.
+    #[error("status request timed out")]
+    TimedOut,
+    /// The session ended before the answer.
+    #[error("session ended before the status arrived")]
+    Abandoned,
+    /// The server is shutting down.
+    #[error("control plane is shutting down")]
+    Stopped,
+}
+
+/// Why [`ControlPlaneHandle::set_tls`] changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsReloadError {
+    /// The server was bound without TLS: its Edges speak plain TCP.
+    #[error("the control plane serves plain TCP: TLS cannot be turned on while it runs")]
+    NotTls,
+}
+
+/// Why [`ControlPlaneHandle::send_command`] sent nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendCommandError {
+    /// The core refused it (not connected, operation not advertised, ...).
+    #[error(transparent)]
+    Refused(#[from] CommandError),
+    /// The server is shutting down.
+    #[error("control plane is shutting down")]
+    Stopped,
+}
