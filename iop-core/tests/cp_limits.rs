@@ -40,6 +40,54 @@ fn a_peer_that_does_not_read_is_dropped_as_slow() {
 }
 
 #[test]
+fn a_status_request_a_slow_peer_cannot_take_is_abandoned_not_an_error() {
+    // The peer's slowness is its fault, not the application's: the request is issued
+    // (an id the application can wait on), and the session's end abandons it.
+    let mut c = cfg();
+    c.outbound_cap = 256;
+    c.max_inflight_status = 1_000;
+    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let (conn, sid) = t.enrol("edge-1", &[]);
+    t.take_events();
+    // The runtime does not pull: requests pile up in the outbound buffer.
+    let ids: Vec<_> = (0..100)
+        .map_while(|_| t.cp.request_status(t.now, "edge-1", Vec::new()).ok())
+        .collect();
+    let last = *ids.last().unwrap();
+    assert!(
+        ids.len() < 100,
+        "the 256-byte buffer filled: {} requests",
+        ids.len()
+    );
+    assert_eq!(
+        t.cp.request_status(t.now, "edge-1", Vec::new()),
+        Err(iop_core::cp::StatusError::NotConnected("edge-1".into())),
+        "the session ended with the request it could not take"
+    );
+    t.pump(Some(conn));
+    let events = t.take_events();
+    let abandoned: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            CpEvent::StatusAbandoned { request, .. } => Some(*request),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        abandoned, ids,
+        "every issued request is abandoned, the last included"
+    );
+    assert_eq!(last.session_id, sid);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        CpEvent::Closed {
+            reason: CloseReason::SlowPeer,
+            ..
+        }
+    )));
+}
+
+#[test]
 fn an_idle_session_keeps_no_large_receive_buffer() {
     let mut t = Harness::new();
     let (conn, _) = t.enrol("edge-1", &[]);

@@ -43,9 +43,6 @@ pub enum StatusError {
     /// The request does not fit in one frame.
     #[error("the request does not fit in a frame: {0}")]
     TooLarge(OutboundError),
-    /// The peer read too slowly; the session was dropped instead.
-    #[error("the session was dropped: its peer reads too slowly")]
-    SlowPeer,
 }
 
 /// Why [`ControlPlane::send_command`](super::ControlPlane::send_command) failed.
@@ -95,10 +92,6 @@ pub enum CommandError {
     /// The request does not fit in one frame.
     #[error("the command does not fit in a frame: {0}")]
     TooLarge(OutboundError),
-    /// The peer read too slowly; the session was dropped instead. The command is kept
-    /// and will be sent on the Edge's next session.
-    #[error("the session was dropped: its peer reads too slowly")]
-    SlowPeer,
 }
 
 /// Why [`ControlPlane::revoke`](super::ControlPlane::revoke) failed.

@@ -35,34 +35,37 @@ impl ControlPlane {
                 StatusError::UnknownEdge(edge_id.to_owned())
             });
         };
-        self.issue_status(now, conn, &node_ids)
+        self.issue_status(now, conn, edge_id, &node_ids)
     }
 
-    /// Issues a status request on the session of `conn`.
+    /// Issues a status request on the session of `conn`, the live one of `edge_id`.
     pub(super) fn issue_status(
         &mut self,
         now: Instant,
         conn: ConnectionId,
+        edge_id: &str,
         node_ids: &[String],
     ) -> Result<RequestId, StatusError> {
         let (timeout, limit) = (self.config.status_timeout, self.config.max_inflight_status);
-        let Some(s) = self.conns.get_mut(&conn) else {
-            return Err(StatusError::SlowPeer);
-        };
-        match s.request_status(now, node_ids, timeout, limit, &mut self.io) {
-            Ok((session_id, correlation_id)) => {
-                reindex(&mut self.timers, s);
-                Ok(RequestId {
-                    session_id,
-                    correlation_id,
-                })
-            }
-            Err(StatusError::SlowPeer) => {
-                self.close(conn, CloseReason::SlowPeer);
-                Err(StatusError::SlowPeer)
-            }
-            Err(e) => Err(e),
+        let not_connected = || StatusError::NotConnected(edge_id.to_owned());
+        let s = self.conns.get_mut(&conn).ok_or_else(not_connected)?;
+        let issued = s
+            .request_status(now, node_ids, timeout, limit, &mut self.io)
+            .map_err(|e| match e {
+                StatusError::NotConnected(_) => not_connected(),
+                e => e,
+            })?;
+        if issued.slow_peer {
+            // Its end abandons the request: the application hears of it as of any
+            // other request that ends unanswered.
+            self.close(conn, CloseReason::SlowPeer);
+        } else {
+            reindex(&mut self.timers, s);
         }
+        Ok(RequestId {
+            session_id: issued.session_id,
+            correlation_id: issued.correlation_id,
+        })
     }
 
     /// Starts draining: new hellos are refused `DRAINING` with `retry_after_ms`;

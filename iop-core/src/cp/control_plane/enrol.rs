@@ -293,7 +293,7 @@ impl ControlPlane {
             entry.view.fresh = false;
         }
         let request = if self.config.auto_status_on_resync {
-            self.issue_status(now, conn, &[]).ok()
+            self.issue_status(now, conn, &edge_id, &[]).ok()
         } else {
             None
         };

@@ -16,10 +16,20 @@ use super::event::{FromSession, StatusAnswer};
 use super::timer::Timer;
 use super::{Io, Session, Stage, protocol_error};
 
+/// A status request issued on a session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Issued {
+    pub(crate) session_id: u64,
+    pub(crate) correlation_id: u64,
+    /// It could not be queued: the peer reads too slowly.
+    pub(crate) slow_peer: bool,
+}
+
 impl Session {
-    /// Issues a status request for `node_ids` (empty: every node) and queues it; its
-    /// correlation id. On a full outbound buffer the caller closes the connection as a
-    /// slow peer.
+    /// Issues a status request for `node_ids` (empty: every node) and queues it. On a
+    /// full outbound buffer the request stays issued and `slow_peer` is set: the
+    /// caller closes the connection, which abandons it (`StatusAbandoned`), since the
+    /// peer's slowness is an event, not the application's error.
     pub(crate) fn request_status(
         &mut self,
         now: Instant,
@@ -27,9 +37,9 @@ impl Session {
         timeout: Duration,
         limit: usize,
         io: &mut Io,
-    ) -> Result<(u64, u64), StatusError> {
+    ) -> Result<Issued, StatusError> {
         let Stage::Established(session) = &mut self.stage else {
-            return Err(StatusError::SlowPeer);
+            return Err(StatusError::NotConnected(String::new()));
         };
         let full = node_ids.is_empty();
         let correlation_id = session
@@ -42,19 +52,22 @@ impl Session {
         let encode = |max, dst: &mut Vec<u8>| {
             encode_status_request_frame(correlation_id, node_ids, max, dst)
         };
-        match self.queue_encoded(encode, io) {
-            Ok(()) => {
-                self.timers.set_opt(Timer::Status, deadline);
-                Ok((session_id, correlation_id))
-            }
-            Err(OutboundError::Full { .. }) => Err(StatusError::SlowPeer),
+        let slow_peer = match self.queue_encoded(encode, io) {
+            Ok(()) => false,
+            Err(OutboundError::Full { .. }) => true,
             Err(e) => {
                 if let Some(s) = self.established_mut() {
                     s.status.unissue(correlation_id);
                 }
-                Err(StatusError::TooLarge(e))
+                return Err(StatusError::TooLarge(e));
             }
-        }
+        };
+        self.timers.set_opt(Timer::Status, deadline);
+        Ok(Issued {
+            session_id,
+            correlation_id,
+            slow_peer,
+        })
     }
 
     /// A status answer, matched to its request.
