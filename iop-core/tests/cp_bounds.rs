@@ -3,13 +3,11 @@
 //! cap, the bounded views of disconnected Edges, and a truncated status that is not
 //! a fresh view.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::cp::{CommandOutcome, CommandSpec, CpEvent, EnrolmentPolicy, ForgetReason};
 use iop_core::proto::{Body, EdgeStatusResponse, Envelope, GoAwayReason};
+use iop_core::testing::scripted::edges::*;
 
 fn command_requests(frames: &[Envelope]) -> Vec<String> {
     frames

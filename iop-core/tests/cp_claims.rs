@@ -2,16 +2,14 @@
 //! checks waits for the directory; each answer, a late answer, a claim that times out,
 //! losing an Edge to another Control Plane, and the release signal.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::cp::{
     Claim, ClaimAnswer, ClaimError, CloseReason, ConnectionId, CpEvent, Directory, DuplicatePolicy,
     EnrolmentPolicy, Reachability,
 };
 use iop_core::proto::{Body, GoAwayReason, HelloRejectReason};
+use iop_core::testing::scripted::edges::*;
 
 fn external(policy: DuplicatePolicy) -> Harness {
     let mut c = cfg();

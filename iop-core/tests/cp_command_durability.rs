@@ -3,13 +3,11 @@
 //! restarts; at the end every command has exactly one outcome and the CP never saw a
 //! protocol error.
 
-mod cp_support;
-
 use std::collections::BTreeMap;
 
-use cp_support::*;
 use iop_core::cp::{CommandOutcome, CommandSpec, ConnectionId, CpEvent};
 use iop_core::proto::{Body, CommandPhase, Envelope, NodeEventKind};
+use iop_core::testing::scripted::edges::*;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,9 +1,6 @@
 //! PROTOCOL.md §4.4: commands — advertised operations, response before events, forward-only
 //! phases, de-duplication, and survival across reconnects.
 
-mod cp_support;
-
-use cp_support::*;
 use iop_core::cp::{
     CloseReason, CommandAnswer, CommandError, CommandOrderRule, CommandOutcome, CommandSpec,
     ConnectionId, CpEvent, ProtocolViolation,
@@ -11,6 +8,7 @@ use iop_core::cp::{
 use iop_core::proto::{
     Body, CommandPhase::*, CommandRejectReason, EdgeCommandRequest, Envelope, GoAwayReason,
 };
+use iop_core::testing::scripted::edges::*;
 
 fn spec(op: &str) -> CommandSpec {
     CommandSpec::new(op).with_target("*")

@@ -1,10 +1,8 @@
 //! PROTOCOL.md §4.5: node events, per-session sequence, gaps as resync points.
 
-mod cp_support;
-
-use cp_support::*;
 use iop_core::cp::{CloseReason, CpEvent, ProtocolViolation, ResyncCause};
 use iop_core::proto::NodeEventKind::*;
+use iop_core::testing::scripted::edges::*;
 
 fn sequences(t: &Harness) -> Vec<u64> {
     t.events

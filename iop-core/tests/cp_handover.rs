@@ -3,14 +3,12 @@
 //! command never answered is re-sent, one believed accepted that the Edge no longer
 //! holds is lost, and replays of one it holds are de-duplicated against the adopted copy.
 
-mod cp_support;
-
-use cp_support::*;
 use iop_core::cp::{
     ClaimAnswer, ClaimError, CommandAnswer, CommandHandover, CommandOutcome, CommandSpec,
     ConnectionId, CpEvent, Directory, EnrolmentPolicy,
 };
 use iop_core::proto::{Body, CommandPhase, EdgeCommandRequest, EdgeHelloRequest, NodeEventKind};
+use iop_core::testing::scripted::edges::*;
 
 const EDGE: &str = "edge-1";
 

@@ -1,15 +1,13 @@
 //! PROTOCOL.md §4.1: the hello, its checks in order, duplicates, stale closes, hello timeout.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::cp::{
     AllowList, CloseReason, CpEvent, Credential, DuplicatePolicy, EnrolmentPolicy,
     ProtocolViolation, Reachability,
 };
 use iop_core::proto::{self, BodyKind, Envelope, GoAwayReason, HelloRejectReason, Message};
+use iop_core::testing::scripted::edges::*;
 
 fn policy() -> EnrolmentPolicy {
     EnrolmentPolicy::AllowList(AllowList::new().with("edge-1", &Credential::new("right")))

@@ -1,13 +1,11 @@
 //! Mutual TLS identity (iop_core::cp::PeerIdentity): with `require_peer_identity`, a
 //! hello is accepted only on a connection whose transport identity names its edge id.
 
-mod cp_support;
-
-use cp_support::*;
 use iop_core::cp::{
     AllowList, CloseReason, CpEvent, Credential, EnrolmentPolicy, NamedPeer, PeerIdentity,
 };
 use iop_core::proto::{Body, HelloRejectReason};
+use iop_core::testing::scripted::edges::*;
 
 fn required() -> Harness {
     let mut config = cfg();

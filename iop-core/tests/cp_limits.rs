@@ -1,10 +1,8 @@
 //! PROTOCOL.md §7: outbound cap (slow peers), idle memory.
 
-mod cp_support;
-
-use cp_support::*;
 use iop_core::cp::{CloseReason, CpEvent, Transmit};
 use iop_core::proto::{self, Envelope};
+use iop_core::testing::scripted::edges::*;
 
 #[test]
 fn a_peer_that_does_not_read_is_dropped_as_slow() {

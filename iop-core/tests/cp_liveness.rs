@@ -1,12 +1,10 @@
 //! PROTOCOL.md §4.2, §5.3: heartbeats, the unreachable verdict, the liveness window.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::cp::{CloseReason, CpEvent, Reachability};
 use iop_core::proto::{Body, GoAwayReason, HeartbeatAck};
+use iop_core::testing::scripted::edges::*;
 
 const I: Duration = Duration::from_secs(5);
 

@@ -1,17 +1,15 @@
 //! Properties: any read split gives the same outputs; same inputs twice give the same
 //! outputs; arbitrary bytes or envelopes never panic and end a connection at most once.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::Instant;
 use iop_core::cp::{CommandSpec, ConnectionId, ControlPlane, CpEvent, EnrolmentPolicy, Transmit};
 use iop_core::proto::{
     self, Body, CommandPhase, EdgeCommandRequest, EdgeHelloResponse, EdgeStatusRequest, Envelope,
     GoAway, HeartbeatAck, NodeEventKind,
 };
+use iop_core::testing::scripted::edges::*;
 use proptest::prelude::*;
 
 /// A whole Edge session as one byte stream.

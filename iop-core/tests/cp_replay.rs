@@ -7,11 +7,9 @@
 //! events by `(edge_id, command_id, sequence)`: a replayed event already seen (or
 //! older than one seen) is a duplicate. Outside the replay, the order rule is strict.
 
-mod cp_support;
-
-use cp_support::*;
 use iop_core::cp::{CommandSpec, CpEvent};
 use iop_core::proto::{CommandPhase, NodeEventKind};
+use iop_core::testing::scripted::edges::*;
 
 const EDGE: &str = "edge-1";
 

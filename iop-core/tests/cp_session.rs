@@ -1,11 +1,8 @@
 //! Session rules that are not one flow: the view, the peer's GoAway, frames only the
 //! CP sends, the runtime's own mistakes.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::cp::{
     CloseReason, ConnectionId, ConnectionIdInUse, CpEvent, ProtocolViolation, Reachability,
     RequestId, Transmit,
@@ -14,6 +11,7 @@ use iop_core::proto::{
     BodyKind, EdgeCommandRequest, EdgeHelloResponse, EdgeStatusRequest, Envelope, GoAway,
     GoAwayReason,
 };
+use iop_core::testing::scripted::edges::*;
 
 #[test]
 fn the_view_reflects_the_latest_hello() {

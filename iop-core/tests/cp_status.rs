@@ -1,14 +1,12 @@
 //! PROTOCOL.md §4.3: status requests, correlation, timeouts, late and never-issued responses.
 
-mod cp_support;
-
 use std::time::Duration;
 
-use cp_support::*;
 use iop_core::cp::{
     CloseReason, CpConfig, CpEvent, ProtocolViolation, RequestId, ResyncCause, StatusError,
 };
 use iop_core::proto::{Body, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, GoAwayReason};
+use iop_core::testing::scripted::edges::*;
 
 fn no_auto() -> CpConfig {
     let mut c = cfg();

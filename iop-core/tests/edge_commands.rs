@@ -1,14 +1,12 @@
 //! Commands: validation, idempotency, phases, deadlines, reconnects, retention, shutdown.
 
-mod edge_support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use edge_support::*;
 use iop_core::Instant;
 use iop_core::edge::{CloseReason, EdgeEvent, Outcome, ReportError, Target};
 use iop_core::proto::{CommandPhase, CommandRejectReason, Envelope, GoAwayReason};
+use iop_core::testing::scripted::control_plane::*;
 
 fn rejected(h: &mut Harness, req: iop_core::proto::EdgeCommandRequest) -> CommandRejectReason {
     let frames = h.command(req);

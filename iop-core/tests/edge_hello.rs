@@ -1,16 +1,14 @@
 //! Hello content, acceptance, rejection, GoAway, hello timeout, protocol errors.
 
-mod edge_support;
-
 use std::time::Duration;
 
-use edge_support::*;
 use iop_core::Instant;
 use iop_core::edge::{CloseReason, ConnectError, EdgeEvent, INSTANCE_ID_KEY, ProtocolViolation};
 use iop_core::proto::{
     self, BodyKind, EdgeHelloResponse, EdgeStatusRequest, EdgeStatusResponse, Envelope,
     GoAwayReason, HeartbeatAck, HelloRejectReason, NodeEventKind, PROTOCOL_VERSION,
 };
+use iop_core::testing::scripted::control_plane::*;
 
 #[test]
 fn hello_carries_identity_operations_credential_and_instance_id() {
@@ -27,10 +25,10 @@ fn hello_carries_identity_operations_credential_and_instance_id() {
     assert_eq!(instance, h.edge.instance_id());
     // The credential never shows in Debug.
     assert!(!format!("{hello:?}").contains("s3cret"));
-    assert!(!format!("{:?}", edge_support::config()).contains("s3cret"));
+    assert!(!format!("{:?}", config()).contains("s3cret"));
 
     // Another seed, another instance id; same seed, same id.
-    let mut other = edge_support::config();
+    let mut other = config();
     other.seed = 43;
     let h2 = Harness::new(other, FakeRegistry::default());
     assert_ne!(h2.edge.instance_id(), h.edge.instance_id());
@@ -306,10 +304,10 @@ fn empty_bodies_after_the_hello_are_counted_and_ignored() {
 
 #[test]
 fn invalid_configs_are_refused() {
-    let mut c = edge_support::config();
+    let mut c = config();
     c.edge_id = "bad id".into();
     assert!(iop_core::edge::Edge::new(c, ()).is_err());
-    let mut c = edge_support::config();
+    let mut c = config();
     c.metadata.insert(INSTANCE_ID_KEY.into(), "x".into());
     assert!(iop_core::edge::Edge::new(c, ()).is_err());
 }
@@ -320,7 +318,7 @@ fn invalid_configs_are_refused() {
 fn a_config_over_a_hello_cap_is_refused_naming_the_field() {
     use iop_core::edge::{ConfigError, Edge};
     let over = |f: &dyn Fn(&mut iop_core::edge::EdgeConfig)| {
-        let mut c = edge_support::config();
+        let mut c = config();
         f(&mut c);
         match Edge::new(c, ()) {
             Err(ConfigError::ExceedsLimit(e)) => (e.field, e.size, e.limit),
@@ -349,7 +347,7 @@ fn a_config_over_a_hello_cap_is_refused_naming_the_field() {
         }),
         ("EdgeConfig::metadata (with iop.instance_id)", 17, 16)
     );
-    let mut c = edge_support::config();
+    let mut c = config();
     c.max_frame_len = 64 * 1024;
     assert!(matches!(
         Edge::new(c, ()),

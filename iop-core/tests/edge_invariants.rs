@@ -1,12 +1,10 @@
 //! Wire invariants under random application calls, CP requests and reconnects.
 
-mod edge_support;
-
 use std::collections::BTreeMap;
 
-use edge_support::*;
 use iop_core::edge::Outcome;
 use iop_core::proto::{Body, CommandPhase, Envelope, HeartbeatAck, NodeEventKind};
+use iop_core::testing::scripted::control_plane::*;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

@@ -1,13 +1,11 @@
 //! Heartbeat cadence, silent CP, reconnect backoff.
 
-mod edge_support;
-
 use std::time::Duration;
 
-use edge_support::*;
 use iop_core::Instant;
 use iop_core::edge::{CloseReason, EdgeEvent};
 use iop_core::proto::{Body, Envelope, GoAwayReason, HeartbeatAck};
+use iop_core::testing::scripted::control_plane::*;
 use proptest::prelude::*;
 
 fn heartbeats(frames: &[Envelope]) -> Vec<(u64, u64)> {

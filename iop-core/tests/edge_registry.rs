@@ -1,8 +1,5 @@
 //! The Edge with the real `NodeRegistry`: snapshots, relayed transitions, selectors.
 
-mod edge_support;
-
-use edge_support::*;
 use iop_core::NodeRegistry;
 use iop_core::edge::{EdgeEvent, Target};
 use iop_core::proto::{
@@ -11,6 +8,7 @@ use iop_core::proto::{
 use iop_core::registry::{
     NodeConfig, NodeEndpoint, ProviderCategory, ProviderConfig, ReadyOutcome,
 };
+use iop_core::testing::scripted::control_plane::*;
 
 fn registry() -> NodeRegistry {
     let mut reg = NodeRegistry::new();

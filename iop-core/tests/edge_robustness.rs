@@ -1,15 +1,13 @@
 //! Determinism and hostile input.
 
-mod edge_support;
-
 use std::collections::BTreeMap;
 
-use edge_support::*;
 use iop_core::edge::{EdgeEvent, Outcome};
 use iop_core::proto::{
     self, EdgeCommandRequest, EdgeStatusRequest, Envelope, GoAwayReason, HeartbeatAck,
     NodeEventKind,
 };
+use iop_core::testing::scripted::control_plane::*;
 use proptest::prelude::*;
 
 /// A scripted run: every byte the Edge wrote and every event, in order.

@@ -1,13 +1,11 @@
 //! Status answers, lifecycle events, per-session sequences, drain.
 
-mod edge_support;
-
-use edge_support::*;
 use iop_core::edge::EdgeEvent;
 use iop_core::proto::{
     Body, CommandRejectReason, EdgeHelloResponse, EdgeStatusRequest, EdgeStatusResponse, Envelope,
     Message, NodeEventKind,
 };
+use iop_core::testing::scripted::control_plane::*;
 
 fn status(frames: &[Envelope]) -> (u64, &EdgeStatusResponse) {
     let f = frames

@@ -31,6 +31,7 @@ mod monitor;
 mod node_side;
 mod pair;
 mod rng;
+pub mod scripted;
 pub mod sender;
 mod sim;
 

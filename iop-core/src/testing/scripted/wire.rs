@@ -1,9 +1,8 @@
 //! What every scripted fake peer needs, whichever end it plays: frames encoded with
 //! no limit (so tests can send what a real peer would refuse), and a reader that
 //! decodes whatever the end under test wrote, in any split.
-#![allow(dead_code, unreachable_pub)]
 
-use iop_core::proto::{self, Envelope, FrameDecoder};
+use crate::proto::{self, Envelope, FrameDecoder};
 
 /// `envelope` as one frame on the wire (empty if it encodes to nothing: such a frame
 /// cannot be on the wire).

@@ -1,38 +1,40 @@
 //! A scripted fake CP and a fake node registry for driving an `Edge` in tests.
-#![allow(dead_code, unreachable_pub)]
 
-#[path = "../wire_support/mod.rs"]
-mod wire;
-use wire::{Reader, frame};
+use super::wire::{Reader, frame};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use iop_core::edge::{
+use crate::edge::{
     Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, Target, TargetLevel,
     Transmit,
 };
-use iop_core::proto::{
+use crate::proto::{
     self, Body, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeHelloRequest,
     EdgeHelloResponse, EdgeNodeEvent, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, GoAwayReason,
     Message, NodeEventKind, NodeState,
 };
-use iop_core::registry::ResolveError;
-use iop_core::{Instant, WallClock};
+use crate::registry::ResolveError;
+use crate::{Instant, WallClock, drain_transmits};
 
+/// The wall-clock time of `Instant::ZERO` in [`config`]: Unix milliseconds.
 pub const ORIGIN_UNIX_MS: u64 = 1_800_000_000_000;
 
 /// A registry with configured nodes (id → labels) and a queue of lifecycle events.
 #[derive(Debug, Default)]
 pub struct FakeRegistry {
+    /// The configured nodes, by id, with their labels.
     pub nodes: BTreeMap<String, BTreeMap<String, String>>,
+    /// Lifecycle events not yet taken by the Edge.
     pub pending: VecDeque<LifecycleEvent>,
+    /// The registry revision, moved on by every transition.
     pub revision: u64,
     /// Transitions "lost" by the registry's own queue.
     pub dropped: u64,
 }
 
 impl FakeRegistry {
+    /// A registry configured with `ids`, none connected.
     pub fn with_nodes(ids: &[&str]) -> Self {
         let mut r = Self::default();
         for id in ids {
@@ -118,6 +120,8 @@ impl EdgeRegistry for FakeRegistry {
     }
 }
 
+/// The Edge configuration of these tests: `edge-1`, operations `edge.ping` (Edge level) and
+/// `node.restart` (node level), a credential, the wall clock at [`ORIGIN_UNIX_MS`].
 pub fn config() -> EdgeConfig {
     let mut c = EdgeConfig::new("edge-1", 42)
         .with_operation("edge.ping", TargetLevel::Edge)
@@ -130,7 +134,9 @@ pub fn config() -> EdgeConfig {
 
 /// An Edge wired to a scripted CP: the test plays the CP.
 pub struct Harness<R: EdgeRegistry = FakeRegistry> {
+    /// The Edge under test.
     pub edge: Edge<R>,
+    /// The fake clock.
     pub now: Instant,
     cp: Reader,
     /// Set when the Edge asked the driver to close the transport.
@@ -138,12 +144,14 @@ pub struct Harness<R: EdgeRegistry = FakeRegistry> {
 }
 
 impl Harness<FakeRegistry> {
+    /// An Edge of [`config`] with nodes `n1` and `n2`.
     pub fn default_edge() -> Self {
         Self::new(config(), FakeRegistry::with_nodes(&["n1", "n2"]))
     }
 }
 
 impl<R: EdgeRegistry> Harness<R> {
+    /// An Edge of `config` over `registry`, at `Instant::ZERO`.
     pub fn new(config: EdgeConfig, registry: R) -> Self {
         Self {
             edge: Edge::new(config, registry).unwrap(),
@@ -153,6 +161,7 @@ impl<R: EdgeRegistry> Harness<R> {
         }
     }
 
+    /// Sets the clock to `ms` milliseconds after `Instant::ZERO`.
     pub fn at(&mut self, ms: u64) -> Instant {
         self.now = Instant::from_millis(ms);
         self.now
@@ -161,19 +170,15 @@ impl<R: EdgeRegistry> Harness<R> {
     /// Every frame the Edge wants to write, decoded as the CP would.
     pub fn flush(&mut self) -> Vec<Envelope> {
         let mut wire = Vec::new();
-        loop {
-            match self.edge.poll_transmit(&mut wire) {
-                Transmit::Bytes(n) => assert!(n > 0),
-                Transmit::Close => {
-                    self.close_requested = true;
-                    break;
-                }
-                Transmit::Idle => break,
-            }
+        let edge = &mut self.edge;
+        let poll = |b: &mut Vec<u8>| super::edges::non_empty(edge.poll_transmit(b));
+        if drain_transmits(&mut wire, usize::MAX, poll) == Transmit::Close {
+            self.close_requested = true;
         }
         self.cp.read(&wire)
     }
 
+    /// Takes every event the Edge emitted.
     pub fn events(&mut self) -> Vec<EdgeEvent> {
         std::iter::from_fn(|| self.edge.poll_event()).collect()
     }
@@ -191,10 +196,12 @@ impl<R: EdgeRegistry> Harness<R> {
         }
     }
 
+    /// The fake CP sends `envelope`.
     pub fn deliver(&mut self, envelope: Envelope) {
         self.edge.handle_bytes(self.now, &frame(&envelope));
     }
 
+    /// The fake CP answers the hello with `response`; the frames the Edge writes then.
     pub fn accept_with(&mut self, response: EdgeHelloResponse) -> Vec<Envelope> {
         self.deliver(Envelope::new(response));
         self.flush()
@@ -206,6 +213,7 @@ impl<R: EdgeRegistry> Harness<R> {
         self.accept_with(accepted(session_id, 1_000))
     }
 
+    /// Moves the clock to `ms` and fires the Edge's timers.
     pub fn timeout(&mut self, ms: u64) {
         self.at(ms);
         self.edge.handle_timeout(self.now);
@@ -216,12 +224,14 @@ impl<R: EdgeRegistry> Harness<R> {
         self.edge.handle_closed(self.now);
     }
 
+    /// The fake CP sends the command `req`; the frames the Edge writes then.
     pub fn command(&mut self, req: EdgeCommandRequest) -> Vec<Envelope> {
         self.deliver(Envelope::new(req));
         self.flush()
     }
 }
 
+/// An accepting hello response for `session_id`, with that heartbeat interval.
 pub fn accepted(session_id: u64, heartbeat_interval_ms: u32) -> EdgeHelloResponse {
     EdgeHelloResponse {
         accepted: true,
@@ -232,6 +242,7 @@ pub fn accepted(session_id: u64, heartbeat_interval_ms: u32) -> EdgeHelloRespons
     }
 }
 
+/// A command request.
 pub fn cmd(id: &str, operation: &str, selector: &str) -> EdgeCommandRequest {
     EdgeCommandRequest {
         command_id: id.to_owned(),
@@ -242,6 +253,7 @@ pub fn cmd(id: &str, operation: &str, selector: &str) -> EdgeCommandRequest {
     }
 }
 
+/// The command response `e` carries; panics on any other body.
 pub fn as_command_response(e: &Envelope) -> &EdgeCommandResponse {
     match &e.body {
         Some(Body::CommandResponse(r)) => r,
@@ -249,6 +261,7 @@ pub fn as_command_response(e: &Envelope) -> &EdgeCommandResponse {
     }
 }
 
+/// The command event `e` carries; panics on any other body.
 pub fn as_command_event(e: &Envelope) -> &EdgeCommandEvent {
     match &e.body {
         Some(Body::CommandEvent(r)) => r,
@@ -256,6 +269,7 @@ pub fn as_command_event(e: &Envelope) -> &EdgeCommandEvent {
     }
 }
 
+/// The node event `e` carries; panics on any other body.
 pub fn as_node_event(e: &Envelope) -> &EdgeNodeEvent {
     match &e.body {
         Some(Body::NodeEvent(r)) => r,
@@ -263,6 +277,7 @@ pub fn as_node_event(e: &Envelope) -> &EdgeNodeEvent {
     }
 }
 
+/// The reason of the `GoAway` `e` carries; panics on any other body.
 pub fn go_away_reason(e: &Envelope) -> GoAwayReason {
     match &e.body {
         Some(Body::GoAway(g)) => GoAwayReason::try_from(g.reason).unwrap(),
@@ -270,6 +285,7 @@ pub fn go_away_reason(e: &Envelope) -> GoAwayReason {
     }
 }
 
+/// `d` in whole milliseconds.
 pub fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }

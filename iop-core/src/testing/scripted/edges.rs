@@ -1,52 +1,65 @@
 //! A scripted fake Edge and a harness driving a `ControlPlane` with a fake clock,
 //! following the driving contract: after every input, drain every output.
-#![allow(dead_code, unreachable_pub, missing_docs)]
 
-#[path = "../wire_support/mod.rs"]
-mod wire;
-use wire::{Reader, frame};
+use super::wire::{Reader, frame};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use iop_core::Instant;
-use iop_core::cp::{
+use crate::cp::{
     ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, RequestId, Transmit,
 };
-use iop_core::proto::{
+use crate::proto::{
     self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest,
     EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, Heartbeat, NodeEventKind,
 };
+use crate::{Instant, drain_transmits};
 
 /// What one fake Edge has received from the CP.
 #[derive(Debug)]
 pub struct Peer {
     reader: Reader,
+    /// Frames received and not yet taken.
     pub frames: Vec<Envelope>,
+    /// The CP closed the connection (`Transmit::Close`), or its transport went away.
     pub closed: bool,
+    /// Every byte received.
     pub bytes: Vec<u8>,
 }
 
 /// Drives one `ControlPlane`.
 pub struct Harness {
+    /// The Control Plane under test.
     pub cp: ControlPlane,
+    /// The fake clock.
     pub now: Instant,
+    /// Events emitted and not yet taken.
     pub events: Vec<CpEvent>,
+    /// The fake Edges, by connection.
     pub peers: BTreeMap<ConnectionId, Peer>,
     next_conn: u64,
     /// Read split used by `send`: `None` = all at once.
     pub chunk: Option<usize>,
 }
 
+/// The Control Plane configuration of these tests: the defaults.
 pub fn cfg() -> CpConfig {
     CpConfig::default()
 }
 
+impl Default for Harness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Harness {
+    /// A Control Plane of [`cfg()`] accepting any Edge.
     pub fn new() -> Self {
         Self::with(cfg(), EnrolmentPolicy::AcceptAny)
     }
 
+    /// A Control Plane of `config` and `policy`, at 1 s.
     pub fn with(config: CpConfig, policy: EnrolmentPolicy) -> Self {
         Self {
             cp: ControlPlane::new(config, policy).unwrap(),
@@ -66,7 +79,7 @@ impl Harness {
     /// Opens a new connection whose transport authenticated the peer as `identity`.
     pub fn connect_with_identity(
         &mut self,
-        identity: Option<Box<dyn iop_core::cp::PeerIdentity>>,
+        identity: Option<Box<dyn crate::cp::PeerIdentity>>,
     ) -> ConnectionId {
         let id = ConnectionId(self.next_conn);
         self.next_conn += 1;
@@ -95,6 +108,7 @@ impl Harness {
         }
     }
 
+    /// The fake Edge on `conn` sends `bytes` (in reads of [`chunk`](Self::chunk) bytes).
     pub fn send_raw(&mut self, conn: ConnectionId, bytes: &[u8]) {
         match self.chunk {
             None => self.cp.handle_bytes(self.now, conn, bytes),
@@ -146,15 +160,10 @@ impl Harness {
                 continue;
             }
             let mut buf = Vec::new();
-            loop {
-                match self.cp.poll_transmit(id, &mut buf) {
-                    Transmit::Bytes(n) => assert!(n > 0),
-                    Transmit::Idle => break,
-                    Transmit::Close => {
-                        peer.closed = true;
-                        break;
-                    }
-                }
+            let cp = &mut self.cp;
+            let poll = |b: &mut Vec<u8>| non_empty(cp.poll_transmit(id, b));
+            if drain_transmits(&mut buf, usize::MAX, poll) == Transmit::Close {
+                peer.closed = true;
             }
             if (!buf.is_empty() || peer.closed) && Some(id) != input {
                 assert!(woken.contains(&id), "{id} got output without a wakeup");
@@ -168,14 +177,17 @@ impl Harness {
         }
     }
 
+    /// Takes the frames the fake Edge on `conn` received.
     pub fn take_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
         std::mem::take(&mut self.peers.get_mut(&conn).unwrap().frames)
     }
 
+    /// Takes every event emitted so far.
     pub fn take_events(&mut self) -> Vec<CpEvent> {
         std::mem::take(&mut self.events)
     }
 
+    /// The connection `conn` is closed.
     pub fn is_closed(&self, conn: ConnectionId) -> bool {
         self.peers[&conn].closed
     }
@@ -214,6 +226,7 @@ impl Harness {
         (conn, resp.session_id)
     }
 
+    /// The `Closed` events not yet taken.
     pub fn closed_events(&self) -> Vec<&CpEvent> {
         self.events
             .iter()
@@ -222,8 +235,19 @@ impl Harness {
     }
 }
 
+/// `transmit`, checked: `Bytes` always hands out at least one byte.
+pub(super) fn non_empty(transmit: Transmit) -> Transmit {
+    assert_ne!(
+        transmit,
+        Transmit::Bytes(0),
+        "poll_transmit handed out no bytes"
+    );
+    transmit
+}
+
 // ----- fake Edge frames -------------------------------------------------------------
 
+/// A valid hello of `edge_id` advertising `ops`.
 pub fn hello(edge_id: &str, ops: &[&str]) -> EdgeHelloRequest {
     EdgeHelloRequest {
         edge_id: edge_id.into(),
@@ -234,6 +258,7 @@ pub fn hello(edge_id: &str, ops: &[&str]) -> EdgeHelloRequest {
     }
 }
 
+/// A heartbeat.
 pub fn heartbeat(sequence: u64) -> Envelope {
     Envelope::new(Heartbeat {
         sequence,
@@ -241,6 +266,7 @@ pub fn heartbeat(sequence: u64) -> Envelope {
     })
 }
 
+/// A full status answer with no nodes.
 pub fn status_response(correlation_id: u64, edge_id: &str, revision: u64) -> Envelope {
     Envelope::correlated(
         correlation_id,
@@ -274,6 +300,7 @@ pub fn big_status_response(correlation_id: u64, edge_id: &str, approx_len: usize
     )
 }
 
+/// A command response: accepted, or rejected `BUSY`.
 pub fn cmd_response(command_id: &str, accepted: bool) -> Envelope {
     Envelope::new(EdgeCommandResponse {
         command_id: command_id.into(),
@@ -283,6 +310,7 @@ pub fn cmd_response(command_id: &str, accepted: bool) -> Envelope {
     })
 }
 
+/// A command event.
 pub fn cmd_event(command_id: &str, phase: CommandPhase, sequence: u32) -> Envelope {
     Envelope::new(EdgeCommandEvent {
         command_id: command_id.into(),
@@ -294,6 +322,7 @@ pub fn cmd_event(command_id: &str, phase: CommandPhase, sequence: u32) -> Envelo
     })
 }
 
+/// A node event of the Edge itself (no node id).
 pub fn node_event(edge_id: &str, kind: NodeEventKind, sequence: u64) -> Envelope {
     Envelope::new(EdgeNodeEvent {
         edge_id: edge_id.into(),
@@ -323,6 +352,7 @@ pub fn status_requests(frames: &[Envelope]) -> Vec<u64> {
         .collect()
 }
 
+/// The status request of the first resync point among `events`.
 pub fn request_of(events: &[CpEvent]) -> Option<RequestId> {
     events.iter().find_map(|e| match e {
         CpEvent::ResyncNeeded { request, .. } => *request,

@@ -1,0 +1,32 @@
+//! Scripted fake peers: one end of the wire under test, real, and the other played by
+//! the test frame by frame — to send what a real peer never would, and to check each
+//! frame the end under test writes.
+//!
+//! * [`edges`] — a real [`ControlPlane`](crate::cp::ControlPlane) and fake Edges: the
+//!   test opens connections, sends frames, lets time pass;
+//! * [`control_plane`] — a real [`Edge`](crate::edge::Edge) (with a fake node registry)
+//!   and a fake Control Plane.
+//!
+//! Both follow the driving contract as [`Pair`](super::Pair) does: after every input
+//! every output is drained ([`drain_transmits`](crate::drain_transmits)), and a
+//! connection that got output from an input on another one must have been woken.
+//! A broken expectation is a failed test: the harnesses panic, as assertions do.
+//!
+//! ```
+//! use iop_core::testing::scripted::edges::{Harness, heartbeat};
+//!
+//! let mut t = Harness::new();
+//! let (conn, _session_id) = t.enrol("edge-1", &["edge.ping"]);
+//! t.send(conn, heartbeat(1));
+//! assert_eq!(t.take_frames(conn).len(), 1, "one ack");
+//! ```
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+pub mod control_plane;
+pub mod edges;
+pub mod wire;
