@@ -6,8 +6,6 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 
-#[cfg(doc)]
-use super::book::CommandRecord;
 use super::book::{CommandRecord, CommandUpdate};
 use super::state::CpShared;
 use crate::Runtime;
