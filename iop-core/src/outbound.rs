@@ -462,7 +462,7 @@ mod tests {
     #[test]
     fn memory_held_is_the_bytes_counted() {
         // 10-byte frames up to a 64 KiB cap: the buffer holds about the cap, not an
-        // `Envelope` per frame (which was 168 bytes each).
+        // `Envelope` (168 bytes) per frame.
         let mut q = Outbound::new(64 * 1024, 1024);
         let mut n = 0;
         while q.push(&hb(1_000_000 + n)).is_ok() {

@@ -2,9 +2,10 @@
 //!
 //! A hash table, so that every input's lookup costs the same whatever the number of
 //! connections (a B-tree compares ids on each of its levels, and a status exchange
-//! looks its connection up several times: BENCHMARKS.md §10). Connection ids are chosen by the runtime, never by a peer, so a plain
-//! multiplicative hash (no per-process random key) spreads them without exposing the
-//! table to collisions an attacker could choose, and keeps the core deterministic.
+//! looks its connection up several times: BENCHMARKS.md §10). Connection ids are
+//! chosen by the runtime, never by a peer, so a plain multiplicative hash (no
+//! per-process random key) spreads them without exposing the table to collisions an
+//! attacker could choose, and keeps the core deterministic.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
