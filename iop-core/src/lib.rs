@@ -79,8 +79,42 @@
 //!
 //! # Design
 //!
-//! * [`cp`] — the Control Plane: every Edge connection, hello/enrolment, liveness,
-//!   status requests, commands that outlive connections, the CP's view of each Edge.
+//! * [`cp`] — the Control Plane, in two layers as quinn-proto's `Endpoint` and
+//!   `Connection`: a [`cp::Session`] is one connection (its decoder, outbound queue and
+//!   timers, the hello's own checks, liveness, status, the node events' order, its
+//!   end); the [`cp::ControlPlane`] holds the sessions and what spans them (the Edges'
+//!   views, commands that outlive connections, enrolment, supersession, revocation).
+//!   They talk through two small event enums. Whether a hello may take its Edge id is
+//!   decided at one seam, the ownership claim ([`cp::directory`]): in process by
+//!   default ([`Directory::Local`](cp::Directory::Local)), or by the driver — a cluster
+//!   of Control Planes — with [`Directory::External`](cp::Directory::External):
+//!
+//!   ```
+//!   use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, Directory, EnrolmentPolicy};
+//!   use iop_core::proto::{EdgeHelloRequest, Envelope, PROTOCOL_VERSION, encode_frame};
+//!   use iop_core::Instant;
+//!
+//!   let mut config = CpConfig::default();
+//!   config.directory = Directory::External;
+//!   let mut cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny)?;
+//!   let (now, conn) = (Instant::ZERO, ConnectionId(1));
+//!   cp.handle_connect(now, conn)?;
+//!   let hello = EdgeHelloRequest { edge_id: "edge-1".into(), protocol_version: PROTOCOL_VERSION, ..Default::default() };
+//!   let mut frame = Vec::new();
+//!   encode_frame(&Envelope::new(hello), u32::MAX, &mut frame)?;
+//!   cp.handle_bytes(now, conn, &frame);
+//!
+//!   // The hello passed its checks and waits: the driver asks its directory.
+//!   let Some(CpEvent::OwnershipClaim(claim)) = cp.poll_event() else { panic!("a claim") };
+//!   assert_eq!((claim.conn, claim.edge_id.as_str()), (conn, "edge-1"));
+//!   assert!(cp.session(conn).is_some_and(|s| s.session_id().is_none()), "not accepted yet");
+//!
+//!   // Granted under the directory's session id: only now is the hello answered.
+//!   cp.handle_claim(now, conn, ClaimAnswer::Granted { session_id: 41 })?;
+//!   assert_eq!(cp.session(conn).and_then(|s| s.session_id()), Some(41));
+//!   assert!(matches!(cp.poll_event(), Some(CpEvent::SessionAccepted { session_id: 41, .. })));
+//!   # Ok::<(), Box<dyn std::error::Error>>(())
+//!   ```
 //! * [`edge`] — one Edge process's link to its CP across reconnects: hello,
 //!   heartbeats, backoff, status answers, lifecycle events, its command table.
 //! * [`registry`] — the Edge's node registry ([`NodeRegistry`]): ownership
