@@ -20,7 +20,7 @@ use super::view::{EdgeView, Reachability};
 pub(crate) struct EdgeEntry {
     pub(crate) view: EdgeView,
     /// The connection of its live session.
-    pub(crate) live: Option<ConnectionId>,
+    live: Option<ConnectionId>,
     pub(crate) commands: CommandBook,
     pub(crate) flaps: FlapHistory,
     /// When its last session ended, while it has none.
@@ -48,6 +48,27 @@ impl EdgeEntry {
             flaps: FlapHistory::default(),
             disconnected_at: None,
         }
+    }
+
+    /// The connection of its live session.
+    pub(crate) fn live(&self) -> Option<ConnectionId> {
+        self.live
+    }
+
+    /// Its live session is on `conn` now: connected, and not fresh until a full status
+    /// answers the new session.
+    pub(crate) fn went_live(&mut self, conn: ConnectionId) {
+        self.live = Some(conn);
+        self.view.reachability = Reachability::Connected;
+        self.view.fresh = false;
+    }
+
+    /// Its live session ended (or went to another Control Plane): disconnected, and no
+    /// longer fresh.
+    pub(crate) fn went_down(&mut self) {
+        self.live = None;
+        self.view.reachability = Reachability::Disconnected;
+        self.view.fresh = false;
     }
 }
 

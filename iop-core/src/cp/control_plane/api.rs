@@ -123,7 +123,7 @@ impl ControlPlane {
         let revoked: Vec<ConnectionId> = self
             .edges
             .values()
-            .filter_map(|e| e.live)
+            .filter_map(|e| e.live())
             .filter(|conn| {
                 self.conns
                     .get(conn)
@@ -144,7 +144,7 @@ impl ControlPlane {
     /// Forgets a disconnected Edge: its view and its commands. False when unknown or
     /// connected.
     pub fn forget_edge(&mut self, edge_id: &str) -> bool {
-        if self.edges.get(edge_id).is_some_and(|e| e.live.is_none()) {
+        if self.edges.get(edge_id).is_some_and(|e| e.live().is_none()) {
             self.edges.remove(edge_id);
             return true;
         }
@@ -183,6 +183,6 @@ impl ControlPlane {
 
     /// The connection of the live session of `edge_id`.
     pub fn live_conn(&self, edge_id: &str) -> Option<ConnectionId> {
-        self.edges.get(edge_id)?.live
+        self.edges.get(edge_id)?.live()
     }
 }

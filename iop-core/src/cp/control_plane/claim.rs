@@ -14,7 +14,6 @@ use crate::cp::directory::{ClaimAnswer, ClaimError};
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
-use crate::cp::view::Reachability;
 
 impl ControlPlane {
     /// The directory's answer to the [`CpEvent::OwnershipClaim`] of `conn`: accept the
@@ -43,7 +42,7 @@ impl ControlPlane {
                         given: session_id,
                     })
                 } else {
-                    let old = entry.and_then(|e| e.live);
+                    let old = entry.and_then(|e| e.live());
                     self.last_session_id = self.last_session_id.max(session_id);
                     self.accept_hello(now, conn, pending, old, session_id);
                     Ok(())
@@ -80,7 +79,7 @@ impl ControlPlane {
         let Some(entry) = self.edges.get_mut(edge_id) else {
             return false;
         };
-        let Some(conn) = entry.live else {
+        let Some(conn) = entry.live() else {
             return false;
         };
         let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
@@ -90,9 +89,7 @@ impl ControlPlane {
             return false;
         }
         let (slot, old_instance_id) = (session.edge, session.instance_id.clone());
-        entry.live = None;
-        entry.view.reachability = Reachability::Disconnected;
-        entry.view.fresh = false;
+        entry.went_down();
         let total_supersessions = entry.flaps.total;
         self.stats.supersessions += 1;
         self.events.push_back(CpEvent::EdgeSuperseded {

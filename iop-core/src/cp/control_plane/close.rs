@@ -9,7 +9,6 @@ use super::ControlPlane;
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::{ConnectionId, RequestId};
 use crate::cp::session::{EndedSession, Handled, ToSession};
-use crate::cp::view::Reachability;
 
 impl ControlPlane {
     /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
@@ -79,9 +78,7 @@ impl ControlPlane {
         let Some(entry) = self.edges.live_at(session.edge, conn) else {
             return;
         };
-        entry.live = None;
-        entry.view.reachability = Reachability::Disconnected;
-        entry.view.fresh = false;
+        entry.went_down();
         let undeliverable = entry.commands.on_session_end(
             self.config.undeliverable_after_sessions,
             self.config.finished_command_retention,

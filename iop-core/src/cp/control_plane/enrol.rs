@@ -15,7 +15,6 @@ use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
 use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
 use crate::cp::session::{Acceptance, Handled, PendingHello, Rejection, ToSession};
-use crate::cp::view::Reachability;
 
 impl ControlPlane {
     /// Answers the hello on `conn` with `rejection`, then closes.
@@ -73,7 +72,7 @@ impl ControlPlane {
             return self.reject_hello(conn, r);
         }
         // Step 6: the ownership claim (`directory`).
-        let old = self.edges.get(&hello.edge_id).and_then(|e| e.live);
+        let old = self.edges.get(&hello.edge_id).and_then(|e| e.live());
         let pending = PendingHello {
             hello,
             credential,
@@ -197,16 +196,14 @@ impl ControlPlane {
         let Some(entry) = self.edges.at_mut(slot) else {
             return 0;
         };
-        entry.live = Some(conn);
+        entry.went_live(conn);
         let old_session_id = entry.view.session_id;
         let view = &mut entry.view;
-        view.reachability = Reachability::Connected;
         view.session_id = session_id;
         view.software_version = std::mem::take(&mut hello.software_version);
         view.operations = std::mem::take(&mut hello.operations);
         view.metadata = std::mem::take(&mut hello.metadata).into_iter().collect();
         view.connected_since_unix_ms = unix_ms;
-        view.fresh = false;
         old_session_id
     }
 

@@ -158,7 +158,7 @@ impl ControlPlane {
         stats.frames_in = self.io.frames_in;
         stats.frames_out = self.io.frames_out;
         stats.connections = self.conns.len();
-        stats.live_sessions = self.edges.values().filter(|e| e.live.is_some()).count();
+        stats.live_sessions = self.edges.values().filter(|e| e.live().is_some()).count();
         stats.edges_known = self.edges.len();
         stats
     }
