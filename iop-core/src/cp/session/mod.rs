@@ -72,6 +72,7 @@ pub(crate) struct Io {
 /// What applying a [`ToSession`] came to.
 #[derive(Debug)]
 pub(crate) enum Handled {
+    /// Applied.
     Done,
     /// The answer did not fit in the outbound buffer: the peer reads too slowly.
     SlowPeer,
@@ -374,15 +375,15 @@ impl Session {
         self.peer.take()
     }
 
-    /// The earliest timer, and the deadline the control plane's index holds it
-    /// under: see [`reindex`](Self::reindex).
+    /// The deadline the control plane's timer index holds this connection under (never
+    /// later than its earliest timer): see [`reindex`](Self::reindex).
     pub(crate) fn indexed_at(&self) -> Option<Instant> {
         self.indexed_at
     }
 
-    /// Where the control plane's timer index should hold this connection now:
-    /// `Some(Some(at))` to move it under `at`, `Some(None)` to take it out, `None` to
-    /// leave it.
+    /// How the control plane's timer index should move this connection:
+    /// `Some((old, new))` to take it from under `old` (if indexed) and put it under
+    /// `new` (if it has a timer), `None` to leave it where it is.
     ///
     /// A deadline that moved later stays indexed under the earlier one (most inputs
     /// only push deadlines out: every byte heard moves the liveness timers, a status
