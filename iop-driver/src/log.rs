@@ -4,14 +4,9 @@
 use iop_core::cp::CpEvent;
 use iop_core::edge::EdgeEvent;
 
-/// Logs `event` at the level its kind calls for.
-pub(crate) fn event(event: &impl Log) {
-    event.log();
-}
-
 /// An event the drivers log.
 pub(crate) trait Log {
-    /// Logs it.
+    /// Logs it at the level its kind calls for.
     fn log(&self);
 }
 

@@ -175,7 +175,7 @@ impl<R: Runtime> CpShared<R> {
 }
 
 fn dispatch(state: &mut CpState, event: CpEvent) {
-    crate::log::event(&event);
+    crate::log::Log::log(&event);
     // With no subscriber for status answers the answer goes to its waiter by value:
     // a full status of 1 000 nodes is ~450 KB decoded, and a deep copy of it (then
     // dropping the original) cost about as much as decoding it.

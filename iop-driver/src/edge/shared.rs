@@ -135,7 +135,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
 
     pub(super) fn pump(self: &Arc<Self>, state: &mut EdgeState<G>) {
         while let Some(event) = state.edge.poll_event() {
-            crate::log::event(&event);
+            crate::log::Log::log(&event);
             match &event {
                 EdgeEvent::Closed { .. } => {
                     self.closed.store(true, Ordering::Release);
