@@ -200,7 +200,7 @@ pub fn server_config(clustered: bool) -> ServerConfig {
     let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
     if clustered {
-        config.cp.directory = iop_tokio::core::cp::Directory::External;
+        config.cp.directory = iop_tokio::core::cp::DirectoryFactory::external();
     }
     config
 }

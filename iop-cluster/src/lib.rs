@@ -4,7 +4,7 @@
 //! them, and the replicas agree on which one holds each Edge's live session through
 //! an existing engine — NATS with JetStream — never a protocol of their own. This crate
 //! answers the core's ownership-claim seam
-//! ([`Directory::External`](iop_driver::iop_core::cp::Directory::External)) from the
+//! ([`ExternalDirectory`](iop_driver::iop_core::cp::ExternalDirectory)) from the
 //! engine:
 //!
 //! * one **ownership record** per Edge id in a key-value bucket ([`key`] says how ids
@@ -37,7 +37,7 @@
 //!
 //! ```no_run
 //! use iop_cluster::{ClusterConfig, Replica};
-//! use iop_driver::iop_core::cp::{CpConfig, Directory, EnrolmentPolicy};
+//! use iop_driver::iop_core::cp::{CpConfig, DirectoryFactory, EnrolmentPolicy};
 //! use iop_driver::{ControlPlaneHandle, Runtime};
 //!
 //! /// `cp` is the handle of a server bound with `config()`.
@@ -48,7 +48,7 @@
 //!
 //! fn config() -> CpConfig {
 //!     let mut config = CpConfig::default();
-//!     config.directory = Directory::External;
+//!     config.directory = DirectoryFactory::external();
 //!     config
 //! }
 //! # let _ = EnrolmentPolicy::AcceptAny;

@@ -2,7 +2,7 @@
 //! answered from the engine (PROTOCOL.md §8).
 //!
 //! A replica runs six tasks (on tokio) beside its Control Plane server, whose core must
-//! use [`Directory::External`](iop_driver::iop_core::cp::Directory::External):
+//! use [`ExternalDirectory`](iop_driver::iop_core::cp::ExternalDirectory):
 //! * **claims** — each [`CpEvent::OwnershipClaim`] is decided against the owners
 //!   bucket ([`ownership::claim`]) and answered; a granted session whose hello went away
 //!   meanwhile is released at once. Each `EdgeDisconnected` of a session it was granted

@@ -85,17 +85,17 @@
 //!   end); the [`cp::ControlPlane`] holds the sessions and what spans them (the Edges'
 //!   views, commands that outlive connections, enrolment, supersession, revocation).
 //!   They talk through two small event enums. Whether a hello may take its Edge id is
-//!   decided at one seam, the ownership claim ([`cp::directory`]): in process by
-//!   default ([`Directory::Local`](cp::Directory::Local)), or by the driver — a cluster
-//!   of Control Planes — with [`Directory::External`](cp::Directory::External):
+//!   decided at one seam, the ownership claim put to a [`cp::Directory`]: in process
+//!   and at once by default ([`cp::LocalDirectory`]), or deferred to the driver — a
+//!   cluster of Control Planes — by [`cp::ExternalDirectory`]:
 //!
 //!   ```
-//!   use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, Directory, EnrolmentPolicy};
+//!   use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, DirectoryFactory, EnrolmentPolicy};
 //!   use iop_core::proto::{EdgeHelloRequest, Envelope, PROTOCOL_VERSION, encode_frame};
 //!   use iop_core::Instant;
 //!
 //!   let mut config = CpConfig::default();
-//!   config.directory = Directory::External;
+//!   config.directory = DirectoryFactory::external();
 //!   let mut cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny)?;
 //!   let (now, conn) = (Instant::ZERO, ConnectionId(1));
 //!   cp.handle_connect(now, conn)?;

@@ -1,19 +1,20 @@
-//! The ownership-claim seam (`Directory::External`): a hello that passed its local
-//! checks waits for the directory; each answer, a late answer, a claim that times out,
-//! losing an Edge to another Control Plane, and the release signal.
+//! The ownership-claim seam: a hello that passed its local checks is put to the
+//! `Directory`. Deferred (`ExternalDirectory`): each answer, a late answer, a claim that
+//! times out, losing an Edge to another Control Plane, and the release signal; at once
+//! (`LocalDirectory`, a directory of one's own).
 
 use std::time::Duration;
 
 use iop_core::cp::{
-    Claim, ClaimAnswer, ClaimError, CloseReason, ConnectionId, CpEvent, Directory, DuplicatePolicy,
-    EnrolmentPolicy, Reachability,
+    Claim, ClaimAnswer, ClaimError, CloseReason, ConnectionId, CpEvent, Directory,
+    DirectoryFactory, DuplicatePolicy, EnrolmentPolicy, LocalDirectory, Reachability,
 };
 use iop_core::proto::{Body, GoAwayReason, HelloRejectReason};
 use iop_core::testing::scripted::edges::*;
 
 fn external(policy: DuplicatePolicy) -> Harness {
     let mut c = cfg();
-    c.directory = Directory::External;
+    c.directory = DirectoryFactory::external();
     c.duplicate_policy = policy;
     Harness::with(c, EnrolmentPolicy::AcceptAny)
 }
@@ -248,5 +249,113 @@ fn the_local_directory_answers_at_once() {
     assert_eq!(
         t.cp.handle_claim(t.now, conn, ClaimAnswer::Held),
         Err(ClaimError::NotWaiting)
+    );
+}
+
+/// Defers `remote-*` Edges, refuses `blocked-*` ones at once, and leaves the rest to
+/// the local directory.
+#[derive(Debug)]
+struct Mixed(LocalDirectory);
+
+impl Directory for Mixed {
+    fn claim(&mut self, claim: &Claim) -> Option<ClaimAnswer> {
+        if claim.edge_id.starts_with("remote-") {
+            None
+        } else if claim.edge_id.starts_with("blocked-") {
+            Some(ClaimAnswer::Unavailable)
+        } else {
+            self.0.claim(claim)
+        }
+    }
+}
+
+#[test]
+fn a_directory_of_ones_own_answers_some_claims_at_once_and_defers_others() {
+    let mut c = cfg();
+    c.session_id_floor = 100;
+    c.directory = DirectoryFactory::new("mixed", |config| {
+        Box::new(Mixed(LocalDirectory::new(config.session_id_floor)))
+    });
+    assert_eq!(format!("{:?}", c.directory), "DirectoryFactory(\"mixed\")");
+    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+
+    // At once, granted: the local directory's ids start above the floor.
+    let (_, r) = t.hello_with(hello("edge-1", &[]));
+    assert!(r.accepted);
+    assert_eq!(r.session_id, 101);
+
+    // At once, refused: no claim event, the hello ends `GoAway{OVERLOADED}`.
+    let conn = t.connect();
+    t.take_events();
+    t.send(conn, hello("blocked-1", &[]));
+    assert_eq!(
+        go_away(&t.take_frames(conn)),
+        Some((GoAwayReason::Overloaded as i32, 10_000))
+    );
+    assert!(t.is_closed(conn));
+    assert!(
+        !t.take_events()
+            .iter()
+            .any(|e| matches!(e, CpEvent::OwnershipClaim(_)))
+    );
+
+    // Deferred: a claim event, and the answer applied as any other.
+    let (conn, c) = claim(&mut t, "remote-1");
+    assert_eq!(c.edge_id, "remote-1");
+    answer(&mut t, conn, ClaimAnswer::Granted { session_id: 500 }).unwrap();
+    assert_eq!(hello_response(&mut t, conn).session_id, 500);
+    assert_eq!(t.cp.stats().sessions_accepted, 2);
+}
+
+fn local_claim(edge_id: &str, policy: DuplicatePolicy, live: Option<u64>, last: u64) -> Claim {
+    let mut c = Claim::new(ConnectionId(1), edge_id, policy);
+    c.local_session_id = live;
+    c.last_session_id = last;
+    c
+}
+
+#[test]
+fn the_local_directory_counts_up_above_every_edges_last_id_and_holds_under_reject() {
+    let mut d = LocalDirectory::new(10);
+    let grant = |d: &mut LocalDirectory, c: &Claim| match d.claim(c) {
+        Some(ClaimAnswer::Granted { session_id }) => session_id,
+        other => panic!("expected a grant, got {other:?}"),
+    };
+    assert_eq!(
+        grant(&mut d, &local_claim("a", DuplicatePolicy::Replace, None, 0)),
+        11
+    );
+    assert_eq!(
+        grant(&mut d, &local_claim("b", DuplicatePolicy::Reject, None, 0)),
+        12
+    );
+    // An Edge whose last id is above the counter (an id a cluster granted) is
+    // granted above it, and the counter follows.
+    assert_eq!(
+        grant(
+            &mut d,
+            &local_claim("c", DuplicatePolicy::Replace, None, 40)
+        ),
+        41
+    );
+    assert_eq!(
+        grant(&mut d, &local_claim("d", DuplicatePolicy::Replace, None, 0)),
+        42
+    );
+    // A live session here: superseded under Replace, held under Reject.
+    assert_eq!(
+        grant(
+            &mut d,
+            &local_claim("a", DuplicatePolicy::Replace, Some(11), 11)
+        ),
+        43
+    );
+    assert_eq!(
+        d.claim(&local_claim("a", DuplicatePolicy::Reject, Some(43), 43)),
+        Some(ClaimAnswer::Held)
+    );
+    assert_eq!(
+        grant(&mut d, &local_claim("e", DuplicatePolicy::Reject, None, 0)),
+        44
     );
 }

@@ -5,7 +5,7 @@
 
 use iop_core::cp::{
     ClaimAnswer, ClaimError, CommandAnswer, CommandHandover, CommandOutcome, CommandSpec,
-    ConnectionId, CpEvent, Directory, EnrolmentPolicy,
+    ConnectionId, CpEvent, DirectoryFactory, EnrolmentPolicy,
 };
 use iop_core::proto::{Body, CommandPhase, EdgeCommandRequest, EdgeHelloRequest, NodeEventKind};
 use iop_core::testing::scripted::edges::*;
@@ -14,7 +14,7 @@ const EDGE: &str = "edge-1";
 
 fn external() -> Harness {
     let mut c = cfg();
-    c.directory = Directory::External;
+    c.directory = DirectoryFactory::external();
     Harness::with(c, EnrolmentPolicy::AcceptAny)
 }
 

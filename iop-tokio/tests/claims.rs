@@ -1,18 +1,18 @@
 //! A server whose ownership decisions are made outside the core
-//! (`Directory::External`): the application answers each claim through the handle, as
+//! (`ExternalDirectory`): the application answers each claim through the handle, as
 //! a cluster backend will.
 
 mod support;
 
 use futures_lite::StreamExt;
-use iop_tokio::core::cp::{ClaimAnswer, CpEventKind, Directory};
+use iop_tokio::core::cp::{ClaimAnswer, CpEventKind, DirectoryFactory};
 use iop_tokio::prelude::*;
 use support::*;
 
 #[tokio::test]
 async fn the_application_answers_claims_and_the_edge_gets_the_granted_session() {
     let mut config = fast_server();
-    config.cp.directory = Directory::External;
+    config.cp.directory = DirectoryFactory::external();
     let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
     let cp = server.handle();
     let mut claims =

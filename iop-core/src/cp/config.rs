@@ -75,9 +75,11 @@ pub struct CpConfig {
     pub disconnected_view_ttl: Duration,
     /// What to do with a second live session for one `edge_id`.
     pub duplicate_policy: DuplicatePolicy,
-    /// Where ownership of an Edge id is decided: in this process ([`Directory::Local`](super::Directory::Local),
-    /// the default) or by the driver's directory ([`Directory::External`](super::Directory::External), a cluster).
-    pub directory: super::Directory,
+    /// Makes the [`Directory`](super::Directory) that decides who may take an Edge id:
+    /// in this process ([`LocalDirectory`](super::LocalDirectory), the default), by the
+    /// driver ([`ExternalDirectory`](super::ExternalDirectory), a cluster's replica), or
+    /// one's own ([`directory`](super::directory)).
+    pub directory: super::DirectoryFactory,
     /// `retry_after_ms` sent with `GoAway{SUPERSEDED}`.
     pub retry_after_superseded: Duration,
     /// `retry_after_ms` sent with a `DUPLICATE_EDGE` rejection.
@@ -137,7 +139,7 @@ impl Default for CpConfig {
             max_disconnected_views: limits::MAX_DISCONNECTED_VIEWS,
             disconnected_view_ttl: limits::DEFAULT_DISCONNECTED_VIEW_TTL,
             duplicate_policy: DuplicatePolicy::Replace,
-            directory: super::Directory::Local,
+            directory: super::DirectoryFactory::local(),
             retry_after_superseded: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
             retry_after_duplicate: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
             retry_after_draining: limits::DEFAULT_RETRY_AFTER_DRAINING,

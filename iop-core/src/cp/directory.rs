@@ -1,27 +1,36 @@
 //! Who may take an Edge id: the ownership-claim seam (PROTOCOL.md §4.1 step 6, §8).
 //!
 //! A hello that passed its local checks (PROTOCOL.md §4.1.2 steps 1–5) asks for its
-//! Edge id. With [`Directory::Local`] (the default) the [`ControlPlane`] answers at
-//! once, in process, by its [`DuplicatePolicy`] and its own
-//! session counter: one Control Plane. With [`Directory::External`] the decision is
-//! made outside the core — by a cluster's shared ownership records — and the core
-//! waits for it:
+//! Edge id: the [`ControlPlane`] puts a [`Claim`] (edge id, connection, policy) to its
+//! [`Directory`], which answers at once or defers:
 //!
-//! 1. the hello becomes a [`Claim`], emitted as [`CpEvent::OwnershipClaim`]; nothing
-//!    is answered yet, and the connection still counts among those awaiting their
-//!    hello (its hello timeout keeps running: a claim unanswered by then ends it
+//! * [`LocalDirectory`] (the default) answers at once, in process: a session id from
+//!   its own counter, duplicates by the claim's [`DuplicatePolicy`]. One Control
+//!   Plane; the hello is answered within the input that brought it.
+//! * [`ExternalDirectory`] defers every claim to the driver, which decides it outside
+//!   the core — by a cluster's shared ownership records (PROTOCOL.md §8) — and answers
+//!   later. A directory of one's own may answer some claims at once and defer others.
+//!
+//! Which directory a Control Plane uses is [`CpConfig::directory`], a
+//! [`DirectoryFactory`]. A deferred claim goes through these steps:
+//!
+//! 1. the claim is emitted as [`CpEvent::OwnershipClaim`]; nothing is answered yet,
+//!    and the connection still counts among those awaiting their hello (its hello
+//!    timeout keeps running: a claim unanswered by then ends it
 //!    `GoAway{HELLO_TIMEOUT}`);
 //! 2. the driver asks its directory and calls
 //!    [`ControlPlane::handle_claim`](super::ControlPlane::handle_claim) with the
-//!    [`ClaimAnswer`]: `Granted { session_id }` accepts the hello under that session
-//!    id (a live session of the same Edge on this Control Plane is superseded, as under
-//!    `Replace`); `Held` rejects it `DUPLICATE_EDGE`; `Unavailable` ends it
-//!    `GoAway{OVERLOADED}` (the Edge retries after `retry_after_ms`);
-//! 3. a session this Control Plane was granted and that ends for any reason but a
+//!    [`ClaimAnswer`];
+//! 3. the answer, at once or deferred, is applied alike: `Granted { session_id }`
+//!    accepts the hello under that session id (a live session of the same Edge on this
+//!    Control Plane is superseded, as under `Replace`); `Held` rejects it
+//!    `DUPLICATE_EDGE`; `Unavailable` ends it `GoAway{OVERLOADED}` (the Edge retries
+//!    after `retry_after_ms`);
+//! 4. a session this Control Plane was granted and that ends for any reason but a
 //!    supersession emits [`CpEvent::EdgeDisconnected`] with its `session_id`: the
 //!    driver releases the record then, compare-and-delete by that id, so that a stale
 //!    close never releases a newer owner's record (PROTOCOL.md §5.3);
-//! 4. when the directory says a live session here lost its record (another Control
+//! 5. when the directory says a live session here lost its record (another Control
 //!    Plane took the Edge), the driver calls
 //!    [`ControlPlane::handle_ownership_lost`](super::ControlPlane::handle_ownership_lost):
 //!    the session gets `GoAway{SUPERSEDED}` and closes, and emits no
@@ -35,11 +44,11 @@
 //!
 //! ```
 //! use iop_core::{Instant, drain_transmits};
-//! use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, Directory, EnrolmentPolicy, Transmit};
+//! use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, DirectoryFactory, EnrolmentPolicy, Transmit};
 //! use iop_core::proto::{Body, EdgeHelloRequest, Envelope, FrameDecoder, PROTOCOL_VERSION, encode_frame};
 //!
 //! let mut config = CpConfig::default();
-//! config.directory = Directory::External;
+//! config.directory = DirectoryFactory::external();
 //! let mut cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny)?;
 //! let (now, conn) = (Instant::from_millis(0), ConnectionId(1));
 //! cp.handle_connect(now, conn)?;
@@ -72,24 +81,150 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A directory of one's own, here one that refuses every Edge id but those it was
+//! given (as an allow-list kept outside the enrolment policy might):
+//!
+//! ```
+//! use iop_core::cp::{Claim, ClaimAnswer, CpConfig, Directory, DirectoryFactory, LocalDirectory};
+//!
+//! #[derive(Debug)]
+//! struct Allowed(Vec<String>, LocalDirectory);
+//!
+//! impl Directory for Allowed {
+//!     fn claim(&mut self, claim: &Claim) -> Option<ClaimAnswer> {
+//!         if self.0.contains(&claim.edge_id) {
+//!             self.1.claim(claim)
+//!         } else {
+//!             Some(ClaimAnswer::Unavailable)
+//!         }
+//!     }
+//! }
+//!
+//! let mut config = CpConfig::default();
+//! config.directory = DirectoryFactory::new("allowed", |config| {
+//!     Box::new(Allowed(vec!["edge-1".into()], LocalDirectory::new(config.session_id_floor)))
+//! });
+//! ```
+//!
 //! [`ControlPlane`]: super::ControlPlane
 //! [`CpEvent::OwnershipClaim`]: super::CpEvent::OwnershipClaim
 //! [`CpEvent::EdgeDisconnected`]: super::CpEvent::EdgeDisconnected
+//! [`CpConfig::directory`]: super::CpConfig::directory
 
-use super::config::DuplicatePolicy;
+use std::fmt;
+use std::sync::Arc;
+
+use super::config::{CpConfig, DuplicatePolicy};
 use super::ids::ConnectionId;
 
-/// Where a Control Plane's ownership decisions are made ([`CpConfig::directory`](super::CpConfig::directory)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Directory {
-    /// In this process, at once: session ids from this Control Plane's own counter,
-    /// duplicates by its [`DuplicatePolicy`]. One Control Plane.
-    #[default]
-    Local,
-    /// Outside the core: every claim is an event the driver answers
-    /// ([`module docs`](self)). Several Control Planes sharing ownership records.
-    External,
+/// Decides who may take an Edge id: the seam between a Control Plane's core and the
+/// ownership records of one process or of a cluster ([module docs](self)).
+pub trait Directory: fmt::Debug + Send + Sync {
+    /// The answer to `claim` now, or `None` to defer it: the claim is then emitted as
+    /// [`CpEvent::OwnershipClaim`](super::CpEvent::OwnershipClaim) and answered later
+    /// through [`ControlPlane::handle_claim`](super::ControlPlane::handle_claim).
+    fn claim(&mut self, claim: &Claim) -> Option<ClaimAnswer>;
+}
+
+/// The in-process directory of one Control Plane, and the default: every claim is
+/// answered at once. Session ids count up from the floor it was made with (always
+/// above the Edge's last one); a claim whose Edge has a live session here is `Held`
+/// under `Reject`, and granted (superseding that session) under `Replace`.
+#[derive(Debug, Clone, Default)]
+pub struct LocalDirectory {
+    last_session_id: u64,
+}
+
+impl LocalDirectory {
+    /// A directory whose first session id is `session_id_floor + 1`
+    /// ([`CpConfig::session_id_floor`]).
+    pub fn new(session_id_floor: u64) -> Self {
+        Self {
+            last_session_id: session_id_floor,
+        }
+    }
+}
+
+impl Directory for LocalDirectory {
+    fn claim(&mut self, claim: &Claim) -> Option<ClaimAnswer> {
+        if claim.local_session_id.is_some() && claim.policy == DuplicatePolicy::Reject {
+            return Some(ClaimAnswer::Held);
+        }
+        self.last_session_id = self.last_session_id.max(claim.last_session_id) + 1;
+        Some(ClaimAnswer::Granted {
+            session_id: self.last_session_id,
+        })
+    }
+}
+
+/// The directory that defers every claim to the driver: a replica of a cluster, whose
+/// driver answers each claim from the cluster's ownership records.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExternalDirectory;
+
+impl Directory for ExternalDirectory {
+    fn claim(&mut self, _claim: &Claim) -> Option<ClaimAnswer> {
+        None
+    }
+}
+
+/// What a [`DirectoryFactory`] calls.
+type MakeDirectory = dyn Fn(&CpConfig) -> Box<dyn Directory> + Send + Sync;
+
+/// Makes the [`Directory`] of a new [`ControlPlane`](super::ControlPlane) from its
+/// configuration ([`CpConfig::directory`]); a configuration stays plain, cloneable
+/// data while each Control Plane made from it gets a directory of its own.
+#[derive(Clone)]
+pub struct DirectoryFactory {
+    name: &'static str,
+    make: Arc<MakeDirectory>,
+}
+
+impl DirectoryFactory {
+    /// A factory named `name` (for `Debug`) that calls `make`.
+    pub fn new(
+        name: &'static str,
+        make: impl Fn(&CpConfig) -> Box<dyn Directory> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name,
+            make: Arc::new(make),
+        }
+    }
+
+    /// [`LocalDirectory`] from [`CpConfig::session_id_floor`]: the default.
+    pub fn local() -> Self {
+        Self::new("local", |config| {
+            Box::new(LocalDirectory::new(config.session_id_floor))
+        })
+    }
+
+    /// [`ExternalDirectory`]: every claim deferred to the driver.
+    pub fn external() -> Self {
+        Self::new("external", |_| Box::new(ExternalDirectory))
+    }
+
+    /// The name it was made with (`local`, `external`, or one's own).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// A new directory for a Control Plane of `config`.
+    pub fn make(&self, config: &CpConfig) -> Box<dyn Directory> {
+        (self.make)(config)
+    }
+}
+
+impl Default for DirectoryFactory {
+    fn default() -> Self {
+        Self::local()
+    }
+}
+
+impl fmt::Debug for DirectoryFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("DirectoryFactory").field(&self.name).finish()
+    }
 }
 
 /// A hello that passed its local checks and asks for its Edge id.
@@ -108,6 +243,20 @@ pub struct Claim {
     /// The highest session id this Control Plane has seen for the Edge (0: none); a
     /// grant must be above it.
     pub last_session_id: u64,
+}
+
+impl Claim {
+    /// A claim of `edge_id` on `conn` under `policy`, by an Edge with no session here
+    /// yet (for a directory's own tests; the Control Plane makes the real ones).
+    pub fn new(conn: ConnectionId, edge_id: impl Into<String>, policy: DuplicatePolicy) -> Self {
+        Self {
+            conn,
+            edge_id: edge_id.into(),
+            policy,
+            local_session_id: None,
+            last_session_id: 0,
+        }
+    }
 }
 
 /// The directory's answer to a [`Claim`].

@@ -368,10 +368,10 @@ pub enum CpEvent {
         /// The event.
         event: EdgeNodeEvent,
     },
-    /// With [`Directory::External`](super::Directory::External) only: a hello passed
+    /// When the [`Directory`](super::Directory) deferred it: a hello passed
     /// its local checks and waits for the directory's answer to its claim of the Edge
     /// id; answer with [`ControlPlane::handle_claim`](super::ControlPlane::handle_claim)
-    /// (see [`Directory`](super::Directory)).
+    /// (see [`directory`](super::directory)).
     OwnershipClaim(super::Claim),
     /// A connection ended. Exactly one per connection; the runtime should close it
     /// once `poll_transmit` returns [`Transmit::Close`](crate::Transmit::Close) (if it has not already).

@@ -36,8 +36,8 @@
 //!   application calls ([`request_status`](ControlPlane::request_status),
 //!   [`send_command`](ControlPlane::send_command), [`drain`](ControlPlane::drain),
 //!   [`shutdown`](ControlPlane::shutdown), [`revoke`](ControlPlane::revoke),
-//!   [`set_enrolment_policy`](ControlPlane::set_enrolment_policy)), and with
-//!   [`Directory::External`] the directory's answers
+//!   [`set_enrolment_policy`](ControlPlane::set_enrolment_policy)), and, for claims
+//!   the [`Directory`] deferred, the directory's answers
 //!   ([`handle_claim`](ControlPlane::handle_claim),
 //!   [`handle_ownership_lost`](ControlPlane::handle_ownership_lost)).
 //! * **Io are pulled**, after every input, until empty; their order does not
@@ -76,11 +76,12 @@
 //!   in constant time), then — with [`CpConfig::require_peer_identity`] — `BAD_CREDENTIAL`
 //!   when the connection's [`PeerIdentity`] (mutual TLS, attached by
 //!   [`ControlPlane::handle_connect_with_identity`]) is missing or does not name the
-//!   edge id, `DRAINING`, then the ownership claim: with [`Directory::Local`] (the
-//!   default) the [`DuplicatePolicy`] decides at once; with [`Directory::External`] the
-//!   hello waits for the driver's [`ClaimAnswer`] ([`CpEvent::OwnershipClaim`],
-//!   [`ControlPlane::handle_claim`]; the seam a cluster of Control Planes plugs into,
-//!   see [`Directory`]). A rejection sends the response, then closes. Session ids strictly increase per CP (a fencing epoch); a superseded
+//!   edge id, `DRAINING`, then the ownership claim, put to the [`Directory`]:
+//!   [`LocalDirectory`] (the default) decides at once by the [`DuplicatePolicy`];
+//!   [`ExternalDirectory`] defers, and the hello waits for the driver's
+//!   [`ClaimAnswer`] ([`CpEvent::OwnershipClaim`], [`ControlPlane::handle_claim`]; the
+//!   seam a cluster of Control Planes plugs into). A rejection sends the response, then
+//!   closes. Session ids strictly increase per Edge (a fencing epoch); a superseded
 //!   session's close never disconnects the live Edge. Every accepted session emits
 //!   [`CpEvent::ResyncNeeded`] and (by default) asks for a full status.
 //! * **Liveness** (§4.2): every heartbeat is acked. With heartbeat interval `I`, silence
@@ -188,7 +189,9 @@ pub use command_state::{CommandAnswer, CommandSpec, CommandState};
 pub use config::{ConfigError, CpConfig, DuplicatePolicy};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
-pub use directory::{Claim, ClaimAnswer, ClaimError, Directory};
+pub use directory::{
+    Claim, ClaimAnswer, ClaimError, Directory, DirectoryFactory, ExternalDirectory, LocalDirectory,
+};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, ConnectionIdInUse, RevokeError, StatusError};
 pub use event::{

@@ -342,8 +342,8 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// Answers the [`CpEvent::OwnershipClaim`] of `conn` (servers whose
-    /// `CpConfig::directory` is `Directory::External`; see
-    /// [`Directory`](iop_core::cp::Directory) for the contract). A `Granted` answer
+    /// `CpConfig::directory` defers claims, as `DirectoryFactory::external()` does; see
+    /// [`directory`](iop_core::cp::directory) for the contract). A `Granted` answer
     /// refused with an error is a record to release.
     pub fn answer_claim(&self, conn: ConnectionId, answer: ClaimAnswer) -> Result<(), ClaimError> {
         self.shared

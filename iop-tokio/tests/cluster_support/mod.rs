@@ -6,7 +6,7 @@ use std::time::Duration;
 
 pub use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica};
-use iop_tokio::core::cp::{CpConfig, Directory, DuplicatePolicy};
+use iop_tokio::core::cp::{CpConfig, DirectoryFactory, DuplicatePolicy};
 use iop_tokio::prelude::*;
 
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -58,7 +58,7 @@ pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
     cp.heartbeat_interval = Duration::from_secs(1);
     cp.status_timeout = Duration::from_secs(2);
     cp.hello_timeout = Duration::from_secs(3);
-    cp.directory = Directory::External;
+    cp.directory = DirectoryFactory::external();
     cp.duplicate_policy = policy;
     cp.retry_after_duplicate = Duration::from_millis(200);
     cp.retry_after_superseded = Duration::from_secs(30);

@@ -1,5 +1,5 @@
-//! The driver's side of the ownership-claim seam ([`Directory::External`]): answering a
-//! claim, and losing an Edge to another Control Plane. See [`Directory`].
+//! The ownership-claim seam's answers: applying a [`Directory`]'s answer (at once or
+//! deferred to the driver), and losing an Edge to another Control Plane.
 
 use iop_proto::limits::send;
 use iop_proto::{Envelope, Message};
@@ -14,9 +14,10 @@ use crate::cp::directory::{ClaimAnswer, ClaimError};
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
+use crate::cp::session::PendingHello;
 
 impl ControlPlane {
-    /// The directory's answer to the [`CpEvent::OwnershipClaim`] of `conn`: accept the
+    /// The directory's deferred answer to the [`CpEvent::OwnershipClaim`] of `conn`: accept the
     /// hello under the granted session id, reject it `DUPLICATE_EDGE`, or end it
     /// `GoAway{OVERLOADED}`. Pull outputs afterwards, as after any input.
     pub fn handle_claim(
@@ -31,36 +32,41 @@ impl ControlPlane {
         let Some(pending) = self.conns.get_mut(&conn).and_then(|s| s.take_claim()) else {
             return Err(ClaimError::NotWaiting);
         };
-        let result = match answer {
+        let result = self.answer_claim(now, conn, pending, answer);
+        if self.conns.contains_key(&conn) {
+            self.reindex(conn);
+        }
+        result
+    }
+
+    /// Applies the directory's `answer` to the hello `pending` on `conn`, at once or
+    /// deferred: accept it under the granted session id (superseding the Edge's live
+    /// session here), reject it `DUPLICATE_EDGE`, or end it `GoAway{OVERLOADED}`.
+    pub(super) fn answer_claim(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        pending: PendingHello,
+        answer: ClaimAnswer,
+    ) -> Result<(), ClaimError> {
+        match answer {
             ClaimAnswer::Granted { session_id } => {
                 let entry = self.edges.get(&pending.hello.edge_id);
                 let last = entry.map_or(0, |e| e.view.session_id);
                 if session_id <= last {
                     self.close(conn, CloseReason::Overloaded);
-                    Err(ClaimError::StaleSessionId {
+                    return Err(ClaimError::StaleSessionId {
                         last,
                         given: session_id,
-                    })
-                } else {
-                    let old = entry.and_then(|e| e.live());
-                    self.last_session_id = self.last_session_id.max(session_id);
-                    self.accept_hello(now, conn, pending, old, session_id);
-                    Ok(())
+                    });
                 }
+                let old = entry.and_then(|e| e.live());
+                self.accept_hello(now, conn, pending, old, session_id);
             }
-            ClaimAnswer::Held => {
-                self.reject_duplicate(conn);
-                Ok(())
-            }
-            ClaimAnswer::Unavailable => {
-                self.close(conn, CloseReason::Overloaded);
-                Ok(())
-            }
-        };
-        if self.conns.contains_key(&conn) {
-            self.reindex(conn);
+            ClaimAnswer::Held => self.reject_duplicate(conn),
+            ClaimAnswer::Unavailable => self.close(conn, CloseReason::Overloaded),
         }
-        result
+        Ok(())
     }
 
     /// The directory says session `session_id` of `edge_id`, live here, lost its

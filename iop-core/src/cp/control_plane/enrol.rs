@@ -8,8 +8,7 @@ use crate::limits::INSTANCE_ID_KEY;
 use crate::time::Instant;
 
 use super::ControlPlane;
-use crate::cp::config::DuplicatePolicy;
-use crate::cp::directory::{Claim, Directory};
+use crate::cp::directory::Claim;
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
 use crate::cp::handover::CommandHandover;
@@ -71,32 +70,30 @@ impl ControlPlane {
             r.retry_after = self.config.retry_after_draining;
             return self.reject_hello(conn, r);
         }
-        // Step 6: the ownership claim (`directory`).
-        let old = self.edges.get(&hello.edge_id).and_then(|e| e.live());
+        // Step 6: the ownership claim, put to the directory.
+        let entry = self.edges.get(&hello.edge_id);
+        let claim = Claim {
+            conn,
+            edge_id: hello.edge_id.clone(),
+            policy: self.config.duplicate_policy,
+            local_session_id: entry
+                .and_then(|e| e.live())
+                .and_then(|c| self.conns.get(&c)?.session_id()),
+            last_session_id: entry.map_or(0, |e| e.view.session_id),
+        };
         let pending = PendingHello {
             hello,
             credential,
             version,
             adopted: Vec::new(),
         };
-        match self.config.directory {
-            Directory::Local => {
-                if old.is_some() && self.config.duplicate_policy == DuplicatePolicy::Reject {
-                    return self.reject_duplicate(conn);
-                }
-                self.last_session_id += 1;
-                let session_id = self.last_session_id;
-                self.accept_hello(now, conn, pending, old, session_id);
+        match self.directory.claim(&claim) {
+            Some(answer) => {
+                // A directory that answers at once cannot be stale for its own grant;
+                // `answer_claim` still refuses one that is, closing the hello.
+                let _ = self.answer_claim(now, conn, pending, answer);
             }
-            Directory::External => {
-                let edge_id = &pending.hello.edge_id;
-                let claim = Claim {
-                    conn,
-                    edge_id: edge_id.clone(),
-                    policy: self.config.duplicate_policy,
-                    local_session_id: old.and_then(|c| self.conns.get(&c)?.session_id()),
-                    last_session_id: self.edges.get(edge_id).map_or(0, |e| e.view.session_id),
-                };
+            None => {
                 if let Some(s) = self.conns.get_mut(&conn) {
                     s.claim(pending);
                 }

@@ -8,7 +8,7 @@
 //!   reports;
 //! * `enrol` — a hello's checks that span connections (PROTOCOL.md §4.1.2 steps 4–6),
 //!   acceptance, supersession, the commands a new session carries over;
-//! * `claim` — the driver's side of the ownership-claim seam (`Directory::External`);
+//! * `claim` — the ownership claim's answers, at once or from the driver;
 //! * `admission` — the `retry_after` of a burst refused at the pending-hello cap;
 //! * `commands` — commands out and their answers and events in (§4.4);
 //! * `api` — the application's other calls and queries;
@@ -33,6 +33,7 @@ use crate::time::Instant;
 
 use super::config::{ConfigError, CpConfig};
 use super::conn_table::ConnTable;
+use super::directory::Directory;
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::event::{CloseReason, CpEvent};
@@ -56,7 +57,8 @@ pub struct ControlPlane {
     events: VecDeque<CpEvent>,
     /// The wake-up queue and the frame count the sessions' outputs feed.
     io: Io,
-    last_session_id: u64,
+    /// Decides who may take an Edge id (the ownership claim).
+    directory: Box<dyn Directory>,
     last_command_n: u64,
     /// The latest `now` of any input: when an end that an application call causes
     /// (a revoke, a slow peer found while sending) happened.
@@ -76,7 +78,7 @@ impl ControlPlane {
     pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
-            last_session_id: config.session_id_floor,
+            directory: config.directory.make(&config),
             config,
             policy,
             conns: ConnTable::default(),

@@ -20,7 +20,7 @@ use super::timer::Timer;
 use super::{Established, Io, Session, Stage, protocol_error};
 
 /// A hello that passed its local checks, waiting for the directory's answer to its
-/// claim (`Directory::External`).
+/// claim (when the directory deferred it).
 #[derive(Debug)]
 pub(crate) struct PendingHello {
     pub(crate) hello: EdgeHelloRequest,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica, Router};
-use iop_core::cp::{CommandSpec, Directory};
+use iop_core::cp::{CommandSpec, DirectoryFactory};
 
 use super::super::edge_ops;
 use super::super::table::Table;
@@ -34,7 +34,7 @@ struct DemoReplica {
 
 async fn start_replica(nats: &NatsServer, id: &'static str) -> Result<DemoReplica, Failure> {
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
-    config.cp.directory = Directory::External;
+    config.cp.directory = DirectoryFactory::external();
     config.cp.heartbeat_interval = Duration::from_secs(1);
     config.shutdown_grace = Duration::from_secs(1);
     let server = ControlPlaneServer::bind(([127, 0, 0, 1], 0).into(), config)
