@@ -13,8 +13,8 @@ use std::alloc::System;
 
 use iop_bench::session::enrolment_frames;
 use iop_bench::table::{Row, Table, format_count};
-use iop_core::Instant;
-use iop_core::cp::{ConnectionId, ControlPlane, CpConfig, EnrolmentPolicy, Transmit};
+use iop_core::cp::{ConnectionId, ControlPlane, CpConfig, EnrolmentPolicy};
+use iop_core::{Instant, drain_transmits};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]
@@ -42,9 +42,8 @@ fn idle_edges(n: usize) -> (i64, usize) {
             continue;
         }
         cp.handle_bytes(now, conn, wire);
-        while let Transmit::Bytes(_) = cp.poll_transmit(conn, &mut buf) {
-            buf.clear();
-        }
+        let _ = drain_transmits(&mut buf, usize::MAX, |b| cp.poll_transmit(conn, b));
+        buf.clear();
         while cp.poll_event().is_some() {}
         while cp.poll_wakeup().is_some() {}
     }

@@ -17,11 +17,11 @@
 
 use std::fmt::Write as _;
 
-use iop_core::Instant;
 use iop_core::cp::{
     CloseReason, CommandSpec, ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy,
     Transmit,
 };
+use iop_core::{Instant, drain_transmits};
 use iop_proto::{
     Body, BodyKind, DEFAULT_MAX_FRAME_LEN, EdgeHelloRequest, Envelope, GoAwayReason,
     HelloRejectReason, PRE_HELLO_MAX_FRAME_LEN, PROTOCOL_VERSION, encode_frame,
@@ -196,15 +196,10 @@ impl Session {
             && !self.rival_forgotten
         {
             let mut buf = Vec::new();
-            loop {
-                match self.cp.poll_transmit(RIVAL, &mut buf) {
-                    Transmit::Bytes(_) => {}
-                    Transmit::Idle => break,
-                    Transmit::Close => {
-                        self.rival_forgotten = true;
-                        break;
-                    }
-                }
+            if drain_transmits(&mut buf, usize::MAX, |b| self.cp.poll_transmit(RIVAL, b))
+                == Transmit::Close
+            {
+                self.rival_forgotten = true;
             }
             if !buf.is_empty() {
                 self.transcript.push_str(&hex(&buf));
@@ -237,7 +232,7 @@ impl Session {
                 // Flush what the close queued; it must end in `Close`, with the
                 // frame that tells the peer why.
                 let mut buf = Vec::new();
-                while let Transmit::Bytes(_) = self.cp.poll_transmit(CONN, &mut buf) {}
+                let _ = drain_transmits(&mut buf, usize::MAX, |b| self.cp.poll_transmit(CONN, b));
                 self.transcript.push_str(&hex(&buf));
                 self.out.feed(&buf);
                 let mut probe = Vec::new();
