@@ -3,9 +3,9 @@
 //! Several `iop-control-plane` processes serve one fleet: an Edge connects to any of
 //! them, and the replicas agree on which one holds each Edge's live session through
 //! an existing engine — NATS with JetStream — never a protocol of their own. This crate
-//! answers the core's ownership-claim seam
-//! ([`ExternalDirectory`](iop_driver::iop_core::cp::ExternalDirectory)) from the
-//! engine:
+//! answers the core's ownership-claim seam (the core's
+//! [`Directory`](iop_driver::iop_core::cp::Directory), here a [`ReplicaDirectory`])
+//! from the engine:
 //!
 //! * one **ownership record** per Edge id in a key-value bucket ([`key`] says how ids
 //!   become keys), written only by compare-and-set; the winning write's revision is
@@ -33,25 +33,26 @@
 //! # Example
 //!
 //! A Control Plane server (here `iop-tokio`'s, any runtime of `iop-driver` works) whose
-//! core leaves ownership to the directory, made one replica of a cluster:
+//! core leaves ownership to the replica's directory, made one replica of a cluster:
 //!
 //! ```no_run
 //! use iop_cluster::{ClusterConfig, Replica};
-//! use iop_driver::iop_core::cp::{CpConfig, DirectoryFactory, EnrolmentPolicy};
+//! use iop_driver::iop_core::cp::{CpConfig, EnrolmentPolicy};
 //! use iop_driver::{ControlPlaneHandle, Runtime};
 //!
-//! /// `cp` is the handle of a server bound with `config()`.
-//! async fn join<R: Runtime>(cp: ControlPlaneHandle<R>) -> Result<Replica, Box<dyn std::error::Error>> {
-//!     let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
-//!     Ok(Replica::start(nats, cp, ClusterConfig::new("cp-1")).await?)
-//! }
-//!
-//! fn config() -> CpConfig {
+//! /// The core's config of replica `cluster` (bind the server with it).
+//! fn config(cluster: &ClusterConfig) -> CpConfig {
 //!     let mut config = CpConfig::default();
-//!     config.directory = DirectoryFactory::external();
+//!     config.directory = cluster.directory();
 //!     config
 //! }
-//! # let _ = EnrolmentPolicy::AcceptAny;
+//!
+//! /// `cp` is the handle of a server bound with `config(&cluster)`.
+//! async fn join<R: Runtime>(cp: ControlPlaneHandle<R>, cluster: ClusterConfig) -> Result<Replica, Box<dyn std::error::Error>> {
+//!     let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
+//!     Ok(Replica::start(nats, cp, cluster).await?)
+//! }
+//! # let _ = (EnrolmentPolicy::AcceptAny, config(&ClusterConfig::new("cp-1")));
 //! ```
 //!
 //! `iop-control-plane --cluster nats://HOST:PORT --replica-id ID` does this (see the
@@ -60,6 +61,7 @@
 #![forbid(unsafe_code)]
 
 pub mod commands;
+pub mod directory;
 pub mod events;
 pub mod key;
 mod memory;
@@ -73,6 +75,7 @@ pub mod stored;
 pub mod testing;
 
 pub use commands::CommandLog;
+pub use directory::ReplicaDirectory;
 pub use memory::MemoryStore;
 pub use nats::{ClusterConfig, NatsStore};
 pub use record::{Current, OwnerRecord};

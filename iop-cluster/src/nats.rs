@@ -1,15 +1,23 @@
 //! The ownership records and replica liveness in JetStream key-value buckets.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use futures_lite::StreamExt;
 
+use iop_driver::iop_core::cp::DirectoryFactory;
+
+use crate::directory::ReplicaDirectory;
 use crate::ownership::{OwnershipStore, StoreError, WriteError};
 use crate::record::{Current, OwnerRecord};
+use crate::stats::ClusterStats;
 
-/// Where and how a replica keeps its records in the engine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where and how a replica keeps its records in the engine, and the counters its
+/// Control Plane's directory shares with it: make one per replica, bind its server
+/// with [`directory`](Self::directory), and start the [`Replica`](crate::Replica)
+/// with it (clones share the counters).
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ClusterConfig {
     /// This replica's id: unique in the cluster, stable across its restarts (records
@@ -30,6 +38,9 @@ pub struct ClusterConfig {
     pub commands_bucket: String,
     /// How long a command record is kept after its last change (24 h).
     pub command_retention: Duration,
+    /// The replica's counters, made before the replica so that its Control Plane's
+    /// directory can read them from the start.
+    pub(crate) stats: Arc<ClusterStats>,
 }
 
 impl ClusterConfig {
@@ -44,7 +55,15 @@ impl ClusterConfig {
             op_timeout: Duration::from_secs(2),
             commands_bucket: "iop-commands".into(),
             command_retention: Duration::from_secs(24 * 3600),
+            stats: Arc::default(),
         }
+    }
+
+    /// The [`Directory`](iop_driver::iop_core::cp::Directory) for the core of this
+    /// replica's Control Plane ([`ReplicaDirectory`](crate::directory::ReplicaDirectory)):
+    /// set it as `CpConfig::directory` before binding the server.
+    pub fn directory(&self) -> DirectoryFactory {
+        ReplicaDirectory::factory(self.stats.clone())
     }
 }
 

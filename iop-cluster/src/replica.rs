@@ -1,8 +1,10 @@
 //! One Control Plane replica of a cluster: the ownership-claim seam of its core
 //! answered from the engine (PROTOCOL.md §8).
 //!
-//! A replica runs six tasks (on tokio) beside its Control Plane server, whose core must
-//! use [`ExternalDirectory`](iop_driver::iop_core::cp::ExternalDirectory):
+//! A replica runs six tasks (on tokio) beside its Control Plane server, whose core
+//! defers claims to it: [`ClusterConfig::directory`] (or
+//! [`ExternalDirectory`](iop_driver::iop_core::cp::ExternalDirectory), which defers
+//! them even when the replica cannot decide them):
 //! * **claims** — each [`CpEvent::OwnershipClaim`] is decided against the owners
 //!   bucket ([`ownership::claim`]) and answered; a granted session whose hello went away
 //!   meanwhile is released at once. Each `EdgeDisconnected` of a session it was granted
@@ -164,7 +166,7 @@ impl Replica {
             .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
         let fleet: Fleet = Arc::default();
         let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
-        let stats = Arc::new(ClusterStats::default());
+        let stats = config.stats.clone();
         let bucket = crate::commands::open_bucket(&js, &config).await?;
         let (commands, command_tasks) = CommandLog::start(
             bucket,
@@ -194,6 +196,7 @@ impl Replica {
                 .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected]),
         );
         stats.heartbeat(true, std::time::Duration::ZERO);
+        stats.serving(true);
         let ctx = Arc::new(Ctx {
             cp: cp.clone(),
             store: store.clone(),
@@ -294,6 +297,7 @@ impl Replica {
     /// Stops at once, releasing nothing: the records stay as they are and the liveness
     /// entry expires on its own — what a crash of the process leaves behind.
     pub fn abort(self) {
+        self.stats.serving(false);
         self.claims.abort();
         if let Some(task) = self.cp_events {
             task.abort();
@@ -307,6 +311,7 @@ impl Replica {
     /// sessions' closes are released first (waited for at most one heartbeat), then
     /// the liveness entry is removed.
     pub async fn shutdown(self) {
+        self.stats.serving(false);
         let _ = tokio::time::timeout(self.config.heartbeat, self.claims).await;
         if let Some(task) = self.cp_events {
             // Its subscription ends with the Control Plane, after the last events.

@@ -7,6 +7,8 @@ use std::time::Duration;
 /// A replica's counters, shared by its tasks and its [`Router`](crate::Router).
 #[derive(Debug, Default)]
 pub struct ClusterStats {
+    /// The replica runs: started, not shut down.
+    serving: AtomicBool,
     engine_up: AtomicBool,
     engine_rtt_us: AtomicU64,
     claims_granted: AtomicU64,
@@ -89,6 +91,17 @@ impl ClusterStats {
             let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
             self.engine_rtt_us.store(us, Ordering::Relaxed);
         }
+    }
+
+    /// The replica started (true) or stopped (false).
+    pub(crate) fn serving(&self, on: bool) {
+        self.serving.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a claim can be decided now: the replica runs and its last liveness
+    /// renewal reached the engine.
+    pub(crate) fn decides_claims(&self) -> bool {
+        self.serving.load(Ordering::Relaxed) && self.engine_up()
     }
 
     /// Whether the last liveness renewal reached the engine.

@@ -10,7 +10,7 @@ use cluster_support::*;
 use futures_lite::StreamExt;
 use iop_cluster::key::edge_key;
 use iop_cluster::ownership::OwnershipStore;
-use iop_tokio::core::cp::DuplicatePolicy;
+use iop_tokio::core::cp::{CloseReason, CpEventKind, DuplicatePolicy};
 use iop_tokio::core::proto::HelloRejectReason;
 use iop_tokio::prelude::*;
 
@@ -292,4 +292,64 @@ async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
     another.shutdown().await;
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicas_core_refuses_hellos_at_once_until_the_replica_can_decide_them() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let cluster = iop_cluster::ClusterConfig::new("cp-a");
+    let mut config = cluster_server(DuplicatePolicy::Replace);
+    config.cp.directory = cluster.directory();
+    let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    let mut events = server
+        .handle()
+        .subscribe_with(SubscribeOptions::default().kinds([
+            CpEventKind::OwnershipClaim,
+            CpEventKind::Closed,
+            CpEventKind::SessionAccepted,
+        ]));
+    let edge = EdgeClient::new(fast_edge("edge-1"))
+        .connect(server.local_addr())
+        .unwrap();
+    // No replica yet: no claim is raised (it would wait out the 3 s hello timeout);
+    // the hello is ended OVERLOADED at once, and the Edge retries after 300 ms.
+    let first = bounded("the first hello's end", async {
+        loop {
+            match events.next().await {
+                Some(Notice::Event(e @ (CpEvent::OwnershipClaim(_) | CpEvent::Closed { .. }))) => {
+                    return e;
+                }
+                Some(_) => {}
+                None => panic!("the events ended"),
+            }
+        }
+    })
+    .await;
+    assert!(
+        matches!(
+            first,
+            CpEvent::Closed {
+                reason: CloseReason::Overloaded,
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+
+    // Once the replica runs, the Edge's next hello is claimed and granted.
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let replica = iop_cluster::Replica::start(client, server.handle(), cluster)
+        .await
+        .unwrap();
+    let session = bounded("the session", edge.connected()).await.unwrap();
+    assert_eq!(replica.owned_session("edge-1"), Some(session.session_id));
+    assert!(replica.stats().snapshot().claims_unavailable >= 1);
+    assert!(replica.stats().snapshot().claims_granted >= 1);
+    edge.shutdown().await;
+    server.shutdown().await;
+    replica.shutdown().await;
 }

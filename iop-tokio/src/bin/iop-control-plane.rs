@@ -14,7 +14,6 @@ use iop_tokio::cli::cluster::ClusterArgs;
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
 use iop_tokio::cli::reload::{Reloadable, TlsFiles};
 use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging, startup};
-use iop_tokio::core::cp::DirectoryFactory;
 use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
 
 /// Many connections' buffers live among the short-lived allocations of hellos and, in a
@@ -230,8 +229,8 @@ fn run(args: Args) -> Result<(), Failure> {
     };
     let cluster = args.cluster.config().map_err(Failure::Usage)?;
     let mut config = ServerConfig::new(enrolment);
-    if cluster.is_some() {
-        config.cp.directory = DirectoryFactory::external();
+    if let Some(cluster) = &cluster {
+        config.cp.directory = cluster.directory();
     }
     let tls_files = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles {

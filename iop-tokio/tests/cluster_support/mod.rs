@@ -52,7 +52,8 @@ impl Node {
     }
 }
 
-/// A server config with short timers and the external directory.
+/// A server config with short timers and the external directory (a replica's own,
+/// [`ClusterConfig::directory`], replaces it where the replica is at hand).
 pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
     let mut cp = CpConfig::default();
     cp.heartbeat_interval = Duration::from_secs(1);
@@ -84,15 +85,17 @@ pub async fn node_on(
     policy: DuplicatePolicy,
     copies: usize,
 ) -> Node {
-    let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), cluster_server(policy))
+    let mut config = ClusterConfig::new(id);
+    config.heartbeat = Duration::from_millis(300);
+    config.bucket_replicas = copies;
+    let mut server_config = cluster_server(policy);
+    server_config.cp.directory = config.directory();
+    let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), server_config)
         .await
         .expect("bind");
     let addrs: Vec<async_nats::ServerAddr> =
         nats.iter().map(|n| n.url().parse().unwrap()).collect();
     let client = async_nats::connect(addrs).await.expect("connect nats");
-    let mut config = ClusterConfig::new(id);
-    config.heartbeat = Duration::from_millis(300);
-    config.bucket_replicas = copies;
     let replica = bounded("the replica's buckets", async {
         loop {
             match Replica::start(client.clone(), server.handle(), config.clone()).await {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica, Router};
-use iop_core::cp::{CommandSpec, DirectoryFactory};
+use iop_core::cp::CommandSpec;
 
 use super::super::edge_ops;
 use super::super::table::Table;
@@ -33,8 +33,10 @@ struct DemoReplica {
 }
 
 async fn start_replica(nats: &NatsServer, id: &'static str) -> Result<DemoReplica, Failure> {
+    let mut cluster = ClusterConfig::new(id);
+    cluster.heartbeat = Duration::from_millis(500);
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
-    config.cp.directory = DirectoryFactory::external();
+    config.cp.directory = cluster.directory();
     config.cp.heartbeat_interval = Duration::from_secs(1);
     config.shutdown_grace = Duration::from_secs(1);
     let server = ControlPlaneServer::bind(([127, 0, 0, 1], 0).into(), config)
@@ -43,8 +45,6 @@ async fn start_replica(nats: &NatsServer, id: &'static str) -> Result<DemoReplic
     let client = async_nats::connect(nats.url())
         .await
         .map_err(|e| Failure::Runtime(format!("replica {id}: NATS: {e}")))?;
-    let mut cluster = ClusterConfig::new(id);
-    cluster.heartbeat = Duration::from_millis(500);
     let replica = Replica::start(client, server.handle(), cluster)
         .await
         .map_err(|e| Failure::Runtime(format!("replica {id}: {e}")))?;
