@@ -13,16 +13,19 @@ use crate::time::Instant;
 
 use super::command::CommandBook;
 use super::ids::ConnectionId;
-use super::view::{EdgeView, Reachability};
+use iop_proto::EdgeHelloRequest;
+
+use super::view::{EdgeView, Reachability, StatusSummary};
 
 /// What the Control Plane holds about one Edge id.
 #[derive(Debug)]
 pub(crate) struct EdgeEntry {
-    pub(crate) view: EdgeView,
+    /// What the application reads; changed only through the methods below.
+    view: EdgeView,
     /// The connection of its live session.
     live: Option<ConnectionId>,
-    pub(crate) commands: CommandBook,
-    pub(crate) flaps: FlapHistory,
+    commands: CommandBook,
+    flaps: FlapHistory,
     /// When its last session ended, while it has none.
     disconnected_at: Option<Instant>,
 }
@@ -55,9 +58,95 @@ impl EdgeEntry {
         self.live
     }
 
+    /// What the application reads of it.
+    pub(crate) fn view(&self) -> &EdgeView {
+        &self.view
+    }
+
+    /// Its latest session's id (0: it never had one).
+    pub(crate) fn session_id(&self) -> u64 {
+        self.view.session_id
+    }
+
+    /// The operations its latest hello advertised.
+    pub(crate) fn operations(&self) -> &[String] {
+        &self.view.operations
+    }
+
+    /// Its commands (PROTOCOL.md §4.4), which outlive its sessions.
+    pub(crate) fn commands(&self) -> &CommandBook {
+        &self.commands
+    }
+
+    /// Its commands, to change.
+    pub(crate) fn commands_mut(&mut self) -> &mut CommandBook {
+        &mut self.commands
+    }
+
+    /// Supersessions of it so far.
+    pub(crate) fn supersessions(&self) -> u64 {
+        self.flaps.total
+    }
+
+    /// Its live session was superseded at `now`: counted, in the view too. True when it
+    /// is flapping (at least `threshold` supersessions within `window`).
+    pub(crate) fn superseded(&mut self, now: Instant, window: Duration, threshold: u32) -> bool {
+        let flapping = self.flaps.record(now, window, threshold);
+        self.view.supersessions = self.flaps.total;
+        flapping
+    }
+
+    /// Session `session_id` of `hello`'s Edge is live on `conn` (accepted at Unix time
+    /// `unix_ms`): the view takes the hello's identity. Returns the session id the view
+    /// held before (0 for a new Edge).
+    pub(crate) fn accepted(
+        &mut self,
+        conn: ConnectionId,
+        session_id: u64,
+        hello: &mut EdgeHelloRequest,
+        unix_ms: u64,
+    ) -> u64 {
+        self.went_live(conn);
+        let view = &mut self.view;
+        let old_session_id = std::mem::replace(&mut view.session_id, session_id);
+        view.software_version = std::mem::take(&mut hello.software_version);
+        view.operations = std::mem::take(&mut hello.operations);
+        view.metadata = std::mem::take(&mut hello.metadata).into_iter().collect();
+        view.connected_since_unix_ms = unix_ms;
+        old_session_id
+    }
+
+    /// A status answered: `summary` is the latest, and a `fresh` one (a full status,
+    /// not truncated) makes the view fresh.
+    pub(crate) fn status_answered(&mut self, summary: StatusSummary, fresh: bool) {
+        self.view.last_status = Some(summary);
+        if fresh {
+            self.view.fresh = true;
+        }
+    }
+
+    /// The view no longer matches the Edge (a resync): not fresh until a full status.
+    pub(crate) fn stale(&mut self) {
+        self.view.fresh = false;
+    }
+
+    /// Its live session went silent (`false`) or was heard from again (`true`).
+    pub(crate) fn reachable(&mut self, reachable: bool) {
+        self.view.reachability = if reachable {
+            Reachability::Connected
+        } else {
+            Reachability::Unreachable
+        };
+    }
+
+    /// Its id and its unfinished commands' ids, as it is forgotten.
+    pub(crate) fn forgotten(self) -> (String, Vec<String>) {
+        (self.view.edge_id, self.commands.unfinished_ids())
+    }
+
     /// Its live session is on `conn` now: connected, and not fresh until a full status
     /// answers the new session.
-    pub(crate) fn went_live(&mut self, conn: ConnectionId) {
+    fn went_live(&mut self, conn: ConnectionId) {
         self.live = Some(conn);
         self.view.reachability = Reachability::Connected;
         self.view.fresh = false;
@@ -75,7 +164,7 @@ impl EdgeEntry {
 /// Supersession history of one Edge id, for flapping detection.
 #[derive(Debug, Default)]
 pub(crate) struct FlapHistory {
-    pub(crate) total: u64,
+    total: u64,
     recent: VecDeque<Instant>,
 }
 

@@ -128,7 +128,7 @@ impl ControlPlane {
                 self.conns
                     .get(conn)
                     .and_then(|s| s.established())
-                    .is_some_and(|s| self.policy.check(&s.edge_id, &s.credential).is_err())
+                    .is_some_and(|s| self.policy.check(s.edge_id(), s.credential()).is_err())
             })
             .collect();
         for conn in revoked {
@@ -155,30 +155,30 @@ impl ControlPlane {
     pub fn unfinished_commands(&self, edge_id: &str) -> Vec<String> {
         self.edges
             .get(edge_id)
-            .map(|e| e.commands.unfinished_ids())
+            .map(|e| e.commands().unfinished_ids())
             .unwrap_or_default()
     }
 
     /// The view of one Edge.
     pub fn edge(&self, edge_id: &str) -> Option<&EdgeView> {
-        self.edges.get(edge_id).map(|e| &e.view)
+        self.edges.get(edge_id).map(|e| e.view())
     }
 
     /// The view of every Edge known, by id.
     pub fn edges(&self) -> impl Iterator<Item = &EdgeView> {
-        self.edges.values().map(|e| &e.view)
+        self.edges.values().map(|e| e.view())
     }
 
     /// What is known about one command of one Edge.
     pub fn command(&self, edge_id: &str, command_id: &str) -> Option<CommandState> {
-        self.edges.get(edge_id)?.commands.state(command_id)
+        self.edges.get(edge_id)?.commands().state(command_id)
     }
 
     /// The Edge id and session id of the session accepted on `conn`, e.g. to label a
     /// connection task's logs. `None` before the hello and once closing.
     pub fn session_of(&self, conn: ConnectionId) -> Option<(&str, u64)> {
         let s = self.conns.get(&conn)?.established()?;
-        Some((s.edge_id.as_str(), s.session_id))
+        Some((s.edge_id(), s.session_id()))
     }
 
     /// The connection of the live session of `edge_id`.

@@ -52,7 +52,7 @@ impl ControlPlane {
         match answer {
             ClaimAnswer::Granted { session_id } => {
                 let entry = self.edges.get(&pending.hello.edge_id);
-                let last = entry.map_or(0, |e| e.view.session_id);
+                let last = entry.map_or(0, |e| e.session_id());
                 if session_id <= last {
                     self.close(conn, CloseReason::Overloaded);
                     return Err(ClaimError::StaleSessionId {
@@ -91,12 +91,12 @@ impl ControlPlane {
         let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
             return false;
         };
-        if session.session_id != session_id {
+        if session.session_id() != session_id {
             return false;
         }
-        let (slot, old_instance_id) = (session.edge, session.instance_id.clone());
+        let (slot, old_instance_id) = (session.edge(), session.instance_id().map(str::to_owned));
         entry.went_down();
-        let total_supersessions = entry.flaps.total;
+        let total_supersessions = entry.supersessions();
         self.stats.supersessions += 1;
         self.events.push_back(CpEvent::EdgeSuperseded {
             edge_id: edge_id.to_owned(),

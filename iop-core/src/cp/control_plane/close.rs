@@ -79,7 +79,7 @@ impl ControlPlane {
             return;
         };
         entry.went_down();
-        let undeliverable = entry.commands.on_session_end(
+        let undeliverable = entry.commands_mut().on_session_end(
             self.config.undeliverable_after_sessions,
             self.config.finished_command_retention,
         );

@@ -39,8 +39,8 @@ impl ControlPlane {
         let Some(conn) = self.live_conn(edge_id) else {
             return Err(CommandError::NotConnected(edge_id.to_owned()));
         };
-        if !entry.view.operations.contains(&spec.operation) {
-            let mut advertised = entry.view.operations.clone();
+        if !entry.operations().contains(&spec.operation) {
+            let mut advertised = entry.operations().to_vec();
             advertised.sort_unstable();
             return Err(CommandError::OperationNotAdvertised {
                 operation: spec.operation,
@@ -57,16 +57,16 @@ impl ControlPlane {
             None => loop {
                 next_n += 1;
                 let id = format!("cmd-{:x}-{next_n}", self.config.command_id_epoch);
-                if !entry.commands.contains(&id) {
+                if !entry.commands().contains(&id) {
                     break id;
                 }
             },
         };
-        if entry.commands.contains(&command_id) {
+        if entry.commands().contains(&command_id) {
             return Err(CommandError::DuplicateCommandId(command_id));
         }
         let limit = self.config.max_inflight_commands;
-        if entry.commands.unfinished() >= limit {
+        if entry.commands().unfinished() >= limit {
             return Err(CommandError::TooManyInFlight { limit });
         }
         let request = EdgeCommandRequest {
@@ -89,7 +89,7 @@ impl ControlPlane {
         }
         self.last_command_n = next_n;
         if let Some(entry) = self.edges.get_mut(edge_id) {
-            entry.commands.insert(request);
+            entry.commands_mut().insert(request);
         }
         // A full buffer drops the session; the command stays for the next one.
         let _ = self.send(conn, &envelope);
@@ -99,14 +99,14 @@ impl ControlPlane {
     /// What another Control Plane needs to carry command `command_id` of `edge_id` on
     /// (PROTOCOL.md §8); `None` for a command not known (or no longer kept) here.
     pub fn command_handover(&self, edge_id: &str, command_id: &str) -> Option<CommandHandover> {
-        self.edges.get(edge_id)?.commands.handover(command_id)
+        self.edges.get(edge_id)?.commands().handover(command_id)
     }
 
     fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
         self.conns
             .get(&conn)
             .and_then(|s| s.established())
-            .map(|s| (s.edge_id.clone(), s.session_id, s.edge))
+            .map(|s| (s.edge_id().to_owned(), s.session_id(), s.edge()))
     }
 
     pub(super) fn on_command_response(&mut self, conn: ConnectionId, resp: EdgeCommandResponse) {
@@ -115,7 +115,7 @@ impl ControlPlane {
         };
         let retention = self.config.finished_command_retention;
         let effect = match self.edges.live_at(slot, conn) {
-            Some(entry) => entry.commands.on_response(&resp, retention),
+            Some(entry) => entry.commands_mut().on_response(&resp, retention),
             None => Ok(ResponseEffect::Unknown),
         };
         match effect {
@@ -140,7 +140,7 @@ impl ControlPlane {
         };
         let retention = self.config.finished_command_retention;
         let effect = match self.edges.live_at(slot, conn) {
-            Some(entry) => entry.commands.on_event(&ev, retention),
+            Some(entry) => entry.commands_mut().on_event(&ev, retention),
             None => Ok(EventEffect::Unknown),
         };
         match effect {

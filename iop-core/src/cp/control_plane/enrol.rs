@@ -79,7 +79,7 @@ impl ControlPlane {
             local_session_id: entry
                 .and_then(|e| e.live())
                 .and_then(|c| self.conns.get(&c)?.session_id()),
-            last_session_id: entry.map_or(0, |e| e.view.session_id),
+            last_session_id: entry.map_or(0, |e| e.session_id()),
         };
         let pending = PendingHello {
             hello,
@@ -187,21 +187,13 @@ impl ControlPlane {
         let unix_ms = self.config.wall_clock.unix_ms(now);
         let slot = self.edges.slot_or_insert(&hello.edge_id);
         if let Some(session) = self.conns.get_mut(&conn).and_then(|s| s.established_mut()) {
-            session.edge = slot;
+            session.registered(slot);
         }
         self.edges.connected(slot);
         let Some(entry) = self.edges.at_mut(slot) else {
             return 0;
         };
-        entry.went_live(conn);
-        let old_session_id = entry.view.session_id;
-        let view = &mut entry.view;
-        view.session_id = session_id;
-        view.software_version = std::mem::take(&mut hello.software_version);
-        view.operations = std::mem::take(&mut hello.operations);
-        view.metadata = std::mem::take(&mut hello.metadata).into_iter().collect();
-        view.connected_since_unix_ms = unix_ms;
-        old_session_id
+        entry.accepted(conn, session_id, hello, unix_ms)
     }
 
     /// PROTOCOL.md §4.4 on a new session: re-send every command never answered, mark lost
@@ -211,7 +203,7 @@ impl ControlPlane {
         let Some(entry) = self.edges.get_mut(edge_id) else {
             return;
         };
-        let (resend, lost) = entry.commands.on_new_session(inflight, retention);
+        let (resend, lost) = entry.commands_mut().on_new_session(inflight, retention);
         for command_id in lost {
             self.stats.commands_lost += 1;
             self.events.push_back(CpEvent::CommandLost {
@@ -242,16 +234,13 @@ impl ControlPlane {
             .conns
             .get(&old_conn)
             .and_then(|s| s.established())
-            .and_then(|s| s.instance_id.clone());
+            .and_then(|s| s.instance_id().map(str::to_owned));
         self.stats.supersessions += 1;
         let (total, flapping) = match self.edges.get_mut(edge_id) {
             Some(entry) => {
-                let flapping =
-                    entry
-                        .flaps
-                        .record(now, self.config.flap_window, self.config.flap_threshold);
-                entry.view.supersessions = entry.flaps.total;
-                (entry.flaps.total, flapping)
+                let (window, threshold) = (self.config.flap_window, self.config.flap_threshold);
+                let flapping = entry.superseded(now, window, threshold);
+                (entry.supersessions(), flapping)
             }
             None => (0, false),
         };
@@ -282,9 +271,9 @@ impl ControlPlane {
         let Some(session) = s.established() else {
             return;
         };
-        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-        if let Some(entry) = self.edges.live_at(session.edge, conn) {
-            entry.view.fresh = false;
+        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
+        if let Some(entry) = self.edges.live_at(session.edge(), conn) {
+            entry.stale();
         }
         let request = if self.config.auto_status_on_resync {
             self.issue_status(now, conn, &edge_id, &[]).ok()
@@ -304,7 +293,7 @@ impl ControlPlane {
         let retention = self.config.finished_command_retention;
         if let Some(entry) = self.edges.get_mut(edge_id) {
             for command in adopted {
-                entry.commands.adopt(command, retention);
+                entry.commands_mut().adopt(command, retention);
             }
         }
     }
@@ -320,7 +309,7 @@ impl ControlPlane {
         let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
             return;
         };
-        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
+        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
         if let Some(cause) = resync {
             if matches!(cause, ResyncCause::EventGap { .. }) {
                 self.stats.event_gaps += 1;

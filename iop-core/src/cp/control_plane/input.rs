@@ -99,7 +99,7 @@ impl ControlPlane {
         if was_unreachable {
             self.reachable_again(conn);
         }
-        self.io.handling = Some(conn);
+        self.io.handling(Some(conn));
         let mut input = bytes;
         // One lookup of the connection while its frames need nothing else (a status
         // answer needs only the Edge table beside it); what needs the whole control
@@ -116,7 +116,7 @@ impl ControlPlane {
                 Some(up) => self.on_session(now, conn, up),
             }
         }
-        self.io.handling = None;
+        self.io.handling(None);
     }
 
     /// What the session on `conn` reported.
@@ -164,7 +164,8 @@ impl ControlPlane {
             s.unindexed();
             let expired = s.expire(now);
             let session = s.established().filter(|_| !expired.status.is_empty());
-            if let Some((edge_id, session_id)) = session.map(|e| (e.edge_id.clone(), e.session_id))
+            if let Some((edge_id, session_id)) =
+                session.map(|e| (e.edge_id().to_owned(), e.session_id()))
             {
                 for correlation_id in expired.status {
                     self.stats.status_timeouts += 1;
@@ -205,7 +206,7 @@ fn status_received(
         response,
     } = answer;
     if let Some(entry) = edges.live_at(edge, conn) {
-        entry.view.last_status = Some(StatusSummary {
+        let summary = StatusSummary {
             session_id,
             registry_revision: response.registry_revision,
             observed_at_unix_ms: response.observed_at_unix_ms,
@@ -213,10 +214,8 @@ fn status_received(
             node_count: response.nodes.len(),
             connected_nodes: response.nodes.iter().filter(|n| n.connected).count(),
             truncated: response.truncated,
-        });
-        if fresh {
-            entry.view.fresh = true;
-        }
+        };
+        entry.status_answered(summary, fresh);
     }
     // The response's `edge_id` is the session's (checked): the event carries it in the
     // response only, which saves a copy of the id per status.

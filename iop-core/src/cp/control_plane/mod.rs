@@ -140,7 +140,7 @@ impl ControlPlane {
     /// *another* connection, or from an application call: wake its task so it calls
     /// `poll_transmit`. Each connection is listed once until polled.
     pub fn poll_wakeup(&mut self) -> Option<ConnectionId> {
-        while let Some(conn) = self.io.wakeups.pop_front() {
+        while let Some(conn) = self.io.next_wakeup() {
             if let Some(s) = self.conns.get_mut(&conn) {
                 s.woken();
                 return Some(conn);
@@ -157,8 +157,7 @@ impl ControlPlane {
     /// Counters for metrics.
     pub fn stats(&self) -> CpStats {
         let mut stats = self.stats.clone();
-        stats.frames_in = self.io.frames_in;
-        stats.frames_out = self.io.frames_out;
+        (stats.frames_in, stats.frames_out) = self.io.frames();
         stats.connections = self.conns.len();
         stats.live_sessions = self.edges.values().filter(|e| e.live().is_some()).count();
         stats.edges_known = self.edges.len();

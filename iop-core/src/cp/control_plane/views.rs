@@ -9,7 +9,6 @@ use crate::time::Instant;
 use super::ControlPlane;
 use crate::cp::event::{CpEvent, ForgetReason};
 use crate::cp::ids::ConnectionId;
-use crate::cp::view::Reachability;
 
 impl ControlPlane {
     /// Forgets the views whose last session ended `disconnected_view_ttl` ago.
@@ -36,9 +35,10 @@ impl ControlPlane {
             return;
         };
         self.stats.views_forgotten += 1;
+        let (edge_id, unfinished_commands) = entry.forgotten();
         self.events.push_back(CpEvent::EdgeForgotten {
-            unfinished_commands: entry.commands.unfinished_ids(),
-            edge_id: entry.view.edge_id,
+            unfinished_commands,
+            edge_id,
             reason,
         });
     }
@@ -48,9 +48,9 @@ impl ControlPlane {
         let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
             return;
         };
-        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-        if let Some(entry) = self.edges.live_at(session.edge, conn) {
-            entry.view.reachability = Reachability::Connected;
+        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
+        if let Some(entry) = self.edges.live_at(session.edge(), conn) {
+            entry.reachable(true);
         }
         self.events.push_back(CpEvent::EdgeReachable {
             edge_id,
@@ -64,9 +64,9 @@ impl ControlPlane {
         let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
             return;
         };
-        let (edge_id, session_id) = (session.edge_id.clone(), session.session_id);
-        if let Some(entry) = self.edges.live_at(session.edge, conn) {
-            entry.view.reachability = Reachability::Unreachable;
+        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
+        if let Some(entry) = self.edges.live_at(session.edge(), conn) {
+            entry.reachable(false);
         }
         self.events.push_back(CpEvent::EdgeUnreachable {
             edge_id,

@@ -63,10 +63,27 @@ pub struct ConnBuffers {
 /// driver pulls after every input), and the counts of frames read and queued.
 #[derive(Debug, Default)]
 pub(crate) struct Io {
-    pub(crate) wakeups: VecDeque<ConnectionId>,
-    pub(crate) handling: Option<ConnectionId>,
-    pub(crate) frames_in: u64,
-    pub(crate) frames_out: u64,
+    wakeups: VecDeque<ConnectionId>,
+    handling: Option<ConnectionId>,
+    frames_in: u64,
+    frames_out: u64,
+}
+
+impl Io {
+    /// The bytes of `conn` are being handled (`Some`), or none are (`None`).
+    pub(crate) fn handling(&mut self, conn: Option<ConnectionId>) {
+        self.handling = conn;
+    }
+
+    /// The next connection to wake, oldest first.
+    pub(crate) fn next_wakeup(&mut self) -> Option<ConnectionId> {
+        self.wakeups.pop_front()
+    }
+
+    /// Frames read and frames queued so far.
+    pub(crate) fn frames(&self) -> (u64, u64) {
+        (self.frames_in, self.frames_out)
+    }
 }
 
 /// What applying a [`ToSession`] came to.
@@ -116,14 +133,14 @@ enum Stage {
 /// The accepted session on a connection.
 #[derive(Debug)]
 pub(crate) struct Established {
-    pub(crate) edge_id: String,
+    edge_id: String,
     /// The slot of its Edge's entry (`EdgeSlot::NONE` until registered).
-    pub(crate) edge: EdgeSlot,
-    pub(crate) session_id: u64,
+    edge: EdgeSlot,
+    session_id: u64,
     /// Hash of the credential the hello presented, to re-check on policy changes.
-    pub(crate) credential: CredentialHash,
+    credential: CredentialHash,
     /// `iop.instance_id` from the hello metadata.
-    pub(crate) instance_id: Option<String>,
+    instance_id: Option<String>,
     /// Silence for this long makes the Edge unreachable (`unreachable_intervals`
     /// heartbeat intervals, computed once).
     unreachable_after: Duration,
@@ -136,6 +153,38 @@ pub(crate) struct Established {
     /// Only a full status requested with this correlation id or later makes the view
     /// fresh: earlier ones may predate the latest resync point.
     fresh_floor: u64,
+}
+
+impl Established {
+    /// The Edge id the hello named.
+    pub(crate) fn edge_id(&self) -> &str {
+        &self.edge_id
+    }
+
+    /// The slot of its Edge's entry (`EdgeSlot::NONE` until registered).
+    pub(crate) fn edge(&self) -> EdgeSlot {
+        self.edge
+    }
+
+    /// Its session id.
+    pub(crate) fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// Hash of the credential the hello presented.
+    pub(crate) fn credential(&self) -> &CredentialHash {
+        &self.credential
+    }
+
+    /// `iop.instance_id` from the hello metadata.
+    pub(crate) fn instance_id(&self) -> Option<&str> {
+        self.instance_id.as_deref()
+    }
+
+    /// Its Edge's entry is in `slot` now.
+    pub(crate) fn registered(&mut self, slot: EdgeSlot) {
+        self.edge = slot;
+    }
 }
 
 impl Session {
