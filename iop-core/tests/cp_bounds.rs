@@ -23,12 +23,12 @@ fn command_requests(frames: &[Envelope]) -> Vec<String> {
 /// session the command is FAILED "undeliverable" and the fourth never gets it.
 #[test]
 fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let id =
         t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
             .unwrap();
-    t.pump(None);
+    t.pump();
     let mut conn = conn;
     for session in 1..=3 {
         assert_eq!(
@@ -77,12 +77,12 @@ fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
 /// never undeliverable, whatever happens to later sessions.
 #[test]
 fn only_sessions_that_end_unanswered_count() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let id =
         t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
             .unwrap();
-    t.pump(None);
+    t.pump();
     t.take_frames(conn);
     t.drop_transport(conn);
     let (conn, _) = t.hello_with(hello("edge-1", &["op"]));
@@ -102,7 +102,7 @@ fn only_sessions_that_end_unanswered_count() {
 fn past_the_pending_hello_cap_a_connection_is_told_overloaded() {
     let mut c = cfg();
     c.max_pending_hellos = 2;
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let (a, b) = (t.connect(), t.connect());
     let over = t.connect();
     assert!(t.is_closed(over));
@@ -132,7 +132,7 @@ fn past_the_pending_hello_cap_a_connection_is_told_overloaded() {
 fn a_burst_past_the_pending_hello_cap_is_told_to_come_back_when_it_will_have_drained() {
     let mut c = cfg();
     c.max_pending_hellos = 1_000;
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     // 500 hellos accepted in half a second: about 1 000 a second.
     for i in 0..500 {
         t.enrol(&format!("edge-{i}"), &[]);
@@ -179,14 +179,14 @@ fn views_of_disconnected_edges_are_bounded_in_number_and_age() {
     let mut c = cfg();
     c.max_disconnected_views = 3;
     c.disconnected_view_ttl = Duration::from_secs(3_600);
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let mut events = Vec::new();
     for i in 0..5 {
         let (conn, _) = t.enrol(&format!("edge-{i}"), &["op"]);
         if i == 0 {
             t.cp.send_command(t.now, "edge-0", CommandSpec::new("op"), Some("c0".into()))
                 .unwrap();
-            t.pump(None);
+            t.pump();
         }
         t.advance(Duration::from_secs(1));
         t.drop_transport(conn);
@@ -232,7 +232,7 @@ fn views_of_disconnected_edges_are_bounded_in_number_and_age() {
 fn a_truncated_status_is_not_a_fresh_view() {
     let mut c = cfg();
     c.auto_status_on_resync = false;
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     let truncated = EdgeStatusResponse {

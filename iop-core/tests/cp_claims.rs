@@ -12,15 +12,15 @@ use iop_core::cp::{
 use iop_core::proto::{Body, GoAwayReason, HelloRejectReason};
 use iop_core::testing::scripted::edges::*;
 
-fn external(policy: DuplicatePolicy) -> Harness {
+fn external(policy: DuplicatePolicy) -> Pair {
     let mut c = cfg();
     c.directory = DirectoryFactory::external();
     c.duplicate_policy = policy;
-    Harness::with(c, EnrolmentPolicy::AcceptAny)
+    harness_with(c, EnrolmentPolicy::AcceptAny)
 }
 
 /// Connects and sends a hello; returns the connection and the claim it raised.
-fn claim(t: &mut Harness, edge_id: &str) -> (ConnectionId, Claim) {
+fn claim(t: &mut Pair, edge_id: &str) -> (ConnectionId, Claim) {
     let conn = t.connect();
     t.send(conn, hello(edge_id, &["edge.ping"]));
     assert!(
@@ -38,13 +38,13 @@ fn claim(t: &mut Harness, edge_id: &str) -> (ConnectionId, Claim) {
     (conn, claim)
 }
 
-fn answer(t: &mut Harness, conn: ConnectionId, a: ClaimAnswer) -> Result<(), ClaimError> {
+fn answer(t: &mut Pair, conn: ConnectionId, a: ClaimAnswer) -> Result<(), ClaimError> {
     let r = t.cp.handle_claim(t.now, conn, a);
-    t.pump(Some(conn));
+    t.pump();
     r
 }
 
-fn hello_response(t: &mut Harness, conn: ConnectionId) -> iop_core::proto::EdgeHelloResponse {
+fn hello_response(t: &mut Pair, conn: ConnectionId) -> iop_core::proto::EdgeHelloResponse {
     t.take_frames(conn)
         .into_iter()
         .find_map(|f| match f.body {
@@ -66,7 +66,7 @@ fn a_granted_claim_accepts_the_hello_under_the_directorys_session_id() {
     let r = hello_response(&mut t, conn);
     assert!(r.accepted);
     assert_eq!(r.session_id, 77);
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::SessionAccepted {
             session_id: 77,
@@ -98,7 +98,7 @@ fn a_grant_for_a_live_edge_supersedes_its_session_here() {
     assert!(hello_response(&mut t, second).accepted);
     // The superseded session's end is no release: no EdgeDisconnected.
     assert!(
-        !t.events
+        !t.cp_events
             .iter()
             .any(|e| matches!(e, CpEvent::EdgeDisconnected { .. }))
     );
@@ -181,7 +181,7 @@ fn a_frame_while_the_claim_waits_is_a_protocol_error() {
     );
     let (conn, _) = claim(&mut t, "edge-2");
     t.send(conn, hello("edge-2", &[]));
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::Closed { conn: c, reason: CloseReason::ProtocolError(_), .. } if *c == conn
     )));
@@ -198,7 +198,7 @@ fn losing_the_record_supersedes_the_session_without_a_release() {
     assert!(!t.cp.handle_ownership_lost(t.now, "edge-1", 19, 21));
     assert!(!t.cp.handle_ownership_lost(t.now, "edge-9", 20, 21));
     assert!(t.cp.handle_ownership_lost(t.now, "edge-1", 20, 21));
-    t.pump(Some(conn));
+    t.pump();
     assert_eq!(
         go_away(&t.take_frames(conn)).map(|(r, _)| r),
         Some(GoAwayReason::Superseded as i32)
@@ -238,11 +238,11 @@ fn a_granted_session_that_ends_says_which_record_to_release() {
 
 #[test]
 fn the_local_directory_answers_at_once() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, r) = t.hello_with(hello("edge-1", &[]));
     assert!(r.accepted);
     assert!(
-        !t.events
+        !t.cp_events
             .iter()
             .any(|e| matches!(e, CpEvent::OwnershipClaim(_)))
     );
@@ -277,7 +277,7 @@ fn a_directory_of_ones_own_answers_some_claims_at_once_and_defers_others() {
         Box::new(Mixed(LocalDirectory::new(config.session_id_floor)))
     });
     assert_eq!(format!("{:?}", c.directory), "DirectoryFactory(\"mixed\")");
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
 
     // At once, granted: the local directory's ids start above the floor.
     let (_, r) = t.hello_with(hello("edge-1", &[]));

@@ -27,7 +27,7 @@ struct FakeEdge {
 const EDGE: &str = "edge-1";
 
 impl FakeEdge {
-    fn connect(&mut self, t: &mut Harness) {
+    fn connect(&mut self, t: &mut Pair) {
         let mut h = hello(EDGE, &["op"]);
         h.inflight_command_ids = self.held.keys().cloned().collect();
         let (conn, resp) = t.hello_with(h);
@@ -45,7 +45,7 @@ impl FakeEdge {
     }
 
     /// Delivers everything written so far.
-    fn flush(&mut self, t: &mut Harness) {
+    fn flush(&mut self, t: &mut Pair) {
         let frames = std::mem::take(&mut self.outbox);
         if let Some(conn) = self.conn {
             for f in frames {
@@ -54,7 +54,7 @@ impl FakeEdge {
         }
     }
 
-    fn drop_conn(&mut self, t: &mut Harness) {
+    fn drop_conn(&mut self, t: &mut Pair) {
         self.outbox.clear();
         if let Some(conn) = self.conn.take() {
             t.drop_transport(conn);
@@ -62,7 +62,7 @@ impl FakeEdge {
     }
 
     /// Reads and answers everything the CP sent.
-    fn read(&mut self, t: &mut Harness) {
+    fn read(&mut self, t: &mut Pair) {
         let Some(conn) = self.conn else { return };
         if t.is_closed(conn) {
             self.conn = None;
@@ -96,7 +96,7 @@ impl FakeEdge {
     }
 
     /// Moves the `i`-th unfinished command one step; sends the event if connected.
-    fn progress(&mut self, t: &Harness, i: usize, finish: bool) {
+    fn progress(&mut self, t: &Pair, i: usize, finish: bool) {
         let open: Vec<String> = self
             .held
             .iter()
@@ -156,7 +156,7 @@ proptest! {
 
     #[test]
     fn every_command_ends_exactly_once_across_reconnects(steps in prop::collection::vec(step(), 1..60)) {
-        let mut t = Harness::new();
+        let mut t = harness();
         let mut edge = FakeEdge { conn: None, held: BTreeMap::new(), outbox: Vec::new() };
         edge.connect(&mut t);
         let mut sent = Vec::new();
@@ -170,7 +170,7 @@ proptest! {
                     if let Ok(id) = t.cp.send_command(t.now, EDGE, spec, None) {
                         sent.push(id);
                     }
-                    t.pump(None);
+                    t.pump();
                 }
                 Step::Read => edge.read(&mut t),
                 Step::Flush => edge.flush(&mut t),
@@ -197,11 +197,11 @@ proptest! {
             }
             edge.flush(&mut t);
         }
-        prop_assert_eq!(t.cp.stats().protocol_errors, 0, "{:?}", t.events);
+        prop_assert_eq!(t.cp.stats().protocol_errors, 0, "{:?}", t.cp_events);
         for id in &sent {
             let st = t.cp.command(EDGE, id).unwrap();
             prop_assert!(st.outcome.is_some(), "{id}: {st:?}");
-            let ends = t.events.iter().filter(|e| match e {
+            let ends = t.cp_events.iter().filter(|e| match e {
                 CpEvent::CommandEvent { event, .. } => event.command_id == *id
                     && event.phase == CommandPhase::Succeeded as i32,
                 CpEvent::CommandLost { command_id, .. } => command_id == id,

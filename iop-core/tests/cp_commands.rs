@@ -25,20 +25,20 @@ fn commands(frames: &[Envelope]) -> Vec<EdgeCommandRequest> {
 }
 
 /// An enrolled edge with command `c1` sent.
-fn with_command() -> (Harness, ConnectionId) {
-    let mut t = Harness::new();
+fn with_command() -> (Pair, ConnectionId) {
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["node.drain"]);
     let id =
         t.cp.send_command(t.now, "edge-1", spec("node.drain"), Some("c1".into()))
             .unwrap();
     assert_eq!(id, "c1");
-    t.pump(None);
+    t.pump();
     assert_eq!(commands(&t.take_frames(conn))[0].command_id, "c1");
     (t, conn)
 }
 
-fn command_events(t: &Harness) -> Vec<(u32, i32)> {
-    t.events
+fn command_events(t: &Pair) -> Vec<(u32, i32)> {
+    t.cp_events
         .iter()
         .filter_map(|e| match e {
             CpEvent::CommandEvent { event, .. } => Some((event.sequence, event.phase)),
@@ -49,7 +49,7 @@ fn command_events(t: &Harness) -> Vec<(u32, i32)> {
 
 #[test]
 fn only_advertised_operations_are_sent() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["node.drain"]);
     let refused =
         t.cp.send_command(t.now, "edge-1", spec("node.reboot"), None);
@@ -71,7 +71,7 @@ fn only_advertised_operations_are_sent() {
         unknown.unwrap_err().to_string().contains("never connected"),
         "an unknown edge is told apart from a disconnected one"
     );
-    t.pump(None);
+    t.pump();
     assert!(t.take_frames(conn).is_empty());
 }
 
@@ -79,7 +79,7 @@ fn only_advertised_operations_are_sent() {
 fn generated_ids_are_deterministic_and_supplied_ids_unique() {
     let mut c = cfg();
     c.command_id_epoch = 0xabc;
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     t.enrol("edge-1", &["op"]);
     let a =
         t.cp.send_command(t.now, "edge-1", spec("op"), None)
@@ -113,7 +113,7 @@ fn generated_ids_are_deterministic_and_supplied_ids_unique() {
 fn in_flight_commands_are_limited_per_edge() {
     let mut c = cfg();
     c.max_inflight_commands = 2;
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &["op"]);
     t.cp.send_command(t.now, "edge-1", spec("op"), Some("a".into()))
         .unwrap();
@@ -123,7 +123,7 @@ fn in_flight_commands_are_limited_per_edge() {
         t.cp.send_command(t.now, "edge-1", spec("op"), None),
         Err(CommandError::TooManyInFlight { limit: 2 })
     );
-    t.pump(None);
+    t.pump();
     t.send(conn, cmd_response("a", false));
     assert!(t.cp.send_command(t.now, "edge-1", spec("op"), None).is_ok());
 }
@@ -137,7 +137,7 @@ fn a_full_command_lifecycle_surfaces_in_order() {
     t.send(conn, cmd_event("c1", Running, 3));
     t.send(conn, cmd_event("c1", Succeeded, 5));
     assert!(!t.is_closed(conn));
-    assert!(matches!(&t.events[0],
+    assert!(matches!(&t.cp_events[0],
         CpEvent::CommandResponded { command_id, accepted: true, .. } if command_id == "c1"));
     assert_eq!(
         command_events(&t),
@@ -158,7 +158,7 @@ fn a_full_command_lifecycle_surfaces_in_order() {
 fn a_rejection_is_final() {
     let (mut t, conn) = with_command();
     t.send(conn, cmd_response("c1", false));
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::CommandResponded {
             accepted: false,
@@ -190,7 +190,7 @@ fn duplicate_events_are_dropped() {
 
 #[test]
 fn unknown_command_ids_are_counted_and_dropped() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["op"]);
     t.send(conn, cmd_response("ghost", true));
     t.send(conn, cmd_event("ghost", Succeeded, 4));
@@ -212,10 +212,10 @@ fn violation(script: &[Envelope], expected: ProtocolViolation) {
     );
     assert!(t.is_closed(conn));
     assert!(
-        t.events.iter().any(|e| matches!(e,
+        t.cp_events.iter().any(|e| matches!(e,
         CpEvent::Closed { reason: CloseReason::ProtocolError(v), .. } if *v == expected)),
         "{expected:?}: {:?}",
-        t.events
+        t.cp_events
     );
 }
 
@@ -301,7 +301,7 @@ fn unanswered_commands_are_resent_on_the_next_session() {
     let (mut t, conn) = with_command();
     t.cp.send_command(t.now, "edge-1", spec("node.drain"), Some("c2".into()))
         .unwrap();
-    t.pump(None);
+    t.pump();
     t.drop_transport(conn);
     let mut h = hello("edge-1", &["node.drain"]);
     h.inflight_command_ids = vec!["c1".into()];
@@ -332,7 +332,7 @@ fn accepted_commands_the_edge_no_longer_holds_are_lost() {
     let (mut t, conn) = with_command();
     t.cp.send_command(t.now, "edge-1", spec("node.drain"), Some("c2".into()))
         .unwrap();
-    t.pump(None);
+    t.pump();
     for c in ["c1", "c2"] {
         t.send(conn, cmd_response(c, true));
         t.send(conn, cmd_event(c, Accepted, 1));

@@ -4,8 +4,8 @@ use iop_core::cp::{CloseReason, CpEvent, ProtocolViolation, ResyncCause};
 use iop_core::proto::NodeEventKind::*;
 use iop_core::testing::scripted::edges::*;
 
-fn sequences(t: &Harness) -> Vec<u64> {
-    t.events
+fn sequences(t: &Pair) -> Vec<u64> {
+    t.cp_events
         .iter()
         .filter_map(|e| match e {
             CpEvent::NodeEvent { event, .. } => Some(event.sequence),
@@ -14,8 +14,8 @@ fn sequences(t: &Harness) -> Vec<u64> {
         .collect()
 }
 
-fn resyncs(t: &Harness) -> Vec<ResyncCause> {
-    t.events
+fn resyncs(t: &Pair) -> Vec<ResyncCause> {
+    t.cp_events
         .iter()
         .filter_map(|e| match e {
             CpEvent::ResyncNeeded { cause, .. } => Some(*cause),
@@ -26,7 +26,7 @@ fn resyncs(t: &Harness) -> Vec<ResyncCause> {
 
 #[test]
 fn events_in_sequence_surface_without_resync() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     t.send(conn, node_event("edge-1", NodeReady, 2));
     t.send(conn, node_event("edge-1", NodeDisconnected, 3));
@@ -36,7 +36,7 @@ fn events_in_sequence_surface_without_resync() {
 
 #[test]
 fn a_gap_is_a_resync_point_with_a_status_request() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, sid) = t.enrol("edge-1", &[]);
     assert!(t.cp.edge("edge-1").unwrap().fresh);
     t.send(conn, node_event("edge-1", NodeReady, 5));
@@ -50,7 +50,7 @@ fn a_gap_is_a_resync_point_with_a_status_request() {
     );
     assert_eq!(sequences(&t), vec![5]);
     assert!(!t.cp.edge("edge-1").unwrap().fresh);
-    let req = request_of(&t.events).unwrap();
+    let req = request_of(&t.cp_events).unwrap();
     assert_eq!(req.session_id, sid);
     assert_eq!(
         status_requests(&t.take_frames(conn)),
@@ -63,7 +63,7 @@ fn a_gap_is_a_resync_point_with_a_status_request() {
 
 #[test]
 fn a_first_event_other_than_edge_ready_is_a_resync_not_an_error() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.hello_with(hello("edge-1", &[]));
     t.take_events();
     t.send(conn, node_event("edge-1", NodeReady, 1));
@@ -73,7 +73,7 @@ fn a_first_event_other_than_edge_ready_is_a_resync_not_an_error() {
 
 #[test]
 fn sequence_restarts_at_one_each_session() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (c1, _) = t.enrol("edge-1", &[]);
     t.send(c1, node_event("edge-1", NodeReady, 2));
     let (c2, _) = t.hello_with(hello("edge-1", &[]));
@@ -86,18 +86,18 @@ fn sequence_restarts_at_one_each_session() {
 #[test]
 fn a_sequence_going_backwards_is_a_protocol_error() {
     for bad in [0, 1] {
-        let mut t = Harness::new();
+        let mut t = harness();
         let (conn, _) = t.enrol("edge-1", &[]);
         t.send(conn, node_event("edge-1", NodeReady, bad));
         assert!(t.is_closed(conn));
-        assert!(t.events.iter().any(|e| matches!(e,
+        assert!(t.cp_events.iter().any(|e| matches!(e,
             CpEvent::Closed { reason: CloseReason::ProtocolError(ProtocolViolation::NodeEventSequence { last: 1, got }), .. } if *got == bad)));
     }
 }
 
 #[test]
 fn an_event_for_another_edge_is_a_protocol_error() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     t.send(conn, node_event("edge-2", NodeReady, 2));
     assert!(t.is_closed(conn));
@@ -105,12 +105,12 @@ fn an_event_for_another_edge_is_a_protocol_error() {
 
 #[test]
 fn a_status_requested_before_the_gap_does_not_make_the_view_fresh() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     let before = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
-    t.pump(None);
+    t.pump();
     t.send(conn, node_event("edge-1", NodeReady, 4));
-    let after = request_of(&t.events).unwrap();
+    let after = request_of(&t.cp_events).unwrap();
     t.send(conn, status_response(before.correlation_id, "edge-1", 3));
     assert!(!t.cp.edge("edge-1").unwrap().fresh);
     t.send(conn, status_response(after.correlation_id, "edge-1", 4));

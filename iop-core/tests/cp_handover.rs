@@ -12,14 +12,14 @@ use iop_core::testing::scripted::edges::*;
 
 const EDGE: &str = "edge-1";
 
-fn external() -> Harness {
+fn external() -> Pair {
     let mut c = cfg();
     c.directory = DirectoryFactory::external();
-    Harness::with(c, EnrolmentPolicy::AcceptAny)
+    harness_with(c, EnrolmentPolicy::AcceptAny)
 }
 
 /// A hello on a fresh connection of `t`, waiting for its claim.
-fn claiming(t: &mut Harness, hello: EdgeHelloRequest) -> ConnectionId {
+fn claiming(t: &mut Pair, hello: EdgeHelloRequest) -> ConnectionId {
     let conn = t.connect();
     t.send(conn, hello);
     assert!(
@@ -30,13 +30,13 @@ fn claiming(t: &mut Harness, hello: EdgeHelloRequest) -> ConnectionId {
     conn
 }
 
-fn grant(t: &mut Harness, conn: ConnectionId, session_id: u64) {
+fn grant(t: &mut Pair, conn: ConnectionId, session_id: u64) {
     t.cp.handle_claim(t.now, conn, ClaimAnswer::Granted { session_id })
         .unwrap();
-    t.pump(Some(conn));
+    t.pump();
 }
 
-fn send(t: &mut Harness, id: &str) {
+fn send(t: &mut Pair, id: &str) {
     t.cp.send_command(t.now, EDGE, CommandSpec::new("op"), Some(id.into()))
         .unwrap();
 }
@@ -51,7 +51,7 @@ fn replica_a() -> Vec<CommandHandover> {
     for id in ["running", "unanswered", "forgotten", "done"] {
         send(&mut a, id);
     }
-    a.pump(Some(conn));
+    a.pump();
     for (id, seqs) in [
         (
             "running",
@@ -165,7 +165,7 @@ fn the_further_advanced_copy_of_a_command_wins() {
     grant(&mut b, conn, 3);
     b.send(conn, node_event(EDGE, NodeEventKind::EdgeReady, 1));
     send(&mut b, "running");
-    b.pump(Some(conn));
+    b.pump();
     b.send(conn, cmd_response("running", true));
     b.drop_transport(conn);
 

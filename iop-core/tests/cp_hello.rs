@@ -20,8 +20,8 @@ fn with_cred(mut h: proto::EdgeHelloRequest, c: &str) -> proto::EdgeHelloRequest
 
 /// Sends `h` on a fresh connection of a draining CP with an allow list, and returns the
 /// reject reason (or UNSPECIFIED when accepted).
-fn verdict(h: proto::EdgeHelloRequest) -> (HelloRejectReason, proto::EdgeHelloResponse, Harness) {
-    let mut t = Harness::with(cfg(), policy());
+fn verdict(h: proto::EdgeHelloRequest) -> (HelloRejectReason, proto::EdgeHelloResponse, Pair) {
+    let mut t = harness_with(cfg(), policy());
     t.cp.drain(t.now);
     let (conn, resp) = t.hello_with(h);
     if !resp.accepted {
@@ -52,7 +52,7 @@ fn rejections_follow_the_spec_order() {
     let mut cfg2 = cfg();
     cfg2.min_protocol_version = 2;
     cfg2.max_protocol_version = 3;
-    let mut t = Harness::with(cfg2, policy());
+    let mut t = harness_with(cfg2, policy());
     t.cp.drain(t.now);
     let (_, resp) = t.hello_with(with_cred(hello("unknown-edge", &[]), "wrong"));
     assert_eq!(
@@ -79,7 +79,7 @@ fn rejections_follow_the_spec_order() {
 
 #[test]
 fn a_newer_edge_version_negotiates_down() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let mut h = hello("edge-1", &[]);
     h.protocol_version = 7;
     let (_, resp) = t.hello_with(h);
@@ -91,7 +91,7 @@ fn a_newer_edge_version_negotiates_down() {
 
 #[test]
 fn accepted_hello_with_the_right_credential() {
-    let mut t = Harness::with(cfg(), policy());
+    let mut t = harness_with(cfg(), policy());
     let (_, resp) = t.hello_with(with_cred(hello("edge-1", &[]), "right"));
     assert!(resp.accepted);
     assert_eq!(resp.reject_reason(), HelloRejectReason::Unspecified);
@@ -100,17 +100,17 @@ fn accepted_hello_with_the_right_credential() {
 #[test]
 fn credentials_never_leak_into_events_or_frames() {
     let secret = "S3CRET-do-not-log";
-    let mut t = Harness::with(
+    let mut t = harness_with(
         cfg(),
         EnrolmentPolicy::AllowList(AllowList::new().with("edge-1", &Credential::new(secret))),
     );
     let (ok, _) = t.hello_with(with_cred(hello("edge-1", &[]), secret));
     let (bad, _) = t.hello_with(with_cred(hello("edge-1", &[]), "S3CRET-wrong"));
     t.drop_transport(ok);
-    let dump = format!("{:?} {:?} {:?}", t.events, t.cp.enrolment_policy(), t.cp);
+    let dump = format!("{:?} {:?} {:?}", t.cp_events, t.cp.enrolment_policy(), t.cp);
     assert!(!dump.contains("S3CRET"), "{dump}");
     for conn in [ok, bad] {
-        let bytes = &t.peers[&conn].bytes;
+        let bytes = &t.scripted(conn).unwrap().bytes;
         assert!(!bytes.windows(6).any(|w| w == b"S3CRET"));
     }
 }
@@ -119,7 +119,7 @@ fn credentials_never_leak_into_events_or_frames() {
 fn session_ids_strictly_increase_from_the_floor() {
     let mut c = cfg();
     c.session_id_floor = 1_000;
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let mut last = 1_000;
     for i in 0..5 {
         let (_, resp) = t.hello_with(hello(&format!("edge-{}", i % 2), &[]));
@@ -131,7 +131,7 @@ fn session_ids_strictly_increase_from_the_floor() {
 
 #[test]
 fn replace_supersedes_the_old_session_and_its_close_is_stale() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (old, old_sid) = t.enrol("edge-1", &[]);
     let (new, resp) = t.hello_with(hello("edge-1", &[]));
     assert!(resp.accepted);
@@ -165,7 +165,7 @@ fn replace_supersedes_the_old_session_and_its_close_is_stale() {
 
 #[test]
 fn frames_on_a_superseded_session_are_dropped() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (old, _) = t.enrol("edge-1", &[]);
     t.hello_with(hello("edge-1", &[]));
     t.take_events();
@@ -179,7 +179,7 @@ fn frames_on_a_superseded_session_are_dropped() {
 
 #[test]
 fn flapping_is_surfaced_with_both_instance_ids() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let mut events = Vec::new();
     for i in 0..4 {
         let mut h = hello("edge-1", &[]);
@@ -219,7 +219,7 @@ fn flapping_is_surfaced_with_both_instance_ids() {
 fn reject_policy_refuses_the_duplicate_and_keeps_the_live_session() {
     let mut c = cfg();
     c.duplicate_policy = DuplicatePolicy::Reject;
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let (live, sid) = t.enrol("edge-1", &[]);
     let (dup, resp) = t.hello_with(hello("edge-1", &[]));
     assert!(!resp.accepted);
@@ -242,7 +242,7 @@ fn reject_policy_refuses_the_duplicate_and_keeps_the_live_session() {
     let mut t = {
         let mut c = cfg();
         c.duplicate_policy = DuplicatePolicy::Reject;
-        Harness::with(c, EnrolmentPolicy::AcceptAny)
+        harness_with(c, EnrolmentPolicy::AcceptAny)
     };
     let (live, _) = t.enrol("edge-1", &[]);
     // Once the live one ends, the Edge may come back.
@@ -252,7 +252,7 @@ fn reject_policy_refuses_the_duplicate_and_keeps_the_live_session() {
 
 #[test]
 fn a_live_sessions_transport_close_disconnects_the_edge() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, sid) = t.enrol("edge-1", &[]);
     t.drop_transport(conn);
     let events = t.take_events();
@@ -270,7 +270,7 @@ fn a_live_sessions_transport_close_disconnects_the_edge() {
 
 #[test]
 fn hello_timeout_sends_go_away_and_closes() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let conn = t.connect();
     t.advance(Duration::from_millis(9_999));
     assert!(!t.is_closed(conn));
@@ -296,7 +296,7 @@ fn other_frames_before_the_hello_are_protocol_errors() {
         Envelope::default_with_corr(),
         status_response(1, "e", 1),
     ] {
-        let mut t = Harness::new();
+        let mut t = harness();
         let conn = t.connect();
         let kind = env.kind();
         t.send(conn, env);
@@ -305,7 +305,7 @@ fn other_frames_before_the_hello_are_protocol_errors() {
             Some((GoAwayReason::ProtocolError as i32, 0))
         );
         assert!(t.is_closed(conn));
-        assert!(t.events.iter().any(|e| matches!(e,
+        assert!(t.cp_events.iter().any(|e| matches!(e,
             CpEvent::Closed { reason: CloseReason::ProtocolError(ProtocolViolation::BeforeHello(k)), .. } if *k == kind)));
     }
 }
@@ -325,7 +325,7 @@ impl DefaultWithCorr for Envelope {
 
 #[test]
 fn unknown_bodies_after_the_hello_are_counted_and_ignored() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     t.send(conn, Envelope::default_with_corr());
     assert!(!t.is_closed(conn));
@@ -335,11 +335,11 @@ fn unknown_bodies_after_the_hello_are_counted_and_ignored() {
 
 #[test]
 fn a_second_hello_is_a_protocol_error() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     t.send(conn, hello("edge-1", &[]));
     assert!(t.is_closed(conn));
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::Closed {
             reason: CloseReason::ProtocolError(ProtocolViolation::SecondHello),
@@ -350,12 +350,12 @@ fn a_second_hello_is_a_protocol_error() {
 
 #[test]
 fn pre_hello_frames_are_capped_at_256_kib() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let conn = t.connect();
     // Only the length prefix is needed: the decoder refuses it at once.
     t.send_raw(conn, &(256 * 1024 + 1u32).to_be_bytes());
     assert!(t.is_closed(conn));
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::Closed {
             reason: CloseReason::ProtocolError(ProtocolViolation::Frame(
@@ -367,7 +367,7 @@ fn pre_hello_frames_are_capped_at_256_kib() {
     // After acceptance the configured limit applies.
     let (conn, _) = t.enrol("edge-1", &[]);
     let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
-    t.pump(None);
+    t.pump();
     let big = big_status_response(req.correlation_id, "edge-1", 300 * 1024);
     assert!(big.encoded_len() > 256 * 1024);
     t.send(conn, big);
@@ -376,7 +376,7 @@ fn pre_hello_frames_are_capped_at_256_kib() {
         "a 300 KiB frame is fine after the hello"
     );
     assert!(
-        t.events
+        t.cp_events
             .iter()
             .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
     );
@@ -384,7 +384,7 @@ fn pre_hello_frames_are_capped_at_256_kib() {
 
 #[test]
 fn drain_refuses_new_hellos_but_keeps_sessions() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (live, _) = t.enrol("edge-1", &[]);
     t.cp.drain(t.now);
     assert!(t.cp.is_draining());
@@ -397,11 +397,11 @@ fn drain_refuses_new_hellos_but_keeps_sessions() {
 
 #[test]
 fn shutdown_sends_go_away_to_every_connection() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (a, _) = t.enrol("edge-1", &[]);
     let b = t.connect();
     t.cp.shutdown(t.now);
-    t.pump(None);
+    t.pump();
     for conn in [a, b] {
         assert_eq!(
             go_away(&t.take_frames(conn)),
@@ -420,17 +420,17 @@ fn shutdown_sends_go_away_to_every_connection() {
 
 #[test]
 fn revoke_ends_the_session_and_the_enrolment() {
-    let mut t = Harness::with(cfg(), policy());
+    let mut t = harness_with(cfg(), policy());
     let (conn, _) = t.hello_with(with_cred(hello("edge-1", &[]), "right"));
     t.take_events();
     t.cp.revoke(t.now, "edge-1").unwrap();
-    t.pump(None);
+    t.pump();
     assert_eq!(
         go_away(&t.take_frames(conn)),
         Some((GoAwayReason::CredentialRevoked as i32, 0))
     );
     assert!(t.is_closed(conn));
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::EdgeDisconnected {
             reason: CloseReason::CredentialRevoked,
@@ -444,7 +444,7 @@ fn revoke_ends_the_session_and_the_enrolment() {
 
 #[test]
 fn a_new_policy_revokes_sessions_it_no_longer_admits() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let mut h1 = hello("edge-1", &[]);
     h1.credential = b"one".to_vec();
     let (c1, _) = t.hello_with(h1);
@@ -456,7 +456,7 @@ fn a_new_policy_revokes_sessions_it_no_longer_admits() {
         .with("edge-1", &Credential::new("one"))
         .with("edge-2", &Credential::new("rotated"));
     t.cp.set_enrolment_policy(t.now, EnrolmentPolicy::AllowList(list));
-    t.pump(None);
+    t.pump();
     assert!(!t.is_closed(c1));
     for c in [c2, c3] {
         assert_eq!(
@@ -471,7 +471,7 @@ fn a_new_policy_revokes_sessions_it_no_longer_admits() {
 fn the_connection_cap_refuses_with_overloaded() {
     let mut c = cfg();
     c.max_connections = 2;
-    let mut t = Harness::with(c, EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let a = t.connect();
     let _b = t.connect();
     let over = t.connect();
@@ -487,7 +487,7 @@ fn the_connection_cap_refuses_with_overloaded() {
     assert!(!t.is_closed(d));
 }
 
-fn view_supersessions(t: &Harness) -> u64 {
+fn view_supersessions(t: &Pair) -> u64 {
     t.cp.edge("edge-1").unwrap().supersessions
 }
 
@@ -495,11 +495,11 @@ fn view_supersessions(t: &Harness) -> u64 {
 fn an_over_long_edge_id_is_refused_by_the_decoder_as_a_protocol_error() {
     // iop-proto enforces the 128-byte id cap before decoding (its decode limits), so
     // such a hello never reaches the INVALID_HELLO check.
-    let mut t = Harness::new();
+    let mut t = harness();
     let conn = t.connect();
     t.send(conn, hello(&"x".repeat(129), &[]));
     assert!(t.is_closed(conn));
-    assert!(t.events.iter().any(|e| matches!(
+    assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::Closed {
             reason: CloseReason::ProtocolError(ProtocolViolation::Frame(

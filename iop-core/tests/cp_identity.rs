@@ -7,14 +7,14 @@ use iop_core::cp::{
 use iop_core::proto::{Body, HelloRejectReason};
 use iop_core::testing::scripted::edges::*;
 
-fn required() -> Harness {
+fn required() -> Pair {
     let mut config = cfg();
     config.require_peer_identity = true;
-    Harness::with(config, EnrolmentPolicy::AcceptAny)
+    harness_with(config, EnrolmentPolicy::AcceptAny)
 }
 
 fn answer(
-    t: &mut Harness,
+    t: &mut Pair,
     identity: Option<Box<dyn PeerIdentity>>,
     edge_id: &str,
 ) -> (bool, HelloRejectReason, String) {
@@ -73,7 +73,7 @@ fn no_identity_is_refused_when_required_and_ignored_otherwise() {
     );
 
     // Not required: the identity is not consulted.
-    let mut t = Harness::new();
+    let mut t = harness();
     let (accepted, _, _) = answer(&mut t, Some(Box::new(NamedPeer::new(["other"]))), "edge-1");
     assert!(accepted);
 }
@@ -84,7 +84,7 @@ fn the_enrolment_check_comes_first() {
     config.require_peer_identity = true;
     let policy =
         EnrolmentPolicy::AllowList(AllowList::new().with("edge-1", &Credential::new("right")));
-    let mut t = Harness::with(config, policy);
+    let mut t = harness_with(config, policy);
     // Wrong credential and wrong identity: UNKNOWN_EDGE/BAD_CREDENTIAL of step 4 first.
     let (_, reason, message) = answer(&mut t, Some(Box::new(NamedPeer::new(["x"]))), "edge-9");
     assert_eq!(reason, HelloRejectReason::UnknownEdge);

@@ -1,6 +1,6 @@
 //! PROTOCOL.md §7: outbound cap (slow peers), idle memory.
 
-use iop_core::cp::{CloseReason, CpEvent, Transmit};
+use iop_core::cp::{CloseReason, CpEvent};
 use iop_core::proto::{self, Envelope};
 use iop_core::testing::scripted::edges::*;
 
@@ -8,19 +8,21 @@ use iop_core::testing::scripted::edges::*;
 fn a_peer_that_does_not_read_is_dropped_as_slow() {
     let mut c = cfg();
     c.outbound_cap = 256;
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, sid) = t.enrol("edge-1", &[]);
     // 200 heartbeats in one read, and the runtime does not pull in between.
     let mut wire = Vec::new();
     for seq in 1..=200 {
         proto::encode_frame(&heartbeat(seq), u32::MAX, &mut wire).unwrap();
     }
-    t.cp.handle_bytes(t.now, conn, &wire);
-    let mut buf = Vec::new();
-    assert_eq!(t.cp.poll_transmit(conn, &mut buf), Transmit::Close);
-    assert!(buf.is_empty(), "nothing more is sent to a slow peer");
-    t.peers.get_mut(&conn).unwrap().closed = true;
-    t.pump(None);
+    let before = t.scripted(conn).unwrap().bytes.len();
+    t.send_raw(conn, &wire);
+    assert!(t.is_closed(conn));
+    assert_eq!(
+        t.scripted(conn).unwrap().bytes.len(),
+        before,
+        "nothing more is sent to a slow peer"
+    );
     let events = t.take_events();
     assert!(events.contains(&CpEvent::EdgeDisconnected {
         edge_id: "edge-1".into(),
@@ -44,8 +46,8 @@ fn a_status_request_a_slow_peer_cannot_take_is_abandoned_not_an_error() {
     let mut c = cfg();
     c.outbound_cap = 256;
     c.max_inflight_status = 1_000;
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
-    let (conn, sid) = t.enrol("edge-1", &[]);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let (_, sid) = t.enrol("edge-1", &[]);
     t.take_events();
     // The runtime does not pull: requests pile up in the outbound buffer.
     let ids: Vec<_> = (0..100)
@@ -62,7 +64,7 @@ fn a_status_request_a_slow_peer_cannot_take_is_abandoned_not_an_error() {
         Err(iop_core::cp::StatusError::NotConnected("edge-1".into())),
         "the session ended with the request it could not take"
     );
-    t.pump(Some(conn));
+    t.pump();
     let events = t.take_events();
     let abandoned: Vec<_> = events
         .iter()
@@ -87,11 +89,11 @@ fn a_status_request_a_slow_peer_cannot_take_is_abandoned_not_an_error() {
 
 #[test]
 fn an_idle_session_keeps_no_large_receive_buffer() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     // A 100 KiB status response arriving in two reads is buffered, then released.
     let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
-    t.pump(None);
+    t.pump();
     t.take_frames(conn);
     let ev = big_status_response(req.correlation_id, "edge-1", 100 * 1024);
     let mut wire = Vec::new();
@@ -104,7 +106,7 @@ fn an_idle_session_keeps_no_large_receive_buffer() {
     let b = t.cp.connection_buffers(conn).unwrap();
     assert_eq!((b.decoder_capacity, b.outbound_queued), (0, 0));
     assert!(
-        t.events
+        t.cp_events
             .iter()
             .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
     );
@@ -112,7 +114,7 @@ fn an_idle_session_keeps_no_large_receive_buffer() {
 
 #[test]
 fn frames_and_bytes_are_counted() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     let before = t.cp.stats();
     let env: Envelope = heartbeat(1);
@@ -129,7 +131,7 @@ fn frames_and_bytes_are_counted() {
 
 #[test]
 fn the_gauges_count_connections_live_sessions_and_known_edges() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (gone, _) = t.enrol("edge-1", &[]);
     t.enrol("edge-2", &[]);
     let both = t.cp.stats();
@@ -152,7 +154,7 @@ fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
     // within every field cap can still be larger.
     let mut c = cfg();
     c.max_frame_len = c.pre_hello_max_frame_len;
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let ids: Vec<String> = (0..10_000).map(|i| format!("node-{i:030}")).collect();
     assert!(matches!(
@@ -172,7 +174,7 @@ fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
         "a refused command is not tracked"
     );
     // The session is unharmed and the next correlation id is still fresh.
-    t.pump(None);
+    t.pump();
     assert!(!t.is_closed(conn));
     let next = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     assert_eq!(next.correlation_id, 3);

@@ -10,7 +10,7 @@ const I: Duration = Duration::from_secs(5);
 
 #[test]
 fn every_heartbeat_is_acked_with_its_sequence() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     for seq in [1, 2, 7] {
         t.send(conn, heartbeat(seq));
@@ -28,7 +28,7 @@ fn every_heartbeat_is_acked_with_its_sequence() {
 
 #[test]
 fn an_edge_that_keeps_talking_stays_connected() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     for seq in 1..=20 {
         t.advance(I);
@@ -40,7 +40,7 @@ fn an_edge_that_keeps_talking_stays_connected() {
 
 #[test]
 fn silence_makes_the_edge_unreachable_then_any_byte_makes_it_reachable() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, sid) = t.enrol("edge-1", &[]);
     t.advance(2 * I - Duration::from_millis(1));
     assert_eq!(
@@ -78,7 +78,7 @@ fn silence_makes_the_edge_unreachable_then_any_byte_makes_it_reachable() {
 
 #[test]
 fn three_silent_intervals_end_the_session() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, sid) = t.enrol("edge-1", &[]);
     t.advance(3 * I - Duration::from_millis(1));
     assert!(!t.is_closed(conn));
@@ -105,14 +105,14 @@ fn three_silent_intervals_end_the_session() {
 fn the_offered_interval_is_clamped() {
     let mut c = cfg();
     c.heartbeat_interval = Duration::from_millis(10);
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (_, resp) = t.hello_with(hello("edge-1", &[]));
     assert_eq!(resp.heartbeat_interval_ms, 1_000);
 }
 
 #[test]
 fn poll_timeout_tracks_the_earliest_deadline() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let start = t.now;
     let _c = t.connect();
     assert_eq!(t.cp.poll_timeout(), Some(start + Duration::from_secs(10)));
@@ -122,6 +122,6 @@ fn poll_timeout_tracks_the_earliest_deadline() {
     // Extra timeout calls are harmless.
     t.cp.handle_timeout(t.now);
     t.cp.handle_timeout(t.now);
-    t.pump(None);
+    t.pump();
     assert!(t.take_events().is_empty());
 }

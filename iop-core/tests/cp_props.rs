@@ -309,12 +309,12 @@ proptest! {
         bytes in prop::collection::vec(any::<u8>(), 0..512),
         split in 1usize..64,
     ) {
-        let mut t = Harness::new();
+        let mut t = harness();
         let (conn, _) = t.enrol("edge-1", &[]);
         for chunk in bytes.chunks(split) {
             t.send_raw(conn, chunk);
         }
-        let closes = t.events.iter().filter(|e| matches!(e, CpEvent::Closed { .. })).count();
+        let closes = t.cp_events.iter().filter(|e| matches!(e, CpEvent::Closed { .. })).count();
         prop_assert!(closes <= 1);
         prop_assert_eq!(closes == 1, t.is_closed(conn));
     }
@@ -324,12 +324,12 @@ proptest! {
         envs in prop::collection::vec(envelope(), 0..30),
         before_hello in any::<bool>(),
     ) {
-        let mut t = Harness::new();
+        let mut t = harness();
         let conn = if before_hello { t.connect() } else { t.enrol("edge-1", &["op"]).0 };
         for e in envs {
             t.send(conn, e);
         }
-        let closes: Vec<_> = t.events.iter().filter(|e| matches!(e, CpEvent::Closed { conn: c, .. } if *c == conn)).collect();
+        let closes: Vec<_> = t.cp_events.iter().filter(|e| matches!(e, CpEvent::Closed { conn: c, .. } if *c == conn)).collect();
         prop_assert!(closes.len() <= 1);
         prop_assert_eq!(closes.len() == 1, t.is_closed(conn));
     }

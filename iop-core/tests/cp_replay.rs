@@ -18,7 +18,7 @@ fn spec() -> CommandSpec {
 }
 
 /// A session of `EDGE` whose hello lists `held`, with EDGE_READY sent.
-fn session(t: &mut Harness, held: &[&str]) -> iop_core::cp::ConnectionId {
+fn session(t: &mut Pair, held: &[&str]) -> iop_core::cp::ConnectionId {
     let mut h = hello(EDGE, &["op"]);
     h.inflight_command_ids = held.iter().map(|s| s.to_string()).collect();
     let (conn, resp) = t.hello_with(h);
@@ -29,7 +29,7 @@ fn session(t: &mut Harness, held: &[&str]) -> iop_core::cp::ConnectionId {
 
 #[test]
 fn a_replay_older_than_what_the_cp_saw_is_a_duplicate() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol(EDGE, &["op"]);
     let id = t.cp.send_command(t.now, EDGE, spec(), None).unwrap();
     t.send(conn, cmd_response(&id, true));
@@ -40,20 +40,20 @@ fn a_replay_older_than_what_the_cp_saw_is_a_duplicate() {
     // and replays its own latest event: sequence 1.
     let conn2 = session(&mut t, &[&id]);
     t.send(conn2, cmd_event(&id, CommandPhase::Accepted, 1));
-    assert!(!t.is_closed(conn2), "{:#?}", t.events);
+    assert!(!t.is_closed(conn2), "{:#?}", t.cp_events);
     assert_eq!(t.cp.stats().protocol_errors, 0);
     assert_eq!(t.cp.stats().duplicate_command_events, 1);
 
     // Later events still count, in order.
     t.send(conn2, cmd_event(&id, CommandPhase::Succeeded, 3));
-    assert!(t.events.iter().any(|e| matches!(e,
+    assert!(t.cp_events.iter().any(|e| matches!(e,
         CpEvent::CommandEvent { event, .. } if event.sequence == 3)));
     assert_eq!(t.cp.stats().protocol_errors, 0);
 }
 
 #[test]
 fn a_replay_of_a_finished_command_older_than_its_end_is_a_duplicate() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol(EDGE, &["op"]);
     let id = t.cp.send_command(t.now, EDGE, spec(), None).unwrap();
     t.send(conn, cmd_response(&id, true));
@@ -63,13 +63,13 @@ fn a_replay_of_a_finished_command_older_than_its_end_is_a_duplicate() {
 
     let conn2 = session(&mut t, &[&id]);
     t.send(conn2, cmd_event(&id, CommandPhase::Running, 2));
-    assert!(!t.is_closed(conn2), "{:#?}", t.events);
+    assert!(!t.is_closed(conn2), "{:#?}", t.cp_events);
     assert_eq!(t.cp.stats().protocol_errors, 0);
 }
 
 #[test]
 fn outside_the_replay_an_older_sequence_is_still_a_protocol_error() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol(EDGE, &["op"]);
     let id = t.cp.send_command(t.now, EDGE, spec(), None).unwrap();
     t.send(conn, cmd_response(&id, true));

@@ -17,7 +17,7 @@ use iop_core::testing::scripted::edges::*;
 fn the_view_reflects_the_latest_hello() {
     let mut c = cfg();
     c.wall_clock = iop_core::WallClock::new(1_700_000_000_000);
-    let mut t = Harness::with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let mut h = hello("edge-1", &["edge.ping", "node.drain"]);
     h.metadata.insert("iop.instance_id".into(), "p1".into());
     let (_, resp) = t.hello_with(h);
@@ -37,7 +37,7 @@ fn the_view_reflects_the_latest_hello() {
 
 #[test]
 fn a_go_away_from_the_edge_ends_its_session() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, sid) = t.enrol("edge-1", &[]);
     t.send(
         conn,
@@ -49,7 +49,7 @@ fn a_go_away_from_the_edge_ends_its_session() {
     );
     assert!(t.is_closed(conn));
     assert!(t.take_frames(conn).is_empty(), "nothing is sent back");
-    assert!(t.events.contains(&CpEvent::EdgeDisconnected {
+    assert!(t.cp_events.contains(&CpEvent::EdgeDisconnected {
         edge_id: "edge-1".into(),
         session_id: sid,
         reason: CloseReason::PeerGoAway {
@@ -67,20 +67,20 @@ fn frames_only_the_cp_sends_are_protocol_errors() {
         Envelope::new(EdgeCommandRequest::default()),
     ];
     for f in frames {
-        let mut t = Harness::new();
+        let mut t = harness();
         let (conn, _) = t.enrol("edge-1", &[]);
         let kind = f.kind();
         assert_ne!(kind, BodyKind::Empty);
         t.send(conn, f);
         assert!(t.is_closed(conn));
-        assert!(t.events.iter().any(|e| matches!(e,
+        assert!(t.cp_events.iter().any(|e| matches!(e,
             CpEvent::Closed { reason: CloseReason::ProtocolError(ProtocolViolation::WrongDirection(k)), .. } if *k == kind)));
     }
 }
 
 #[test]
 fn heartbeat_acks_from_the_edge_are_harmless() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     t.send(
         conn,
@@ -92,7 +92,7 @@ fn heartbeat_acks_from_the_edge_are_harmless() {
 
 #[test]
 fn runtime_mistakes_are_errors_or_harmless() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let conn = t.connect();
     assert_eq!(
         t.cp.handle_connect(t.now, conn),
@@ -114,7 +114,7 @@ fn runtime_mistakes_are_errors_or_harmless() {
 
 #[test]
 fn a_superseded_session_abandons_its_pending_status_requests() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (old, sid) = t.enrol("edge-1", &[]);
     let req = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     assert_eq!(
@@ -126,7 +126,7 @@ fn a_superseded_session_abandons_its_pending_status_requests() {
     );
     t.hello_with(hello("edge-1", &[]));
     assert!(t.is_closed(old));
-    assert!(t.events.contains(&CpEvent::StatusAbandoned {
+    assert!(t.cp_events.contains(&CpEvent::StatusAbandoned {
         edge_id: "edge-1".into(),
         request: req
     }));
@@ -134,7 +134,7 @@ fn a_superseded_session_abandons_its_pending_status_requests() {
 
 #[test]
 fn forgetting_an_edge_needs_it_disconnected() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &[]);
     assert!(!t.cp.forget_edge("edge-1"));
     t.drop_transport(conn);
@@ -147,7 +147,7 @@ fn a_forgotten_edges_place_goes_to_another_edge_without_mixing_their_views() {
     // Sessions reach their Edge's view by a slot the Control Plane reuses once an
     // Edge is forgotten: the new Edge's statuses, unreachability and disconnection
     // must land on its own view, never on a neighbour's or a forgotten one's.
-    let mut t = Harness::new();
+    let mut t = harness();
     let (a, _) = t.enrol("edge-a", &[]);
     let (b, _) = t.enrol("edge-b", &[]);
     t.drop_transport(a);
@@ -155,7 +155,7 @@ fn a_forgotten_edges_place_goes_to_another_edge_without_mixing_their_views() {
     let (c, sid_c) = t.enrol("edge-c", &[]);
 
     let req = t.cp.request_status(t.now, "edge-c", vec![]).unwrap();
-    t.pump(None);
+    t.pump();
     t.send(c, status_response(req.correlation_id, "edge-c", 77));
     let view_c = t.cp.edge("edge-c").expect("edge-c is known");
     assert_eq!(

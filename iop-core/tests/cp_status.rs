@@ -16,7 +16,7 @@ fn no_auto() -> CpConfig {
 
 #[test]
 fn every_accepted_session_is_a_resync_point_with_an_automatic_status_request() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (conn, resp) = t.hello_with(hello("edge-1", &[]));
     let events = t.take_events();
     let request = RequestId {
@@ -39,7 +39,7 @@ fn every_accepted_session_is_a_resync_point_with_an_automatic_status_request() {
 
 #[test]
 fn auto_status_can_be_turned_off() {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.hello_with(hello("edge-1", &[]));
     assert!(status_requests(&t.take_frames(conn)).is_empty());
     assert_eq!(request_of(&t.take_events()), None);
@@ -47,13 +47,13 @@ fn auto_status_can_be_turned_off() {
 
 #[test]
 fn happy_path_ids_strictly_increase_and_responses_surface() {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, sid) = t.enrol("edge-1", &[]);
     let a = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     let b =
         t.cp.request_status(t.now, "edge-1", vec!["node-1".into()])
             .unwrap();
-    t.pump(None);
+    t.pump();
     assert_eq!((a.session_id, a.correlation_id), (sid, 1));
     assert_eq!(b.correlation_id, 2);
     let frames = t.take_frames(conn);
@@ -102,10 +102,10 @@ fn happy_path_ids_strictly_increase_and_responses_surface() {
 
 #[test]
 fn unanswered_requests_time_out_and_late_answers_are_dropped() {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     let a = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
-    t.pump(None);
+    t.pump();
     t.advance(Duration::from_millis(4_000));
     t.send(conn, heartbeat(1));
     t.advance(Duration::from_millis(4_000));
@@ -127,10 +127,10 @@ fn unanswered_requests_time_out_and_late_answers_are_dropped() {
 }
 
 fn closes_with(resp: Envelope, expected: ProtocolViolation) {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
-    t.pump(None);
+    t.pump();
     t.take_frames(conn);
     t.send(conn, resp);
     assert_eq!(
@@ -138,7 +138,7 @@ fn closes_with(resp: Envelope, expected: ProtocolViolation) {
         Some((GoAwayReason::ProtocolError as i32, 0))
     );
     assert!(t.is_closed(conn));
-    assert!(t.events.iter().any(|e| matches!(e,
+    assert!(t.cp_events.iter().any(|e| matches!(e,
         CpEvent::Closed { reason: CloseReason::ProtocolError(v), .. } if *v == expected)));
 }
 
@@ -164,7 +164,7 @@ fn a_response_for_another_edge_is_a_protocol_error() {
 
 #[test]
 fn in_flight_requests_are_limited_per_session() {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     for _ in 0..64 {
         t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
@@ -173,14 +173,14 @@ fn in_flight_requests_are_limited_per_session() {
         t.cp.request_status(t.now, "edge-1", vec![]),
         Err(StatusError::TooManyInFlight { limit: 64 })
     );
-    t.pump(None);
+    t.pump();
     t.send(conn, status_response(5, "edge-1", 1));
     assert!(t.cp.request_status(t.now, "edge-1", vec![]).is_ok());
 }
 
 #[test]
 fn misuse_is_an_error_not_a_frame() {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     assert_eq!(
         t.cp.request_status(t.now, "edge-1", vec![]),
         Err(StatusError::UnknownEdge("edge-1".into()))
@@ -206,7 +206,7 @@ fn misuse_is_an_error_not_a_frame() {
 
 #[test]
 fn pending_requests_are_abandoned_when_the_session_ends() {
-    let mut t = Harness::with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &[]);
     let a = t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     t.drop_transport(conn);
@@ -221,7 +221,7 @@ fn pending_requests_are_abandoned_when_the_session_ends() {
 
 #[test]
 fn correlation_ids_restart_per_session() {
-    let mut t = Harness::new();
+    let mut t = harness();
     let (c1, _) = t.hello_with(hello("edge-1", &[]));
     assert_eq!(status_requests(&t.take_frames(c1)), vec![1]);
     let (c2, _) = t.hello_with(hello("edge-1", &[]));

@@ -122,3 +122,43 @@ fn a_stalled_cp_and_a_clock_jump_are_survived() {
     assert_eq!(p.cp.stats().protocol_errors, 0);
     clean(&p);
 }
+
+#[test]
+fn a_scripted_impostor_beside_a_real_edge_supersedes_it_and_is_superseded_in_turn() {
+    use iop_core::proto::{Body, GoAwayReason};
+    use iop_core::testing::scripted::edges::hello;
+
+    let mut p = pair();
+    let real = p.conn_of(0).unwrap();
+    // A fake Edge on the pair's network (its latency and read splits) takes the id.
+    let impostor = p.connect_scripted(None);
+    p.write_scripted(
+        impostor,
+        &iop_core::testing::scripted::wire::frame(&hello(EDGE, &[]).into()),
+    );
+    p.advance(Duration::from_millis(200));
+    assert_eq!(p.cp.live_conn(EDGE), Some(impostor));
+    assert!(edge_closed(&p, |r| matches!(
+        r,
+        edge::CloseReason::GoAway {
+            reason: GoAwayReason::Superseded,
+            ..
+        }
+    )));
+    let frames = p.take_scripted_frames(impostor);
+    assert!(matches!(&frames[0].body, Some(Body::HelloResponse(r)) if r.accepted));
+
+    // The real Edge dials again after its backoff and takes its id back; the impostor
+    // is told SUPERSEDED and closed.
+    p.advance(Duration::from_secs(40));
+    let back = p.cp.live_conn(EDGE).unwrap();
+    assert!(back != real && back != impostor);
+    let frames = p.take_scripted_frames(impostor);
+    assert!(frames.iter().any(|f| matches!(
+        &f.body,
+        Some(Body::GoAway(g)) if g.reason == GoAwayReason::Superseded as i32
+    )));
+    assert!(p.scripted(impostor).unwrap().closed);
+    // The CP's side of the rules held on every connection, the impostor's included.
+    clean(&p);
+}

@@ -1,5 +1,6 @@
 //! The driver loop of a [`Pair`]: what a runtime does for both ends.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::link::{Link, Segment};
@@ -61,7 +62,8 @@ impl Pair {
             );
             let up = Duration::from_millis(self.rng.range(lo, hi));
             let down = Duration::from_millis(self.rng.range(lo, hi));
-            self.links.insert(conn, Link::new(index, up, down));
+            self.inputs.insert(conn);
+            self.links.insert(conn, Link::new(Some(index), up, down));
         }
         moved
     }
@@ -121,17 +123,41 @@ impl Pair {
         if self.cp_silent() {
             return false;
         }
-        while self.cp.poll_wakeup().is_some() {}
+        let mut woken = BTreeSet::new();
+        while let Some(conn) = self.cp.poll_wakeup() {
+            woken.insert(conn);
+        }
+        let inputs = std::mem::take(&mut self.inputs);
         let mut moved = false;
         let at_ms = self.now.as_millis();
         for (conn, link) in self.links.iter_mut().filter(|(_, l)| l.cp_open) {
             let mut buf = Vec::new();
-            let close = drain_transmits(&mut buf, usize::MAX, |b| self.cp.poll_transmit(*conn, b))
-                == Transmit::Close;
+            let mut empty = false;
+            let close = drain_transmits(&mut buf, usize::MAX, |b| {
+                let t = self.cp.poll_transmit(*conn, b);
+                empty |= t == Transmit::Bytes(0);
+                t
+            }) == Transmit::Close;
+            if empty {
+                self.monitor.fail(
+                    at_ms,
+                    format!("{conn:?}: poll_transmit handed out no bytes"),
+                );
+            }
+            let output = !buf.is_empty() || close;
+            if output && !inputs.contains(conn) && !woken.contains(conn) {
+                self.monitor
+                    .fail(at_ms, format!("{conn:?} got output without a wake-up"));
+            }
             if !buf.is_empty() {
                 moved = true;
                 self.hash.record(b'c', &buf);
-                let limit = crate::proto::DEFAULT_MAX_FRAME_LEN;
+                // A scripted peer announces what it likes: only the CP's default
+                // limit of a real Edge is checked.
+                let limit = match link.edge {
+                    Some(_) => crate::proto::DEFAULT_MAX_FRAME_LEN,
+                    None => u32::MAX,
+                };
                 for frame in link.tap_to_edge.feed(&buf) {
                     self.monitor.on_frame(
                         at_ms,
@@ -166,6 +192,7 @@ impl Pair {
                 if !link.cp_open {
                     continue;
                 }
+                self.inputs.insert(*conn);
                 match segment {
                     Segment::Data(bytes) => {
                         for piece in split(&mut self.rng, self.net.split_reads, &bytes) {
@@ -183,7 +210,15 @@ impl Pair {
                     break;
                 };
                 moved = true;
-                let Some(p) = self.edges.get_mut(link.edge) else {
+                let Some(index) = link.edge else {
+                    if let Some(peer) = self.scripted.get_mut(conn)
+                        && link.edge_open
+                    {
+                        link.edge_open &= peer.receive(segment);
+                    }
+                    continue;
+                };
+                let Some(p) = self.edges.get_mut(index) else {
                     continue;
                 };
                 if !link.edge_open || !p.alive || p.conn != Some(*conn) {

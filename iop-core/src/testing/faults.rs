@@ -116,7 +116,7 @@ impl Pair {
         self.cp = ControlPlane::new(config, cp::EnrolmentPolicy::AcceptAny)?;
         let conns: Vec<ConnectionId> = self.links.keys().copied().collect();
         for conn in conns {
-            if let Some(index) = self.links.get(&conn).map(|l| l.edge)
+            if let Some(index) = self.links.get(&conn).and_then(|l| l.edge)
                 && let Some(p) = self.edges.get_mut(index)
                 && p.conn == Some(conn)
             {

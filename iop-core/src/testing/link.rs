@@ -18,8 +18,9 @@ pub(crate) enum Segment {
 /// A link's state as the harness sees it.
 #[derive(Debug)]
 pub(crate) struct Link {
-    /// Index of the Edge process at the other end.
-    pub(crate) edge: usize,
+    /// Index of the Edge process at the other end; `None`: a scripted fake Edge
+    /// ([`Pair::connect_scripted`](super::Pair::connect_scripted)).
+    pub(crate) edge: Option<usize>,
     /// Segments on their way to the CP, with their arrival times (FIFO).
     pub(crate) to_cp: VecDeque<(Instant, Segment)>,
     /// Segments on their way to the Edge, with their arrival times (FIFO).
@@ -39,7 +40,11 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(edge: usize, latency_to_cp: Duration, latency_to_edge: Duration) -> Self {
+    pub(crate) fn new(
+        edge: Option<usize>,
+        latency_to_cp: Duration,
+        latency_to_edge: Duration,
+    ) -> Self {
         Self {
             edge,
             to_cp: VecDeque::new(),

@@ -7,7 +7,11 @@
 //!   [`NodeRegistry`](crate::NodeRegistry)), on one thread, with a fake clock,
 //!   per-direction latency, random read splits, and faults: cut links, half-open
 //!   links, partitions, duplicate Edge processes, crashes, stale closes, a stalled CP,
-//!   clock jumps forward. It is the reference driver of both ends' driving contract.
+//!   clock jumps forward; and scripted fake Edges on connections of their own
+//!   ([`Pair::connect_scripted`], [`scripted`]), which send whatever the test writes.
+//!   It is the reference driver of both ends' driving contract, and checks the CP
+//!   keeps its side of it (no empty `Bytes`, a wake-up for every output an input on
+//!   another connection caused).
 //! * [`Monitor`] — the invariants, checked as events and frames go by; it records
 //!   [`Violation`]s instead of panicking.
 //! * [`Sim`] — a random fault schedule from a seed, run on a `Pair` and left to

@@ -47,6 +47,15 @@ pub struct Monitor {
     wire_correlation: BTreeMap<ConnectionId, u64>,
     cp_protocol_errors: u64,
     edge_protocol_errors: u64,
+    /// Panic at the first violation ([`Monitor::set_strict`]).
+    strict: bool,
+    /// Connections whose Edge end a test scripts: what the peer sends there is the
+    /// test's choice, so only the CP's side of the rules is checked (see
+    /// [`Monitor::on_scripted`]).
+    scripted: BTreeSet<ConnectionId>,
+    /// Sessions accepted on scripted connections, and their Edge ids.
+    scripted_sessions: BTreeSet<u64>,
+    scripted_edges: BTreeSet<String>,
 }
 
 fn phase_rank(phase: i32) -> Option<(u8, bool)> {
@@ -67,15 +76,29 @@ impl Monitor {
         Self::default()
     }
 
+    /// Panic at the first violation, where it is seen (`true`), instead of recording
+    /// it for a report: for tests that must never see one, so that the backtrace
+    /// points at its cause.
+    pub fn set_strict(&mut self, strict: bool) {
+        self.strict = strict;
+    }
+
     /// Every violation so far, oldest first.
     pub fn violations(&self) -> &[Violation] {
         &self.violations
     }
 
     /// Records a violation.
+    ///
+    /// # Panics
+    /// When [strict](Self::set_strict).
     pub fn fail(&mut self, at_ms: u64, what: impl Into<String>) {
-        self.violations
-            .push(format!("t={at_ms}ms: {}", what.into()));
+        let violation = format!("t={at_ms}ms: {}", what.into());
+        #[allow(clippy::panic)]
+        if self.strict {
+            panic!("invariant broken: {violation}");
+        }
+        self.violations.push(violation);
     }
 
     /// The highest session id the CP has accepted.
@@ -128,8 +151,28 @@ impl Monitor {
         self.ended_status.insert(request);
     }
 
+    /// Connection `conn`'s Edge end is scripted by the test, which may send anything
+    /// on it: from now on, what follows from the peer's frames alone is not a
+    /// violation there — the CP refusing them (a protocol error), node events and
+    /// command answers out of order, status answers to requests the test issued on
+    /// the `ControlPlane` itself. Every rule of the CP's own conduct still holds:
+    /// session ids, supersession, live sessions, correlation ids, the frames it
+    /// writes.
+    pub fn on_scripted(&mut self, conn: ConnectionId) {
+        self.scripted.insert(conn);
+    }
+
+    fn scripted_session(&self, session_id: u64) -> bool {
+        self.scripted_sessions.contains(&session_id)
+    }
+
     /// Checks one event of the CP.
     pub fn on_cp_event(&mut self, at_ms: u64, event: &CpEvent) {
+        if let Some(edge_id) = command_edge(event)
+            && self.scripted_edges.contains(edge_id)
+        {
+            return;
+        }
         match event {
             CpEvent::SessionAccepted {
                 conn,
@@ -143,6 +186,10 @@ impl Monitor {
                 }
                 self.last_session_id = self.last_session_id.max(*session_id);
                 self.session_edges.insert(*session_id, edge_id.clone());
+                if self.scripted.contains(conn) {
+                    self.scripted_sessions.insert(*session_id);
+                    self.scripted_edges.insert(edge_id.clone());
+                }
                 let old = self.live.get(edge_id).map(|(_, s)| *s);
                 if old.is_some() && old != *superseded_session_id {
                     self.fail(
@@ -186,7 +233,9 @@ impl Monitor {
                 }
                 if let CloseReason::ProtocolError(v) = reason {
                     self.cp_protocol_errors += 1;
-                    self.fail(at_ms, format!("CP saw a protocol error on {conn:?}: {v:?}"));
+                    if !self.scripted.contains(conn) {
+                        self.fail(at_ms, format!("CP saw a protocol error on {conn:?}: {v:?}"));
+                    }
                 }
                 if let (Some(e), Some(s)) = (edge_id, session_id)
                     && self.live.get(e) == Some(&(*conn, *s))
@@ -197,6 +246,14 @@ impl Monitor {
             CpEvent::ResyncNeeded {
                 request: Some(r), ..
             } => self.on_status_issued(at_ms, *r),
+            CpEvent::StatusReceived { request, .. }
+            | CpEvent::StatusTimedOut { request, .. }
+            | CpEvent::StatusAbandoned { request, .. }
+                if self.scripted_session(request.session_id) =>
+            {
+                self.pending_status.remove(request);
+                self.ended_status.insert(*request);
+            }
             CpEvent::StatusReceived { request, response } => {
                 self.end_status(at_ms, *request, "received");
                 let edge_id = self.session_edges.get(&request.session_id).cloned();
@@ -291,6 +348,7 @@ impl Monitor {
                     self.fail(at_ms, format!("{command_id}: lost after it ended"));
                 }
             }
+            CpEvent::NodeEvent { session_id, .. } if self.scripted_session(*session_id) => {}
             CpEvent::NodeEvent {
                 edge_id,
                 session_id,
@@ -421,6 +479,7 @@ impl Monitor {
             violations,
             last_session_id,
             edge_protocol_errors,
+            strict: self.strict,
             ..Self::default()
         };
     }
@@ -430,6 +489,16 @@ impl Monitor {
         self.commands
             .entry((edge_id.to_owned(), command_id.to_owned()))
             .or_default();
+    }
+}
+
+/// The Edge id of a command's event.
+fn command_edge(event: &CpEvent) -> Option<&str> {
+    match event {
+        CpEvent::CommandResponded { edge_id, .. }
+        | CpEvent::CommandEvent { edge_id, .. }
+        | CpEvent::CommandLost { edge_id, .. } => Some(edge_id),
+        _ => None,
     }
 }
 

@@ -1,12 +1,13 @@
 //! [`Pair`]: a Control Plane and any number of Edge processes wired in memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::hash::Fnv1a;
 use super::link::Link;
 use super::monitor::Monitor;
 use super::rng::SimRng;
+use super::scripted::Peer;
 use crate::Instant;
 use crate::cp::{
     self, CommandError, CommandSpec, ConfigError, ConnectionId, ControlPlane, CpConfig, CpEvent,
@@ -70,8 +71,10 @@ pub struct EdgeProcess {
 /// [`disconnect`](Pair::disconnect), [`cut`](Pair::cut),
 /// [`half_open`](Pair::half_open), [`partition`](Pair::partition),
 /// [`crash`](Pair::crash), [`silence_cp`](Pair::silence_cp),
-/// [`stale_close`](Pair::stale_close), [`restart_cp`](Pair::restart_cp), and a second
-/// process with an Edge id already in use ([`add_edge`](Pair::add_edge)).
+/// [`stale_close`](Pair::stale_close), [`restart_cp`](Pair::restart_cp), a second
+/// process with an Edge id already in use ([`add_edge`](Pair::add_edge)), and a
+/// scripted fake Edge that sends what the test writes
+/// ([`connect_scripted`](Pair::connect_scripted)).
 ///
 /// Everything emitted — each side's events and every byte written — is hashed in
 /// order ([`Pair::hash`]): two pairs given the same seed and the same calls end with
@@ -94,13 +97,28 @@ pub struct Pair {
     pub(super) cp_silent_until: Instant,
     pub(super) monitor: Monitor,
     pub(super) hash: Fnv1a,
+    /// The scripted fake Edges, by connection (kept after their link is gone).
+    pub(super) scripted: BTreeMap<ConnectionId, Peer>,
+    /// Connections given an input since the CP's output was last pulled: their output
+    /// needs no wake-up, every other connection's does.
+    pub(super) inputs: BTreeSet<ConnectionId>,
 }
 
 impl Pair {
     /// A CP with `config` and no Edges yet; `seed` drives latencies and read splits.
     pub fn new(seed: u64, config: CpConfig, net: NetConfig) -> Result<Self, ConfigError> {
+        Self::with_policy(seed, config, cp::EnrolmentPolicy::AcceptAny, net)
+    }
+
+    /// [`Pair::new`] with the CP's enrolment `policy`.
+    pub fn with_policy(
+        seed: u64,
+        config: CpConfig,
+        policy: cp::EnrolmentPolicy,
+        net: NetConfig,
+    ) -> Result<Self, ConfigError> {
         Ok(Self {
-            cp: ControlPlane::new(config, cp::EnrolmentPolicy::AcceptAny)?,
+            cp: ControlPlane::new(config, policy)?,
             edges: Vec::new(),
             now: Instant::ZERO,
             cp_events: Vec::new(),
@@ -111,6 +129,8 @@ impl Pair {
             cp_silent_until: Instant::ZERO,
             monitor: Monitor::new(),
             hash: Fnv1a::new(),
+            scripted: BTreeMap::new(),
+            inputs: BTreeSet::new(),
         })
     }
 

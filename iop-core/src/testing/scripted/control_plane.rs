@@ -171,7 +171,7 @@ impl<R: EdgeRegistry> Harness<R> {
     pub fn flush(&mut self) -> Vec<Envelope> {
         let mut wire = Vec::new();
         let edge = &mut self.edge;
-        let poll = |b: &mut Vec<u8>| super::edges::non_empty(edge.poll_transmit(b));
+        let poll = |b: &mut Vec<u8>| super::wire::non_empty(edge.poll_transmit(b));
         if drain_transmits(&mut wire, usize::MAX, poll) == Transmit::Close {
             self.close_requested = true;
         }

@@ -1,106 +1,77 @@
-//! A scripted fake Edge and a harness driving a `ControlPlane` with a fake clock,
-//! following the driving contract: after every input, drain every output.
+//! A real `ControlPlane` and scripted fake Edges on a [`Pair`]: the test opens
+//! connections, sends frames, lets time pass. Everything goes through the pair — its
+//! clock, its links, its drain of every output after every input, and its
+//! [`Monitor`](crate::testing::Monitor), strict here: the first rule the CP breaks
+//! panics where it happens.
 
-use super::wire::{Reader, frame};
+use super::wire::frame;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
-
-use crate::cp::{
-    ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, RequestId, Transmit,
-};
+use crate::Instant;
+use crate::cp::{ConnectionId, CpConfig, CpEvent, EnrolmentPolicy, PeerIdentity, RequestId};
 use crate::proto::{
     self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest,
     EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, Heartbeat, NodeEventKind,
 };
-use crate::{Instant, drain_transmits};
-
-/// What one fake Edge has received from the CP.
-#[derive(Debug)]
-pub struct Peer {
-    reader: Reader,
-    /// Frames received and not yet taken.
-    pub frames: Vec<Envelope>,
-    /// The CP closed the connection (`Transmit::Close`), or its transport went away.
-    pub closed: bool,
-    /// Every byte received.
-    pub bytes: Vec<u8>,
-}
-
-/// Drives one `ControlPlane`.
-pub struct Harness {
-    /// The Control Plane under test.
-    pub cp: ControlPlane,
-    /// The fake clock.
-    pub now: Instant,
-    /// Events emitted and not yet taken.
-    pub events: Vec<CpEvent>,
-    /// The fake Edges, by connection.
-    pub peers: BTreeMap<ConnectionId, Peer>,
-    next_conn: u64,
-    /// Read split used by `send`: `None` = all at once.
-    pub chunk: Option<usize>,
-}
+use crate::testing::NetConfig;
+pub use crate::testing::Pair;
 
 /// The Control Plane configuration of these tests: the defaults.
 pub fn cfg() -> CpConfig {
     CpConfig::default()
 }
 
-impl Default for Harness {
-    fn default() -> Self {
-        Self::new()
-    }
+/// A pair of a Control Plane of [`cfg()`] accepting any Edge, and no Edge yet.
+pub fn harness() -> Pair {
+    harness_with(cfg(), EnrolmentPolicy::AcceptAny)
 }
 
-impl Harness {
-    /// A Control Plane of [`cfg()`] accepting any Edge.
-    pub fn new() -> Self {
-        Self::with(cfg(), EnrolmentPolicy::AcceptAny)
-    }
+/// A pair of a Control Plane of `config` and `policy`, at 1 s, on an instant network,
+/// its monitor strict.
+pub fn harness_with(config: CpConfig, policy: EnrolmentPolicy) -> Pair {
+    let mut pair = Pair::with_policy(0, config, policy, NetConfig::default()).unwrap();
+    pair.now = Instant::from_millis(1_000);
+    pair.monitor_mut().set_strict(true);
+    pair
+}
 
-    /// A Control Plane of `config` and `policy`, at 1 s.
-    pub fn with(config: CpConfig, policy: EnrolmentPolicy) -> Self {
-        Self {
-            cp: ControlPlane::new(config, policy).unwrap(),
-            now: Instant::from_millis(1_000),
-            events: Vec::new(),
-            peers: BTreeMap::new(),
-            next_conn: 1,
-            chunk: None,
-        }
-    }
-
+/// What a test does with the fake Edges of a [`Pair`] (see the [module docs](self)).
+pub trait ScriptedEdges {
     /// Opens a new connection.
-    pub fn connect(&mut self) -> ConnectionId {
-        self.connect_with_identity(None)
-    }
-
+    fn connect(&mut self) -> ConnectionId;
     /// Opens a new connection whose transport authenticated the peer as `identity`.
-    pub fn connect_with_identity(
-        &mut self,
-        identity: Option<Box<dyn crate::cp::PeerIdentity>>,
-    ) -> ConnectionId {
-        let id = ConnectionId(self.next_conn);
-        self.next_conn += 1;
-        self.peers.insert(
-            id,
-            Peer {
-                reader: Reader::new(u32::MAX),
-                frames: Vec::new(),
-                closed: false,
-                bytes: Vec::new(),
-            },
-        );
-        self.cp
-            .handle_connect_with_identity(self.now, id, identity)
-            .unwrap();
-        self.pump(Some(id));
-        id
+    fn connect_with_identity(&mut self, identity: Option<Box<dyn PeerIdentity>>) -> ConnectionId;
+    /// Sends an envelope from the fake Edge on `conn`.
+    fn send(&mut self, conn: ConnectionId, env: impl Into<Envelope>);
+    /// The fake Edge on `conn` sends `bytes`.
+    fn send_raw(&mut self, conn: ConnectionId, bytes: &[u8]);
+    /// The fake Edge on `conn` closes its transport.
+    fn drop_transport(&mut self, conn: ConnectionId);
+    /// Takes the frames the fake Edge on `conn` received.
+    fn take_frames(&mut self, conn: ConnectionId) -> Vec<Envelope>;
+    /// Takes every CP event emitted so far.
+    fn take_events(&mut self) -> Vec<CpEvent>;
+    /// The connection `conn` is closed.
+    fn is_closed(&self, conn: ConnectionId) -> bool;
+    /// Connects and sends `hello`; returns the connection and the hello response.
+    /// Other frames sent at once (status request, re-sent commands) stay queued.
+    fn hello_with(&mut self, hello: EdgeHelloRequest) -> (ConnectionId, EdgeHelloResponse);
+    /// An accepted session for `edge_id` advertising `ops`; the automatic status
+    /// request is answered and all events so far are discarded.
+    fn enrol(&mut self, edge_id: &str, ops: &[&str]) -> (ConnectionId, u64);
+    /// The `Closed` events not yet taken.
+    fn closed_events(&self) -> Vec<&CpEvent>;
+}
+
+impl ScriptedEdges for Pair {
+    fn connect(&mut self) -> ConnectionId {
+        self.connect_scripted(None)
     }
 
-    /// Sends an envelope from the fake Edge on `conn`.
-    pub fn send(&mut self, conn: ConnectionId, env: impl Into<Envelope>) {
+    fn connect_with_identity(&mut self, identity: Option<Box<dyn PeerIdentity>>) -> ConnectionId {
+        self.connect_scripted(identity)
+    }
+
+    fn send(&mut self, conn: ConnectionId, env: impl Into<Envelope>) {
         let wire = frame(&env.into());
         // An envelope that encodes to nothing cannot be on the wire.
         if !wire.is_empty() {
@@ -108,111 +79,45 @@ impl Harness {
         }
     }
 
-    /// The fake Edge on `conn` sends `bytes` (in reads of [`chunk`](Self::chunk) bytes).
-    pub fn send_raw(&mut self, conn: ConnectionId, bytes: &[u8]) {
-        match self.chunk {
-            None => self.cp.handle_bytes(self.now, conn, bytes),
-            Some(n) => {
-                for c in bytes.chunks(n.max(1)) {
-                    self.cp.handle_bytes(self.now, conn, c);
-                }
-            }
-        }
-        self.pump(Some(conn));
+    fn send_raw(&mut self, conn: ConnectionId, bytes: &[u8]) {
+        self.write_scripted(conn, bytes);
+        self.pump();
     }
 
-    /// The transport of `conn` went away.
-    pub fn drop_transport(&mut self, conn: ConnectionId) {
-        self.cp.handle_closed(self.now, conn);
-        if let Some(p) = self.peers.get_mut(&conn) {
-            p.closed = true;
-        }
-        self.pump(Some(conn));
+    fn drop_transport(&mut self, conn: ConnectionId) {
+        self.close_scripted(conn);
     }
 
-    /// Lets time pass, firing every timer on the way at its own deadline.
-    pub fn advance(&mut self, d: Duration) {
-        let end = self.now + d;
-        while let Some(at) = self.cp.poll_timeout() {
-            if at > end {
-                break;
-            }
-            self.now = self.now.max(at);
-            self.cp.handle_timeout(self.now);
-            self.pump(None);
-        }
-        self.now = end;
-        self.cp.handle_timeout(self.now);
-        self.pump(None);
+    fn take_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
+        self.take_scripted_frames(conn)
     }
 
-    /// Drains every output. A connection that got bytes other than `input` must have
-    /// been listed by `poll_wakeup`.
-    pub fn pump(&mut self, input: Option<ConnectionId>) {
-        let mut woken = BTreeSet::new();
-        while let Some(c) = self.cp.poll_wakeup() {
-            woken.insert(c);
-        }
-        let ids: Vec<ConnectionId> = self.peers.keys().copied().collect();
-        for id in ids {
-            let peer = self.peers.get_mut(&id).unwrap();
-            if peer.closed {
-                continue;
-            }
-            let mut buf = Vec::new();
-            let cp = &mut self.cp;
-            let poll = |b: &mut Vec<u8>| non_empty(cp.poll_transmit(id, b));
-            if drain_transmits(&mut buf, usize::MAX, poll) == Transmit::Close {
-                peer.closed = true;
-            }
-            if (!buf.is_empty() || peer.closed) && Some(id) != input {
-                assert!(woken.contains(&id), "{id} got output without a wakeup");
-            }
-            peer.bytes.extend_from_slice(&buf);
-            let frames = peer.reader.read(&buf);
-            peer.frames.extend(frames);
-        }
-        while let Some(e) = self.cp.poll_event() {
-            self.events.push(e);
-        }
+    fn take_events(&mut self) -> Vec<CpEvent> {
+        std::mem::take(&mut self.cp_events)
     }
 
-    /// Takes the frames the fake Edge on `conn` received.
-    pub fn take_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
-        std::mem::take(&mut self.peers.get_mut(&conn).unwrap().frames)
+    fn is_closed(&self, conn: ConnectionId) -> bool {
+        self.scripted(conn).is_none_or(|p| p.closed)
     }
 
-    /// Takes every event emitted so far.
-    pub fn take_events(&mut self) -> Vec<CpEvent> {
-        std::mem::take(&mut self.events)
-    }
-
-    /// The connection `conn` is closed.
-    pub fn is_closed(&self, conn: ConnectionId) -> bool {
-        self.peers[&conn].closed
-    }
-
-    /// Connects and sends `hello`; returns the connection and the hello response.
-    /// Other frames sent at once (status request, re-sent commands) stay queued.
-    pub fn hello_with(&mut self, hello: EdgeHelloRequest) -> (ConnectionId, EdgeHelloResponse) {
+    fn hello_with(&mut self, hello: EdgeHelloRequest) -> (ConnectionId, EdgeHelloResponse) {
         let conn = self.connect();
         self.send(conn, hello);
-        let frames = self.take_frames(conn);
-        let mut rest = Vec::new();
         let mut resp = None;
-        for f in frames {
+        let mut rest = Vec::new();
+        for f in self.take_frames(conn) {
             match f.body {
                 Some(Body::HelloResponse(r)) if resp.is_none() => resp = Some(r),
                 _ => rest.push(f),
             }
         }
-        self.peers.get_mut(&conn).unwrap().frames = rest;
+        if let Some(peer) = self.scripted.get_mut(&conn) {
+            peer.frames = rest;
+        }
         (conn, resp.expect("a hello response"))
     }
 
-    /// An accepted session for `edge_id` advertising `ops`; the automatic status
-    /// request is answered and all events so far are discarded.
-    pub fn enrol(&mut self, edge_id: &str, ops: &[&str]) -> (ConnectionId, u64) {
+    fn enrol(&mut self, edge_id: &str, ops: &[&str]) -> (ConnectionId, u64) {
         let (conn, resp) = self.hello_with(hello(edge_id, ops));
         assert!(resp.accepted, "{resp:?}");
         for f in self.take_frames(conn) {
@@ -226,23 +131,12 @@ impl Harness {
         (conn, resp.session_id)
     }
 
-    /// The `Closed` events not yet taken.
-    pub fn closed_events(&self) -> Vec<&CpEvent> {
-        self.events
+    fn closed_events(&self) -> Vec<&CpEvent> {
+        self.cp_events
             .iter()
             .filter(|e| matches!(e, CpEvent::Closed { .. }))
             .collect()
     }
-}
-
-/// `transmit`, checked: `Bytes` always hands out at least one byte.
-pub(super) fn non_empty(transmit: Transmit) -> Transmit {
-    assert_ne!(
-        transmit,
-        Transmit::Bytes(0),
-        "poll_transmit handed out no bytes"
-    );
-    transmit
 }
 
 // ----- fake Edge frames -------------------------------------------------------------

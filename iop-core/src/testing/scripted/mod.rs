@@ -5,17 +5,21 @@
 //! * [`edges`] — a real [`ControlPlane`](crate::cp::ControlPlane) and fake Edges: the
 //!   test opens connections, sends frames, lets time pass;
 //! * [`control_plane`] — a real [`Edge`](crate::edge::Edge) (with a fake node registry)
-//!   and a fake Control Plane.
+//!   and a fake Control Plane;
+//! * a scripted fake Edge on a [`Pair`](super::Pair)'s connection
+//!   ([`Pair::connect_scripted`](super::Pair::connect_scripted), [`Peer`]), beside the
+//!   pair's real Edge processes and on its network — what [`edges`] runs on.
 //!
 //! Both follow the driving contract as [`Pair`](super::Pair) does: after every input
 //! every output is drained ([`drain_transmits`](crate::drain_transmits)), and a
 //! connection that got output from an input on another one must have been woken.
-//! A broken expectation is a failed test: the harnesses panic, as assertions do.
+//! A broken expectation is a failed test: the harnesses panic, as assertions do
+//! (the pair of [`edges`] with its monitor strict).
 //!
 //! ```
-//! use iop_core::testing::scripted::edges::{Harness, heartbeat};
+//! use iop_core::testing::scripted::edges::{ScriptedEdges, harness, heartbeat};
 //!
-//! let mut t = Harness::new();
+//! let mut t = harness();
 //! let (conn, _session_id) = t.enrol("edge-1", &["edge.ping"]);
 //! t.send(conn, heartbeat(1));
 //! assert_eq!(t.take_frames(conn).len(), 1, "one ack");
@@ -29,4 +33,7 @@
 
 pub mod control_plane;
 pub mod edges;
+mod peer;
 pub mod wire;
+
+pub use peer::Peer;

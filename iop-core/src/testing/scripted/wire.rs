@@ -49,3 +49,13 @@ impl Reader {
         out
     }
 }
+
+/// `transmit`, checked: `Bytes` always hands out at least one byte.
+pub(super) fn non_empty(transmit: crate::Transmit) -> crate::Transmit {
+    assert_ne!(
+        transmit,
+        crate::Transmit::Bytes(0),
+        "poll_transmit handed out no bytes"
+    );
+    transmit
+}

@@ -1,0 +1,138 @@
+//! A scripted fake Edge on one of a [`Pair`]'s connections: the test writes its bytes,
+//! and reads the frames the Control Plane wrote to it, over the pair's network
+//! (latency, read splits, cut links) beside the pair's real Edge processes.
+//!
+//! ```
+//! use iop_core::cp::CpConfig;
+//! use iop_core::proto::Body;
+//! use iop_core::testing::scripted::edges::hello;
+//! use iop_core::testing::{NetConfig, Pair};
+//!
+//! let mut pair = Pair::new(1, CpConfig::default(), NetConfig::default())?;
+//! let conn = pair.connect_scripted(None);
+//! pair.send_scripted(conn, hello("edge-1", &[]));
+//! let frames = pair.take_scripted_frames(conn);
+//! assert!(matches!(&frames[0].body, Some(Body::HelloResponse(r)) if r.accepted));
+//! assert!(pair.monitor().violations().is_empty());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::time::Duration;
+
+use super::wire::{Reader, frame};
+use crate::cp::{ConnectionId, PeerIdentity};
+use crate::proto::Envelope;
+use crate::testing::Pair;
+use crate::testing::link::{Link, Segment};
+
+/// What one scripted fake Edge has received from the CP.
+#[derive(Debug)]
+pub struct Peer {
+    reader: Reader,
+    /// Frames received and not yet taken.
+    pub frames: Vec<Envelope>,
+    /// The CP closed the connection, or the fake Edge closed its end.
+    pub closed: bool,
+    /// Every byte received.
+    pub bytes: Vec<u8>,
+}
+
+impl Peer {
+    fn new() -> Self {
+        Self {
+            reader: Reader::new(u32::MAX),
+            frames: Vec::new(),
+            closed: false,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Takes in what arrived; false once the connection is closed.
+    pub(crate) fn receive(&mut self, segment: Segment) -> bool {
+        match segment {
+            Segment::Data(bytes) => {
+                let frames = self.reader.read(&bytes);
+                self.frames.extend(frames);
+                self.bytes.extend_from_slice(&bytes);
+            }
+            Segment::Fin => self.closed = true,
+        }
+        !self.closed
+    }
+}
+
+impl Pair {
+    /// Opens a connection whose Edge end the test scripts (its transport authenticated
+    /// the peer as `identity`, if given); the monitor checks the CP's side of it only
+    /// ([`Monitor::on_scripted`](crate::testing::Monitor::on_scripted)).
+    ///
+    /// # Panics
+    /// If the CP refuses the connection id (it is new, so it never does).
+    pub fn connect_scripted(&mut self, identity: Option<Box<dyn PeerIdentity>>) -> ConnectionId {
+        self.next_conn += 1;
+        let conn = ConnectionId(self.next_conn);
+        self.monitor.on_scripted(conn);
+        self.scripted.insert(conn, Peer::new());
+        self.cp
+            .handle_connect_with_identity(self.now, conn, identity)
+            .expect("a new connection id");
+        self.inputs.insert(conn);
+        let (lo, hi) = (
+            self.net.latency_min.as_millis() as u64,
+            self.net.latency_max.as_millis() as u64,
+        );
+        let up = Duration::from_millis(self.rng.range(lo, hi));
+        let down = Duration::from_millis(self.rng.range(lo, hi));
+        self.links.insert(conn, Link::new(None, up, down));
+        self.pump();
+        conn
+    }
+
+    /// The scripted Edge on `conn` writes `bytes` (delivered after the link's latency;
+    /// call [`pump`](Self::pump) or [`advance`](Self::advance)). Nothing is written
+    /// once its end is closed.
+    pub fn write_scripted(&mut self, conn: ConnectionId, bytes: &[u8]) {
+        if let Some(link) = self.links.get_mut(&conn)
+            && link.edge.is_none()
+            && link.edge_open
+            && !bytes.is_empty()
+        {
+            self.hash.record(b's', bytes);
+            link.send_to_cp(self.now, Segment::Data(bytes.to_vec()));
+        }
+    }
+
+    /// The scripted Edge on `conn` sends `envelope` as one frame, then the pair pumps.
+    pub fn send_scripted(&mut self, conn: ConnectionId, envelope: impl Into<Envelope>) {
+        self.write_scripted(conn, &frame(&envelope.into()));
+        self.pump();
+    }
+
+    /// The scripted Edge on `conn` closes its end (FIN), then the pair pumps.
+    pub fn close_scripted(&mut self, conn: ConnectionId) {
+        if let Some(link) = self.links.get_mut(&conn)
+            && link.edge.is_none()
+            && link.edge_open
+        {
+            link.edge_open = false;
+            link.send_to_cp(self.now, Segment::Fin);
+        }
+        if let Some(peer) = self.scripted.get_mut(&conn) {
+            peer.closed = true;
+        }
+        self.pump();
+    }
+
+    /// The scripted Edge on `conn`.
+    pub fn scripted(&self, conn: ConnectionId) -> Option<&Peer> {
+        self.scripted.get(&conn)
+    }
+
+    /// Takes the frames the scripted Edge on `conn` received.
+    pub fn take_scripted_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
+        self.scripted
+            .get_mut(&conn)
+            .map(|p| std::mem::take(&mut p.frames))
+            .unwrap_or_default()
+    }
+}
