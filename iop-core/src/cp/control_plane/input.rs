@@ -124,10 +124,6 @@ impl ControlPlane {
         match up {
             FromSession::Hello { hello, version } => self.on_hello(now, conn, *hello, version),
             FromSession::HelloRefused(rejection) => self.reject_hello(conn, rejection),
-            FromSession::Status(answer) => {
-                let at = self.config.wall_clock.unix_ms(now);
-                status_received(&mut self.edges, &mut self.events, conn, at, answer);
-            }
             FromSession::NodeEvent { event, resync } => {
                 self.on_node_event(now, conn, *event, resync)
             }

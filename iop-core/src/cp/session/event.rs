@@ -26,9 +26,6 @@ pub(crate) enum FromSession {
     },
     /// The hello broke a rule of steps 1–3: answer it with this and close.
     HelloRefused(Rejection),
-    /// A status answer matched to its request (PROTOCOL.md §4.3), for the Edge's view
-    /// (handed to [`Session::read`](super::Session::read)'s `answered`, never returned).
-    Status(StatusAnswer),
     /// A node event in sequence (PROTOCOL.md §4.5), with the resync point it makes.
     NodeEvent {
         event: Box<EdgeNodeEvent>,
@@ -44,6 +41,17 @@ pub(crate) enum FromSession {
     LateStatus,
     /// The connection must end for this reason.
     Close(CloseReason),
+}
+
+/// What one frame came to inside [`Session::read`](super::Session::read): a status
+/// answer, which needs only its Edge's view, goes to the read's `answered`; anything
+/// else up to the control plane.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// For the control plane.
+    Up(FromSession),
+    /// A status answer matched to its request (PROTOCOL.md §4.3), for the Edge's view.
+    Answered(StatusAnswer),
 }
 
 /// A status answer of an accepted session.

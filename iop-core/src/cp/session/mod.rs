@@ -37,6 +37,7 @@ use super::identity::PeerIdentity;
 use super::ids::ConnectionId;
 
 pub(crate) use close::{Ended, EndedSession};
+use event::Read;
 pub(crate) use event::{Acceptance, FromSession, Rejection, StatusAnswer, ToSession};
 pub(crate) use hello::PendingHello;
 use status::StatusBook;
@@ -299,18 +300,18 @@ impl Session {
         mut answered: impl FnMut(StatusAnswer),
     ) -> Option<FromSession> {
         while self.is_open() {
-            let up = match self.decoder.decode(input) {
+            let read = match self.decoder.decode(input) {
                 Ok(Some(envelope)) => {
                     io.frames_in += 1;
                     self.on_frame(config, envelope, io)
                 }
                 Ok(None) => break,
-                Err(e) => Some(protocol_error(ProtocolViolation::Frame(e))),
+                Err(e) => Some(Read::Up(protocol_error(ProtocolViolation::Frame(e)))),
             };
-            match up {
+            match read {
                 None => {}
-                Some(FromSession::Status(answer)) => answered(answer),
-                Some(up) => return Some(up),
+                Some(Read::Answered(answer)) => answered(answer),
+                Some(Read::Up(up)) => return Some(up),
             }
         }
         self.release_idle_decoder();
@@ -319,28 +320,25 @@ impl Session {
 
     /// One frame, dispatched once by the session's stage and the frame's body.
     #[inline]
-    fn on_frame(
-        &mut self,
-        config: &CpConfig,
-        envelope: Envelope,
-        io: &mut Io,
-    ) -> Option<FromSession> {
+    fn on_frame(&mut self, config: &CpConfig, envelope: Envelope, io: &mut Io) -> Option<Read> {
         match &self.stage {
             Stage::Established(_) => {}
-            Stage::AwaitingHello => return Some(self.first_frame(config, envelope)),
+            Stage::AwaitingHello => return Some(Read::Up(self.first_frame(config, envelope))),
             // The hello is not answered yet: nothing else may come.
             Stage::Claiming(_) => {
                 let violation = match envelope.body {
                     Some(Body::HelloRequest(_)) => ProtocolViolation::SecondHello,
                     _ => ProtocolViolation::BeforeHello(envelope.kind()),
                 };
-                return Some(protocol_error(violation));
+                return Some(Read::Up(protocol_error(violation)));
             }
             Stage::Closing => return None,
         }
-        match envelope.body {
+        let up = match envelope.body {
             Some(Body::Heartbeat(hb)) => self.heartbeat(hb, io),
-            Some(Body::StatusResponse(resp)) => self.status_response(envelope.correlation_id, resp),
+            Some(Body::StatusResponse(resp)) => {
+                return self.status_response(envelope.correlation_id, resp);
+            }
             // The CP sends no heartbeats; an ack is harmless.
             Some(Body::HeartbeatAck(_)) => None,
             None => Some(FromSession::UnknownBody),
@@ -357,7 +355,8 @@ impl Session {
             ) => Some(protocol_error(ProtocolViolation::WrongDirection(
                 body.kind(),
             ))),
-        }
+        };
+        up.map(Read::Up)
     }
 
     /// An idle connection keeps no large receive buffer: between frames a fresh

@@ -12,7 +12,7 @@ use crate::cp::event::{CloseReason, ProtocolViolation};
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::event::{FromSession, StatusAnswer};
+use super::event::{FromSession, Read, StatusAnswer};
 use super::timer::Timer;
 use super::{Io, Session, Stage, protocol_error};
 
@@ -75,29 +75,31 @@ impl Session {
         &mut self,
         correlation_id: u64,
         response: EdgeStatusResponse,
-    ) -> Option<FromSession> {
+    ) -> Option<Read> {
         let Stage::Established(session) = &mut self.stage else {
             return None;
         };
         if session.status.never_issued(correlation_id) {
-            return Some(protocol_error(ProtocolViolation::NeverIssuedCorrelationId(
-                correlation_id,
+            return Some(Read::Up(protocol_error(
+                ProtocolViolation::NeverIssuedCorrelationId(correlation_id),
             )));
         }
         if response.edge_id != session.edge_id {
-            return Some(FromSession::Close(CloseReason::ProtocolError(
+            return Some(Read::Up(FromSession::Close(CloseReason::ProtocolError(
                 ProtocolViolation::StatusEdgeIdMismatch,
-            )));
+            ))));
         }
         let full = match session.status.take(correlation_id) {
             Correlation::Pending { full } => full,
-            Correlation::Late | Correlation::NeverIssued => return Some(FromSession::LateStatus),
+            Correlation::Late | Correlation::NeverIssued => {
+                return Some(Read::Up(FromSession::LateStatus));
+            }
         };
         self.timers
             .set_opt(Timer::Status, session.status.next_deadline());
         // A truncated answer is partial: it never counts as the fresh view.
         let fresh = full && !response.truncated && correlation_id >= session.fresh_floor;
-        Some(FromSession::Status(StatusAnswer {
+        Some(Read::Answered(StatusAnswer {
             edge: session.edge,
             session_id: session.session_id,
             correlation_id,
