@@ -1,7 +1,8 @@
 //! The `iop_core::testing::Pair` faults do what they say, and both ends react as
 //! PROTOCOL.md §4.1–§4.2 ask: a cut link is noticed by liveness on both sides, a half-open
 //! link by the side not told, a duplicate process supersedes and flaps, a stalled CP
-//! and a clock jump are survived.
+//! and a clock jump are survived; scripted fake peers — an impostor Edge, a fake
+//! Control Plane — take part on the pair's network.
 
 use std::time::Duration;
 
@@ -160,5 +161,56 @@ fn a_scripted_impostor_beside_a_real_edge_supersedes_it_and_is_superseded_in_tur
     )));
     assert!(p.scripted(impostor).unwrap().closed);
     // The CP's side of the rules held on every connection, the impostor's included.
+    clean(&p);
+}
+
+#[test]
+fn a_real_edge_against_a_scripted_control_plane_over_a_lossy_network() {
+    use iop_core::proto::{Body, EdgeStatusRequest, Envelope, GoAwayReason};
+    use iop_core::testing::scripted::control_plane::accepted;
+
+    let net = NetConfig {
+        latency_min: Duration::from_millis(5),
+        latency_max: Duration::from_millis(40),
+        split_reads: true,
+    };
+    let mut p = Pair::new(3, CpConfig::default(), net).unwrap();
+    let index = p
+        .add_edge_to_scripted_cp(config(1), NodeRegistry::new())
+        .unwrap();
+    p.advance(Duration::from_millis(100));
+    let conn = p.conn_of(index).expect("dialled the scripted CP");
+    assert_eq!(p.cp.connection_count(), 0, "the pair's own CP never saw it");
+    let hello = p.take_cp_frames(conn);
+    assert!(matches!(&hello[0].body, Some(Body::HelloRequest(h)) if h.edge_id == EDGE));
+
+    // Accepted, then a status request: the answer comes back across split reads.
+    p.send_to_edge(conn, Envelope::new(accepted(7, 1_000)));
+    p.send_to_edge(conn, Envelope::correlated(1, EdgeStatusRequest::default()));
+    p.advance(Duration::from_millis(200));
+    let frames = p.take_cp_frames(conn);
+    assert!(frames.iter().any(|f| f.correlation_id == 1
+        && matches!(&f.body, Some(Body::StatusResponse(s)) if s.edge_id == EDGE)));
+
+    // A second hello response breaks the protocol: the Edge says so and redials.
+    p.send_to_edge(conn, Envelope::new(accepted(8, 1_000)));
+    p.advance(Duration::from_millis(200));
+    assert!(p.take_cp_frames(conn).iter().any(|f| matches!(
+        &f.body,
+        Some(Body::GoAway(g)) if g.reason == GoAwayReason::ProtocolError as i32
+    )));
+    assert!(edge_closed(&p, |r| matches!(
+        r,
+        edge::CloseReason::ProtocolError(_)
+    )));
+    p.advance(Duration::from_secs(5));
+    let again = p.conn_of(index).expect("redialled");
+    assert_ne!(again, conn);
+    assert!(matches!(
+        &p.take_cp_frames(again)[0].body,
+        Some(Body::HelloRequest(_))
+    ));
+    // What the Edge wrote kept the protocol's rules; the protocol error it saw was the
+    // script's.
     clean(&p);
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::link::{Link, Segment};
 use super::pair::Pair;
 use super::rng::SimRng;
+use super::scripted::Peer;
 use crate::cp::ConnectionId;
 use crate::proto::PRE_HELLO_MAX_FRAME_LEN;
 use crate::transmit::{Transmit, drain_transmits};
@@ -47,9 +48,9 @@ impl Pair {
             }
             self.next_conn += 1;
             let conn = ConnectionId(self.next_conn);
-            if self.cp.handle_connect(self.now, conn).is_err()
-                || p.edge.handle_connected(self.now).is_err()
-            {
+            let scripted = p.to_scripted_cp;
+            let cp_refused = !scripted && self.cp.handle_connect(self.now, conn).is_err();
+            if cp_refused || p.edge.handle_connected(self.now).is_err() {
                 self.monitor
                     .fail(self.now.as_millis(), format!("dial of {conn:?} refused"));
                 p.edge.handle_connect_failed(self.now);
@@ -62,8 +63,14 @@ impl Pair {
             );
             let up = Duration::from_millis(self.rng.range(lo, hi));
             let down = Duration::from_millis(self.rng.range(lo, hi));
-            self.inputs.insert(conn);
-            self.links.insert(conn, Link::new(Some(index), up, down));
+            let mut link = Link::new(Some(index), up, down);
+            if scripted {
+                link.cp_scripted = true;
+                self.scripted_cps.insert(conn, Peer::new());
+            } else {
+                self.inputs.insert(conn);
+            }
+            self.links.insert(conn, link);
         }
         moved
     }
@@ -94,10 +101,11 @@ impl Pair {
                 self.hash.record(b'e', &buf);
                 let first = link.tap_to_cp.frames_seen() == 0;
                 for frame in link.tap_to_cp.feed(&buf) {
-                    let limit = if first {
-                        PRE_HELLO_MAX_FRAME_LEN
-                    } else {
-                        limit
+                    // A scripted CP announces what it likes after the hello.
+                    let limit = match (first, link.cp_scripted) {
+                        (true, _) => PRE_HELLO_MAX_FRAME_LEN,
+                        (false, true) => u32::MAX,
+                        (false, false) => limit,
                     };
                     self.monitor.on_frame(
                         at_ms,
@@ -130,7 +138,11 @@ impl Pair {
         let inputs = std::mem::take(&mut self.inputs);
         let mut moved = false;
         let at_ms = self.now.as_millis();
-        for (conn, link) in self.links.iter_mut().filter(|(_, l)| l.cp_open) {
+        let real = self
+            .links
+            .iter_mut()
+            .filter(|(_, l)| l.cp_open && !l.cp_scripted);
+        for (conn, link) in real {
             let mut buf = Vec::new();
             let mut empty = false;
             let close = drain_transmits(&mut buf, usize::MAX, |b| {
@@ -190,6 +202,12 @@ impl Pair {
                 };
                 moved = true;
                 if !link.cp_open {
+                    continue;
+                }
+                if link.cp_scripted {
+                    if let Some(cp) = self.scripted_cps.get_mut(conn) {
+                        link.cp_open &= cp.receive(segment);
+                    }
                     continue;
                 }
                 self.inputs.insert(*conn);

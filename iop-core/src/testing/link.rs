@@ -27,6 +27,10 @@ pub(crate) struct Link {
     pub(crate) to_edge: VecDeque<(Instant, Segment)>,
     pub(crate) latency_to_cp: Duration,
     pub(crate) latency_to_edge: Duration,
+    /// The Control Plane end is scripted by the test
+    /// ([`Pair::add_edge_to_scripted_cp`](super::Pair::add_edge_to_scripted_cp)), not
+    /// the pair's real one.
+    pub(crate) cp_scripted: bool,
     /// Everything sent from now on is lost, FINs included; neither end is told.
     pub(crate) cut: bool,
     /// The CP has not closed (or been told of the close of) this connection.
@@ -51,6 +55,7 @@ impl Link {
             to_edge: VecDeque::new(),
             latency_to_cp,
             latency_to_edge,
+            cp_scripted: false,
             cut: false,
             cp_open: true,
             edge_open: true,

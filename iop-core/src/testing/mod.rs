@@ -7,8 +7,10 @@
 //!   [`NodeRegistry`](crate::NodeRegistry)), on one thread, with a fake clock,
 //!   per-direction latency, random read splits, and faults: cut links, half-open
 //!   links, partitions, duplicate Edge processes, crashes, stale closes, a stalled CP,
-//!   clock jumps forward; and scripted fake Edges on connections of their own
-//!   ([`Pair::connect_scripted`], [`scripted`]), which send whatever the test writes.
+//!   clock jumps forward; and scripted fake peers, which send whatever the test
+//!   writes: Edges on connections of their own ([`Pair::connect_scripted`]), and the
+//!   Control Plane an Edge process dials ([`Pair::add_edge_to_scripted_cp`]); see
+//!   [`scripted`].
 //!   It is the reference driver of both ends' driving contract, and checks the CP
 //!   keeps its side of it (no empty `Bytes`, a wake-up for every output an input on
 //!   another connection caused).

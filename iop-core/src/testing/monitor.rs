@@ -53,6 +53,9 @@ pub struct Monitor {
     /// test's choice, so only the CP's side of the rules is checked (see
     /// [`Monitor::on_scripted`]).
     scripted: BTreeSet<ConnectionId>,
+    /// Edge processes whose Control Plane a test scripts
+    /// ([`Monitor::on_scripted_cp`]).
+    scripted_cp_processes: BTreeSet<usize>,
     /// Sessions accepted on scripted connections, and their Edge ids.
     scripted_sessions: BTreeSet<u64>,
     scripted_edges: BTreeSet<String>,
@@ -160,6 +163,13 @@ impl Monitor {
     /// writes.
     pub fn on_scripted(&mut self, conn: ConnectionId) {
         self.scripted.insert(conn);
+    }
+
+    /// Edge process `process` talks to a Control Plane the test scripts: a protocol
+    /// error it sees there follows from the script, not a violation. The frames it
+    /// writes are still checked.
+    pub fn on_scripted_cp(&mut self, process: usize) {
+        self.scripted_cp_processes.insert(process);
     }
 
     fn scripted_session(&self, session_id: u64) -> bool {
@@ -397,6 +407,10 @@ impl Monitor {
         } = event
         {
             self.edge_protocol_errors += 1;
+            // A scripted Control Plane may send what the Edge must refuse.
+            if self.scripted_cp_processes.contains(&process) {
+                return;
+            }
             self.fail(
                 at_ms,
                 format!("Edge process {process} saw a protocol error: {e}"),

@@ -59,6 +59,8 @@ pub struct EdgeProcess {
     /// Its transport is refused (dials fail) while partitioned.
     pub partitioned: bool,
     pub(super) conn: Option<ConnectionId>,
+    /// It dials a Control Plane the test scripts, not the pair's.
+    pub(super) to_scripted_cp: bool,
 }
 
 /// A [`ControlPlane`] and N [`Edge`] processes (each with its own [`NodeRegistry`])
@@ -72,9 +74,10 @@ pub struct EdgeProcess {
 /// [`half_open`](Pair::half_open), [`partition`](Pair::partition),
 /// [`crash`](Pair::crash), [`silence_cp`](Pair::silence_cp),
 /// [`stale_close`](Pair::stale_close), [`restart_cp`](Pair::restart_cp), a second
-/// process with an Edge id already in use ([`add_edge`](Pair::add_edge)), and a
-/// scripted fake Edge that sends what the test writes
-/// ([`connect_scripted`](Pair::connect_scripted)).
+/// process with an Edge id already in use ([`add_edge`](Pair::add_edge)), and scripted
+/// fake peers that send what the test writes: an Edge
+/// ([`connect_scripted`](Pair::connect_scripted)) and the Control Plane an Edge process
+/// dials ([`add_edge_to_scripted_cp`](Pair::add_edge_to_scripted_cp)).
 ///
 /// Everything emitted — each side's events and every byte written — is hashed in
 /// order ([`Pair::hash`]): two pairs given the same seed and the same calls end with
@@ -99,6 +102,8 @@ pub struct Pair {
     pub(super) hash: Fnv1a,
     /// The scripted fake Edges, by connection (kept after their link is gone).
     pub(super) scripted: BTreeMap<ConnectionId, Peer>,
+    /// The scripted fake Control Planes, by connection, of the processes that dial one.
+    pub(super) scripted_cps: BTreeMap<ConnectionId, Peer>,
     /// Connections given an input since the CP's output was last pulled: their output
     /// needs no wake-up, every other connection's does.
     pub(super) inputs: BTreeSet<ConnectionId>,
@@ -130,6 +135,7 @@ impl Pair {
             monitor: Monitor::new(),
             hash: Fnv1a::new(),
             scripted: BTreeMap::new(),
+            scripted_cps: BTreeMap::new(),
             inputs: BTreeSet::new(),
         })
     }
@@ -149,6 +155,7 @@ impl Pair {
             alive: true,
             partitioned: false,
             conn: None,
+            to_scripted_cp: false,
         });
         Ok(self.edges.len() - 1)
     }
@@ -170,6 +177,7 @@ impl Pair {
                 alive: true,
                 partitioned: p.partitioned,
                 conn: None,
+                to_scripted_cp: p.to_scripted_cp,
             };
         }
         Ok(())

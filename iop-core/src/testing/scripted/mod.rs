@@ -6,9 +6,13 @@
 //!   test opens connections, sends frames, lets time pass;
 //! * [`control_plane`] — a real [`Edge`](crate::edge::Edge) (with a fake node registry)
 //!   and a fake Control Plane;
-//! * a scripted fake Edge on a [`Pair`](super::Pair)'s connection
-//!   ([`Pair::connect_scripted`](super::Pair::connect_scripted), [`Peer`]), beside the
-//!   pair's real Edge processes and on its network — what [`edges`] runs on.
+//! * scripted fake peers on a [`Pair`](super::Pair)'s connections, on its network
+//!   beside its real ends ([`Peer`]): a fake Edge the pair's Control Plane serves
+//!   ([`Pair::connect_scripted`](super::Pair::connect_scripted), what [`edges`] runs
+//!   on), and a fake Control Plane an Edge process dials
+//!   ([`Pair::add_edge_to_scripted_cp`](super::Pair::add_edge_to_scripted_cp)).
+//!   [`control_plane`] drives its Edge by hand instead — each dial, read and timeout
+//!   when the test says, which a pair (dialling on the Edge's own schedule) does not.
 //!
 //! Both follow the driving contract as [`Pair`](super::Pair) does: after every input
 //! every output is drained ([`drain_transmits`](crate::drain_transmits)), and a

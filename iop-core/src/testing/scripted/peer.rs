@@ -1,6 +1,8 @@
-//! A scripted fake Edge on one of a [`Pair`]'s connections: the test writes its bytes,
-//! and reads the frames the Control Plane wrote to it, over the pair's network
-//! (latency, read splits, cut links) beside the pair's real Edge processes.
+//! Scripted fake peers on a [`Pair`]'s connections, over the pair's network (latency,
+//! read splits, cut links) beside its real ends: a fake Edge the pair's Control
+//! Plane serves ([`Pair::connect_scripted`]), and a fake Control Plane an Edge process
+//! of the pair dials ([`Pair::add_edge_to_scripted_cp`]). The test writes the fake
+//! peer's bytes and reads the frames the real end wrote to it.
 //!
 //! ```
 //! use iop_core::cp::CpConfig;
@@ -21,24 +23,27 @@ use std::time::Duration;
 
 use super::wire::{Reader, frame};
 use crate::cp::{ConnectionId, PeerIdentity};
+use crate::edge::{self, Edge, EdgeConfig};
 use crate::proto::Envelope;
-use crate::testing::Pair;
+use crate::registry::NodeRegistry;
 use crate::testing::link::{Link, Segment};
+use crate::testing::{EdgeProcess, Pair};
 
-/// What one scripted fake Edge has received from the CP.
+/// What one scripted fake peer has received: a fake Edge from the Control Plane, or
+/// a fake Control Plane from an Edge process.
 #[derive(Debug)]
 pub struct Peer {
     reader: Reader,
     /// Frames received and not yet taken.
     pub frames: Vec<Envelope>,
-    /// The CP closed the connection, or the fake Edge closed its end.
+    /// The other end closed the connection, or the fake peer closed its own.
     pub closed: bool,
     /// Every byte received.
     pub bytes: Vec<u8>,
 }
 
 impl Peer {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             reader: Reader::new(u32::MAX),
             frames: Vec::new(),
@@ -131,6 +136,78 @@ impl Pair {
     /// Takes the frames the scripted Edge on `conn` received.
     pub fn take_scripted_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
         self.scripted
+            .get_mut(&conn)
+            .map(|p| std::mem::take(&mut p.frames))
+            .unwrap_or_default()
+    }
+
+    /// Starts an Edge process (as [`add_edge`](Self::add_edge)) whose every dial
+    /// reaches a Control Plane the test scripts instead of the pair's: the test reads
+    /// what it writes ([`take_cp_frames`](Self::take_cp_frames)) and answers
+    /// ([`send_to_edge`](Self::send_to_edge)). Returns its index; its connection is
+    /// [`conn_of`](Self::conn_of) once it dialled.
+    pub fn add_edge_to_scripted_cp(
+        &mut self,
+        config: EdgeConfig,
+        registry: NodeRegistry,
+    ) -> Result<usize, edge::ConfigError> {
+        let edge = Edge::new(config, registry)?;
+        self.edges.push(EdgeProcess {
+            edge,
+            events: Vec::new(),
+            alive: true,
+            partitioned: false,
+            conn: None,
+            to_scripted_cp: true,
+        });
+        let index = self.edges.len() - 1;
+        self.monitor.on_scripted_cp(index);
+        Ok(index)
+    }
+
+    /// The scripted Control Plane on `conn` writes `bytes` to its Edge (delivered
+    /// after the link's latency). Nothing is written once its end is closed.
+    pub fn write_to_edge(&mut self, conn: ConnectionId, bytes: &[u8]) {
+        if let Some(link) = self.links.get_mut(&conn)
+            && link.cp_scripted
+            && link.cp_open
+            && !bytes.is_empty()
+        {
+            self.hash.record(b'S', bytes);
+            link.send_to_edge(self.now, Segment::Data(bytes.to_vec()));
+        }
+    }
+
+    /// The scripted Control Plane on `conn` sends `envelope` as one frame, then the
+    /// pair pumps.
+    pub fn send_to_edge(&mut self, conn: ConnectionId, envelope: impl Into<Envelope>) {
+        self.write_to_edge(conn, &frame(&envelope.into()));
+        self.pump();
+    }
+
+    /// The scripted Control Plane on `conn` closes its end (FIN), then the pair pumps.
+    pub fn close_to_edge(&mut self, conn: ConnectionId) {
+        if let Some(link) = self.links.get_mut(&conn)
+            && link.cp_scripted
+            && link.cp_open
+        {
+            link.cp_open = false;
+            link.send_to_edge(self.now, Segment::Fin);
+        }
+        if let Some(cp) = self.scripted_cps.get_mut(&conn) {
+            cp.closed = true;
+        }
+        self.pump();
+    }
+
+    /// The scripted Control Plane on `conn`.
+    pub fn scripted_cp(&self, conn: ConnectionId) -> Option<&Peer> {
+        self.scripted_cps.get(&conn)
+    }
+
+    /// Takes the frames the scripted Control Plane on `conn` received.
+    pub fn take_cp_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
+        self.scripted_cps
             .get_mut(&conn)
             .map(|p| std::mem::take(&mut p.frames))
             .unwrap_or_default()
