@@ -192,15 +192,16 @@ impl Drop for Role {
     }
 }
 
-/// A Control Plane's config for a bench fleet, alone or (`clustered`) a replica's.
+/// A Control Plane's config for a bench fleet, alone or (`cluster`) a replica's, with
+/// that replica's directory.
 /// Every Edge dials from 127.0.0.1 here, a real fleet's from many addresses: the
 /// per-address cap on hellos pending (64) would refuse the burst `OVERLOADED`, so it
 /// is the global one (1 024), as a fleet behind one NAT address needs.
-pub fn server_config(clustered: bool) -> ServerConfig {
+pub fn server_config(cluster: Option<&iop_cluster::ClusterConfig>) -> ServerConfig {
     let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
-    if clustered {
-        config.cp.directory = iop_tokio::core::cp::DirectoryFactory::external();
+    if let Some(cluster) = cluster {
+        config.cp.directory = cluster.directory();
     }
     config
 }

@@ -58,11 +58,11 @@ fn main() -> Result<(), BoxError> {
 
 async fn replica(
     nats: &NatsServer,
-    id: &str,
+    cluster: ClusterConfig,
     server: &ControlPlaneServer,
 ) -> Result<Replica, BoxError> {
     let client = async_nats::connect(nats.url()).await?;
-    Ok(Replica::start(client, server.handle(), ClusterConfig::new(id)).await?)
+    Ok(Replica::start(client, server.handle(), cluster).await?)
 }
 
 /// Mean microseconds of `n` sequential calls of `f`, after `n` warm-up calls.
@@ -83,10 +83,13 @@ where
 
 /// (through the owner, through another replica, one NATS round trip), in µs.
 async fn commands(nats: &NatsServer) -> Result<(f64, f64, f64, f64), BoxError> {
-    let a = ControlPlaneServer::bind("127.0.0.1:0".parse()?, fleet::server_config(true)).await?;
-    let b = ControlPlaneServer::bind("127.0.0.1:0".parse()?, fleet::server_config(true)).await?;
-    let ra = replica(nats, "cp-a", &a).await?;
-    let rb = replica(nats, "cp-b", &b).await?;
+    let (ca, cb) = (ClusterConfig::new("cp-a"), ClusterConfig::new("cp-b"));
+    let a =
+        ControlPlaneServer::bind("127.0.0.1:0".parse()?, fleet::server_config(Some(&ca))).await?;
+    let b =
+        ControlPlaneServer::bind("127.0.0.1:0".parse()?, fleet::server_config(Some(&cb))).await?;
+    let ra = replica(nats, ca, &a).await?;
+    let rb = replica(nats, cb, &b).await?;
     let edge = EdgeClient::new(EdgeConfig::new("edge-1", iop_tokio::process_seed()))
         .operation("edge.ping", TargetLevel::Edge, |_ctx| async {
             CommandResult::succeeded("pong")
@@ -253,14 +256,15 @@ fn server(n: usize, url: &str) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let clustered = url != "-";
-        let config = fleet::server_config(clustered);
+        let cluster = (url != "-").then(|| ClusterConfig::new("cp-bench"));
+        let config = fleet::server_config(cluster.as_ref());
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
-        let _replica = if clustered {
-            let client = async_nats::connect(url).await?;
-            Some(Replica::start(client, server.handle(), ClusterConfig::new("cp-bench")).await?)
-        } else {
-            None
+        let replica = match cluster {
+            Some(cluster) => {
+                let client = async_nats::connect(url).await?;
+                Some(Replica::start(client, server.handle(), cluster).await?)
+            }
+            None => None,
         };
         let cp = server.handle();
         // Before any Edge: the process with its runtime (and, on, the NATS client and
@@ -273,9 +277,9 @@ fn server(n: usize, url: &str) -> Result<(), BoxError> {
         let stats = cp.stats();
         eprintln!(
             "{}: {n} enrolled in {enrolled:.2} s; hellos refused OVERLOADED at the pending cap {}, claims unavailable {}, hello timeouts {}, connections refused {}, overloaded {}",
-            if clustered { "cluster" } else { "alone" },
+            if replica.is_some() { "cluster" } else { "alone" },
             stats.pending_hellos_refused,
-            _replica.as_ref().map_or(0, |r| r.stats().snapshot().claims_unavailable),
+            replica.as_ref().map_or(0, |r| r.stats().snapshot().claims_unavailable),
             stats.hello_timeouts,
             stats.connections_refused,
             stats.overloaded,

@@ -118,10 +118,11 @@ fn replica(per_replica: usize, total: usize, url: &str, id: &str) -> Result<(), 
     fleet::check_fd_limit(per_replica)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let config = fleet::server_config(true);
+        let cluster = ClusterConfig::new(id);
+        let config = fleet::server_config(Some(&cluster));
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let client = async_nats::connect(url).await?;
-        let replica = Replica::start(client, server.handle(), ClusterConfig::new(id)).await?;
+        let replica = Replica::start(client, server.handle(), cluster).await?;
         replica.serve_views(|v| serde_json::json!({ "edgeId": v.edge_id }));
         let cp = server.handle();
         report("addr", server.local_addr());

@@ -128,7 +128,7 @@ fn server(n: usize) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let mut config = fleet::server_config(false);
+        let mut config = fleet::server_config(None);
         config.cp.heartbeat_interval = HEARTBEAT;
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let cp = server.handle();

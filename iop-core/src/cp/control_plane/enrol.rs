@@ -89,8 +89,8 @@ impl ControlPlane {
         };
         match self.directory.claim(&claim) {
             Some(answer) => {
-                // A directory that answers at once cannot be stale for its own grant;
-                // `answer_claim` still refuses one that is, closing the hello.
+                // A stale grant ends the hello `OVERLOADED` (its `Closed` event says
+                // so); with no caller to return the error to, it goes no further.
                 let _ = self.answer_claim(now, conn, pending, answer);
             }
             None => {
