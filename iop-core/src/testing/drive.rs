@@ -57,13 +57,7 @@ impl Pair {
                 continue;
             }
             p.conn = Some(conn);
-            let (lo, hi) = (
-                self.net.latency_min.as_millis() as u64,
-                self.net.latency_max.as_millis() as u64,
-            );
-            let up = Duration::from_millis(self.rng.range(lo, hi));
-            let down = Duration::from_millis(self.rng.range(lo, hi));
-            let mut link = Link::new(Some(index), up, down);
+            let mut link = self.new_link(Some(index));
             if scripted {
                 link.cp_scripted = true;
                 self.scripted_cps.insert(conn, Peer::new());
@@ -73,6 +67,18 @@ impl Pair {
             self.links.insert(conn, link);
         }
         moved
+    }
+
+    /// A link to Edge process `edge` (`None`: a scripted Edge), each direction with a
+    /// latency drawn from the network's range.
+    pub(super) fn new_link(&mut self, edge: Option<usize>) -> Link {
+        let (lo, hi) = (
+            self.net.latency_min.as_millis() as u64,
+            self.net.latency_max.as_millis() as u64,
+        );
+        let up = Duration::from_millis(self.rng.range(lo, hi));
+        let down = Duration::from_millis(self.rng.range(lo, hi));
+        Link::new(edge, up, down)
     }
 
     fn edge_writes(&mut self) -> bool {

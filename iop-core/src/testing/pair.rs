@@ -148,6 +148,17 @@ impl Pair {
         config: EdgeConfig,
         registry: NodeRegistry,
     ) -> Result<usize, edge::ConfigError> {
+        self.push_edge(config, registry, false)
+    }
+
+    /// Starts an Edge process that dials the pair's CP or (`to_scripted_cp`) a
+    /// scripted one; returns its index.
+    pub(super) fn push_edge(
+        &mut self,
+        config: EdgeConfig,
+        registry: NodeRegistry,
+        to_scripted_cp: bool,
+    ) -> Result<usize, edge::ConfigError> {
         let edge = Edge::new(config, registry)?;
         self.edges.push(EdgeProcess {
             edge,
@@ -155,7 +166,7 @@ impl Pair {
             alive: true,
             partitioned: false,
             conn: None,
-            to_scripted_cp: false,
+            to_scripted_cp,
         });
         Ok(self.edges.len() - 1)
     }

@@ -19,15 +19,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use super::wire::{Reader, frame};
 use crate::cp::{ConnectionId, PeerIdentity};
-use crate::edge::{self, Edge, EdgeConfig};
+use crate::edge::{self, EdgeConfig};
 use crate::proto::Envelope;
 use crate::registry::NodeRegistry;
 use crate::testing::link::{Link, Segment};
-use crate::testing::{EdgeProcess, Pair};
+use crate::testing::{Pair, Side};
 
 /// What one scripted fake peer has received: a fake Edge from the Control Plane, or
 /// a fake Control Plane from an Edge process.
@@ -82,13 +82,8 @@ impl Pair {
             .handle_connect_with_identity(self.now, conn, identity)
             .expect("a new connection id");
         self.inputs.insert(conn);
-        let (lo, hi) = (
-            self.net.latency_min.as_millis() as u64,
-            self.net.latency_max.as_millis() as u64,
-        );
-        let up = Duration::from_millis(self.rng.range(lo, hi));
-        let down = Duration::from_millis(self.rng.range(lo, hi));
-        self.links.insert(conn, Link::new(None, up, down));
+        let link = self.new_link(None);
+        self.links.insert(conn, link);
         self.pump();
         conn
     }
@@ -97,14 +92,7 @@ impl Pair {
     /// call [`pump`](Self::pump) or [`advance`](Self::advance)). Nothing is written
     /// once its end is closed.
     pub fn write_scripted(&mut self, conn: ConnectionId, bytes: &[u8]) {
-        if let Some(link) = self.links.get_mut(&conn)
-            && link.edge.is_none()
-            && link.edge_open
-            && !bytes.is_empty()
-        {
-            self.hash.record(b's', bytes);
-            link.send_to_cp(self.now, Segment::Data(bytes.to_vec()));
-        }
+        self.scripted_write(conn, Side::Edge, bytes);
     }
 
     /// The scripted Edge on `conn` sends `envelope` as one frame, then the pair pumps.
@@ -115,17 +103,7 @@ impl Pair {
 
     /// The scripted Edge on `conn` closes its end (FIN), then the pair pumps.
     pub fn close_scripted(&mut self, conn: ConnectionId) {
-        if let Some(link) = self.links.get_mut(&conn)
-            && link.edge.is_none()
-            && link.edge_open
-        {
-            link.edge_open = false;
-            link.send_to_cp(self.now, Segment::Fin);
-        }
-        if let Some(peer) = self.scripted.get_mut(&conn) {
-            peer.closed = true;
-        }
-        self.pump();
+        self.scripted_close(conn, Side::Edge);
     }
 
     /// The scripted Edge on `conn`.
@@ -135,10 +113,7 @@ impl Pair {
 
     /// Takes the frames the scripted Edge on `conn` received.
     pub fn take_scripted_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
-        self.scripted
-            .get_mut(&conn)
-            .map(|p| std::mem::take(&mut p.frames))
-            .unwrap_or_default()
+        take_frames(&mut self.scripted, conn)
     }
 
     /// Starts an Edge process (as [`add_edge`](Self::add_edge)) whose every dial
@@ -151,16 +126,7 @@ impl Pair {
         config: EdgeConfig,
         registry: NodeRegistry,
     ) -> Result<usize, edge::ConfigError> {
-        let edge = Edge::new(config, registry)?;
-        self.edges.push(EdgeProcess {
-            edge,
-            events: Vec::new(),
-            alive: true,
-            partitioned: false,
-            conn: None,
-            to_scripted_cp: true,
-        });
-        let index = self.edges.len() - 1;
+        let index = self.push_edge(config, registry, true)?;
         self.monitor.on_scripted_cp(index);
         Ok(index)
     }
@@ -168,14 +134,7 @@ impl Pair {
     /// The scripted Control Plane on `conn` writes `bytes` to its Edge (delivered
     /// after the link's latency). Nothing is written once its end is closed.
     pub fn write_to_edge(&mut self, conn: ConnectionId, bytes: &[u8]) {
-        if let Some(link) = self.links.get_mut(&conn)
-            && link.cp_scripted
-            && link.cp_open
-            && !bytes.is_empty()
-        {
-            self.hash.record(b'S', bytes);
-            link.send_to_edge(self.now, Segment::Data(bytes.to_vec()));
-        }
+        self.scripted_write(conn, Side::Cp, bytes);
     }
 
     /// The scripted Control Plane on `conn` sends `envelope` as one frame, then the
@@ -187,17 +146,7 @@ impl Pair {
 
     /// The scripted Control Plane on `conn` closes its end (FIN), then the pair pumps.
     pub fn close_to_edge(&mut self, conn: ConnectionId) {
-        if let Some(link) = self.links.get_mut(&conn)
-            && link.cp_scripted
-            && link.cp_open
-        {
-            link.cp_open = false;
-            link.send_to_edge(self.now, Segment::Fin);
-        }
-        if let Some(cp) = self.scripted_cps.get_mut(&conn) {
-            cp.closed = true;
-        }
-        self.pump();
+        self.scripted_close(conn, Side::Cp);
     }
 
     /// The scripted Control Plane on `conn`.
@@ -207,9 +156,67 @@ impl Pair {
 
     /// Takes the frames the scripted Control Plane on `conn` received.
     pub fn take_cp_frames(&mut self, conn: ConnectionId) -> Vec<Envelope> {
-        self.scripted_cps
-            .get_mut(&conn)
-            .map(|p| std::mem::take(&mut p.frames))
-            .unwrap_or_default()
+        take_frames(&mut self.scripted_cps, conn)
     }
+
+    /// The link of `conn` if its `end` is scripted and still open.
+    fn scripted_link(&mut self, conn: ConnectionId, end: Side) -> Option<&mut Link> {
+        let link = self.links.get_mut(&conn)?;
+        let open = match end {
+            Side::Edge => link.edge.is_none() && link.edge_open,
+            Side::Cp => link.cp_scripted && link.cp_open,
+        };
+        open.then_some(link)
+    }
+
+    /// The scripted `end` of `conn` writes `bytes` toward the other end.
+    fn scripted_write(&mut self, conn: ConnectionId, end: Side, bytes: &[u8]) {
+        let now = self.now;
+        if bytes.is_empty() {
+            return;
+        }
+        let Some(link) = self.scripted_link(conn, end) else {
+            return;
+        };
+        let data = Segment::Data(bytes.to_vec());
+        match end {
+            Side::Edge => link.send_to_cp(now, data),
+            Side::Cp => link.send_to_edge(now, data),
+        }
+        self.hash
+            .record(if end == Side::Edge { b's' } else { b'S' }, bytes);
+    }
+
+    /// The scripted `end` of `conn` closes (FIN), then the pair pumps.
+    fn scripted_close(&mut self, conn: ConnectionId, end: Side) {
+        let now = self.now;
+        if let Some(link) = self.scripted_link(conn, end) {
+            match end {
+                Side::Edge => {
+                    link.edge_open = false;
+                    link.send_to_cp(now, Segment::Fin);
+                }
+                Side::Cp => {
+                    link.cp_open = false;
+                    link.send_to_edge(now, Segment::Fin);
+                }
+            }
+        }
+        let peers = match end {
+            Side::Edge => &mut self.scripted,
+            Side::Cp => &mut self.scripted_cps,
+        };
+        if let Some(peer) = peers.get_mut(&conn) {
+            peer.closed = true;
+        }
+        self.pump();
+    }
+}
+
+/// Takes the frames the peer on `conn` received.
+fn take_frames(peers: &mut BTreeMap<ConnectionId, Peer>, conn: ConnectionId) -> Vec<Envelope> {
+    peers
+        .get_mut(&conn)
+        .map(|p| std::mem::take(&mut p.frames))
+        .unwrap_or_default()
 }
