@@ -35,10 +35,10 @@ use iop_driver::{CommandRecord, ControlPlaneHandle, Notice, Runtime, SubscribeOp
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::driver::{HolderRef, held_session};
 use crate::key::edge_key;
 use crate::nats::{ClusterConfig, engine};
 use crate::ownership::StoreError;
-use crate::replica::{Owned, owned_get};
 use crate::stats::ClusterStats;
 use crate::stored::StoredCommand;
 
@@ -127,7 +127,7 @@ impl CommandLog {
     pub(crate) fn start<R: Runtime>(
         kv: kv::Store,
         cp: ControlPlaneHandle<R>,
-        owned: Owned,
+        owned: HolderRef,
         stats: std::sync::Arc<ClusterStats>,
         timeout: Duration,
     ) -> (Self, Vec<tokio::task::JoinHandle<()>>) {
@@ -281,7 +281,7 @@ fn parse_index(value: &[u8]) -> (u64, Vec<String>) {
 struct Writer<R: Runtime> {
     kv: kv::Store,
     cp: ControlPlaneHandle<R>,
-    owned: Owned,
+    owned: HolderRef,
     stats: std::sync::Arc<ClusterStats>,
     timeout: Duration,
     /// Record key → the revision last written or read (finished records are dropped).
@@ -344,7 +344,7 @@ impl<R: Runtime> Writer<R> {
 
     async fn write(&mut self, edge_id: &str, command_id: &str) {
         self.forget_if_full();
-        let Some(session_id) = owned_get(&self.owned, edge_id) else {
+        let Some(session_id) = held_session(&self.owned, edge_id) else {
             return;
         };
         if !self.stats.engine_up() {

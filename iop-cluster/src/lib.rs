@@ -62,7 +62,9 @@
 
 pub mod commands;
 pub mod directory;
+mod driver;
 pub mod events;
+pub mod holder;
 pub mod key;
 mod memory;
 mod nats;

@@ -18,6 +18,8 @@ pub struct MemoryStore {
 struct Inner {
     sequence: u64,
     records: BTreeMap<String, Current>,
+    /// Every write of each key, oldest first (for [`MemoryStore::rewind`]).
+    history: BTreeMap<String, Vec<Current>>,
     alive: BTreeSet<String>,
     down: bool,
 }
@@ -57,6 +59,24 @@ impl MemoryStore {
         self.with(|i| i.records.get(key).cloned())
     }
 
+    /// Puts `key`'s record back to what it was `n` writes ago, as an engine that lost
+    /// acknowledged writes would; gone if it had fewer. The revision counter stays.
+    pub fn rewind(&self, key: &str, n: usize) {
+        self.with(|i| {
+            let history = i.history.entry(key.to_owned()).or_default();
+            let keep = history.len().saturating_sub(n);
+            history.truncate(keep);
+            match history.last() {
+                Some(c) => {
+                    i.records.insert(key.to_owned(), c.clone());
+                }
+                None => {
+                    i.records.remove(key);
+                }
+            }
+        });
+    }
+
     /// Writes `record` if `key` is at `expected` (`None`: has no record); its new
     /// revision.
     pub fn write(
@@ -75,13 +95,15 @@ impl MemoryStore {
             }
             i.sequence += 1;
             let revision = i.sequence;
-            i.records.insert(
-                key.to_owned(),
-                Current {
-                    record: Some(record.clone()),
-                    revision,
-                },
-            );
+            let current = Current {
+                record: Some(record.clone()),
+                revision,
+            };
+            i.history
+                .entry(key.to_owned())
+                .or_default()
+                .push(current.clone());
+            i.records.insert(key.to_owned(), current);
             Ok(revision)
         })
     }
@@ -112,6 +134,10 @@ impl OwnershipStore for MemoryStore {
         expected: u64,
     ) -> Result<u64, WriteError> {
         self.write(key, record, Some(expected))
+    }
+
+    async fn leader_entry(&self, key: &str) -> Result<Option<Current>, StoreError> {
+        self.read(key)
     }
 
     async fn replica_alive(&self, replica: &str) -> Result<bool, StoreError> {

@@ -9,6 +9,7 @@ use futures_lite::StreamExt;
 use iop_driver::iop_core::cp::DirectoryFactory;
 
 use crate::directory::ReplicaDirectory;
+use crate::holder::HolderConfig;
 use crate::ownership::{OwnershipStore, StoreError, WriteError};
 use crate::record::{Current, OwnerRecord};
 use crate::stats::ClusterStats;
@@ -38,6 +39,9 @@ pub struct ClusterConfig {
     pub commands_bucket: String,
     /// How long a command record is kept after its last change (24 h).
     pub command_retention: Duration,
+    /// The ownership holder's timings: reconcile interval, retry backoff
+    /// ([`HolderConfig`]).
+    pub holder: HolderConfig,
     /// The replica's counters, made before the replica so that its Control Plane's
     /// directory can read them from the start.
     pub(crate) stats: Arc<ClusterStats>,
@@ -55,6 +59,7 @@ impl ClusterConfig {
             op_timeout: Duration::from_secs(2),
             commands_bucket: "iop-commands".into(),
             command_retention: Duration::from_secs(24 * 3600),
+            holder: HolderConfig::default(),
             stats: Arc::default(),
         }
     }
@@ -167,6 +172,41 @@ impl NatsStore {
     }
 }
 
+/// The latest message of `key` in `kv`'s stream as its leader has it: the revision,
+/// and the value (`None` for a delete or purge marker). A key-value `entry` is a
+/// direct get, which any copy of a replicated stream may serve, possibly behind.
+pub(crate) async fn leader_entry(
+    kv: &kv::Store,
+    key: &str,
+    timeout: Duration,
+) -> Result<Option<(u64, Option<bytes::Bytes>)>, StoreError> {
+    let subject = format!("{}{key}", kv.prefix);
+    let read = tokio::time::timeout(timeout, kv.stream.get_last_raw_message_by_subject(&subject))
+        .await
+        .map_err(|_| StoreError("timed out".into()))?;
+    match read {
+        Ok(message) => {
+            let marker = message
+                .headers
+                .get("KV-Operation")
+                .is_some_and(|op| matches!(op.as_str(), "DEL" | "PURGE"));
+            Ok(Some((
+                message.sequence,
+                (!marker).then_some(message.payload),
+            )))
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                jetstream::stream::LastRawMessageErrorKind::NoMessageFound
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(engine(e)),
+    }
+}
+
 impl OwnershipStore for NatsStore {
     async fn entry(&self, key: &str) -> Result<Option<Current>, StoreError> {
         let entry = self
@@ -180,6 +220,17 @@ impl OwnershipStore for NatsStore {
             },
             revision: e.revision,
         }))
+    }
+
+    async fn leader_entry(&self, key: &str) -> Result<Option<Current>, StoreError> {
+        leader_entry(&self.owners, key, self.timeout)
+            .await
+            .map(|e| {
+                e.map(|(revision, value)| Current {
+                    record: value.and_then(|v| OwnerRecord::decode(&v)),
+                    revision,
+                })
+            })
     }
 
     async fn create(&self, key: &str, record: &OwnerRecord) -> Result<u64, WriteError> {

@@ -1,15 +1,13 @@
-//! Who may take an Edge id: the claim decision and the compare-and-set procedure
-//! around it (PROTOCOL.md §8 "Ownership", "Duplicates across replicas").
+//! Who may take an Edge id: the claim decision (PROTOCOL.md §8 "Ownership",
+//! "Duplicates across replicas") and the store it is made against.
 //!
 //! A claim reads the Edge's record, [`decide`]s, and writes its own live record by
 //! compare-and-set on the revision it read (or creates it when there is none). The
 //! write's revision is the new session's `session_id`. Losing the race — another
 //! replica wrote in between — means reading again; after [`MAX_ATTEMPTS`] the claim is
-//! answered `Unavailable` (the Edge retries later).
-//!
-//! The decision is a pure function of the record, the claim and the former owner's
-//! liveness, so that the same rules run against the engine and in the seeded
-//! simulation of `tests/directory_simulation.rs`.
+//! answered `Unavailable` (the Edge retries later). The procedure is the
+//! [`Holder`](crate::holder::Holder)'s; the decision is a pure function of the record,
+//! the claim and the former owner's liveness.
 
 use std::future::Future;
 
@@ -17,7 +15,7 @@ use iop_driver::iop_core::cp::DuplicatePolicy;
 
 use crate::record::{Current, OwnerRecord};
 
-/// Reads and writes before a contended claim gives up (`Unavailable`).
+/// Compare-and-set writes a contended claim may lose before it gives up (`Unavailable`).
 pub const MAX_ATTEMPTS: usize = 5;
 
 /// Why the engine could not answer.
@@ -58,6 +56,12 @@ pub trait OwnershipStore: Send + Sync {
     /// Whether `replica`'s liveness entry is there (it has not expired).
     fn replica_alive(&self, replica: &str)
     -> impl Future<Output = Result<bool, StoreError>> + Send;
+    /// The record of `key` as the stream's leader has it (never a follower's copy,
+    /// which may lag): for reads that decide whether a session stays.
+    fn leader_entry(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Current>, StoreError>> + Send;
 }
 
 /// What a claim knows besides the record.
@@ -143,108 +147,6 @@ pub fn decide(
         (DuplicatePolicy::Reject, Some(true)) => Decision::Held,
         // Replace, or Reject against an owner whose liveness expired.
         _ => Decision::Take { expected, former },
-    }
-}
-
-/// The outcome of a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claimed {
-    /// The record is this replica's at revision `session_id`.
-    Granted {
-        /// The new session's id.
-        session_id: u64,
-        /// Whom to tell.
-        former: Option<Former>,
-        /// The Edge had a record before (a session somewhere, live or closed): it
-        /// may have commands to carry on.
-        returning: bool,
-    },
-    /// A live owner holds the id (`Reject`).
-    Held,
-    /// The record kept moving for [`MAX_ATTEMPTS`] tries.
-    Contended,
-}
-
-/// Runs a claim of `key` by replica `me` against `store` to its outcome.
-pub async fn claim<S: OwnershipStore>(
-    store: &S,
-    me: &str,
-    key: &str,
-    context: ClaimContext,
-) -> Result<Claimed, StoreError> {
-    claim_counting(store, me, key, context, None, || {}).await
-}
-
-/// [`claim`], starting from `hint` — the record as a watch of the bucket last saw it
-/// (`Some(None)`: no record) — instead of reading it, and calling `on_conflict` for
-/// each compare-and-set that lost a race. A hint that is stale costs one failed
-/// write; a hint that would refuse the claim is read again first.
-pub async fn claim_counting<S: OwnershipStore>(
-    store: &S,
-    me: &str,
-    key: &str,
-    context: ClaimContext,
-    mut hint: Option<Option<Current>>,
-    mut on_conflict: impl FnMut() + Send,
-) -> Result<Claimed, StoreError> {
-    let live = OwnerRecord::live(me);
-    for _ in 0..MAX_ATTEMPTS {
-        let current = match hint.take() {
-            Some(seen)
-                if matches!(
-                    decide(me, context, seen.as_ref(), None),
-                    Decision::Take { .. }
-                ) =>
-            {
-                seen
-            }
-            _ => store.entry(key).await?,
-        };
-        let mut decision = decide(me, context, current.as_ref(), None);
-        if let Decision::AskLiveness(replica) = &decision {
-            let alive = store.replica_alive(replica).await?;
-            decision = decide(me, context, current.as_ref(), Some(alive));
-        }
-        let (expected, former) = match decision {
-            Decision::Held => return Ok(Claimed::Held),
-            Decision::Take { expected, former } => (expected, former),
-            Decision::AskLiveness(_) => return Ok(Claimed::Held),
-        };
-        let written = match expected {
-            None => store.create(key, &live).await,
-            Some(revision) => store.update(key, &live, revision).await,
-        };
-        match written {
-            Ok(session_id) => {
-                return Ok(Claimed::Granted {
-                    session_id,
-                    former,
-                    returning: expected.is_some(),
-                });
-            }
-            Err(WriteError::Conflict) => on_conflict(),
-            Err(WriteError::Store(e)) => return Err(e),
-        }
-    }
-    Ok(Claimed::Contended)
-}
-
-/// Marks the record of `key` closed if it is still at `session_id` (this replica's
-/// session ended). False when it moved on: a newer owner's record is never touched
-/// (PROTOCOL.md §5.3, §8).
-pub async fn release<S: OwnershipStore>(
-    store: &S,
-    me: &str,
-    key: &str,
-    session_id: u64,
-) -> Result<bool, StoreError> {
-    match store
-        .update(key, &OwnerRecord::closed(me), session_id)
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(WriteError::Conflict) => Ok(false),
-        Err(WriteError::Store(e)) => Err(e),
     }
 }
 

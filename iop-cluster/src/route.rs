@@ -27,10 +27,10 @@ use iop_driver::{
     CommandUpdate, ControlPlaneHandle, Runtime, SendCommandError, StatusRequestError,
 };
 
+use crate::driver::{HolderRef, held_session, lock};
 use crate::key::edge_key;
 use crate::nats::NatsStore;
 use crate::ownership::OwnershipStore;
-use crate::replica::{Owned, owned_get};
 
 const KIND: &str = "Iop-Kind";
 const EDGE: &str = "Iop-Edge-Id";
@@ -123,15 +123,10 @@ pub struct Router {
     store: NatsStore,
     me: String,
     timeout: Duration,
-    fleet: Fleet,
+    holder: HolderRef,
     stats: Arc<crate::ClusterStats>,
     commands: crate::CommandLog,
 }
-
-/// Every Edge's record as this replica's watch last saw it: Edge id → (replica,
-/// live, revision).
-pub(crate) type Fleet =
-    Arc<std::sync::Mutex<std::collections::HashMap<String, (String, bool, u64)>>>;
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -145,7 +140,7 @@ impl Router {
         js: async_nats::jetstream::Context,
         store: NatsStore,
         me: String,
-        fleet: Fleet,
+        holder: HolderRef,
         stats: Arc<crate::ClusterStats>,
         commands: crate::CommandLog,
     ) -> Self {
@@ -155,7 +150,7 @@ impl Router {
             store,
             me,
             timeout: Duration::from_secs(15),
-            fleet,
+            holder,
             stats,
             commands,
         }
@@ -169,19 +164,7 @@ impl Router {
 
     /// The replicas other than this one that hold a live session, by the records.
     pub fn other_replicas(&self) -> Vec<String> {
-        let mut replicas: Vec<String> = self
-            .fleet
-            .lock()
-            .map(|f| {
-                f.values()
-                    .filter(|(replica, live, _)| *live && *replica != self.me)
-                    .map(|(replica, _, _)| replica.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        replicas.sort();
-        replicas.dedup();
-        replicas
+        lock(&self.holder).other_replicas()
     }
 
     /// The views of every Edge the other replicas hold, as they encode them, asked
@@ -276,11 +259,7 @@ impl Router {
 
     /// The live owner of `edge_id` by this replica's watch of the records.
     fn watched_owner(&self, edge_id: &str) -> Option<(String, u64)> {
-        let fleet = self.fleet.lock().ok()?;
-        match fleet.get(edge_id) {
-            Some((replica, true, revision)) => Some((replica.clone(), *revision)),
-            _ => None,
-        }
+        lock(&self.holder).owner(edge_id)
     }
 
     async fn call_once(
@@ -414,7 +393,7 @@ impl Router {
 pub(crate) struct Server<R: Runtime> {
     pub(crate) client: async_nats::Client,
     pub(crate) cp: ControlPlaneHandle<R>,
-    pub(crate) owned: Owned,
+    pub(crate) holder: HolderRef,
     pub(crate) views: Arc<OnceLock<ViewEncoder>>,
     pub(crate) commands: crate::CommandLog,
 }
@@ -456,16 +435,11 @@ fn own_views<R: Runtime>(server: &Server<R>, after: &str) -> (Vec<u8>, Option<St
     let Some(encode) = server.views.get() else {
         return (b"[]".to_vec(), None);
     };
-    let mut held: Vec<(String, u64)> = server
-        .owned
-        .lock()
-        .map(|o| {
-            o.iter()
-                .filter(|(k, _)| k.as_str() > after)
-                .map(|(k, (s, _))| (k.clone(), *s))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut held: Vec<(String, u64)> = lock(&server.holder)
+        .sessions()
+        .filter(|(edge_id, _)| *edge_id > after)
+        .map(|(edge_id, session_id)| (edge_id.to_owned(), session_id))
+        .collect();
     held.sort_unstable();
     let more = held.len() > VIEWS_PAGE;
     held.truncate(VIEWS_PAGE);
@@ -499,7 +473,7 @@ async fn answer<R: Runtime>(
     let edge_id = get(EDGE).unwrap_or_default();
     let session_id: u64 = get(SESSION).and_then(|s| s.parse().ok()).unwrap_or(0);
     // Only the session the caller read from the record, and only while it is live here.
-    let live = owned_get(&server.owned, &edge_id) == Some(session_id)
+    let live = held_session(&server.holder, &edge_id) == Some(session_id)
         && server.cp.edge(&edge_id).is_some_and(|v| {
             v.session_id == session_id && v.reachability != Reachability::Disconnected
         });

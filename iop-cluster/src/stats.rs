@@ -23,6 +23,12 @@ pub struct ClusterStats {
     commands_recorded: AtomicU64,
     command_records_failed: AtomicU64,
     commands_adopted: AtomicU64,
+    claims_overtaken: AtomicU64,
+    releases_failed: AtomicU64,
+    phantoms_released: AtomicU64,
+    rollbacks: AtomicU64,
+    watch_restarts: AtomicU64,
+    reconciles: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -57,6 +63,21 @@ pub struct ClusterSnapshot {
     pub command_records_failed: u64,
     /// Unfinished commands another replica sent, carried on here.
     pub commands_adopted: u64,
+    /// Claims refused `Unavailable` because their record moved on while they were
+    /// pending (another replica took the Edge after their write).
+    pub claims_overtaken: u64,
+    /// Releases of a record that failed and were retried.
+    pub releases_failed: u64,
+    /// Live records naming this replica with no session here (a lost close, a write
+    /// whose acknowledgement was lost), released.
+    pub phantoms_released: u64,
+    /// Held sessions whose record the engine's leader had behind them, or not at all
+    /// (the engine lost acknowledged writes), closed.
+    pub rollbacks: u64,
+    /// Watches of the owners bucket that ended or failed and were restarted.
+    pub watch_restarts: u64,
+    /// Reconciles run (periodic, after a watch restart, after a reconnect).
+    pub reconciles: u64,
 }
 
 fn add(counter: &AtomicU64) {
@@ -82,6 +103,12 @@ impl ClusterStats {
             commands_recorded: get(&self.commands_recorded),
             command_records_failed: get(&self.command_records_failed),
             commands_adopted: get(&self.commands_adopted),
+            claims_overtaken: get(&self.claims_overtaken),
+            releases_failed: get(&self.releases_failed),
+            phantoms_released: get(&self.phantoms_released),
+            rollbacks: get(&self.rollbacks),
+            watch_restarts: get(&self.watch_restarts),
+            reconciles: get(&self.reconciles),
         }
     }
 
@@ -116,6 +143,24 @@ impl ClusterStats {
     }
     pub(crate) fn adopted(&self, n: usize) {
         self.commands_adopted.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn claim_overtaken(&self) {
+        add(&self.claims_overtaken);
+    }
+    pub(crate) fn release_failed(&self) {
+        add(&self.releases_failed);
+    }
+    pub(crate) fn phantom(&self) {
+        add(&self.phantoms_released);
+    }
+    pub(crate) fn rollback(&self) {
+        add(&self.rollbacks);
+    }
+    pub(crate) fn watch_restart(&self) {
+        add(&self.watch_restarts);
+    }
+    pub(crate) fn reconciled(&self) {
+        add(&self.reconciles);
     }
     pub(crate) fn granted(&self) {
         add(&self.claims_granted);

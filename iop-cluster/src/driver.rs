@@ -1,0 +1,338 @@
+//! The tasks that run a replica's [`Holder`] against the engine: its Control Plane's
+//! claims and disconnects in, engine operations, the supervised watch, supersede
+//! notices and the timer; every [`Action`] carried out.
+//!
+//! The holder is behind one lock, taken before the Control Plane's own (never the
+//! other way round): a grant and its check against the records seen are one step.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use futures_lite::StreamExt;
+use iop_driver::iop_core::Instant;
+use iop_driver::iop_core::cp::{ClaimAnswer, ConnectionId, CpEvent, CpEventKind};
+use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions};
+
+use crate::commands::CommandLog;
+use crate::holder::{Action, Holder, Op, OpResult, Sessions, Superseded};
+use crate::key::{edge_id_of, edge_key};
+use crate::nats::NatsStore;
+use crate::ownership::OwnershipStore;
+use crate::record::OwnerRecord;
+use crate::stats::ClusterStats;
+
+/// A replica's holder, shared by its tasks, its router and its route server.
+pub(crate) type HolderRef = Arc<Mutex<Holder>>;
+
+/// Locks the holder (a poisoned lock is taken over: the holder's state stays
+/// consistent between its calls).
+pub(crate) fn lock(holder: &HolderRef) -> MutexGuard<'_, Holder> {
+    holder.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The session of `edge_id` the replica holds.
+pub(crate) fn held_session(holder: &HolderRef, edge_id: &str) -> Option<u64> {
+    lock(holder).session(edge_id)
+}
+
+/// The subject of `replica`'s supersede notices.
+pub(crate) fn inbox(replica: &str) -> String {
+    format!("iop.cluster.{}.superseded", edge_key(replica))
+}
+
+/// When a supersede notice is sent again, each after the one before: a core NATS
+/// message is lost while its receiver reconnects (its watch and reconcile close the
+/// session all the same; the notice is only the fast path).
+const RETELL: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(4),
+    Duration::from_secs(10),
+];
+
+/// The Control Plane as the holder reaches it.
+pub(crate) struct Core<'a, R: Runtime>(&'a ControlPlaneHandle<R>);
+
+impl<R: Runtime> Sessions for Core<'_, R> {
+    fn answer(&mut self, conn: ConnectionId, answer: ClaimAnswer) -> bool {
+        self.0.answer_claim(conn, answer).is_ok()
+    }
+
+    fn lose(&mut self, edge_id: &str, session_id: u64, by: u64) -> bool {
+        let closed = self.0.ownership_lost(edge_id, session_id, by);
+        if closed {
+            tracing::info!(
+                edge_id,
+                session_id,
+                by,
+                "session closed: its ownership record moved on"
+            );
+        }
+        closed
+    }
+
+    fn live(&self, edge_id: &str, session_id: u64) -> bool {
+        self.0.session_live(edge_id, session_id)
+    }
+}
+
+/// What the tasks share.
+pub(crate) struct Driver<R: Runtime> {
+    pub(crate) cp: ControlPlaneHandle<R>,
+    pub(crate) store: NatsStore,
+    pub(crate) client: async_nats::Client,
+    pub(crate) holder: HolderRef,
+    pub(crate) commands: CommandLog,
+    pub(crate) stats: Arc<ClusterStats>,
+    /// The holder's timer may have moved.
+    pub(crate) wake: Arc<tokio::sync::Notify>,
+    /// The current watch's number: an older one stops and its end is not reported.
+    pub(crate) watch: AtomicU64,
+    pub(crate) origin: std::time::Instant,
+    /// This replica's id.
+    pub(crate) me: String,
+    /// Set once a watch has delivered every record's latest value.
+    pub(crate) replayed: tokio::sync::watch::Sender<bool>,
+}
+
+impl<R: Runtime> Driver<R> {
+    fn now(&self) -> Instant {
+        Instant::from_elapsed(self.origin.elapsed())
+    }
+
+    /// Runs `f` on the holder and carries out what it asks for.
+    pub(crate) fn with(self: &Arc<Self>, f: impl FnOnce(&mut Holder, Instant, &mut Core<'_, R>)) {
+        let actions: Vec<Action> = {
+            let mut holder = lock(&self.holder);
+            let mut core = Core(&self.cp);
+            f(&mut holder, self.now(), &mut core);
+            std::iter::from_fn(|| holder.poll_action()).collect()
+        };
+        for action in actions {
+            self.act(action);
+        }
+        self.wake.notify_one();
+    }
+
+    fn act(self: &Arc<Self>, action: Action) {
+        match action {
+            Action::Run { id, op } => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let result = this.execute(op).await;
+                    this.with(|h, now, core| h.op_done(now, id, result, core));
+                });
+            }
+            Action::Adopt {
+                claim,
+                edge_id,
+                conn,
+            } => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    this.adopt(&edge_id, conn).await;
+                    this.with(|h, now, core| h.adopted(now, claim, core));
+                });
+            }
+            Action::Tell { replica, notice } => {
+                let client = self.client.clone();
+                tokio::spawn(tell(client, replica, notice));
+            }
+            Action::Watch => {
+                let generation = self.watch.fetch_add(1, Ordering::Relaxed) + 1;
+                tokio::spawn(self.clone().watch(generation));
+            }
+        }
+    }
+
+    async fn execute(&self, op: Op) -> OpResult {
+        match op {
+            Op::Read { edge_id, leader } => {
+                let key = edge_key(&edge_id);
+                OpResult::Read(if leader {
+                    self.store.leader_entry(&key).await
+                } else {
+                    self.store.entry(&key).await
+                })
+            }
+            Op::Write {
+                edge_id,
+                record,
+                expected,
+            } => {
+                let key = edge_key(&edge_id);
+                OpResult::Written(match expected {
+                    None => self.store.create(&key, &record).await,
+                    Some(revision) => self.store.update(&key, &record, revision).await,
+                })
+            }
+            Op::Alive { replica } => OpResult::Alive(self.store.replica_alive(&replica).await),
+        }
+    }
+
+    /// Hands the core the unfinished commands the engine holds for `edge_id` (sent by
+    /// whichever replica held it before). Without the engine the claim goes on
+    /// without them: the Edge's replays of commands it holds are then counted and
+    /// dropped.
+    async fn adopt(&self, edge_id: &str, conn: ConnectionId) {
+        match self.commands.unfinished(edge_id).await {
+            Ok(unfinished) => {
+                self.commands.seed(edge_id, &unfinished).await;
+                if unfinished.commands.is_empty() {
+                    return;
+                }
+                // An error means the hello went away; the grant finds that too.
+                if let Ok(kept) = self.cp.adopt_commands(conn, unfinished.commands) {
+                    self.stats.adopted(kept.len());
+                }
+            }
+            Err(e) => {
+                tracing::warn!(edge_id, error = %e, "cannot read the edge's command records");
+            }
+        }
+    }
+
+    /// Runs watch number `generation` of the owners bucket (every record's latest
+    /// value first, then each change) until it ends or a newer one replaces it.
+    async fn watch(self: Arc<Self>, generation: u64) {
+        let current = |this: &Self| this.watch.load(Ordering::Relaxed) == generation;
+        // An empty bucket replays nothing: there is no last entry to wait for.
+        let mut stream = self.store.owners.stream.clone();
+        if stream.info().await.is_ok_and(|i| i.state.messages == 0) {
+            self.replayed.send_replace(true);
+        }
+        let started = self.store.owners.watch_with_history(">").await;
+        let mut watch = match started {
+            Ok(watch) => watch,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the ownership records");
+                if current(&self) {
+                    self.with(|h, now, _| h.watch_ended(now));
+                }
+                return;
+            }
+        };
+        let ended = loop {
+            let Some(entry) = watch.next().await else {
+                break "it ended".to_owned();
+            };
+            if !current(&self) {
+                return;
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => break e.to_string(),
+            };
+            let Some(edge_id) = edge_id_of(&entry.key) else {
+                if entry.delta == 0 {
+                    self.replayed.send_replace(true);
+                }
+                continue;
+            };
+            let record = match entry.operation {
+                kv::Operation::Put => OwnerRecord::decode(&entry.value),
+                kv::Operation::Delete | kv::Operation::Purge => None,
+            };
+            self.with(|h, now, core| h.observed(now, &edge_id, entry.revision, record, core));
+            if entry.delta == 0 {
+                self.replayed.send_replace(true);
+            }
+        };
+        if current(&self) {
+            tracing::warn!(why = %ended, "the watch of the ownership records stopped; restarting it");
+            self.with(|h, now, _| h.watch_ended(now));
+        }
+    }
+
+    /// Feeds the Control Plane's claims and disconnects to the holder, until it stops.
+    pub(crate) async fn cp_events(self: Arc<Self>) {
+        let mut events = self.cp.subscribe_with(
+            SubscribeOptions::default()
+                .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected]),
+        );
+        while let Some(notice) = events.next().await {
+            match notice {
+                Notice::Event(CpEvent::OwnershipClaim(claim)) => {
+                    self.with(|h, now, _| h.claim(now, claim));
+                }
+                Notice::Event(CpEvent::EdgeDisconnected {
+                    edge_id,
+                    session_id,
+                    ..
+                }) => self.with(|h, now, _| h.session_ended(now, &edge_id, session_id)),
+                // Claims lost with them end at their hello timeout; disconnects are
+                // found by the reconcile's sweep, run now.
+                Notice::Lagged(n) => {
+                    tracing::warn!(
+                        lost = n,
+                        "the replica fell behind its control plane's events"
+                    );
+                    self.with(|h, now, core| h.engine_reconnected(now, core));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Feeds supersede notices to the holder.
+    pub(crate) async fn inbox(self: Arc<Self>, mut sub: async_nats::Subscriber) {
+        while let Some(message) = sub.next().await {
+            if let Ok(notice) = serde_json::from_slice::<Superseded>(&message.payload) {
+                self.with(|h, now, core| h.told(now, notice, core));
+            }
+        }
+    }
+
+    /// Runs the holder's timer.
+    pub(crate) async fn timer(self: Arc<Self>) {
+        loop {
+            let due = lock(&self.holder).poll_timeout();
+            let sleep = match due {
+                Some(at) => at.saturating_duration_since(self.now()),
+                None => Duration::from_secs(3600),
+            };
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                () = self.wake.notified() => continue,
+            }
+            self.with(|h, now, core| h.handle_timeout(now, core));
+        }
+    }
+
+    /// Waits (at most `bound`) until the first watch has replayed every record and the
+    /// checks and releases that replay started are done: the records an earlier run of
+    /// this replica left live are released.
+    pub(crate) async fn settled(&self, bound: Duration) {
+        let mut replayed = self.replayed.subscribe();
+        let _ = tokio::time::timeout(bound, async {
+            let _ = replayed.wait_for(|done| *done).await;
+            loop {
+                let (_, owed, reads) = lock(&self.holder).backlog();
+                if owed == 0 && reads == 0 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+    }
+
+    /// The engine came back (the client reconnected, or liveness renewals succeed
+    /// again): reconcile at once.
+    pub(crate) fn reconnected(self: &Arc<Self>) {
+        tracing::info!("the cluster engine is reachable again: reconciling ownership");
+        self.with(|h, now, core| h.engine_reconnected(now, core));
+    }
+}
+
+/// Tells `replica` it lost an Edge, and again after [`RETELL`].
+async fn tell(client: async_nats::Client, replica: String, notice: Superseded) {
+    let payload: bytes::Bytes = serde_json::to_vec(&notice).unwrap_or_default().into();
+    let subject = inbox(&replica);
+    let _ = client.publish(subject.clone(), payload.clone()).await;
+    for after in RETELL {
+        tokio::time::sleep(after).await;
+        let _ = client.publish(subject.clone(), payload.clone()).await;
+    }
+}
