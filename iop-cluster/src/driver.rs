@@ -19,7 +19,7 @@ use crate::commands::CommandLog;
 use crate::holder::{Action, Holder, Op, OpResult, Sessions, Superseded};
 use crate::key::{edge_id_of, edge_key};
 use crate::nats::NatsStore;
-use crate::ownership::OwnershipStore;
+use crate::ownership::{OwnershipStore, StoreError};
 use crate::record::OwnerRecord;
 use crate::stats::ClusterStats;
 
@@ -94,6 +94,9 @@ pub(crate) struct Driver<R: Runtime> {
     pub(crate) me: String,
     /// Set once a watch has delivered every record's latest value.
     pub(crate) replayed: tokio::sync::watch::Sender<bool>,
+    /// This process's liveness entry: no ownership record is written unless it is
+    /// confirmed, nor once another process took it.
+    pub(crate) liveness: Arc<crate::liveness::Liveness>,
 }
 
 impl<R: Runtime> Driver<R> {
@@ -156,6 +159,15 @@ impl<R: Runtime> Driver<R> {
                     self.store.entry(&key).await
                 })
             }
+            Op::Write { .. } if self.stats.snapshot().fenced => OpResult::Written(Err(StoreError(
+                "another process runs as this replica: it writes nothing".into(),
+            )
+            .into())),
+            Op::Write { .. } if !self.liveness.confirmed() => OpResult::Written(Err(StoreError(
+                "this replica's liveness is not confirmed (paused, or cut off from the engine)"
+                    .into(),
+            )
+            .into())),
             Op::Write {
                 edge_id,
                 record,

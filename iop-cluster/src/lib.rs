@@ -66,6 +66,7 @@ mod driver;
 pub mod events;
 pub mod holder;
 pub mod key;
+pub mod liveness;
 mod memory;
 mod nats;
 pub mod ownership;

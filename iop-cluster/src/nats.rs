@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use futures_lite::StreamExt;
 
 use iop_driver::iop_core::cp::DirectoryFactory;
 
@@ -42,9 +41,15 @@ pub struct ClusterConfig {
     /// The ownership holder's timings: reconcile interval, retry backoff
     /// ([`HolderConfig`]).
     pub holder: HolderConfig,
+    /// How often the client made by [`connect_options`](Self::connect_options) pings
+    /// the engine (2 s): three unanswered pings — a silent partition — end the
+    /// connection, which then reconnects, rather than hanging for minutes.
+    pub engine_ping: Duration,
     /// The replica's counters, made before the replica so that its Control Plane's
     /// directory can read them from the start.
     pub(crate) stats: Arc<ClusterStats>,
+    /// Told each time the client made by `connect_options` (re)connects.
+    pub(crate) connected: Arc<tokio::sync::Notify>,
 }
 
 impl ClusterConfig {
@@ -60,8 +65,33 @@ impl ClusterConfig {
             commands_bucket: "iop-commands".into(),
             command_retention: Duration::from_secs(24 * 3600),
             holder: HolderConfig::default(),
+            engine_ping: Duration::from_secs(2),
             stats: Arc::default(),
+            connected: Arc::default(),
         }
+    }
+
+    /// The options to connect this replica's NATS client with (add credentials and
+    /// TLS to them): the replica's name, a ping every [`engine_ping`](Self::engine_ping),
+    /// and a callback that has the replica reconcile its ownership each time the
+    /// client reconnects.
+    pub fn connect_options(&self) -> async_nats::ConnectOptions {
+        let connected = self.connected.clone();
+        async_nats::ConnectOptions::new()
+            .name(format!("iop-control-plane {}", self.replica_id))
+            .ping_interval(self.engine_ping)
+            .event_callback(move |event| {
+                let connected = connected.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => connected.notify_one(),
+                        async_nats::Event::Disconnected => {
+                            tracing::warn!("disconnected from the cluster engine");
+                        }
+                        other => tracing::debug!(event = %other, "cluster engine"),
+                    }
+                }
+            })
     }
 
     /// The [`Directory`](iop_driver::iop_core::cp::Directory) for the core of this
@@ -144,31 +174,6 @@ impl NatsStore {
         tokio::time::timeout(self.timeout, f)
             .await
             .map_err(|_| StoreError("timed out".into()))
-    }
-
-    /// Renews `replica`'s liveness entry.
-    pub async fn heartbeat(&self, replica: &str) -> Result<(), StoreError> {
-        self.bounded(self.replicas.put(replica, "alive".into()))
-            .await?
-            .map(|_| ())
-            .map_err(engine)
-    }
-
-    /// Removes `replica`'s liveness entry (a clean stop).
-    pub async fn retire(&self, replica: &str) -> Result<(), StoreError> {
-        self.bounded(self.replicas.purge(replica))
-            .await?
-            .map_err(engine)
-    }
-
-    /// Every key of the owners bucket.
-    pub async fn keys(&self) -> Result<Vec<String>, StoreError> {
-        let mut keys = self.owners.keys().await.map_err(engine)?;
-        let mut out = Vec::new();
-        while let Some(key) = keys.next().await {
-            out.push(key.map_err(engine)?);
-        }
-        Ok(out)
     }
 }
 

@@ -43,6 +43,7 @@ use tokio::task::JoinHandle;
 use crate::commands::CommandLog;
 use crate::driver::{Driver, HolderRef, held_session, inbox};
 use crate::holder::Holder;
+use crate::liveness::{Liveness, LivenessError, Renewal};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::StoreError;
 use crate::route::{self, Router, ViewEncoder};
@@ -58,6 +59,10 @@ pub enum ClusterError {
     /// The supersede inbox could not be subscribed.
     #[error("cluster engine: cannot subscribe: {0}")]
     Subscribe(String),
+    /// Another process runs with this replica id, or its liveness entry could not be
+    /// written.
+    #[error(transparent)]
+    Liveness(#[from] LivenessError),
 }
 
 /// A running replica; see the [module docs](self).
@@ -73,6 +78,7 @@ pub struct Replica {
     commands: CommandLog,
     claims: JoinHandle<()>,
     others: Vec<JoinHandle<()>>,
+    liveness: Arc<Liveness>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -95,7 +101,15 @@ impl Replica {
         let store = NatsStore::open(&js, &config).await?;
         crate::events::open_stream(&js, config.bucket_replicas).await?;
         let me = config.replica_id.clone();
-        store.heartbeat(&me).await?;
+        let liveness = Arc::new(
+            Liveness::take(
+                store.replicas.clone(),
+                &me,
+                config.heartbeat,
+                config.op_timeout,
+            )
+            .await?,
+        );
         let inbox_sub = client
             .subscribe(inbox(&me))
             .await
@@ -136,6 +150,7 @@ impl Replica {
             holder: holder.clone(),
             views: views.clone(),
             commands: commands.clone(),
+            stats: stats.clone(),
         });
         let driver = Arc::new(Driver {
             cp: cp.clone(),
@@ -149,6 +164,7 @@ impl Replica {
             origin,
             me: me.clone(),
             replayed: tokio::sync::watch::channel(false).0,
+            liveness: liveness.clone(),
         });
         stats.heartbeat(true, std::time::Duration::ZERO);
         stats.serving(true);
@@ -160,7 +176,21 @@ impl Replica {
             tokio::spawn(driver.clone().inbox(inbox_sub)),
             tokio::spawn(driver.clone().timer()),
             tokio::spawn(route::serve(routes, server)),
-            tokio::spawn(heartbeat_loop(driver.clone(), client, config.heartbeat)),
+            tokio::spawn(heartbeat_loop(
+                driver.clone(),
+                client,
+                liveness.clone(),
+                config.heartbeat,
+            )),
+            tokio::spawn({
+                let (driver, connected) = (driver.clone(), config.connected.clone());
+                async move {
+                    loop {
+                        connected.notified().await;
+                        driver.reconnected();
+                    }
+                }
+            }),
         ]);
         // Serving already; the records an earlier run left live are released before
         // this returns.
@@ -177,6 +207,7 @@ impl Replica {
             commands,
             claims,
             others,
+            liveness,
         })
     }
 
@@ -270,7 +301,7 @@ impl Replica {
         for task in self.others {
             task.abort();
         }
-        let _ = self.store.retire(&self.config.replica_id).await;
+        self.liveness.retire().await;
     }
 }
 
@@ -279,20 +310,29 @@ impl Replica {
 async fn heartbeat_loop<R: Runtime>(
     driver: Arc<Driver<R>>,
     client: async_nats::Client,
+    liveness: Arc<Liveness>,
     every: std::time::Duration,
 ) {
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let me = driver.me.clone();
     let mut was_up = true;
     let mut was_connected = true;
     loop {
         ticker.tick().await;
         let started = std::time::Instant::now();
-        let renewed = driver.store.heartbeat(&me).await;
+        let renewed = liveness.renew().await;
         driver.stats.heartbeat(renewed.is_ok(), started.elapsed());
-        if let Err(e) = &renewed {
-            tracing::warn!(error = %e, "cannot renew this replica's liveness entry");
+        match &renewed {
+            Ok(Renewal::Fenced) if !driver.stats.snapshot().fenced => {
+                tracing::error!(
+                    replica = %driver.me,
+                    "another process took this replica's liveness entry: this one is fenced \
+                     and decides no more claims"
+                );
+                driver.stats.fence();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot renew this replica's liveness entry"),
+            _ => {}
         }
         let connected = client.connection_state() == async_nats::connection::State::Connected;
         if (renewed.is_ok() && !was_up) || (connected && !was_connected) {

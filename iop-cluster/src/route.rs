@@ -396,11 +396,16 @@ pub(crate) struct Server<R: Runtime> {
     pub(crate) holder: HolderRef,
     pub(crate) views: Arc<OnceLock<ViewEncoder>>,
     pub(crate) commands: crate::CommandLog,
+    pub(crate) stats: Arc<crate::ClusterStats>,
 }
 
 /// Answers the requests of `sub` (this replica's subject), each in its own task.
 pub(crate) async fn serve<R: Runtime>(mut sub: async_nats::Subscriber, server: Arc<Server<R>>) {
     while let Some(message) = sub.next().await {
+        if server.stats.snapshot().fenced {
+            // Another process runs as this replica: it answers.
+            continue;
+        }
         let server = server.clone();
         tokio::spawn(async move {
             let Some(reply) = message.reply.clone() else {

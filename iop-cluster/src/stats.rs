@@ -9,6 +9,7 @@ use std::time::Duration;
 pub struct ClusterStats {
     /// The replica runs: started, not shut down.
     serving: AtomicBool,
+    fenced: AtomicBool,
     engine_up: AtomicBool,
     engine_rtt_us: AtomicU64,
     claims_granted: AtomicU64,
@@ -37,6 +38,10 @@ pub struct ClusterStats {
 pub struct ClusterSnapshot {
     /// The last liveness renewal reached the engine.
     pub engine_up: bool,
+    /// Another process took this replica's liveness entry (it was started with the
+    /// same replica id while this one was paused or cut off): this one decides no more
+    /// claims.
+    pub fenced: bool,
     /// How long that renewal took, in microseconds.
     pub engine_rtt_us: u64,
     /// Claims answered with a session.
@@ -90,6 +95,7 @@ impl ClusterStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         ClusterSnapshot {
             engine_up: self.engine_up.load(Ordering::Relaxed),
+            fenced: self.fenced.load(Ordering::Relaxed),
             engine_rtt_us: get(&self.engine_rtt_us),
             claims_granted: get(&self.claims_granted),
             claims_held: get(&self.claims_held),
@@ -128,7 +134,14 @@ impl ClusterStats {
     /// Whether a claim can be decided now: the replica runs and its last liveness
     /// renewal reached the engine.
     pub(crate) fn decides_claims(&self) -> bool {
-        self.serving.load(Ordering::Relaxed) && self.engine_up()
+        self.serving.load(Ordering::Relaxed)
+            && self.engine_up()
+            && !self.fenced.load(Ordering::Relaxed)
+    }
+
+    /// Another process took the replica's liveness entry.
+    pub(crate) fn fence(&self) {
+        self.fenced.store(true, Ordering::Relaxed);
     }
 
     /// Whether the last liveness renewal reached the engine.

@@ -275,3 +275,85 @@ fn the_cluster_demo_walks_through_its_sections_or_says_how_to_install_nats() {
     assert!(stdout.contains("accepted"), "{stdout}");
     assert!(stdout.contains("with a higher session id"), "{stdout}");
 }
+
+/// Waits (at most 30 s) for `child` to exit; its exit code and stderr.
+fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the second process never exited");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    use std::io::Read as _;
+    let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+    (status.code(), stderr)
+}
+
+fn signal(proc: &cli_support::Proc, name: &str) {
+    let pid = proc.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn two_processes_never_both_run_as_one_replica() {
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let url = nats.url();
+    let a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+
+    // A second process with cp-a's id, while cp-a renews its liveness entry: exit 2.
+    let second = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--cluster", &url, "--replica-id", "cp-a"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, stderr) = exit_of(second);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another process runs as replica \"cp-a\""),
+        "{stderr}"
+    );
+    assert_eq!(get(a.admin, "/healthz").json()["cluster"], "ok");
+
+    // cp-a paused past its liveness: a new cp-a starts; the old one, resumed, finds
+    // its entry taken and stops deciding claims and answering routes.
+    signal(&a.proc, "-STOP");
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    let successor = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    signal(&a.proc, "-CONT");
+    wait_until("the paused cp-a fenced", || {
+        (get(a.admin, "/healthz").json()["cluster"] == "fenced").then_some(())
+    });
+    assert!(
+        get(a.admin, "/metrics")
+            .body
+            .contains("iop_cluster_fenced 1")
+    );
+    assert_eq!(get(successor.admin, "/healthz").json()["cluster"], "ok");
+    let (_edge, _log) = edge(successor.edges, "edge-1", &example_config(), &[]);
+    wait_connected(successor.admin, "edge-1");
+
+    // A crashed process's successor starts once the entry it left is stale.
+    let mut successor = successor;
+    successor.proc.0.kill().unwrap();
+    let _ = successor.proc.0.wait();
+    let started = std::time::Instant::now();
+    let third = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    assert_eq!(get(third.admin, "/healthz").json()["cluster"], "ok");
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}

@@ -316,10 +316,7 @@ async fn serve(
         .map_err(|e| Failure::Runtime(format!("edge listener {listen}: {e}")))?;
     let replica = match cluster {
         Some((args, config)) => {
-            let mut replica = args
-                .start(config, server.handle())
-                .await
-                .map_err(Failure::Runtime)?;
+            let mut replica = args.start(config, server.handle()).await?;
             // The events `/v1/events` shows, on the fleet's stream.
             let kinds = admin::STREAM_KINDS.iter().map(|(_, k)| *k).collect();
             replica.publish_events(server.handle(), kinds, std::sync::Arc::new(admin::cp_event));

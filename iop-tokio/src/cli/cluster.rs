@@ -3,7 +3,10 @@
 
 use std::path::PathBuf;
 
-use iop_cluster::{ClusterConfig, Replica};
+use iop_cluster::liveness::LivenessError;
+use iop_cluster::{ClusterConfig, ClusterError, Replica};
+
+use super::exit::Failure;
 
 use super::private_file::read_private;
 use crate::ControlPlaneHandle;
@@ -67,19 +70,18 @@ impl ClusterArgs {
         &self,
         config: ClusterConfig,
         cp: ControlPlaneHandle,
-    ) -> Result<Replica, String> {
+    ) -> Result<Replica, Failure> {
         let url = self.cluster.clone().unwrap_or_default();
         // Once connected, the client reconnects on its own when the server comes back;
         // a server that does not answer at start is a failure to start.
-        let mut options = async_nats::ConnectOptions::new()
-            .name(format!("iop-control-plane {}", config.replica_id));
+        let mut options = config.connect_options();
         if let Some(ca) = &self.cluster_ca {
             options = options.require_tls(true).add_root_certificates(ca.clone());
         }
         if let Some(path) = &self.cluster_token_file {
-            let raw = read_private(path).map_err(|e| e.to_string())?;
+            let raw = read_private(path).map_err(|e| Failure::Usage(e.to_string()))?;
             let token = std::str::from_utf8(&raw)
-                .map_err(|_| format!("{}: the token is not UTF-8", path.display()))?
+                .map_err(|_| Failure::Usage(format!("{}: the token is not UTF-8", path.display())))?
                 .trim()
                 .to_owned();
             options = options.token(token);
@@ -88,13 +90,18 @@ impl ClusterArgs {
             .split(',')
             .map(|u| u.trim().parse::<async_nats::ServerAddr>())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("--cluster {url}: {e}"))?;
+            .map_err(|e| Failure::Usage(format!("--cluster {url}: {e}")))?;
         let client = tokio::time::timeout(config.op_timeout * 5, options.connect(servers))
             .await
-            .map_err(|_| format!("--cluster {url}: no answer"))?
-            .map_err(|e| format!("--cluster {url}: {e}"))?;
+            .map_err(|_| Failure::Runtime(format!("--cluster {url}: no answer")))?
+            .map_err(|e| Failure::Runtime(format!("--cluster {url}: {e}")))?;
         Replica::start(client, cp, config)
             .await
-            .map_err(|e| format!("--cluster {url}: {e}"))
+            .map_err(|e| match e {
+                ClusterError::Liveness(e @ LivenessError::InUse { .. }) => {
+                    Failure::Usage(e.to_string())
+                }
+                e => Failure::Runtime(format!("--cluster {url}: {e}")),
+            })
     }
 }

@@ -95,7 +95,11 @@ pub async fn node_on(
         .expect("bind");
     let addrs: Vec<async_nats::ServerAddr> =
         nats.iter().map(|n| n.url().parse().unwrap()).collect();
-    let client = async_nats::connect(addrs).await.expect("connect nats");
+    let client = config
+        .connect_options()
+        .connect(addrs)
+        .await
+        .expect("connect nats");
     let replica = bounded("the replica's buckets", async {
         loop {
             match Replica::start(client.clone(), server.handle(), config.clone()).await {

@@ -287,7 +287,14 @@ pub fn render_cluster(out: &mut String, c: &iop_cluster::ClusterSnapshot) {
         "Round-trip time of the last liveness renewal.",
         c.engine_rtt_us as f64 / 1e6,
     );
-    let counters: [(&str, &str, u64); 12] = [
+    metric(
+        out,
+        "iop_cluster_fenced",
+        "gauge",
+        "1 once another process took this replica's liveness entry (same --replica-id): it decides no more claims.",
+        u8::from(c.fenced),
+    );
+    let counters: [(&str, &str, u64); 18] = [
         (
             "iop_cluster_commands_recorded_total",
             "Command records written to the cluster engine.",
@@ -347,6 +354,36 @@ pub fn render_cluster(out: &mut String, c: &iop_cluster::ClusterSnapshot) {
             "iop_cluster_events_lost_total",
             "Events that could not be published.",
             c.events_lost,
+        ),
+        (
+            "iop_cluster_claims_overtaken_total",
+            "Ownership claims refused because their record moved on while they were pending.",
+            c.claims_overtaken,
+        ),
+        (
+            "iop_cluster_releases_failed_total",
+            "Releases of an ownership record that failed and were retried.",
+            c.releases_failed,
+        ),
+        (
+            "iop_cluster_phantoms_released_total",
+            "Live ownership records naming this replica without a session here, released.",
+            c.phantoms_released,
+        ),
+        (
+            "iop_cluster_rollbacks_total",
+            "Sessions closed because the engine's record was behind them (lost writes).",
+            c.rollbacks,
+        ),
+        (
+            "iop_cluster_watch_restarts_total",
+            "Watches of the ownership records that ended or failed and were restarted.",
+            c.watch_restarts,
+        ),
+        (
+            "iop_cluster_reconciles_total",
+            "Ownership reconciles run (periodic, after a watch restart, after a reconnect).",
+            c.reconciles,
         ),
     ];
     for (name, help, value) in counters {

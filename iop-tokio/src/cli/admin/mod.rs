@@ -10,7 +10,7 @@
 //! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
-//! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining); with `--cluster` also `"cluster": "ok"` or `"degraded"` (the engine is unreachable: this replica serves its Edges, refuses new ones `OVERLOADED`) |
+//! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining); with `--cluster` also `"cluster": "ok"`, `"degraded"` (the engine is unreachable: this replica serves its Edges, refuses new ones `OVERLOADED`) or `"fenced"` (another process runs with this `--replica-id`: this one decides no more claims) |
 //!
 //! Errors are `{"error": {"code", "message"}}`: 400 `bad_request` /
 //! `unknown_operation` / `exceeds_limit` (with `field`, `size`, `limit`), 401

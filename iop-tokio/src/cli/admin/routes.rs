@@ -375,7 +375,10 @@ async fn healthz(State(s): State<AdminState>) -> Response {
         json!({ "status": "ok" })
     };
     if let (Some(cluster), Some(obj)) = (&s.cluster_stats, body.as_object_mut()) {
-        let engine = if cluster.snapshot().engine_up {
+        let snapshot = cluster.snapshot();
+        let engine = if snapshot.fenced {
+            "fenced"
+        } else if snapshot.engine_up {
             "ok"
         } else {
             "degraded"
