@@ -94,6 +94,8 @@ pub(crate) struct Driver<R: Runtime> {
     pub(crate) me: String,
     /// Set once a watch has delivered every record's latest value.
     pub(crate) replayed: tokio::sync::watch::Sender<bool>,
+    /// The last watch that did.
+    pub(crate) replayed_generation: AtomicU64,
     /// This process's liveness entry: no ownership record is written unless it is
     /// confirmed, nor once another process took it.
     pub(crate) liveness: Arc<crate::liveness::Liveness>,
@@ -212,7 +214,7 @@ impl<R: Runtime> Driver<R> {
         // An empty bucket replays nothing: there is no last entry to wait for.
         let mut stream = self.store.owners.stream.clone();
         if stream.info().await.is_ok_and(|i| i.state.messages == 0) {
-            self.replayed.send_replace(true);
+            self.caught_up(generation);
         }
         let started = self.store.owners.watch_with_history(">").await;
         let mut watch = match started {
@@ -238,7 +240,7 @@ impl<R: Runtime> Driver<R> {
             };
             let Some(edge_id) = edge_id_of(&entry.key) else {
                 if entry.delta == 0 {
-                    self.replayed.send_replace(true);
+                    self.caught_up(generation);
                 }
                 continue;
             };
@@ -248,12 +250,23 @@ impl<R: Runtime> Driver<R> {
             };
             self.with(|h, now, core| h.observed(now, &edge_id, entry.revision, record, core));
             if entry.delta == 0 {
-                self.replayed.send_replace(true);
+                self.caught_up(generation);
             }
         };
         if current(&self) {
             tracing::warn!(why = %ended, "the watch of the ownership records stopped; restarting it");
             self.with(|h, now, _| h.watch_ended(now));
+        }
+    }
+
+    /// Watch number `generation` replayed every record: its map replaces the fleet
+    /// map (once per watch).
+    fn caught_up(self: &Arc<Self>, generation: u64) {
+        if self.watch.load(Ordering::Relaxed) == generation
+            && self.replayed_generation.swap(generation, Ordering::Relaxed) != generation
+        {
+            self.with(|h, now, _| h.replayed(now));
+            self.replayed.send_replace(true);
         }
     }
 

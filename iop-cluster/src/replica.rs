@@ -33,6 +33,7 @@
 //! Records naming this replica from an earlier run are released as its first watch
 //! finds them.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_nats::jetstream;
@@ -164,6 +165,7 @@ impl Replica {
             origin,
             me: me.clone(),
             replayed: tokio::sync::watch::channel(false).0,
+            replayed_generation: AtomicU64::new(0),
             liveness: liveness.clone(),
         });
         stats.heartbeat(true, std::time::Duration::ZERO);

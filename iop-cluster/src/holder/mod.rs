@@ -147,8 +147,9 @@ pub enum Action {
         notice: Superseded,
     },
     /// (Re)start the watch of the owners bucket with every record's latest value first
-    /// ([`Holder::observed`] for each entry, [`Holder::watch_ended`] when it ends). A
-    /// watch running already is replaced.
+    /// ([`Holder::observed`] for each entry, [`Holder::replayed`] once every record's
+    /// latest value came, [`Holder::watch_ended`] when it ends). A watch running
+    /// already is replaced.
     Watch,
 }
 
@@ -232,6 +233,11 @@ pub struct Holder {
     held: HashMap<String, Held>,
     /// Every record as last seen: watch, notices, reads, acknowledgements.
     fleet: HashMap<String, Current>,
+    /// The fleet map a watch's replay is building, to replace `fleet` once it has
+    /// replayed every record ([`Holder::replayed`]): a map kept only by "higher
+    /// revision wins" would never forget a revision an engine that lost writes no
+    /// longer has.
+    rebuild: Option<HashMap<String, Current>>,
     runs: HashMap<ClaimId, claims::Run>,
     next_claim: ClaimId,
     ops: HashMap<OpId, Purpose>,
@@ -262,6 +268,7 @@ impl Holder {
             stats,
             held: HashMap::new(),
             fleet: HashMap::new(),
+            rebuild: None,
             runs: HashMap::new(),
             next_claim: 0,
             ops: HashMap::new(),
@@ -278,7 +285,7 @@ impl Holder {
             },
             next_reconcile: now + config.reconcile_every,
         };
-        holder.actions.push_back(Action::Watch);
+        holder.start_watch(now);
         holder
     }
 
@@ -364,6 +371,14 @@ impl Holder {
         self.saw(now, edge_id, revision, record, core);
     }
 
+    /// The watch started by the last [`Action::Watch`] has delivered every record's
+    /// latest value: the map it built replaces the fleet map.
+    pub fn replayed(&mut self, _now: Instant) {
+        if let Some(rebuilt) = self.rebuild.take() {
+            self.fleet = rebuilt;
+        }
+    }
+
     /// Another replica says it took `notice.edge_id` from this one.
     pub fn told(&mut self, now: Instant, notice: Superseded, core: &mut impl Sessions) {
         if notice.by_replica.is_empty() {
@@ -413,13 +428,18 @@ impl Holder {
         let ours_live = record
             .as_ref()
             .is_some_and(|r| r.live && r.replica == self.me);
+        let current = Current { record, revision };
+        if let Some(rebuild) = &mut self.rebuild
+            && rebuild.get(edge_id).is_none_or(|c| revision > c.revision)
+        {
+            rebuild.insert(edge_id.to_owned(), current.clone());
+        }
         if self
             .fleet
             .get(edge_id)
             .is_none_or(|c| revision > c.revision)
         {
-            self.fleet
-                .insert(edge_id.to_owned(), Current { record, revision });
+            self.fleet.insert(edge_id.to_owned(), current);
         }
         let held = self.held.get(edge_id).copied().unwrap_or_default();
         if let Some(session) = held.session

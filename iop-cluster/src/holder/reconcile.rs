@@ -139,6 +139,18 @@ impl Holder {
         match current {
             // Behind the session (or gone): the engine lost the write that granted it,
             // and another claim could be granted the same session id.
+            // At the session's revision, another value: the engine lost the grant's
+            // write and gave its revision to another.
+            Some(c)
+                if c.revision == session_id
+                    && !c
+                        .record
+                        .as_ref()
+                        .is_some_and(|r| r.live && r.replica == self.me) =>
+            {
+                self.stats.rollback();
+                self.lose(&edge_id, session_id, c.revision, core);
+            }
             Some(c) if c.revision < session_id => {
                 self.stats.rollback();
                 self.lose(&edge_id, session_id, c.revision, core);
@@ -226,9 +238,15 @@ impl Holder {
         for owed in self.owed.values_mut().filter(|o| !o.in_flight) {
             owed.due = now;
         }
+        self.start_watch(now);
+        self.next_reads();
+    }
+
+    /// Asks for a fresh watch, whose replay rebuilds the fleet map.
+    pub(super) fn start_watch(&mut self, now: Instant) {
         self.watch.started = now;
         self.watch.restart_at = None;
+        self.rebuild = Some(std::collections::HashMap::new());
         self.actions.push_back(Action::Watch);
-        self.next_reads();
     }
 }
