@@ -136,6 +136,8 @@ impl Replica {
             stats.clone(),
             config.op_timeout,
         );
+        // Every command is recorded in the engine before it is sent.
+        cp.set_command_journal(Some(Arc::new(commands.clone())));
         let router = Router::new(
             client.clone(),
             js.clone(),

@@ -53,10 +53,14 @@ pub(crate) fn subject(replica: &str) -> String {
 pub struct RouteError {
     /// What kind of failure, as the admin API names it: `not_connected`,
     /// `unknown_edge`, `bad_request`, `exceeds_limit`, `unknown_operation`, `busy`,
-    /// `timeout`, `session_ended`, `command_lost`, `shutting_down`, `unavailable`.
+    /// `timeout`, `session_ended`, `command_lost`, `engine_unavailable`,
+    /// `shutting_down`, `unavailable`.
     pub code: String,
     /// What happened.
     pub message: String,
+    /// The command it is about, when one was made (a command that timed out, or whose
+    /// answer could not be recorded, is still tracked under it).
+    pub command_id: Option<String>,
 }
 
 impl RouteError {
@@ -64,7 +68,13 @@ impl RouteError {
         Self {
             code: code.to_owned(),
             message: message.into(),
+            command_id: None,
         }
+    }
+
+    fn about(mut self, command_id: &str) -> Self {
+        self.command_id = Some(command_id.to_owned());
+        self
     }
 
     fn not_connected(edge_id: &str) -> Self {
@@ -298,7 +308,9 @@ impl Router {
         let headers = reply.headers.unwrap_or_default();
         if let Some(code) = headers.get(ERROR) {
             let message = String::from_utf8_lossy(&reply.payload).into_owned();
-            return Err(RouteError::new(code.as_str(), message));
+            let mut e = RouteError::new(code.as_str(), message);
+            e.command_id = headers.get(COMMAND_ID).map(|v| v.as_str().to_owned());
+            return Err(e);
         }
         Ok((headers, reply.payload))
     }
@@ -416,6 +428,9 @@ pub(crate) async fn serve<R: Runtime>(mut sub: async_nats::Subscriber, server: A
                 Err(e) => {
                     let mut headers = HeaderMap::new();
                     headers.insert(ERROR, e.code.as_str());
+                    if let Some(id) = &e.command_id {
+                        headers.insert(COMMAND_ID, id.as_str());
+                    }
                     (headers, e.message.into_bytes())
                 }
             };
@@ -510,7 +525,6 @@ async fn answer<R: Runtime>(
                 .send_command(&edge_id, spec)
                 .map_err(|e| RouteError::from_command(&e))?;
             let command_id = tracker.command_id().to_owned();
-            server.commands.note(&edge_id, &command_id);
             let first = tokio::time::timeout(wait, async {
                 while let Some(update) = tracker.next().await {
                     match update {
@@ -519,6 +533,12 @@ async fn answer<R: Runtime>(
                             return Err(RouteError::new(
                                 "command_lost",
                                 "the edge reconnected without the command: it was lost",
+                            ));
+                        }
+                        CommandUpdate::Unrecorded { reason } => {
+                            return Err(RouteError::new(
+                                "engine_unavailable",
+                                format!("the command was not sent: {reason}"),
                             ));
                         }
                         _ => {}
@@ -535,9 +555,18 @@ async fn answer<R: Runtime>(
                     "timeout",
                     format!("edge {edge_id:?} did not answer command {command_id} in time"),
                 )
-            })??;
+            })
+            .and_then(|first| first)
+            .map_err(|e| e.about(&command_id))?;
             // Answered once its record, with the answer, is in the engine.
-            server.commands.flushed(&edge_id, &command_id).await;
+            if !server.commands.flushed(&edge_id, &command_id).await {
+                return Err(RouteError::new(
+                    "engine_unavailable",
+                    "the edge answered, but its answer could not be recorded in the cluster \
+                     engine; the command stays tracked",
+                )
+                .about(&command_id));
+            }
             let response = EdgeCommandResponse {
                 command_id: command_id.clone(),
                 accepted: first.accepted,

@@ -93,10 +93,10 @@ pub mod tls;
 
 pub use clock::{Clock, process_seed};
 pub use cp::{
-    CommandFailure, CommandRecord, CommandResponse, CommandTracker, CommandUpdate,
-    ControlPlaneHandle, ControlPlaneServer, RecordLimits, SendCommandError, ServeError,
-    ServerConfig, StatusRequestError, SubscribeOptions, Terminal, TlsReloadError, TlsStats,
-    WaitForEdgeError,
+    CommandFailure, CommandJournal, CommandRecord, CommandResponse, CommandTracker, CommandUpdate,
+    ControlPlaneHandle, ControlPlaneServer, JournalError, RecordLimits, Recording,
+    SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal,
+    TlsReloadError, TlsStats, WaitForEdgeError,
 };
 pub use edge::{
     CommandContext, CommandResult, ConnectedError, DialError, EdgeClient, EdgeHandle, EdgeSession,

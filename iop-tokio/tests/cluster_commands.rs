@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_support::*;
+use iop_tokio::CommandFailure;
 use iop_tokio::core::cp::{CommandOutcome, DuplicatePolicy};
 use iop_tokio::core::proto::CommandPhase;
 use iop_tokio::prelude::*;
@@ -110,5 +111,107 @@ async fn a_command_keeps_its_outcome_when_the_replica_holding_its_edge_crashes()
     assert_eq!(written.outcome, done.outcome);
     assert!(second > first);
     edge.shutdown().await;
+    b.stop().await;
+}
+
+/// An Edge whose `model.load` tells `seen` its command id, then waits for `release`.
+fn telling_edge(
+    edge_id: &str,
+    seen: tokio::sync::mpsc::UnboundedSender<String>,
+    release: Arc<tokio::sync::Notify>,
+) -> EdgeClient {
+    EdgeClient::new(fast_edge(edge_id)).operation("model.load", TargetLevel::Edge, move |ctx| {
+        let (seen, release) = (seen.clone(), release.clone());
+        async move {
+            let _ = seen.send(ctx.command_id().to_owned());
+            release.notified().await;
+            CommandResult::succeeded("loaded")
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_is_in_the_engine_before_its_edge_sees_it_and_never_sent_without_it() {
+    let Some((mut nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
+        return;
+    };
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let edge = telling_edge("edge-1", seen_tx, release.clone())
+        .connect(a.addr())
+        .unwrap();
+    bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap();
+
+    // Through cp-a's handle: when the Edge runs it, cp-b finds its record already.
+    let tracker = a
+        .cp()
+        .send_command("edge-1", CommandSpec::new("model.load"))
+        .unwrap();
+    let id = tracker.command_id().to_owned();
+    let ran = bounded("the edge running it", seen.recv()).await.unwrap();
+    assert_eq!(ran, id);
+    let stored = bounded("the record", b.replica.router().commands().get(&id))
+        .await
+        .unwrap()
+        .expect("written before the command was sent");
+    assert_eq!(stored.operation, "model.load");
+    release.notify_one();
+    let done = bounded("the outcome", tracker.outcome()).await;
+    assert!(done.is_ok(), "{done:?}");
+
+    // The engine gone: a command is refused, and the Edge never sees it.
+    nats.kill();
+    eventually("cp-a to see the engine down", || {
+        (!a.replica.stats().snapshot().engine_up).then_some(())
+    })
+    .await;
+    let tracker = a
+        .cp()
+        .send_command("edge-1", CommandSpec::new("model.load"))
+        .unwrap();
+    let refused = bounded("the refusal", tracker.outcome()).await;
+    assert!(
+        matches!(refused, Err(CommandFailure::Unrecorded { .. })),
+        "{refused:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        seen.try_recv().is_err(),
+        "an unrecorded command reached the edge"
+    );
+
+    // Back: commands are recorded and sent again.
+    nats.restart();
+    eventually("cp-a to see the engine back", || {
+        a.replica.stats().snapshot().engine_up.then_some(())
+    })
+    .await;
+    let tracker = bounded("a command again", async {
+        loop {
+            let t = a
+                .cp()
+                .send_command("edge-1", CommandSpec::new("model.load"))
+                .unwrap();
+            let id = t.command_id().to_owned();
+            match tokio::time::timeout(Duration::from_secs(3), seen.recv()).await {
+                Ok(Some(ran)) if ran == id => return t,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await;
+    // An earlier attempt recorded late may be running too: release them all.
+    let releasing = tokio::spawn(async move {
+        loop {
+            release.notify_waiters();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    assert!(bounded("its outcome", tracker.outcome()).await.is_ok());
+    releasing.abort();
+    edge.shutdown().await;
+    a.stop().await;
     b.stop().await;
 }

@@ -16,6 +16,9 @@ use super::handover::CommandHandover;
 struct Tracked {
     order: u64,
     request: EdgeCommandRequest,
+    /// Held back until its record is written (PROTOCOL.md §8 write-ahead): never sent,
+    /// re-sent or marked lost while set.
+    held: bool,
     /// A request was sent on the current session and not yet answered on it.
     awaiting_response: bool,
     answer: CommandAnswer,
@@ -95,15 +98,17 @@ impl CommandBook {
         self.commands.len() - self.finished.len()
     }
 
-    /// Tracks a command just sent on the current session.
-    pub(crate) fn insert(&mut self, request: EdgeCommandRequest) {
+    /// Tracks a command just sent on the current session, or (`held`) one waiting for
+    /// its record before it is sent.
+    pub(crate) fn insert(&mut self, request: EdgeCommandRequest, held: bool) {
         self.next_order += 1;
         self.commands.insert(
             request.command_id.clone(),
             Tracked {
                 order: self.next_order,
                 request,
-                awaiting_response: true,
+                held,
+                awaiting_response: !held,
                 answer: CommandAnswer::Pending,
                 held_by_edge: false,
                 replay_due: false,
@@ -124,6 +129,27 @@ impl CommandBook {
             last_sequence: t.last_seq,
             outcome: t.outcome.clone(),
         })
+    }
+
+    /// Releases a held command: its record is written. The request to send now when the
+    /// Edge has a live session (`live`), else it waits for the next one as any
+    /// unanswered command does; `None` when `command_id` is not held.
+    pub(crate) fn release(&mut self, command_id: &str, live: bool) -> Option<EdgeCommandRequest> {
+        let t = self.commands.get_mut(command_id).filter(|t| t.held)?;
+        t.held = false;
+        t.awaiting_response = live;
+        Some(t.request.clone())
+    }
+
+    /// Forgets a held command (its record could not be written); false when
+    /// `command_id` is not held.
+    pub(crate) fn drop_held(&mut self, command_id: &str) -> bool {
+        if self.commands.get(command_id).is_some_and(|t| t.held) {
+            self.commands.remove(command_id);
+            true
+        } else {
+            false
+        }
     }
 
     /// What another Control Plane needs to carry `command_id` on.
@@ -165,6 +191,7 @@ impl CommandBook {
                     Tracked {
                         order: self.next_order,
                         request: command.request,
+                        held: false,
                         awaiting_response: false,
                         answer: command.answer,
                         held_by_edge: false,
@@ -357,7 +384,7 @@ impl CommandBook {
         let mut resend = Vec::new();
         let mut lost = Vec::new();
         for (_, id) in open {
-            let Some(t) = self.commands.get_mut(&id) else {
+            let Some(t) = self.commands.get_mut(&id).filter(|t| !t.held) else {
                 continue;
             };
             t.held_by_edge = held.contains(id.as_str());

@@ -198,6 +198,9 @@ pub enum CommandOutcome {
     },
     /// The view of its Edge was forgotten before it finished.
     Forgotten,
+    /// Its record could not be written before it was sent (PROTOCOL.md §8
+    /// write-ahead): it was never sent.
+    Unrecorded,
 }
 
 /// Why the view of a disconnected Edge was forgotten ([`CpEvent::EdgeForgotten`]).

@@ -78,6 +78,12 @@ pub enum CommandUpdate {
     /// The view of its Edge was forgotten (disconnected too long, or too many
     /// disconnected Edges) before it finished.
     Forgotten,
+    /// Its record could not be written before it was sent (the [`CommandJournal`](crate::CommandJournal),
+    /// a cluster's engine, said why): it was never sent.
+    Unrecorded {
+        /// What the journal said.
+        reason: String,
+    },
 }
 
 /// Everything known about one command: its response and every event so far.
@@ -163,6 +169,7 @@ struct Entry {
 fn update_bytes(update: &CommandUpdate) -> usize {
     let heap = match update {
         CommandUpdate::Response(r) => r.message.len(),
+        CommandUpdate::Unrecorded { reason } => reason.len(),
         CommandUpdate::Event(e) => {
             e.command_id.len()
                 + e.message.len()

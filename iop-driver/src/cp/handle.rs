@@ -260,27 +260,53 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// Sends a command to `edge_id` (with a generated id) and returns its tracker.
     ///
     /// The command outlives the session: if the Edge reconnects, the Control Plane
-    /// re-sends it or learns its fate from the Edge's hello.
+    /// re-sends it or learns its fate from the Edge's hello. With a
+    /// [`CommandJournal`](crate::CommandJournal) set, it goes out once the journal
+    /// recorded it; one it cannot record is never sent, and the tracker ends with
+    /// [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded).
     pub fn send_command(
         &self,
         edge_id: &str,
         spec: CommandSpec,
     ) -> Result<CommandTracker<R>, SendCommandError> {
         let operation = spec.operation.clone();
-        let command_id = self.shared.with_direct(|state, now| {
+        let journal = lock(&self.shared.journal).clone();
+        let (command_id, held) = self.shared.with_direct(|state, now| {
             if state.stopped {
                 return Err(SendCommandError::Stopped);
             }
-            let id = state.cp.send_command(now, edge_id, spec, None)?;
+            let (id, held) = match &journal {
+                None => (state.cp.send_command(now, edge_id, spec, None)?, None),
+                Some(_) => {
+                    let id = state.cp.hold_command(now, edge_id, spec, None)?;
+                    let request = state.cp.command_handover(edge_id, &id).map(|h| h.request);
+                    (id, request)
+                }
+            };
             state.book.insert(edge_id, &id, &operation);
-            Ok(id)
+            Ok((id, held))
         })?;
+        if let (Some(journal), Some(request)) = (journal, held) {
+            R::spawn(record_then_send(
+                self.shared.clone(),
+                journal,
+                edge_id.to_owned(),
+                request,
+            ));
+        }
         tracing::debug!(edge_id, command_id, operation, "command sent");
         Ok(CommandTracker::new(
             self.shared.clone(),
             edge_id.to_owned(),
             command_id,
         ))
+    }
+
+    /// Records every command [`send_command`](Self::send_command) sends from now on in
+    /// `journal` before it goes out (`None`: sent at once, the default). A cluster
+    /// replica sets its engine's here (PROTOCOL.md §8 write-ahead).
+    pub fn set_command_journal(&self, journal: Option<Arc<dyn crate::CommandJournal>>) {
+        *lock(&self.shared.journal) = journal;
     }
 
     /// The record of a command sent through a handle of this server (response and
@@ -445,5 +471,33 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// last handle (the server's included) shuts the server down in the background.
     pub fn detach(self) {
         self.owner.detach();
+    }
+}
+
+/// Has `journal` record `request`, then sends it; a command it cannot record is
+/// dropped from the core and its record ends `Unrecorded`.
+async fn record_then_send<R: Runtime>(
+    shared: Arc<CpShared<R>>,
+    journal: Arc<dyn crate::CommandJournal>,
+    edge_id: String,
+    request: iop_core::proto::EdgeCommandRequest,
+) {
+    let command_id = request.command_id.clone();
+    match journal.record(&edge_id, &request).await {
+        Ok(()) => shared.with_direct(|state, now| {
+            state.cp.release_command(now, &edge_id, &command_id);
+        }),
+        Err(e) => shared.with(|state, _| {
+            if state.cp.drop_command(&edge_id, &command_id) {
+                tracing::warn!(%edge_id, %command_id, error = %e, "command not sent: it could not be recorded");
+                state.book.push(
+                    &command_id,
+                    crate::CommandUpdate::Unrecorded {
+                        reason: e.to_string(),
+                    },
+                    Some(iop_core::cp::CommandOutcome::Unrecorded),
+                );
+            }
+        }),
     }
 }

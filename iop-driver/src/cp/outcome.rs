@@ -59,6 +59,13 @@ pub enum CommandFailure {
     /// The Control Plane forgot its Edge (disconnected too long) before it finished.
     #[error("the edge was forgotten before the command finished")]
     Forgotten,
+    /// Its record could not be written before it was sent (a cluster's engine was
+    /// unavailable): it was never sent.
+    #[error("the command was not sent: its record could not be written ({reason})")]
+    Unrecorded {
+        /// What the journal said.
+        reason: String,
+    },
     /// Its record left the handle's bounded book (too many newer commands) or the
     /// server stopped before it finished: the outcome is not known here.
     #[error("the command's outcome is unknown: its record ended before it finished")]
@@ -93,6 +100,16 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
             sessions: *sessions,
         }),
         Some(CommandOutcome::Forgotten) => Err(CommandFailure::Forgotten),
+        Some(CommandOutcome::Unrecorded) => Err(CommandFailure::Unrecorded {
+            reason: record
+                .updates
+                .iter()
+                .find_map(|u| match u {
+                    super::book::CommandUpdate::Unrecorded { reason } => Some(reason.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default(),
+        }),
         Some(CommandOutcome::Finished(CommandPhase::Succeeded)) => {
             let event = terminal.unwrap_or_default();
             Ok(Terminal {

@@ -92,6 +92,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
             tls: Mutex::new(config.tls),
             handshake_timeout,
             max_connections,
+            journal: Mutex::new(None),
             _runtime: PhantomData,
         });
         tracing::info!(%local_addr, tls = lock(&shared.tls).is_some(), "control plane listening");

@@ -90,6 +90,8 @@ pub(crate) struct CpShared<R: Runtime> {
     pub(crate) tls: Mutex<Option<ServerTls>>,
     pub(super) handshake_timeout: Duration,
     pub(super) max_connections: usize,
+    /// Where commands are recorded before they are sent, if anywhere.
+    pub(super) journal: Mutex<Option<Arc<dyn super::journal::CommandJournal>>>,
     pub(super) _runtime: PhantomData<fn() -> R>,
 }
 

@@ -28,6 +28,24 @@ impl ControlPlane {
     /// sending, the session is dropped and the command is still kept for the next one.
     pub fn send_command(
         &mut self,
+        now: Instant,
+        edge_id: &str,
+        spec: CommandSpec,
+        command_id: Option<String>,
+    ) -> Result<String, CommandError> {
+        let id = self.hold_command(now, edge_id, spec, command_id)?;
+        self.release_command(now, edge_id, &id);
+        Ok(id)
+    }
+
+    /// [`send_command`](Self::send_command), but the command is held back, neither
+    /// sent nor re-sent, until [`release_command`](Self::release_command) (its record
+    /// is written: a cluster's write-ahead, PROTOCOL.md §8) or
+    /// [`drop_command`](Self::drop_command) (it could not be). It counts against the
+    /// in-flight limit meanwhile, and a reconnecting Edge's hello does not mark it
+    /// lost.
+    pub fn hold_command(
+        &mut self,
         _now: Instant,
         edge_id: &str,
         spec: CommandSpec,
@@ -36,9 +54,9 @@ impl ControlPlane {
         let Some(entry) = self.edges.get(edge_id) else {
             return Err(CommandError::UnknownEdge(edge_id.to_owned()));
         };
-        let Some(conn) = self.live_conn(edge_id) else {
+        if self.live_conn(edge_id).is_none() {
             return Err(CommandError::NotConnected(edge_id.to_owned()));
-        };
+        }
         if !entry.operations().contains(&spec.operation) {
             let mut advertised = entry.operations().to_vec();
             advertised.sort_unstable();
@@ -79,8 +97,7 @@ impl ControlPlane {
         // Nothing the Edge's decoder refuses is ever queued (PROTOCOL.md §4.6): such a
         // command would end the session, and be re-sent on every next one.
         send::command_request(&request)?;
-        let envelope = Envelope::new(request.clone());
-        let len = envelope.encoded_len();
+        let len = Envelope::new(request.clone()).encoded_len();
         if len > self.config.max_frame_len as usize {
             return Err(CommandError::TooLarge(OutboundError::FrameTooLarge {
                 len,
@@ -89,11 +106,35 @@ impl ControlPlane {
         }
         self.last_command_n = next_n;
         if let Some(entry) = self.edges.get_mut(edge_id) {
-            entry.commands_mut().insert(request);
+            entry.commands_mut().insert(request, true);
         }
-        // A full buffer drops the session; the command stays for the next one.
-        let _ = self.send(conn, &envelope);
         Ok(command_id)
+    }
+
+    /// Sends a command [`hold_command`](Self::hold_command) held back, on the Edge's
+    /// live session (else on its next one). False when `command_id` is not held.
+    pub fn release_command(&mut self, _now: Instant, edge_id: &str, command_id: &str) -> bool {
+        let conn = self.live_conn(edge_id);
+        let Some(request) = self
+            .edges
+            .get_mut(edge_id)
+            .and_then(|e| e.commands_mut().release(command_id, conn.is_some()))
+        else {
+            return false;
+        };
+        // A full buffer drops the session; the command stays for the next one.
+        if let Some(conn) = conn {
+            let _ = self.send(conn, &Envelope::new(request));
+        }
+        true
+    }
+
+    /// Forgets a command [`hold_command`](Self::hold_command) held back: its record
+    /// could not be written, and it was never sent. False when it is not held.
+    pub fn drop_command(&mut self, edge_id: &str, command_id: &str) -> bool {
+        self.edges
+            .get_mut(edge_id)
+            .is_some_and(|e| e.commands_mut().drop_held(command_id))
     }
 
     /// What another Control Plane needs to carry command `command_id` of `edge_id` on

@@ -86,8 +86,12 @@ pub(super) fn from_route(edge_id: &str, e: &RouteError) -> ApiError {
         "busy" => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
         "session_ended" => (StatusCode::SERVICE_UNAVAILABLE, "session_ended"),
         "command_lost" => (StatusCode::SERVICE_UNAVAILABLE, "command_lost"),
+        "engine_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "engine_unavailable"),
         "shutting_down" => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
     };
-    ApiError::new(status, code, e.message.clone())
+    ApiError {
+        command_id: e.command_id.clone(),
+        ..ApiError::new(status, code, e.message.clone())
+    }
 }

@@ -81,7 +81,10 @@ pub fn command_record(r: &CommandRecord) -> Value {
     let given_up = matches!(
         r.outcome,
         Some(
-            CommandOutcome::Lost | CommandOutcome::Undeliverable { .. } | CommandOutcome::Forgotten
+            CommandOutcome::Lost
+                | CommandOutcome::Undeliverable { .. }
+                | CommandOutcome::Forgotten
+                | CommandOutcome::Unrecorded
         )
     );
     let phase = match (given_up, last_phase) {
@@ -95,6 +98,7 @@ pub fn command_record(r: &CommandRecord) -> Value {
         CommandOutcome::Lost => "LOST".to_owned(),
         CommandOutcome::Undeliverable { .. } => "UNDELIVERABLE".to_owned(),
         CommandOutcome::Forgotten => "FORGOTTEN".to_owned(),
+        CommandOutcome::Unrecorded => "UNRECORDED".to_owned(),
         _ => "UNKNOWN".to_owned(),
     });
     json!({

@@ -175,55 +175,43 @@ async fn post_command(
         s.cp.send_command(&edge_id, spec)
             .map_err(|e| ApiError::from_command(&edge_id, &e))?;
     let command_id = tracker.command_id().to_owned();
-    let records = s.router.as_ref().map(|r| r.commands());
-    if let Some(records) = records {
-        records.note(&edge_id, &command_id);
-    }
     let first = tokio::time::timeout(wait, async {
         while let Some(update) = tracker.next().await {
             match update {
-                CommandUpdate::Response(r) => return Some(Some(r)),
-                CommandUpdate::Lost => return Some(None),
+                CommandUpdate::Response(r) => return Ok(r),
+                CommandUpdate::Lost => {
+                    return Err(ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "command_lost",
+                        "the edge reconnected without the command: it was lost",
+                    ));
+                }
+                CommandUpdate::Unrecorded { reason } => {
+                    return Err(ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "engine_unavailable",
+                        format!("the command was not sent: {reason}"),
+                    ));
+                }
                 _ => {}
             }
         }
-        None
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the control plane stopped before the edge answered",
+        ))
     })
     .await;
-    if let (Some(records), Ok(Some(Some(_)))) = (records, &first) {
-        // In a cluster the answer goes out once the command's record holds it: a
-        // replica that takes the Edge over finds it.
-        records.flushed(&edge_id, &command_id).await;
-    }
-    match first {
-        Ok(Some(Some(response))) => Ok((
-            StatusCode::OK,
-            Json(json!({
-                "commandId": command_id,
-                "edgeId": edge_id,
-                "response": shape::command_response(&command_id, &response),
-            })),
-        )
-            .into_response()),
-        Ok(Some(None)) => Err(ApiError {
-            command_id: Some(command_id),
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "command_lost",
-                "the edge reconnected without the command: it was lost",
-            )
-        }),
-        Ok(None) => Err(ApiError {
-            command_id: Some(command_id),
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                "the control plane stopped before the edge answered",
-            )
-        }),
-        Err(_) => Err(ApiError {
-            command_id: Some(command_id.clone()),
-            ..ApiError::new(
+    let with_id = |e: ApiError| ApiError {
+        command_id: Some(command_id.clone()),
+        ..e
+    };
+    let response = match first {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => return Err(with_id(e)),
+        Err(_) => {
+            return Err(with_id(ApiError::new(
                 StatusCode::GATEWAY_TIMEOUT,
                 "timeout",
                 format!(
@@ -231,9 +219,32 @@ async fn post_command(
                      it stays tracked: GET /v1/commands/{command_id}",
                     wait.as_millis()
                 ),
-            )
-        }),
+            )));
+        }
+    };
+    // In a cluster the answer goes out once the command's record holds it: a replica
+    // that takes the Edge over finds it.
+    if let Some(router) = &s.router
+        && !router.commands().flushed(&edge_id, &command_id).await
+    {
+        return Err(with_id(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "engine_unavailable",
+            format!(
+                "the edge answered, but its answer could not be recorded in the cluster \
+                 engine; the command stays tracked: GET /v1/commands/{command_id}"
+            ),
+        )));
     }
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "commandId": command_id,
+            "edgeId": edge_id,
+            "response": shape::command_response(&command_id, &response),
+        })),
+    )
+        .into_response())
 }
 
 async fn get_command(

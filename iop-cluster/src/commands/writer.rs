@@ -1,0 +1,340 @@
+//! The task that writes one replica's command records: each write is a
+//! compare-and-set on the revision it last wrote or read; a write that fails is retried
+//! until it lands or the Edge is no longer held here; events the writer may have missed
+//! (its queue overflowed, or its subscription fell behind) make it write every record
+//! it keeps open again.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use bytes::Bytes;
+use iop_driver::{ControlPlaneHandle, Runtime};
+use prost::Message;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    ATTEMPTS, Job, MAX_INDEXED, MAX_KEPT, bounded, index_key, parse_index, pointer_key, record_key,
+};
+use crate::driver::{HolderRef, held_session};
+use crate::stats::ClusterStats;
+use crate::stored::StoredCommand;
+
+/// What one write came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// The record (and the index, if it changed) is in the engine.
+    Done,
+    /// Nothing to write any more: the Edge is not held here, or the core no longer
+    /// knows the command.
+    Moot,
+    /// The engine did not take it: to be retried.
+    Failed,
+}
+
+pub(super) struct Writer<R: Runtime> {
+    pub(super) kv: kv::Store,
+    pub(super) cp: ControlPlaneHandle<R>,
+    pub(super) owned: HolderRef,
+    pub(super) stats: Arc<ClusterStats>,
+    pub(super) timeout: Duration,
+    /// Set when a note could not be queued, or the events feeding notes were lost.
+    pub(super) missed: Arc<AtomicBool>,
+    /// (Edge, command) → the revision of its record last written or read (finished
+    /// records are dropped).
+    pub(super) revisions: HashMap<(String, String), u64>,
+    /// Edge → (index revision, the unfinished ids it lists).
+    pub(super) indexes: HashMap<String, (Option<u64>, Vec<String>)>,
+    /// Writes that failed, retried every `timeout`.
+    pub(super) retry: BTreeSet<(String, String)>,
+}
+
+impl<R: Runtime> Writer<R> {
+    pub(super) async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
+        loop {
+            let job = if self.retry.is_empty() {
+                jobs.recv().await
+            } else {
+                match tokio::time::timeout(self.timeout, jobs.recv()).await {
+                    Ok(job) => job,
+                    Err(_) => {
+                        self.retry_failed().await;
+                        continue;
+                    }
+                }
+            };
+            let Some(job) = job else { return };
+            if self.missed.swap(false, Ordering::Relaxed) {
+                self.resync();
+            }
+            // Everything queued meanwhile goes in one pass, each command written once.
+            let mut batch = vec![job];
+            while batch.len() < 512
+                && let Ok(job) = jobs.try_recv()
+            {
+                batch.push(job);
+            }
+            let mut seen: HashMap<(String, String), Written> = HashMap::new();
+            let mut acks: Vec<(oneshot::Sender<bool>, (String, String))> = Vec::new();
+            for job in batch {
+                match job {
+                    Job::Seed {
+                        edge_id,
+                        records,
+                        index,
+                        listed,
+                    } => {
+                        self.forget_if_full();
+                        for (command_id, revision) in records {
+                            self.revisions
+                                .insert((edge_id.clone(), command_id), revision);
+                        }
+                        self.indexes.insert(edge_id, (index, listed));
+                    }
+                    Job::Resync => self.resync(),
+                    Job::Write {
+                        edge_id,
+                        command_id,
+                        done,
+                    } => {
+                        let key = (edge_id, command_id);
+                        if !seen.contains_key(&key) {
+                            let written = self.write(&key.0, &key.1).await;
+                            seen.insert(key.clone(), written);
+                        }
+                        if let Some(done) = done {
+                            acks.push((done, key));
+                        }
+                    }
+                }
+            }
+            for (ack, key) in acks {
+                let _ = ack.send(seen.get(&key) == Some(&Written::Done));
+            }
+        }
+    }
+
+    /// Retries every failed write once.
+    async fn retry_failed(&mut self) {
+        for (edge_id, command_id) in std::mem::take(&mut self.retry) {
+            self.write(&edge_id, &command_id).await;
+        }
+    }
+
+    /// Notes may have been lost: every record kept open is written again (each write
+    /// reads the core's state of the command, so a lost terminal note is made good).
+    fn resync(&mut self) {
+        tracing::warn!("command notes were lost; writing every open command record again");
+        self.retry.extend(self.revisions.keys().cloned());
+    }
+
+    /// Bounds the writer's caches (see [`MAX_KEPT`]).
+    fn forget_if_full(&mut self) {
+        if self.revisions.len() >= MAX_KEPT {
+            self.revisions.clear();
+        }
+        if self.indexes.len() >= MAX_KEPT {
+            self.indexes.clear();
+        }
+        if self.retry.len() >= MAX_KEPT {
+            self.retry.clear();
+        }
+    }
+
+    /// Writes the record of `command_id` of `edge_id` as the core holds it now; a
+    /// failure is queued for a retry.
+    async fn write(&mut self, edge_id: &str, command_id: &str) -> Written {
+        let written = self.try_write(edge_id, command_id).await;
+        let key = (edge_id.to_owned(), command_id.to_owned());
+        match written {
+            Written::Failed => {
+                self.stats.record_failed();
+                self.retry.insert(key);
+            }
+            Written::Done => self.stats.recorded(),
+            Written::Moot => {}
+        }
+        written
+    }
+
+    async fn try_write(&mut self, edge_id: &str, command_id: &str) -> Written {
+        self.forget_if_full();
+        let Some(session_id) = held_session(&self.owned, edge_id) else {
+            return Written::Moot;
+        };
+        if !self.stats.engine_up() {
+            // Each write would wait out its timeout: retried once the engine is back.
+            return Written::Failed;
+        }
+        let Some(handover) = self.cp.command_handover(edge_id, command_id) else {
+            return Written::Moot;
+        };
+        let record = self.cp.command(command_id);
+        let stored = StoredCommand::new(edge_id, session_id, handover, record.as_ref());
+        let finished = stored.finished();
+        let key = (edge_id.to_owned(), command_id.to_owned());
+        let expected = self.revisions.get(&key).copied();
+        // The pointer is create-only (the first Edge to use an id keeps it), written
+        // with the record's first write.
+        let pointer = async {
+            if expected.is_some() {
+                return true;
+            }
+            let create = self
+                .kv
+                .create(pointer_key(command_id), edge_id.to_owned().into());
+            match tokio::time::timeout(self.timeout, create).await {
+                Ok(Ok(_)) => true,
+                Ok(Err(e)) => e.kind() == kv::CreateErrorKind::AlreadyExists,
+                Err(_) => false,
+            }
+        };
+        let value: Bytes = stored.encode_to_vec().into();
+        let record_at = record_key(edge_id, command_id);
+        let record_write = cas_put(
+            &self.kv,
+            self.timeout,
+            &record_at,
+            value,
+            expected,
+            session_id,
+            |v| StoredCommand::decode_value(v).map_or(0, |s| s.session_id),
+        );
+        // The index goes with them: a reader skips an id whose record is not there yet.
+        let index = self.index_change(edge_id, session_id);
+        let index_write = async {
+            match &index {
+                Some((_, value, expected)) => Some(
+                    cas_put(
+                        &self.kv,
+                        self.timeout,
+                        &index_key(edge_id),
+                        value.clone(),
+                        *expected,
+                        session_id,
+                        |v| parse_index(v).0,
+                    )
+                    .await,
+                ),
+                None => None,
+            }
+        };
+        let (pointed, written, indexed) = tokio::join!(pointer, record_write, index_write);
+        // A finished record is written no more: its revision is not kept.
+        match written {
+            Put::Written(revision) if !finished => {
+                self.revisions.insert(key, revision);
+            }
+            _ => {
+                self.revisions.remove(&key);
+            }
+        }
+        let index_done = match (index, indexed) {
+            (Some((open, _, _)), Some(Put::Written(r))) => {
+                if open.is_empty() {
+                    // An Edge with nothing open keeps its index key, but not a place here.
+                    self.indexes.remove(edge_id);
+                } else {
+                    self.indexes.insert(edge_id.to_owned(), (Some(r), open));
+                }
+                true
+            }
+            (Some(_), Some(Put::Newer)) => true,
+            (Some(_), _) => {
+                self.indexes.remove(edge_id);
+                false
+            }
+            (None, _) => true,
+        };
+        match written {
+            // A replica that took the Edge over wrote it: not ours to write.
+            Put::Newer => Written::Moot,
+            Put::Written(_) if pointed && index_done => Written::Done,
+            _ => Written::Failed,
+        }
+    }
+
+    /// The Edge's unfinished commands, the index value listing them and the revision
+    /// to write it on, when they are not what the index was last written with.
+    fn index_change(
+        &self,
+        edge_id: &str,
+        session_id: u64,
+    ) -> Option<(Vec<String>, Bytes, Option<u64>)> {
+        let mut open = self.cp.unfinished_commands(edge_id);
+        open.truncate(MAX_INDEXED);
+        let (revision, listed) = self
+            .indexes
+            .get(edge_id)
+            .cloned()
+            .unwrap_or((None, Vec::new()));
+        if revision.is_some() && listed == open {
+            return None;
+        }
+        let mut value = session_id.to_string();
+        for id in &open {
+            value.push('\n');
+            value.push_str(id);
+        }
+        Some((open, value.into(), revision))
+    }
+}
+
+/// How a compare-and-set put ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    /// At this revision.
+    Written(u64),
+    /// A value written for a newer session is there: left as it is.
+    Newer,
+    /// The engine did not take it.
+    Failed,
+}
+
+/// Writes `value` at `key` by compare-and-set on `expected` (or create); on a
+/// conflict reads the value again, and gives way to one written for a newer session
+/// (`session_of` reads it).
+async fn cas_put(
+    kv: &kv::Store,
+    timeout: Duration,
+    key: &str,
+    value: Bytes,
+    mut expected: Option<u64>,
+    session_id: u64,
+    session_of: impl Fn(&[u8]) -> u64,
+) -> Put {
+    let mut tried = HashSet::new();
+    for _ in 0..ATTEMPTS {
+        let result = match expected {
+            Some(r) => bounded(timeout, kv.update(key, value.clone(), r)).await,
+            None => bounded(timeout, kv.create(key, value.clone())).await,
+        };
+        let Err(e) = result else {
+            return result.map_or(Put::Failed, Put::Written);
+        };
+        tried.insert(expected);
+        match bounded(timeout, kv.entry(key)).await {
+            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                if session_of(&entry.value) > session_id {
+                    return Put::Newer;
+                }
+                expected = Some(entry.revision);
+            }
+            // Deleted or purged: `update` on its revision writes it again.
+            Ok(Some(entry)) => expected = Some(entry.revision),
+            Ok(None) => expected = None,
+            Err(_) => {
+                tracing::warn!(key, error = %e, "cannot write a command record");
+                return Put::Failed;
+            }
+        }
+        if tried.contains(&expected) {
+            // The same revision again: not a race but an engine refusing the write.
+            tracing::warn!(key, error = %e, "cannot write a command record");
+            return Put::Failed;
+        }
+    }
+    Put::Failed
+}

@@ -1,0 +1,33 @@
+//! Where a command is recorded before it is sent: the write-ahead seam of a cluster
+//! (PROTOCOL.md §8 "Command records").
+//!
+//! With a [`CommandJournal`] set ([`ControlPlaneHandle::set_command_journal`](crate::ControlPlaneHandle::set_command_journal)),
+//! [`ControlPlaneHandle::send_command`](crate::ControlPlaneHandle::send_command) holds
+//! each new command back in the core ([`ControlPlane::hold_command`](iop_core::cp::ControlPlane::hold_command)),
+//! asks the journal to record it, and sends it only once the journal says it is
+//! recorded. A command the journal cannot record is dropped, never sent: its tracker
+//! ends with [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded) and its
+//! outcome is [`CommandOutcome::Unrecorded`](iop_core::cp::CommandOutcome::Unrecorded).
+//! So an answer from the Edge is only ever about a command the journal holds.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use iop_core::proto::EdgeCommandRequest;
+
+/// Why a journal could not record a command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct JournalError(pub String);
+
+/// The future of one [`CommandJournal::record`].
+pub type Recording = Pin<Box<dyn Future<Output = Result<(), JournalError>> + Send + 'static>>;
+
+/// Records commands before they are sent (a cluster's shared engine).
+pub trait CommandJournal: fmt::Debug + Send + Sync + 'static {
+    /// Records `request`, about to be sent to `edge_id`, create-only on its
+    /// `command_id`; resolves `Ok` once the record is durable, `Err` when it cannot
+    /// be written (nothing is sent then).
+    fn record(&self, edge_id: &str, request: &EdgeCommandRequest) -> Recording;
+}
