@@ -382,15 +382,15 @@ impl Router {
         }
     }
 
-    /// The whole fleet's events from now on, as every replica publishes them
-    /// ([`Replica::publish_events`](crate::Replica::publish_events)), each once.
+    /// The whole fleet's events, as every replica publishes them
+    /// ([`Replica::publish_events`](crate::Replica::publish_events)), each once: from
+    /// now on, or after the event whose id (stream sequence) is `after`.
     pub async fn events(
         &self,
-    ) -> Result<
-        impl futures_lite::Stream<Item = (String, serde_json::Value)> + Send + use<>,
-        RouteError,
-    > {
-        crate::events::fleet_events(&self.js)
+        after: Option<u64>,
+    ) -> Result<impl futures_lite::Stream<Item = crate::events::FleetItem> + Send + use<>, RouteError>
+    {
+        crate::events::fleet_events(&self.js, after)
             .await
             .map_err(|e| RouteError::new("unavailable", e.to_string()))
     }

@@ -30,6 +30,8 @@ pub struct ClusterStats {
     rollbacks: AtomicU64,
     watch_restarts: AtomicU64,
     reconciles: AtomicU64,
+    events_retried: AtomicU64,
+    events_outbox: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -60,8 +62,13 @@ pub struct ClusterSnapshot {
     pub routed_failures: u64,
     /// Events published on the fleet's stream.
     pub events_published: u64,
-    /// Events that could not be published (the engine was down).
+    /// Events lost before the fleet's stream had them: let go by a full outbox, or
+    /// waiting past its horizon, or dropped by the replica's lagging subscription.
     pub events_lost: u64,
+    /// Publish attempts of the outbox that failed and were retried.
+    pub events_retried: u64,
+    /// Events waiting in the outbox now.
+    pub events_outbox: u64,
     /// Command records written to the engine.
     pub commands_recorded: u64,
     /// Command records that could not be written (the engine was down).
@@ -115,6 +122,8 @@ impl ClusterStats {
             rollbacks: get(&self.rollbacks),
             watch_restarts: get(&self.watch_restarts),
             reconciles: get(&self.reconciles),
+            events_retried: get(&self.events_retried),
+            events_outbox: get(&self.events_outbox),
         }
     }
 
@@ -202,5 +211,14 @@ impl ClusterStats {
         } else {
             &self.events_lost
         });
+    }
+    pub(crate) fn events_lost(&self, n: u64) {
+        self.events_lost.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn publish_retried(&self) {
+        add(&self.events_retried);
+    }
+    pub(crate) fn outbox(&self, len: usize) {
+        self.events_outbox.store(len as u64, Ordering::Relaxed);
     }
 }

@@ -186,6 +186,29 @@ fn every_replica_streams_the_whole_fleets_events_once() {
     }
     // The kinds filter holds for the fleet's stream too.
     assert!(!on_b.seen.contains("event: command_event"));
+
+    // Each event's id is its place on the fleet's stream: a client resuming before
+    // the connection event gets it again, first.
+    let at = on_b.seen.find(&connected).unwrap();
+    let id: u64 = on_b.seen[..at]
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
+        .expect("an id before the event")
+        .parse()
+        .unwrap();
+    let mut resumed = Sse::open(
+        b.admin,
+        &format!("/v1/events?kinds=edge_connected&since={}", id - 1),
+    );
+    resumed.wait_for(&connected);
+    assert!(
+        resumed.seen.contains(&format!("id: {id}\n")),
+        "{}",
+        resumed.seen
+    );
+    let bad = get(b.admin, "/v1/events?since=tomorrow");
+    assert_eq!(bad.status, 400, "{}", bad.body);
 }
 
 #[test]

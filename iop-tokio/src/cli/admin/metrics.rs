@@ -294,7 +294,14 @@ pub fn render_cluster(out: &mut String, c: &iop_cluster::ClusterSnapshot) {
         "1 once another process took this replica's liveness entry (same --replica-id): it decides no more claims.",
         u8::from(c.fenced),
     );
-    let counters: [(&str, &str, u64); 18] = [
+    metric(
+        out,
+        "iop_cluster_events_outbox",
+        "gauge",
+        "Events waiting in this replica's outbox for the fleet's stream.",
+        c.events_outbox,
+    );
+    let counters: [(&str, &str, u64); 19] = [
         (
             "iop_cluster_commands_recorded_total",
             "Command records written to the cluster engine.",
@@ -352,8 +359,13 @@ pub fn render_cluster(out: &mut String, c: &iop_cluster::ClusterSnapshot) {
         ),
         (
             "iop_cluster_events_lost_total",
-            "Events that could not be published.",
+            "Events lost before the fleet's stream had them (outbox full or past its horizon, or a lagging subscription).",
             c.events_lost,
+        ),
+        (
+            "iop_cluster_events_retried_total",
+            "Publishes of the event outbox that failed and were retried.",
+            c.events_retried,
         ),
         (
             "iop_cluster_claims_overtaken_total",

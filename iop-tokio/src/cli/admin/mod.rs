@@ -7,7 +7,7 @@
 //! | `GET /v1/edges/{edge_id}/status` | a live status round trip: the Edge's `EdgeStatusResponse` (`?nodes=a,b` for some nodes) |
 //! | `POST /v1/edges/{edge_id}/commands` | body `{"operation", "targetSelector", "metadata", "timeoutMs"}` (snake_case names accepted too): sends the command, waits for the Edge's answer, returns `{"commandId", "edgeId", "response"}` |
 //! | `GET /v1/commands/{command_id}` | the command's response, every event so far, latest phase, outcome |
-//! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly |
+//! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly; with `--cluster` each event's `id` is its place on the fleet's stream, and `Last-Event-ID` (or `?since=ID`) resumes after it, `missed` first saying how many the stream no longer holds |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
 //! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining); with `--cluster` also `"cluster": "ok"`, `"degraded"` (the engine is unreachable: this replica serves its Edges, refuses new ones `OVERLOADED`) or `"fenced"` (another process runs with this `--replica-id`: this one decides no more claims) |

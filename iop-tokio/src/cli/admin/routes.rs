@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::{AdminState, fleet, json as shape, metrics};
 use crate::{CommandUpdate, Notice, SubscribeOptions};
+use iop_cluster::events::FleetItem;
 
 /// The admin API's router over `state`, every route behind its access rules
 /// ([`access::guard`](super::access::guard)).
@@ -276,7 +277,21 @@ async fn get_command(
 async fn events(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
+    // In a cluster each event's id is its place on the fleet's stream: a client that
+    // reconnects (`Last-Event-ID`, as EventSource sends it, or `?since=`) resumes after
+    // it, or is told how many it missed.
+    let after = match headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .or(query.get("since").map(String::as_str))
+    {
+        None => None,
+        Some(id) => Some(id.trim().parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("event id {id:?} is not an event id this API gave"))
+        })?),
+    };
     let kinds = match query.get("kinds") {
         None => shape::STREAM_KINDS.iter().map(|(_, k)| *k).collect(),
         Some(list) => list
@@ -314,15 +329,30 @@ async fn events(
             .map(|(n, _)| *n)
             .collect();
         let fleet = router
-            .events()
+            .events(after)
             .await
             .map_err(|e| fleet::from_route("", &e))?;
         let stream = fleet
-            .filter(move |(name, _)| names.contains(&name.as_str()))
-            .map(move |(name, data)| {
+            .filter(move |item| match item {
+                FleetItem::Event { name, .. } => names.contains(&name.as_str()),
+                FleetItem::Missed { .. } => true,
+            })
+            .map(move |item| {
                 // The stream's place is held while it is open.
                 let _held = &slot;
-                Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
+                Ok::<_, Infallible>(match item {
+                    FleetItem::Event {
+                        sequence,
+                        name,
+                        data,
+                    } => Event::default()
+                        .id(sequence.to_string())
+                        .event(name)
+                        .data(data.to_string()),
+                    FleetItem::Missed { count } => Event::default()
+                        .event("missed")
+                        .data(json!({ "missed": count.to_string() }).to_string()),
+                })
             });
         return Ok(Sse::new(stream)
             .keep_alive(KeepAlive::default())
