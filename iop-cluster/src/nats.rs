@@ -268,10 +268,8 @@ impl OwnershipStore for NatsStore {
     }
 
     async fn replica_alive(&self, replica: &str) -> Result<bool, StoreError> {
-        let entry = self
-            .bounded(self.replicas.entry(replica))
-            .await?
-            .map_err(engine)?;
-        Ok(entry.is_some_and(|e| e.operation == kv::Operation::Put))
+        // Decides whether a live record may be taken under `Reject`: from the leader.
+        let entry = leader_entry(&self.replicas, replica, self.timeout).await?;
+        Ok(entry.is_some_and(|(_, value)| value.is_some()))
     }
 }

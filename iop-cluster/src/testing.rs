@@ -37,23 +37,50 @@ impl NatsServer {
         Self::on_free_port(bin, |_| Vec::new())
     }
 
+    /// [`try_start`](Self::try_start) with the configuration file `config` (its
+    /// address, port and store are this server's own: the flags override them).
+    pub fn try_start_with_config(config: &Path) -> Result<NatsServer, String> {
+        let bin = find_nats_server()?;
+        let config = config.display().to_string();
+        Self::on_free_port(bin, |_| vec!["-c".to_owned(), config.clone()])
+    }
+
     /// Starts `n` servers forming one NATS cluster on loopback (routes between them,
     /// JetStream clustered, so buckets may have up to `n` replicas); `None` as for
     /// [`start`](Self::start).
     pub fn start_cluster(n: usize) -> Option<Vec<NatsServer>> {
         let bin = nats_server()?;
+        Some(Self::cluster_of(bin, n, None).expect("nats-server"))
+    }
+
+    /// `n` servers forming one NATS cluster on loopback, each with the configuration
+    /// file `config` if given (its address, port, store and routes are the cluster's
+    /// own); what is wrong when there is no nats-server.
+    pub fn try_start_cluster(n: usize, config: Option<&Path>) -> Result<Vec<NatsServer>, String> {
+        Self::cluster_of(find_nats_server()?, n, config)
+    }
+
+    fn cluster_of(
+        bin: PathBuf,
+        n: usize,
+        config: Option<&Path>,
+    ) -> Result<Vec<NatsServer>, String> {
+        let config: Vec<String> = config
+            .map(|c| vec!["-c".to_owned(), c.display().to_string()])
+            .unwrap_or_default();
         let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let all = routes
             .iter()
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect::<Vec<_>>()
             .join(",");
-        let servers = routes
+        routes
             .iter()
             .enumerate()
             .map(|(i, route)| {
                 Self::on_free_port(bin.clone(), |addr| {
-                    vec![
+                    let mut flags = config.clone();
+                    flags.extend([
                         "--server_name".to_owned(),
                         format!("iop-{i}-{}", addr.port()),
                         "--cluster_name".to_owned(),
@@ -62,12 +89,11 @@ impl NatsServer {
                         format!("nats://127.0.0.1:{route}"),
                         "--routes".to_owned(),
                         all.clone(),
-                    ]
+                    ]);
+                    flags
                 })
-                .expect("nats-server")
             })
-            .collect();
-        Some(servers)
+            .collect()
     }
 
     /// Spawns on a free port; a port another process took meanwhile (between
@@ -110,6 +136,28 @@ impl NatsServer {
     pub fn restart(&mut self) {
         self.kill();
         self.child = spawn(&self.bin, self.addr, &self.store, &self.extra).expect("nats-server");
+    }
+
+    /// Stops the server (SIGSTOP): it holds its connections and answers nothing, as a
+    /// stalled host would, until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a [`pause`](Self::pause)d server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status();
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Its URL, `nats://127.0.0.1:PORT`.
@@ -182,20 +230,39 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts `bin` on `addr` with JetStream in `store` (and `extra` flags), and waits
-/// until it listens.
+/// A copy of the configuration file `config` beside `store`, with this server's own
+/// store directory and without its `listen` address (the flags give it).
+fn own_config(config: &str, store: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{config}: {e}"))?;
+    let own: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("listen:"))
+        .map(|l| match l.trim_start().starts_with("store_dir:") {
+            true => format!("  store_dir: {:?}", store.display().to_string()),
+            false => l.to_owned(),
+        })
+        .collect();
+    let path = store.with_extension("conf");
+    std::fs::write(&path, own.join("\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Starts `bin` on `addr` with JetStream in `store` (and `extra` flags; a
+/// configuration file `-c FILE` among them is used with this server's store), and
+/// waits until it listens.
 fn spawn(bin: &Path, addr: SocketAddr, store: &Path, extra: &[String]) -> Result<Child, String> {
-    let mut child = Command::new(bin)
-        .args([
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &addr.port().to_string(),
-            "-js",
-            "-sd",
-        ])
-        .arg(store)
-        .args(extra)
+    let mut command = Command::new(bin);
+    command.args(["-a", "127.0.0.1", "-p", &addr.port().to_string(), "-js"]);
+    match extra.iter().position(|a| a == "-c") {
+        Some(at) if at + 1 < extra.len() => {
+            command.arg("-c").arg(own_config(&extra[at + 1], store)?);
+            command.args(&extra[..at]).args(&extra[at + 2..]);
+        }
+        _ => {
+            command.arg("-sd").arg(store).args(extra);
+        }
+    }
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -245,5 +312,6 @@ impl Drop for NatsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.store);
+        let _ = std::fs::remove_file(self.store.with_extension("conf"));
     }
 }

@@ -246,6 +246,11 @@ impl CommandLog {
         )
     }
 
+    /// `key`'s revision and value (`None`: deleted) as the stream's leader has them.
+    async fn leader(&self, key: &str) -> Result<Option<(u64, Option<bytes::Bytes>)>, StoreError> {
+        crate::nats::leader_entry(&self.kv, key, self.timeout).await
+    }
+
     async fn entry(&self, key: &str) -> Result<Option<kv::Entry>, StoreError> {
         bounded(self.timeout, self.kv.entry(key)).await
     }
@@ -265,27 +270,29 @@ impl CommandLog {
             .map(|s| s.record()))
     }
 
-    /// `edge_id`'s unfinished commands as the engine holds them.
+    /// `edge_id`'s unfinished commands as the engine's leader holds them (a
+    /// follower's copy may lag: a command missing from it would not be carried on).
     pub async fn unfinished(&self, edge_id: &str) -> Result<Unfinished, StoreError> {
         let mut out = Unfinished::default();
-        let Some(index) = self.entry(&index_key(edge_id)).await? else {
+        let Some((revision, index)) = self.leader(&index_key(edge_id)).await? else {
             return Ok(out);
         };
-        out.index = Some(index.revision);
-        let (_, mut ids) = live_value(&index).map(parse_index).unwrap_or_default();
+        out.index = Some(revision);
+        let (_, mut ids) = index.as_deref().map(parse_index).unwrap_or_default();
         ids.truncate(MAX_INDEXED);
         out.listed = ids.clone();
         for command_id in ids {
             let key = record_key(edge_id, &command_id);
-            let Some(entry) = self.entry(&key).await? else {
+            let Some((revision, value)) = self.leader(&key).await? else {
                 continue;
             };
-            if let Some(stored) = live_value(&entry)
+            if let Some(stored) = value
+                .as_deref()
                 .and_then(StoredCommand::decode_value)
                 .filter(|s| s.edge_id == edge_id && !s.finished())
             {
                 // Only a command carried on is written again: only its revision is kept.
-                out.records.push((command_id.clone(), entry.revision));
+                out.records.push((command_id.clone(), revision));
                 out.commands.push((stored.handover(), stored.record()));
             }
         }

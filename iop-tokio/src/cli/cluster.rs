@@ -21,8 +21,9 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "URL", env = "IOP_CLUSTER")]
     pub cluster: Option<String>,
 
-    /// Copies of each bucket and of the event stream in a NATS cluster (3 for a
-    /// three-server cluster; 1 for one server).
+    /// Copies of each bucket and of the event stream in a NATS cluster: 3 in
+    /// production, over a three-server cluster whose servers run JetStream with
+    /// `sync_interval: always` (examples/nats/); 1 for one server.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "cluster")]
     pub cluster_replicas: usize,
 
