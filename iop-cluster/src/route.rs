@@ -108,6 +108,7 @@ impl RouteError {
             }
             SendCommandError::Refused(CommandError::ExceedsLimit(_)) => "exceeds_limit",
             SendCommandError::Refused(CommandError::TooManyInFlight { .. }) => "busy",
+            SendCommandError::Conflict { .. } => "conflict",
             SendCommandError::Refused(_) => "bad_request",
             SendCommandError::Stopped => "shutting_down",
             _ => "unavailable",
@@ -338,6 +339,7 @@ impl Router {
         wait: Duration,
     ) -> Result<RoutedCommand, RouteError> {
         let body = EdgeCommandRequest {
+            command_id: spec.command_id.unwrap_or_default(),
             operation: spec.operation,
             target_selector: spec.target_selector,
             metadata: spec.metadata.into_iter().collect(),
@@ -520,6 +522,7 @@ async fn answer<R: Runtime>(
                 .with_target(request.target_selector)
                 .with_timeout_ms(request.timeout_ms);
             spec.metadata = request.metadata.into_iter().collect();
+            spec.command_id = (!request.command_id.is_empty()).then_some(request.command_id);
             let mut tracker = server
                 .cp
                 .send_command(&edge_id, spec)
@@ -539,6 +542,12 @@ async fn answer<R: Runtime>(
                             return Err(RouteError::new(
                                 "engine_unavailable",
                                 format!("the command was not sent: {reason}"),
+                            ));
+                        }
+                        CommandUpdate::Conflict => {
+                            return Err(RouteError::new(
+                                "conflict",
+                                "this command id already names another command",
                             ));
                         }
                         _ => {}

@@ -215,3 +215,65 @@ async fn a_command_is_in_the_engine_before_its_edge_sees_it_and_never_sent_witho
     a.stop().await;
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_under_the_same_key_through_any_replica_runs_the_command_once() {
+    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
+        return;
+    };
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let edge = EdgeClient::new(fast_edge("edge-1"))
+        .operation("edge.ping", TargetLevel::Edge, move |_ctx| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { CommandResult::succeeded("pong") }
+        })
+        .fallback_addrs([b.addr()])
+        .connect(a.addr())
+        .unwrap();
+    let first = bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap()
+        .session_id;
+    let spec = || CommandSpec::new("edge.ping").with_id("key-1");
+    let wait = Duration::from_secs(5);
+    let via_b = b.replica.router();
+    let sent = bounded("a routed command", via_b.command("edge-1", spec(), wait))
+        .await
+        .unwrap();
+    assert_eq!(sent.command_id, "key-1");
+    assert!(sent.response.accepted);
+    // Again through cp-b, and through cp-a's own handle: the same command.
+    let again = bounded("again", via_b.command("edge-1", spec(), wait))
+        .await
+        .unwrap();
+    assert_eq!(again, sent);
+    let local = a.cp().send_command("edge-1", spec()).unwrap();
+    assert_eq!(local.command_id(), "key-1");
+    assert!(bounded("its outcome", local.outcome()).await.is_ok());
+    // Other content under the key: a conflict.
+    let other = via_b
+        .command("edge-1", spec().with_timeout_ms(9), wait)
+        .await
+        .unwrap_err();
+    assert_eq!(other.code, "conflict");
+
+    // cp-a dies; the Edge moves to cp-b, which never sent the command and does not
+    // hold it (it finished): the engine's record answers the retry.
+    a.replica.abort();
+    a.server.shutdown().await;
+    eventually("the Edge on cp-b", || {
+        live_session(&b.cp(), "edge-1").filter(|s| *s > first)
+    })
+    .await;
+    let retried = b.cp().send_command("edge-1", spec()).unwrap();
+    let outcome = bounded("the recorded outcome", retried.outcome()).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "run once"
+    );
+    edge.shutdown().await;
+    b.stop().await;
+}

@@ -98,11 +98,13 @@ pub(crate) async fn open_bucket(
 }
 
 enum Job {
-    /// Write the record of a command (and the Edge's index if it changed).
+    /// Write the record of a command (and the Edge's index if it changed); `ahead`:
+    /// the command's write-ahead, create-only.
     Write {
         edge_id: String,
         command_id: String,
-        done: Option<oneshot::Sender<bool>>,
+        ahead: bool,
+        done: Option<oneshot::Sender<writer::Written>>,
     },
     /// Notes were lost: write every open record again.
     Resync,
@@ -215,6 +217,7 @@ impl CommandLog {
         let job = Job::Write {
             edge_id: edge_id.to_owned(),
             command_id: command_id.to_owned(),
+            ahead: false,
             done: None,
         };
         if self.jobs.try_send(job).is_err() {
@@ -231,19 +234,25 @@ impl CommandLog {
             self.note(edge_id, command_id);
             return false;
         }
+        self.written(edge_id, command_id, false).await == writer::Written::Done
+    }
+
+    /// Queues a write and waits (within three operation timeouts) for what it came to.
+    async fn written(&self, edge_id: &str, command_id: &str, ahead: bool) -> writer::Written {
         let (done, written) = oneshot::channel();
         let job = Job::Write {
             edge_id: edge_id.to_owned(),
             command_id: command_id.to_owned(),
+            ahead,
             done: Some(done),
         };
         if self.jobs.send(job).await.is_err() {
-            return false;
+            return writer::Written::Failed;
         }
-        matches!(
-            tokio::time::timeout(self.timeout * 3, written).await,
-            Ok(Ok(true))
-        )
+        match tokio::time::timeout(self.timeout * 3, written).await {
+            Ok(Ok(written)) => written,
+            _ => writer::Written::Failed,
+        }
     }
 
     /// `key`'s revision and value (`None`: deleted) as the stream's leader has them.
@@ -340,12 +349,18 @@ impl CommandJournal for CommandLog {
         let (log, edge_id, command_id) =
             (self.clone(), edge_id.to_owned(), request.command_id.clone());
         Box::pin(async move {
-            if log.flushed(&edge_id, &command_id).await {
-                Ok(())
-            } else {
-                Err(JournalError(
+            if !log.stats.engine_up() {
+                return Err(JournalError::Unavailable(
+                    "the cluster engine is unreachable".into(),
+                ));
+            }
+            match log.written(&edge_id, &command_id, true).await {
+                writer::Written::Done => Ok(()),
+                writer::Written::Exists(record) => Err(JournalError::Exists(record)),
+                writer::Written::Conflict => Err(JournalError::Conflict),
+                _ => Err(JournalError::Unavailable(
                     "the cluster engine could not record the command".into(),
-                ))
+                )),
             }
         })
     }

@@ -23,8 +23,8 @@ use crate::stats::ClusterStats;
 use crate::stored::StoredCommand;
 
 /// What one write came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Written {
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Written {
     /// The record (and the index, if it changed) is in the engine.
     Done,
     /// Nothing to write any more: the Edge is not held here, or the core no longer
@@ -32,6 +32,11 @@ enum Written {
     Moot,
     /// The engine did not take it: to be retried.
     Failed,
+    /// A write-ahead found the command recorded already, by another replica, with the
+    /// same content: its record.
+    Exists(Box<iop_driver::CommandRecord>),
+    /// A write-ahead found another command under its id.
+    Conflict,
 }
 
 pub(super) struct Writer<R: Runtime> {
@@ -77,7 +82,7 @@ impl<R: Runtime> Writer<R> {
                 batch.push(job);
             }
             let mut seen: HashMap<(String, String), Written> = HashMap::new();
-            let mut acks: Vec<(oneshot::Sender<bool>, (String, String))> = Vec::new();
+            let mut acks: Vec<(oneshot::Sender<Written>, (String, String))> = Vec::new();
             for job in batch {
                 match job {
                     Job::Seed {
@@ -97,11 +102,16 @@ impl<R: Runtime> Writer<R> {
                     Job::Write {
                         edge_id,
                         command_id,
+                        ahead,
                         done,
                     } => {
                         let key = (edge_id, command_id);
                         if !seen.contains_key(&key) {
-                            let written = self.write(&key.0, &key.1).await;
+                            let written = if ahead {
+                                self.write_ahead(&key.0, &key.1).await
+                            } else {
+                                self.write(&key.0, &key.1).await
+                            };
                             seen.insert(key.clone(), written);
                         }
                         if let Some(done) = done {
@@ -111,7 +121,7 @@ impl<R: Runtime> Writer<R> {
                 }
             }
             for (ack, key) in acks {
-                let _ = ack.send(seen.get(&key) == Some(&Written::Done));
+                let _ = ack.send(seen.get(&key).cloned().unwrap_or(Written::Failed));
             }
         }
     }
@@ -154,7 +164,60 @@ impl<R: Runtime> Writer<R> {
                 self.retry.insert(key);
             }
             Written::Done => self.stats.recorded(),
-            Written::Moot => {}
+            _ => {}
+        }
+        written
+    }
+
+    /// The write-ahead of a command about to be sent: its record, the pointer to its
+    /// Edge, the index listing it. A record already there with the same content and no
+    /// answer is written over (the command was not sent, or is in flight elsewhere:
+    /// the Edge runs an id once); one with an answer is that command, sent before
+    /// ([`Written::Exists`]); one with other content is another command
+    /// ([`Written::Conflict`]). Not retried: the caller is told.
+    async fn write_ahead(&mut self, edge_id: &str, command_id: &str) -> Written {
+        let key = (edge_id.to_owned(), command_id.to_owned());
+        if !self.revisions.contains_key(&key) {
+            let at = record_key(edge_id, command_id);
+            match bounded(self.timeout, self.kv.entry(&at)).await {
+                Ok(None) => {}
+                Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                    let stored = StoredCommand::decode_value(&entry.value);
+                    let known = self.cp.command_handover(edge_id, command_id);
+                    let same = |s: &StoredCommand| {
+                        s.edge_id == edge_id
+                            && known.as_ref().is_some_and(|k| {
+                                s.request.as_ref().is_some_and(|r| {
+                                    let mut asked = k.request.clone();
+                                    asked.command_id = r.command_id.clone();
+                                    *r == asked
+                                })
+                            })
+                    };
+                    match stored {
+                        // Never answered: a write-ahead whose command was not sent (its
+                        // caller was told), or one in flight elsewhere; sending it (again)
+                        // is safe, the Edge runs an id once.
+                        Some(s) if same(&s) && s.answer == 0 && !s.finished() => {
+                            self.revisions.insert(key.clone(), entry.revision);
+                        }
+                        // Answered: this command, sent before.
+                        Some(s) if same(&s) => return Written::Exists(Box::new(s.record())),
+                        _ => return Written::Conflict,
+                    }
+                }
+                // Deleted or purged: written anew on its revision.
+                Ok(Some(entry)) => {
+                    self.revisions.insert(key.clone(), entry.revision);
+                }
+                Err(_) => return Written::Failed,
+            }
+        }
+        let written = self.try_write(edge_id, command_id).await;
+        match &written {
+            Written::Done => self.stats.recorded(),
+            Written::Failed => self.stats.record_failed(),
+            _ => {}
         }
         written
     }
@@ -180,15 +243,21 @@ impl<R: Runtime> Writer<R> {
         // with the record's first write.
         let pointer = async {
             if expected.is_some() {
-                return true;
+                return Some(true);
             }
-            let create = self
-                .kv
-                .create(pointer_key(command_id), edge_id.to_owned().into());
+            let at = pointer_key(command_id);
+            let create = self.kv.create(&at, edge_id.to_owned().into());
             match tokio::time::timeout(self.timeout, create).await {
-                Ok(Ok(_)) => true,
-                Ok(Err(e)) => e.kind() == kv::CreateErrorKind::AlreadyExists,
-                Err(_) => false,
+                Ok(Ok(_)) => Some(true),
+                // The id is taken: by this Edge's command (written before), or another's.
+                Ok(Err(e)) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    match bounded(self.timeout, self.kv.entry(&at)).await {
+                        Ok(Some(p)) if p.value == edge_id.as_bytes() => Some(true),
+                        Ok(Some(_)) => None,
+                        _ => Some(false),
+                    }
+                }
+                _ => Some(false),
             }
         };
         let value: Bytes = stored.encode_to_vec().into();
@@ -248,10 +317,12 @@ impl<R: Runtime> Writer<R> {
             }
             (None, _) => true,
         };
-        match written {
+        match (written, pointed) {
+            // The id points at another Edge's command.
+            (_, None) => Written::Conflict,
             // A replica that took the Edge over wrote it: not ours to write.
-            Put::Newer => Written::Moot,
-            Put::Written(_) if pointed && index_done => Written::Done,
+            (Put::Newer, _) => Written::Moot,
+            (Put::Written(_), Some(true)) if index_done => Written::Done,
             _ => Written::Failed,
         }
     }

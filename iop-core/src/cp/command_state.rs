@@ -31,6 +31,11 @@ pub struct CommandSpec {
     pub metadata: std::collections::BTreeMap<String, String>,
     /// Timeout on the Edge; 0 means its default.
     pub timeout_ms: u32,
+    /// The caller's idempotency key (PROTOCOL.md §4.4), `None` for an id the Control
+    /// Plane chooses. A command sent again under a key the Control Plane knows for the
+    /// Edge, with the same content, is that command (nothing is sent again); with
+    /// other content it is refused as a conflict.
+    pub command_id: Option<String>,
 }
 
 impl CommandSpec {
@@ -59,6 +64,23 @@ impl CommandSpec {
     pub fn with_timeout_ms(mut self, timeout_ms: u32) -> Self {
         self.timeout_ms = timeout_ms;
         self
+    }
+
+    /// Sets the command id: the caller's idempotency key (`[A-Za-z0-9._-]{1,128}`).
+    /// A caller that lost an answer sends again with the same key and never runs the
+    /// command twice.
+    pub fn with_id(mut self, command_id: impl Into<String>) -> Self {
+        self.command_id = Some(command_id.into());
+        self
+    }
+
+    /// Whether `request` asks for what this spec asks (its id aside): the same
+    /// operation, selector, metadata and timeout.
+    pub fn same_content(&self, request: &iop_proto::EdgeCommandRequest) -> bool {
+        self.operation == request.operation
+            && self.target_selector == request.target_selector
+            && self.metadata == request.metadata
+            && self.timeout_ms == request.timeout_ms
     }
 }
 

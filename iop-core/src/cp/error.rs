@@ -69,12 +69,10 @@ pub enum CommandError {
         /// What the Edge's hello advertised, sorted.
         advertised: Vec<String>,
     },
-    /// The command id is empty or longer than 128 bytes.
-    #[error("command id must be 1 to 128 bytes, not {len}")]
-    InvalidCommandId {
-        /// Its length.
-        len: usize,
-    },
+    /// A command id the caller chose breaks the id grammar (`[A-Za-z0-9._-]{1,128}`,
+    /// PROTOCOL.md §3, §4.4).
+    #[error("invalid command id: {0}")]
+    InvalidCommandId(IdError),
     /// A field of the command is over what an Edge accepts (PROTOCOL.md §4.6, §7): the
     /// operation, the selector, a metadata key or value, or the number of metadata
     /// entries. Nothing was sent and the Edge's session is untouched.

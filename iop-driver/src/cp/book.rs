@@ -84,6 +84,9 @@ pub enum CommandUpdate {
         /// What the journal said.
         reason: String,
     },
+    /// The journal holds another command under its id (another Edge's, or other
+    /// content): it was never sent.
+    Conflict,
 }
 
 /// Everything known about one command: its response and every event so far.
@@ -107,6 +110,36 @@ pub struct CommandRecord {
 }
 
 impl CommandRecord {
+    /// The record of a command as the core knows it (`handover`): its answer (without
+    /// the Edge's message) and outcome, no events.
+    pub fn of(edge_id: &str, handover: &iop_core::cp::CommandHandover) -> Self {
+        let request = &handover.request;
+        let mut record = Self::new(edge_id, &request.command_id, &request.operation);
+        match handover.answer {
+            iop_core::cp::CommandAnswer::Accepted => {
+                record
+                    .updates
+                    .push(CommandUpdate::Response(CommandResponse::new(
+                        true,
+                        CommandRejectReason::Unspecified,
+                        String::new(),
+                    )))
+            }
+            iop_core::cp::CommandAnswer::Rejected(reason) => {
+                record
+                    .updates
+                    .push(CommandUpdate::Response(CommandResponse::new(
+                        false,
+                        reason,
+                        String::new(),
+                    )))
+            }
+            _ => {}
+        }
+        record.outcome = handover.outcome.clone();
+        record
+    }
+
     /// A record of `command_id` of `edge_id` with no update yet (a command another
     /// Control Plane sent, rebuilt from the cluster's record, say).
     pub fn new(

@@ -21,6 +21,14 @@ pub enum StatusRequestError {
     /// The server is shutting down.
     #[error("control plane is shutting down")]
     Stopped,
+    /// The caller's command id is already the id of another command of this Edge,
+    /// whose operation, selector, metadata or timeout differ (PROTOCOL.md §4.4): the
+    /// same key means the same command.
+    #[error("command id {command_id:?} is already another command of this edge")]
+    Conflict {
+        /// The id.
+        command_id: String,
+    },
 }
 
 /// Why [`ControlPlaneHandle::set_tls`] changed nothing.
@@ -42,4 +50,12 @@ pub enum SendCommandError {
     /// The server is shutting down.
     #[error("control plane is shutting down")]
     Stopped,
+    /// The caller's command id is already the id of another command of this Edge,
+    /// whose operation, selector, metadata or timeout differ (PROTOCOL.md §4.4): the
+    /// same key means the same command.
+    #[error("command id {command_id:?} is already another command of this edge")]
+    Conflict {
+        /// The id.
+        command_id: String,
+    },
 }

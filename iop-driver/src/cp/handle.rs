@@ -264,6 +264,10 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// [`CommandJournal`](crate::CommandJournal) set, it goes out once the journal
     /// recorded it; one it cannot record is never sent, and the tracker ends with
     /// [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded).
+    ///
+    /// A spec with the caller's id ([`CommandSpec::with_id`]) the Control Plane knows
+    /// for this Edge is that command again when its content is the same (the tracker
+    /// follows it; nothing is sent), and [`SendCommandError::Conflict`] otherwise.
     pub fn send_command(
         &self,
         edge_id: &str,
@@ -274,6 +278,20 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         let (command_id, held) = self.shared.with_direct(|state, now| {
             if state.stopped {
                 return Err(SendCommandError::Stopped);
+            }
+            // A key the core knows for this Edge: that command again, or a conflict.
+            if let Some(id) = &spec.command_id
+                && let Some(known) = state.cp.command_handover(edge_id, id)
+            {
+                if !spec.same_content(&known.request) {
+                    return Err(SendCommandError::Conflict {
+                        command_id: id.clone(),
+                    });
+                }
+                if state.book.get(id).is_none() {
+                    state.book.adopt(CommandRecord::of(edge_id, &known));
+                }
+                return Ok((id.clone(), None));
             }
             let (id, held) = match &journal {
                 None => (state.cp.send_command(now, edge_id, spec, None)?, None),
@@ -488,16 +506,25 @@ async fn record_then_send<R: Runtime>(
             state.cp.release_command(now, &edge_id, &command_id);
         }),
         Err(e) => shared.with(|state, _| {
-            if state.cp.drop_command(&edge_id, &command_id) {
-                tracing::warn!(%edge_id, %command_id, error = %e, "command not sent: it could not be recorded");
-                state.book.push(
-                    &command_id,
-                    crate::CommandUpdate::Unrecorded {
-                        reason: e.to_string(),
-                    },
-                    Some(iop_core::cp::CommandOutcome::Unrecorded),
-                );
+            if !state.cp.drop_command(&edge_id, &command_id) {
+                return;
             }
+            let update = match e {
+                // Sent before, by another Control Plane: its record is this command's.
+                crate::JournalError::Exists(record) => {
+                    state.book.adopt(*record);
+                    return;
+                }
+                crate::JournalError::Conflict => crate::CommandUpdate::Conflict,
+                other => {
+                    tracing::warn!(%edge_id, %command_id, error = %other, "command not sent: it could not be recorded");
+                    crate::CommandUpdate::Unrecorded {
+                        reason: other.to_string(),
+                    }
+                }
+            };
+            let outcome = Some(iop_core::cp::CommandOutcome::Unrecorded);
+            state.book.push(&command_id, update, outcome);
         }),
     }
 }

@@ -6,9 +6,12 @@
 //! each new command back in the core ([`ControlPlane::hold_command`](iop_core::cp::ControlPlane::hold_command)),
 //! asks the journal to record it, and sends it only once the journal says it is
 //! recorded. A command the journal cannot record is dropped, never sent: its tracker
-//! ends with [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded) and its
-//! outcome is [`CommandOutcome::Unrecorded`](iop_core::cp::CommandOutcome::Unrecorded).
-//! So an answer from the Edge is only ever about a command the journal holds.
+//! ends with [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded) (or
+//! [`CommandUpdate::Conflict`](crate::CommandUpdate::Conflict)) and its outcome is
+//! [`CommandOutcome::Unrecorded`](iop_core::cp::CommandOutcome::Unrecorded). One the
+//! journal holds already (a caller's retry under the same key through another Control
+//! Plane) is not sent again: its tracker follows the journal's record of it. So an
+//! answer from the Edge is only ever about a command the journal holds.
 
 use std::fmt;
 use std::future::Future;
@@ -16,10 +19,23 @@ use std::pin::Pin;
 
 use iop_core::proto::EdgeCommandRequest;
 
-/// Why a journal could not record a command.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct JournalError(pub String);
+/// Why a journal did not record a command.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// It could not be written (the engine is unreachable, say): nothing is sent.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The journal holds this command already, with the same content: sent earlier
+    /// (by another Control Plane of the cluster, whose record this is). Nothing is
+    /// sent again; the command's record is this one.
+    #[error("the command is recorded already")]
+    Exists(Box<crate::CommandRecord>),
+    /// The journal holds another command under this id (another Edge's, or other
+    /// content): nothing is sent.
+    #[error("another command is recorded under this id")]
+    Conflict,
+}
 
 /// The future of one [`CommandJournal::record`].
 pub type Recording = Pin<Box<dyn Future<Output = Result<(), JournalError>> + Send + 'static>>;

@@ -121,7 +121,11 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
         for (handler, ctx) in starts {
             let command_id = ctx.command_id.clone();
             let span = tracing::info_span!("command", command_id = %command_id);
-            let fut = span.in_scope(|| handler(ctx));
+            let operation = ctx.operation().to_owned();
+            let fut = span.in_scope(|| {
+                tracing::info!(operation, "running command");
+                handler(ctx)
+            });
             R::spawn(run_handler(self.clone(), command_id, fut).instrument(span));
         }
     }

@@ -4,7 +4,7 @@
 use iop_proto::limits::send;
 use iop_proto::{EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, Envelope, Message};
 
-use crate::ids::MAX_ID_LEN;
+use crate::ids::validate_id;
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
@@ -18,8 +18,9 @@ use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
 
 impl ControlPlane {
-    /// Sends a command to `edge_id` and returns its id: `command_id` if given (1 to 128
-    /// bytes, unique for this Edge), else a generated `cmd-<epoch hex>-<n>` with
+    /// Sends a command to `edge_id` and returns its id: `command_id` (or the spec's) if
+    /// given (the caller's idempotency key: `[A-Za-z0-9._-]{1,128}`, unique for this
+    /// Edge), else a generated `cmd-<epoch hex>-<n>` with
     /// `config.command_id_epoch` and a per-CP counter from 1.
     ///
     /// The command is tracked until its terminal phase: responses and events arrive as
@@ -66,11 +67,11 @@ impl ControlPlane {
             });
         }
         let mut next_n = self.last_command_n;
-        let command_id = match command_id {
-            Some(id) if id.is_empty() || id.len() > MAX_ID_LEN => {
-                return Err(CommandError::InvalidCommandId { len: id.len() });
+        let command_id = match command_id.or(spec.command_id) {
+            Some(id) => {
+                validate_id("command id", &id).map_err(CommandError::InvalidCommandId)?;
+                id
             }
-            Some(id) => id,
             // Skip any id the application already chose itself.
             None => loop {
                 next_n += 1;

@@ -116,6 +116,16 @@ impl ApiError {
         }
     }
 
+    /// 409 `conflict`: the caller's command id names another command of the Edge.
+    pub fn conflict() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "this command id already names another command (other operation, selector, \
+             metadata or timeout): the same key must mean the same command",
+        )
+    }
+
     /// Maps a command the control plane would not send.
     pub fn from_command(edge_id: &str, e: &SendCommandError) -> Self {
         match e {
@@ -136,6 +146,7 @@ impl ApiError {
             ),
             SendCommandError::Refused(e) => Self::bad_request(e.to_string()),
             SendCommandError::Stopped => Self::stopped(),
+            SendCommandError::Conflict { .. } => Self::conflict(),
             other => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

@@ -78,6 +78,7 @@ pub(super) async fn edge(s: &AdminState, edge_id: &str) -> Result<Option<Value>,
 pub(super) fn from_route(edge_id: &str, e: &RouteError) -> ApiError {
     let (status, code) = match e.code.as_str() {
         "not_connected" => (StatusCode::CONFLICT, "not_connected"),
+        "conflict" => return ApiError::conflict(),
         "unknown_edge" => return ApiError::unknown_edge(edge_id),
         "bad_request" => (StatusCode::BAD_REQUEST, "bad_request"),
         "exceeds_limit" => (StatusCode::BAD_REQUEST, "exceeds_limit"),

@@ -125,6 +125,7 @@ async fn edge_status(
 async fn post_command(
     State(s): State<AdminState>,
     Path(edge_id): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // The body is an `EdgeCommandRequest` in the protobuf JSON mapping (which also
@@ -136,10 +137,28 @@ async fn post_command(
             "invalid command body: `operation` is required",
         ));
     }
-    if !request.command_id.is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid command body: `commandId` is chosen by the control plane",
-        ));
+    // The caller's idempotency key (PROTOCOL.md §4.4): `commandId`, or the
+    // `Idempotency-Key` header (the IETF httpapi draft's name for it).
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("Idempotency-Key is not ASCII"))?
+                .to_owned(),
+        ),
+    };
+    let command_id = match (request.command_id.as_str(), key) {
+        ("", key) => key,
+        (id, Some(key)) if key != id => {
+            return Err(ApiError::bad_request(
+                "`commandId` and the Idempotency-Key header name different commands",
+            ));
+        }
+        (id, _) => Some(id.to_owned()),
+    };
+    if let Some(id) = &command_id {
+        iop_core::ids::validate_id("commandId", id)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     // `timeout_ms` bounds the command's run on the Edge, not its answer: the answer
     // (accepted or rejected) is awaited for `command_answer_timeout`.
@@ -148,6 +167,7 @@ async fn post_command(
         .with_target(request.target_selector)
         .with_timeout_ms(request.timeout_ms);
     spec.metadata = request.metadata;
+    spec.command_id = command_id;
     if let Some(router) = s
         .router
         .as_ref()
@@ -194,6 +214,7 @@ async fn post_command(
                         format!("the command was not sent: {reason}"),
                     ));
                 }
+                CommandUpdate::Conflict => return Err(ApiError::conflict()),
                 _ => {}
             }
         }
