@@ -344,7 +344,6 @@ impl Router {
             target_selector: spec.target_selector,
             metadata: spec.metadata.into_iter().collect(),
             timeout_ms: spec.timeout_ms,
-            ..Default::default()
         }
         .encode_to_vec();
         let extra = [(WAIT, wait.as_millis().to_string())];
