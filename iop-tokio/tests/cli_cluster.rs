@@ -48,6 +48,10 @@ fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
         .unwrap_or_else(|| panic!("cp-b does not list edge-1: {listed}"));
     assert_eq!(entry["replica"], "cp-a");
     assert_eq!(entry["sessionId"], s1.to_string());
+    // cp-b's own: nothing (it never held edge-1).
+    let own = get(b.admin, "/v1/edges?scope=local").json();
+    assert_eq!(own["edges"], serde_json::json!([]), "{own}");
+    assert_eq!(get(b.admin, "/v1/edges?scope=mine").status, 400);
     assert_eq!(get(b.admin, "/v1/edges/edge-1").json()["replica"], "cp-a");
     let status = get(b.admin, "/v1/edges/edge-1/status");
     assert_eq!(status.status, 200, "{}", status.body);

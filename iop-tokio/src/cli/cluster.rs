@@ -32,6 +32,20 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "ID", env = "IOP_REPLICA_ID", requires = "cluster")]
     pub replica_id: Option<String>,
 
+    /// How often this replica reads the record of every Edge it holds from the
+    /// engine's leader, releases records naming it for Edges it does not hold, and
+    /// rebuilds its fleet map (also on every reconnect to the engine): the bound, after
+    /// the engine is reachable again, on two sessions of one Edge and on a stale fleet
+    /// view.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 30_000,
+        value_parser = clap::value_parser!(u64).range(1_000..=600_000),
+        requires = "cluster"
+    )]
+    pub cluster_reconcile_ms: u64,
+
     /// PEM file of the CA that signs the NATS server's certificate: TLS to NATS.
     #[arg(long, value_name = "FILE", requires = "cluster")]
     pub cluster_ca: Option<PathBuf>,
@@ -63,6 +77,8 @@ impl ClusterArgs {
         }
         let mut config = ClusterConfig::new(id.clone());
         config.bucket_replicas = self.cluster_replicas.clamp(1, 5);
+        config.holder.reconcile_every =
+            std::time::Duration::from_millis(self.cluster_reconcile_ms.max(1_000));
         Ok(Some(config))
     }
 

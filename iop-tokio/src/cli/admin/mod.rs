@@ -2,7 +2,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /v1/edges` | `{"edges": [view...]}` every Edge known, connected or not |
+//! | `GET /v1/edges` | `{"edges": [view...]}` every Edge known, connected or not; with `--cluster` every replica's, unless `?scope=local` (this replica's own only) |
 //! | `GET /v1/edges/{edge_id}` | one Edge's view (404 unknown) |
 //! | `GET /v1/edges/{edge_id}/status` | a live status round trip: the Edge's `EdgeStatusResponse` (`?nodes=a,b` for some nodes) |
 //! | `POST /v1/edges/{edge_id}/commands` | body `{"operation", "targetSelector", "metadata", "timeoutMs"}` (snake_case names accepted too): sends the command, waits for the Edge's answer, returns `{"commandId", "edgeId", "response"}` |

@@ -62,8 +62,26 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
 }
 
-async fn list_edges(State(s): State<AdminState>) -> Json<Value> {
-    Json(json!({ "edges": fleet::edges(&s).await }))
+async fn list_edges(
+    State(s): State<AdminState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let edges = match query.get("scope").map(String::as_str) {
+        None | Some("fleet") => fleet::edges(&s).await,
+        // What this Control Plane itself knows, without asking the other replicas.
+        Some("local") => {
+            s.cp.edges()
+                .iter()
+                .map(|v| fleet::local_view(&s, v))
+                .collect()
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "scope {other:?}: use fleet (every replica's Edges, the default) or local"
+            )));
+        }
+    };
+    Ok(Json(json!({ "edges": edges })))
 }
 
 async fn get_edge(
