@@ -2,7 +2,7 @@
 //!
 //! While the replica runs and its last liveness renewal reached the engine, every claim
 //! is deferred to the replica's claims task, which decides it against the owners
-//! bucket ([`ownership::claim`](crate::ownership::claim)). Otherwise — before
+//! bucket (by its [`Holder`](crate::holder::Holder)). Otherwise — before
 //! [`Replica::start`](crate::Replica::start), after its shutdown, or with the engine
 //! down — no claim could be decided, so the core refuses the hello at once
 //! (`GoAway{OVERLOADED}`, the Edge retries after `retry_after_ms`) instead of holding

@@ -12,23 +12,31 @@
 //!   the session's `session_id`, so session ids increase per Edge across the whole
 //!   cluster (the fencing token of PROTOCOL.md §5.3); a record is marked closed, never
 //!   deleted;
-//! * **replica liveness** entries that expire after three heartbeats;
-//! * **supersede across replicas**: the winner tells the former owner, and every
-//!   replica watches the records it holds, so a lost message cannot leave two live
-//!   sessions.
+//! * each replica's rules over those records are a deterministic state machine, its
+//!   [`Holder`](holder::Holder): claims that are never granted once overtaken,
+//!   releases retried until done, a supervised watch, and a periodic reconcile from
+//!   the engine's leader that closes sessions whose record moved on and releases
+//!   records the replica no longer holds; the [`Replica`]'s tasks only drive it, and
+//!   `tests/simulation` runs three of them under faults over 10 000 seeds;
+//! * **replica liveness** entries that expire after three heartbeats, fenced to one
+//!   process per replica id ([`liveness`]);
+//! * **supersede across replicas**: the winner tells the former owner, whose watch
+//!   and reconcile close the session anyway if the message is lost.
 //!
-//! The rules themselves ([`ownership::decide`]) are pure and run against the engine
-//! ([`NatsStore`]) and against [`MemoryStore`] in a seeded simulation.
+//! The claim decision ([`ownership::decide`]) is a pure function of the record.
 //!
 //! * **routing**: any replica's [`Router`] reaches an Edge through the replica that
 //!   holds it, for status, commands and views, carrying the session id it expects.
 //!
-//! * **events**: each replica publishes its Edges' events on one JetStream stream,
-//!   de-duplicated by what identifies them on the wire; any replica reads them all.
+//! * **events**: each replica publishes its Edges' events on one JetStream stream, at
+//!   least once through a bounded outbox, de-duplicated by what identifies them on the
+//!   wire; any replica reads them all, resuming from any event's id.
 //!
-//! * **command records**: the replica holding an Edge keeps each command's record in
-//!   the engine ([`commands`]); a replica that wins the Edge next hands the unfinished
-//!   ones to its core, so an outcome survives the crash of the replica that sent it.
+//! * **command records**: a command's record is in the engine before the command is
+//!   sent — the replica's [`CommandLog`] is its Control Plane's
+//!   [`CommandJournal`](iop_driver::CommandJournal) — and every change after; a
+//!   replica that wins the Edge next hands the unfinished ones to its core, so an
+//!   outcome survives the crash of the replica that sent it.
 //!
 //! # Example
 //!
@@ -49,7 +57,9 @@
 //!
 //! /// `cp` is the handle of a server bound with `config(&cluster)`.
 //! async fn join<R: Runtime>(cp: ControlPlaneHandle<R>, cluster: ClusterConfig) -> Result<Replica, Box<dyn std::error::Error>> {
-//!     let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
+//!     // The replica's options: a 2 s ping (a silent partition is a disconnect), and a
+//!     // reconcile on every reconnect.
+//!     let nats = cluster.connect_options().connect("nats://127.0.0.1:4222").await?;
 //!     Ok(Replica::start(nats, cp, cluster).await?)
 //! }
 //! # let _ = (EnrolmentPolicy::AcceptAny, config(&ClusterConfig::new("cp-1")));

@@ -5,9 +5,9 @@
 //! ([`ClusterConfig::directory`], or
 //! [`ExternalDirectory`](iop_driver::iop_core::cp::ExternalDirectory), which defers
 //! them even when the replica cannot decide them). Its ownership rules are its
-//! [`Holder`](crate::holder::Holder)'s, a deterministic state machine; these tasks
-//! drive it ([`driver`](crate::driver)):
-//! * **claims** — each [`CpEvent::OwnershipClaim`] is decided against the owners
+//! [`Holder`]'s, a deterministic state machine; these tasks
+//! drive it:
+//! * **claims** — each [`CpEvent::OwnershipClaim`](iop_driver::iop_core::cp::CpEvent::OwnershipClaim) is decided against the owners
 //!   bucket and answered, unless its record moved on while it was pending; each
 //!   `EdgeDisconnected` of a session it was granted releases the record by
 //!   compare-and-set on that session's id (retried until done), so a stale close never

@@ -9,7 +9,7 @@
 //! * **Write-ahead** — a command's record, the pointer and the Edge's index listing it
 //!   are written, and acknowledged by the engine, *before* the command is sent: the
 //!   replica's Control Plane holds each new command back until its
-//!   [`CommandJournal`](iop_driver::CommandJournal) (this log) says so, and drops it,
+//!   [`CommandJournal`] (this log) says so, and drops it,
 //!   never sent, when the engine cannot take it. Any replica therefore knows every
 //!   command an Edge may run.
 //! * **Later notes** — the replica holding the Edge writes the record again at every
