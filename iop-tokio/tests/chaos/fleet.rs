@@ -42,7 +42,7 @@ pub struct Cp {
 impl Cp {
     /// Starts it and waits (at most 30 s) until it listens: a restart after SIGKILL
     /// first waits out the liveness entry its predecessor left.
-    fn spawn(&mut self) {
+    fn spawn(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -90,9 +90,25 @@ impl Cp {
         }
     }
 
+    /// Kills it and starts it again, as a supervisor would: tried again until it
+    /// starts (within 60 s), for a replica does not start while the engine is out
+    /// of reach.
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        self.spawn_within(Duration::from_secs(60));
+    }
+
+    fn spawn_within(&mut self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(500))
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
     }
 }
 
