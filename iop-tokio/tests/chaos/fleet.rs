@@ -62,13 +62,17 @@ impl Cp {
             let _ = tx.send(line);
         });
         let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        assert!(
-            line.contains("listening"),
-            "{} did not start: {line:?} (log {})",
-            self.id,
-            self.log.display()
-        );
+        if !line.contains("listening") {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{} did not start: {line:?} (log {})",
+                self.id,
+                self.log.display()
+            ));
+        }
         self.child = Some(child);
+        Ok(())
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -210,17 +214,7 @@ impl Fleet {
     /// Starts replica `r` (a three-node cluster may still be electing its JetStream
     /// leader: tried for 30 s).
     pub fn start_cp(&mut self, r: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let cp = &mut self.cps[r];
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cp.spawn())) {
-                Ok(()) => return,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(500))
-                }
-                Err(e) => std::panic::resume_unwind(e),
-            }
-        }
+        self.cps[r].spawn_within(Duration::from_secs(30));
     }
 
     /// Starts an `iop-edge --simulate` process for `edge_id` that dials replica
