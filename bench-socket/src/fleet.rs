@@ -163,6 +163,23 @@ impl Role {
         }
     }
 
+    /// Writes `line` to its standard input.
+    pub fn send(&mut self, line: &str) -> std::io::Result<()> {
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin closed"))?;
+        writeln!(stdin, "{line}")?;
+        stdin.flush()
+    }
+
+    /// Kills it at once (SIGKILL): no goodbye, nothing released.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The `N` numbers of the next line tagged `tag`.
     pub fn numbers<const N: usize>(&mut self, tag: &str) -> std::io::Result<[f64; N]> {
         let line = self.expect(tag)?;

@@ -82,15 +82,6 @@ impl<R: Runtime> EdgeClient<R, NodeRegistry> {
         }
     }
 
-    /// More Control Plane addresses (replicas of one cluster, PROTOCOL.md §8): when
-    /// the address dialled cannot be reached, the next dial tries the next one, in
-    /// turn after [`connect`](Self::connect)'s. An Edge stays on an address while it
-    /// answers.
-    pub fn fallback_addrs(mut self, addrs: impl IntoIterator<Item = SocketAddr>) -> Self {
-        self.fallbacks.extend(addrs);
-        self
-    }
-
     /// Starts with `registry` instead of an empty one.
     pub fn with_node_registry(mut self, registry: NodeRegistry) -> Self {
         self.registry = registry;
@@ -113,6 +104,15 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             fallbacks: Vec::new(),
             _runtime: PhantomData,
         }
+    }
+
+    /// More Control Plane addresses (replicas of one cluster, PROTOCOL.md §8): when
+    /// the address dialled cannot be reached, the next dial tries the next one, in
+    /// turn after [`connect`](Self::connect)'s. An Edge stays on an address while it
+    /// answers.
+    pub fn fallback_addrs(mut self, addrs: impl IntoIterator<Item = SocketAddr>) -> Self {
+        self.fallbacks.extend(addrs);
+        self
     }
 
     /// Speaks TLS to the Control Plane (PROTOCOL.md §2): every dial is followed by a handshake

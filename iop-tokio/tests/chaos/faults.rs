@@ -110,8 +110,10 @@ pub fn schedule(rng: &mut Rng, servers: usize, window: Duration) -> Vec<Fault> {
 }
 
 /// Injects `faults` into `fleet` from now on, each ended after its time, and returns
-/// what happened once every fault ended.
-pub fn inject(fleet: &Arc<Mutex<Fleet>>, faults: &[Fault]) -> Vec<Applied> {
+/// what happened once every fault ended. A restart runs on a thread of its own (a
+/// replica does not start while the engine is out of reach, and the fault keeping it
+/// out must still end meanwhile).
+pub fn inject(fleet: &Arc<Fleet>, faults: &[Fault]) -> Vec<Applied> {
     let begin = Instant::now();
     // (when, fault index, start?) in time order.
     let mut steps: Vec<(Duration, usize, bool)> = faults
@@ -121,36 +123,54 @@ pub fn inject(fleet: &Arc<Mutex<Fleet>>, faults: &[Fault]) -> Vec<Applied> {
         .collect();
     steps.sort_by_key(|(t, i, start)| (*t, !*start, *i));
     let mut started: Vec<Option<Instant>> = vec![None; faults.len()];
-    let mut applied = Vec::new();
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let mut restarts = Vec::new();
     for (when, i, start) in steps {
         if let Some(wait) = (begin + when).checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
         let kind = faults[i].kind;
-        let mut fleet = fleet.lock().unwrap();
         if start {
             match kind {
                 Kind::PauseCp(r) => fleet.cps[r].pause(),
                 Kind::KillCp(r) => fleet.cps[r].kill(),
                 Kind::CutOff(r) => fleet.links[r].iter().for_each(|p| p.blackhole()),
-                Kind::PauseNats(n) => fleet.nats[n].pause(),
-                Kind::KillNats(n) => fleet.nats[n].kill(),
+                Kind::PauseNats(n) => fleet.nats[n].lock().unwrap().pause(),
+                Kind::KillNats(n) => fleet.nats[n].lock().unwrap().kill(),
             }
             started[i] = Some(Instant::now());
-        } else {
-            match kind {
-                Kind::PauseCp(r) => fleet.cps[r].resume(),
-                Kind::KillCp(r) => fleet.cps[r].restart(),
-                Kind::CutOff(r) => fleet.links[r].iter().for_each(|p| p.reset()),
-                Kind::PauseNats(n) => fleet.nats[n].resume(),
-                Kind::KillNats(n) => fleet.nats[n].restart(),
-            }
-            applied.push(Applied {
-                kind,
-                start: started[i].unwrap_or_else(Instant::now),
-                end: Instant::now(),
-            });
+            continue;
         }
+        let begun = started[i].unwrap_or_else(Instant::now);
+        let done = {
+            let applied = applied.clone();
+            move || {
+                let end = Instant::now();
+                applied.lock().unwrap().push(Applied {
+                    kind,
+                    start: begun,
+                    end,
+                });
+            }
+        };
+        match kind {
+            Kind::PauseCp(r) => fleet.cps[r].resume(),
+            Kind::CutOff(r) => fleet.links[r].iter().for_each(|p| p.reset()),
+            Kind::PauseNats(n) => fleet.nats[n].lock().unwrap().resume(),
+            Kind::KillNats(n) => fleet.nats[n].lock().unwrap().restart(),
+            Kind::KillCp(r) => {
+                let fleet = fleet.clone();
+                restarts.push(std::thread::spawn(move || {
+                    fleet.cps[r].restart();
+                    done();
+                }));
+                continue;
+            }
+        }
+        done();
     }
-    applied
+    for restart in restarts {
+        let _ = restart.join();
+    }
+    std::mem::take(&mut *applied.lock().unwrap())
 }

@@ -36,13 +36,13 @@ pub struct Cp {
     pub admin: SocketAddr,
     pub log: PathBuf,
     args: Vec<String>,
-    child: Option<Child>,
+    child: std::sync::Mutex<Option<Child>>,
 }
 
 impl Cp {
     /// Starts it and waits (at most 30 s) until it listens: a restart after SIGKILL
     /// first waits out the liveness entry its predecessor left.
-    fn spawn(&mut self) -> Result<(), String> {
+    fn spawn(&self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -71,12 +71,12 @@ impl Cp {
                 self.log.display()
             ));
         }
-        self.child = Some(child);
+        *self.child.lock().unwrap() = Some(child);
         Ok(())
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.lock().unwrap().as_ref().map(Child::id)
     }
 
     pub fn pause(&self) {
@@ -87,8 +87,8 @@ impl Cp {
         self.pid().into_iter().for_each(|p| signal(p, "-CONT"));
     }
 
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
+    pub fn kill(&self) {
+        if let Some(mut child) = self.child.lock().unwrap().take() {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -97,12 +97,12 @@ impl Cp {
     /// Kills it and starts it again, as a supervisor would: tried again until it
     /// starts (within 60 s), for a replica does not start while the engine is out
     /// of reach.
-    pub fn restart(&mut self) {
+    pub fn restart(&self) {
         self.kill();
         self.spawn_within(Duration::from_secs(60));
     }
 
-    fn spawn_within(&mut self, within: Duration) {
+    fn spawn_within(&self, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
             match self.spawn() {
@@ -125,7 +125,7 @@ pub struct EdgeProc {
 
 /// Everything of one run.
 pub struct Fleet {
-    pub nats: Vec<NatsServer>,
+    pub nats: Vec<std::sync::Mutex<NatsServer>>,
     /// Per replica, one proxy per NATS server.
     pub links: Vec<Vec<Proxy>>,
     pub cps: Vec<Cp>,
@@ -197,12 +197,12 @@ impl Fleet {
                 edges,
                 admin,
                 args,
-                child: None,
+                child: std::sync::Mutex::new(None),
             });
             links.push(proxies);
         }
         Fleet {
-            nats,
+            nats: nats.into_iter().map(std::sync::Mutex::new).collect(),
             links,
             cps,
             edges: Vec::new(),
@@ -249,12 +249,14 @@ impl Drop for Fleet {
             let _ = edge.child.kill();
             let _ = edge.child.wait();
         }
-        for cp in &mut self.cps {
+        for cp in &self.cps {
             cp.resume();
             cp.kill();
         }
         for n in &self.nats {
-            n.resume();
+            if let Ok(n) = n.lock() {
+                n.resume();
+            }
         }
     }
 }

@@ -24,7 +24,7 @@ mod repro;
 mod workload;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use faults::{Kind, Rng};
@@ -85,6 +85,7 @@ fn run(seed: u64) -> Report {
     let mut rng = Rng::new(seed);
     let servers = if seed % 3 == 2 { 3 } else { 1 };
     let schedule = faults::schedule(&mut rng, servers, FAULTS);
+    println!("-- seed {seed}: {servers} NATS, schedule {schedule:?}");
     let dir = std::env::temp_dir().join(format!("iop-chaos-{}-{seed}", std::process::id()));
     let fleet = Fleet::start(servers, &EDGES, &dir);
     let origin = fleet.started;
@@ -108,7 +109,7 @@ fn run(seed: u64) -> Report {
         violations.insert(0, "before any fault:".into());
     }
 
-    let fleet = Arc::new(Mutex::new(fleet));
+    let fleet = Arc::new(fleet);
     let sampler = checker::Sampler::start(cps.clone());
     let load = workload::Workload::start(seed, admins.clone(), edge_ids.clone());
     let applied = faults::inject(&fleet, &schedule);
@@ -125,15 +126,13 @@ fn run(seed: u64) -> Report {
     checker::commands(&history, &admins, &mut violations);
     // Sessions accepted by a replica that was killed may have lost their events
     // with its outbox.
-    let guard = fleet.lock().unwrap();
     let excused: BTreeSet<String> = applied
         .iter()
         .filter_map(|f| match f.kind {
-            Kind::KillCp(r) => Some(guard.cps[r].edges.to_string()),
+            Kind::KillCp(r) => Some(fleet.cps[r].edges.to_string()),
             _ => None,
         })
         .collect();
-    drop(guard);
     let events = checker::events(&cps, &sessions, &excused, &mut violations);
     violations.extend(history.violations.iter().cloned());
     let report = Report {

@@ -53,9 +53,9 @@ fn the_measured_failures_converge() {
 
     // 1. The engine stalls for 13 s; then a third replica starts with an Edge of its
     // own. Every replica lists both within 30 s (they listed edge-1 only, for ever).
-    fleet.nats[0].pause();
+    fleet.nats[0].lock().unwrap().pause();
     std::thread::sleep(Duration::from_secs(13));
-    fleet.nats[0].resume();
+    fleet.nats[0].lock().unwrap().resume();
     fleet.start_cp(2);
     fleet.add_edge("edge-2", 2);
     let took = until(
