@@ -5,23 +5,11 @@ use iop_core::cp::{
     CloseReason, CommandAnswer, CommandError, CommandOrderRule, CommandOutcome, CommandSpec,
     ConnectionId, CpEvent, ProtocolViolation,
 };
-use iop_core::proto::{
-    Body, CommandPhase::*, CommandRejectReason, EdgeCommandRequest, Envelope, GoAwayReason,
-};
+use iop_core::proto::{CommandPhase::*, CommandRejectReason, Envelope, GoAwayReason};
 use iop_core::testing::scripted::edges::*;
 
 fn spec(op: &str) -> CommandSpec {
     CommandSpec::new(op).with_target("*")
-}
-
-fn commands(frames: &[Envelope]) -> Vec<EdgeCommandRequest> {
-    frames
-        .iter()
-        .filter_map(|f| match &f.body {
-            Some(Body::CommandRequest(r)) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// An enrolled edge with command `c1` sent.
@@ -33,7 +21,7 @@ fn with_command() -> (Pair, ConnectionId) {
             .unwrap();
     assert_eq!(id, "c1");
     t.pump();
-    assert_eq!(commands(&t.take_frames(conn))[0].command_id, "c1");
+    assert_eq!(command_requests(&t.take_frames(conn))[0].command_id, "c1");
     (t, conn)
 }
 
@@ -306,7 +294,7 @@ fn unanswered_commands_are_resent_on_the_next_session() {
     let mut h = hello("edge-1", &["node.drain"]);
     h.inflight_command_ids = vec!["c1".into()];
     let (conn2, _) = t.hello_with(h);
-    let resent: Vec<String> = commands(&t.take_frames(conn2))
+    let resent: Vec<String> = command_requests(&t.take_frames(conn2))
         .into_iter()
         .map(|r| r.command_id)
         .collect();
@@ -343,7 +331,7 @@ fn accepted_commands_the_edge_no_longer_holds_are_lost() {
     h.inflight_command_ids = vec!["c2".into()];
     let (conn2, _) = t.hello_with(h);
     assert!(
-        commands(&t.take_frames(conn2)).is_empty(),
+        command_requests(&t.take_frames(conn2)).is_empty(),
         "answered: not resent"
     );
     assert!(t.take_events().contains(&CpEvent::CommandLost {
@@ -371,7 +359,7 @@ fn a_command_survives_a_superseded_session() {
     h.inflight_command_ids = vec!["c1".into()];
     let (new, _) = t.hello_with(h);
     assert!(t.is_closed(old));
-    assert_eq!(commands(&t.take_frames(new))[0].command_id, "c1");
+    assert_eq!(command_requests(&t.take_frames(new))[0].command_id, "c1");
     t.send(new, cmd_response("c1", true));
     t.send(new, cmd_event("c1", Accepted, 1));
     t.send(new, cmd_event("c1", Succeeded, 2));
@@ -410,7 +398,7 @@ fn a_command_seen_running_but_never_answered_is_lost_when_the_edge_forgets_it() 
     t.take_events();
     // The Edge restarted: it lists nothing. Re-sending c1 would run it again from 1.
     let (conn3, _) = t.hello_with(hello("edge-1", &["node.drain"]));
-    assert!(commands(&t.take_frames(conn3)).is_empty());
+    assert!(command_requests(&t.take_frames(conn3)).is_empty());
     assert!(t.take_events().contains(&CpEvent::CommandLost {
         edge_id: "edge-1".into(),
         command_id: "c1".into()

@@ -3,20 +3,10 @@
 //! whose record could not be written is dropped, never sent.
 
 use iop_core::cp::{CommandError, CommandSpec, ConnectionId, CpEvent};
-use iop_core::proto::{Body, EdgeCommandRequest, Envelope};
+
 use iop_core::testing::scripted::edges::*;
 
 const EDGE: &str = "edge-1";
-
-fn requests(frames: &[Envelope]) -> Vec<EdgeCommandRequest> {
-    frames
-        .iter()
-        .filter_map(|f| match &f.body {
-            Some(Body::CommandRequest(r)) => Some(r.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 fn held(t: &mut Pair, id: &str) -> String {
     t.cp.hold_command(t.now, EDGE, CommandSpec::new("op"), Some(id.into()))
@@ -30,7 +20,7 @@ fn a_held_command_goes_out_only_once_released() {
     let id = held(&mut t, "c1");
     t.pump();
     assert!(
-        requests(&t.take_frames(conn)).is_empty(),
+        command_requests(&t.take_frames(conn)).is_empty(),
         "not before its record"
     );
     // It counts as known: the same id again is a duplicate.
@@ -40,7 +30,7 @@ fn a_held_command_goes_out_only_once_released() {
     );
     assert!(t.cp.release_command(t.now, EDGE, &id));
     t.pump();
-    assert_eq!(requests(&t.take_frames(conn))[0].command_id, "c1");
+    assert_eq!(command_requests(&t.take_frames(conn))[0].command_id, "c1");
     // Released once: a second release or a drop changes nothing.
     assert!(!t.cp.release_command(t.now, EDGE, &id));
     assert!(!t.cp.drop_command(EDGE, &id));
@@ -59,7 +49,7 @@ fn a_reconnect_while_held_neither_resends_nor_loses_it_and_release_sends_on_the_
     let (second, resp) = t.hello_with(hello(EDGE, &["op"]));
     assert!(resp.accepted);
     t.pump();
-    assert!(requests(&t.take_frames(second)).is_empty());
+    assert!(command_requests(&t.take_frames(second)).is_empty());
     assert!(
         !t.cp_events
             .iter()
@@ -68,7 +58,7 @@ fn a_reconnect_while_held_neither_resends_nor_loses_it_and_release_sends_on_the_
     assert_eq!(t.cp.unfinished_commands(EDGE), vec![id.clone()]);
     assert!(t.cp.release_command(t.now, EDGE, &id));
     t.pump();
-    assert_eq!(requests(&t.take_frames(second))[0].command_id, id);
+    assert_eq!(command_requests(&t.take_frames(second))[0].command_id, id);
 }
 
 #[test]
@@ -82,7 +72,7 @@ fn a_command_released_while_its_edge_is_away_goes_on_the_next_session() {
     let (next, resp) = t.hello_with(hello(EDGE, &["op"]));
     assert!(resp.accepted);
     t.pump();
-    assert_eq!(requests(&t.take_frames(next))[0].command_id, id);
+    assert_eq!(command_requests(&t.take_frames(next))[0].command_id, id);
 }
 
 #[test]
@@ -94,7 +84,7 @@ fn a_command_whose_record_failed_is_dropped_and_never_sent() {
     assert!(t.cp.unfinished_commands(EDGE).is_empty());
     assert!(!t.cp.release_command(t.now, EDGE, &id));
     t.pump();
-    assert!(requests(&t.take_frames(conn)).is_empty());
+    assert!(command_requests(&t.take_frames(conn)).is_empty());
     // The id may be used again.
     assert_eq!(held(&mut t, "c1"), "c1");
     let _: ConnectionId = conn;

@@ -333,11 +333,6 @@ impl Holder {
         others.into_iter().map(str::to_owned).collect()
     }
 
-    /// Records seen.
-    pub fn fleet_len(&self) -> usize {
-        self.fleet.len()
-    }
-
     /// The next thing to do.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
@@ -355,20 +350,6 @@ impl Holder {
             .into_iter()
             .flatten()
             .min()
-    }
-
-    /// A record seen at `revision` (`record` `None`: deleted, purged or unreadable):
-    /// an entry of the watch, or a read. A session held here whose record moved on is
-    /// closed; a live record naming this replica without a session here is checked.
-    pub fn observed(
-        &mut self,
-        now: Instant,
-        edge_id: &str,
-        revision: u64,
-        record: Option<OwnerRecord>,
-        core: &mut impl Sessions,
-    ) {
-        self.saw(now, edge_id, revision, record, core);
     }
 
     /// The watch started by the last [`Action::Watch`] has delivered every record's
@@ -391,7 +372,7 @@ impl Holder {
             return;
         }
         let record = OwnerRecord::live(&notice.by_replica);
-        self.saw(
+        self.observed(
             now,
             &notice.edge_id,
             notice.by_session_id,
@@ -400,9 +381,10 @@ impl Holder {
         );
     }
 
-    /// Remembers what a record says and acts on it, checking a live record of this
-    /// replica's that no session here stands for.
-    fn saw(
+    /// A record seen at `revision` (`record` `None`: deleted, purged or unreadable):
+    /// an entry of the watch, or a read. A session held here whose record moved on is
+    /// closed; a live record naming this replica without a session here is checked.
+    pub fn observed(
         &mut self,
         now: Instant,
         edge_id: &str,

@@ -9,8 +9,9 @@ use super::wire::frame;
 use crate::Instant;
 use crate::cp::{ConnectionId, CpConfig, CpEvent, EnrolmentPolicy, PeerIdentity, RequestId};
 use crate::proto::{
-    self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest,
-    EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, Heartbeat, NodeEventKind,
+    self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
+    EdgeHelloRequest, EdgeHelloResponse, EdgeNodeEvent, EdgeStatusResponse, Envelope, Heartbeat,
+    NodeEventKind,
 };
 use crate::testing::NetConfig;
 pub use crate::testing::Pair;
@@ -243,6 +244,17 @@ pub fn status_requests(frames: &[Envelope]) -> Vec<u64> {
         .iter()
         .filter(|f| matches!(f.body, Some(Body::StatusRequest(_))))
         .map(|f| f.correlation_id)
+        .collect()
+}
+
+/// The command requests among `frames`.
+pub fn command_requests(frames: &[Envelope]) -> Vec<EdgeCommandRequest> {
+    frames
+        .iter()
+        .filter_map(|f| match &f.body {
+            Some(Body::CommandRequest(r)) => Some(r.clone()),
+            _ => None,
+        })
         .collect()
 }
 
