@@ -25,7 +25,11 @@ pub(super) struct Run {
 
 #[derive(Debug)]
 enum Stage {
-    Read,
+    /// Reading the record; `leader`: from the stream's leader (a refusal is never
+    /// decided on a follower's copy, which may lag).
+    Read {
+        leader: bool,
+    },
     Alive(Option<Current>),
     Write {
         expected: Option<u64>,
@@ -56,7 +60,7 @@ impl Holder {
         let seen = self.fleet.get(&claim.edge_id).cloned();
         let stage = match decide(&self.me, context(&claim), seen.as_ref(), None) {
             Decision::Take { expected, former } => Stage::Write { expected, former },
-            _ => Stage::Read,
+            _ => Stage::Read { leader: false },
         };
         let run = Run {
             claim,
@@ -70,9 +74,9 @@ impl Holder {
     fn issue(&mut self, id: ClaimId, run: Run) {
         let edge_id = run.claim.edge_id.clone();
         let op = match &run.stage {
-            Stage::Read => Op::Read {
+            Stage::Read { leader } => Op::Read {
                 edge_id,
-                leader: false,
+                leader: *leader,
             },
             Stage::Alive(current) => Op::Alive {
                 replica: current
@@ -111,15 +115,16 @@ impl Holder {
             return;
         };
         let edge_id = run.claim.edge_id.clone();
-        match (std::mem::replace(&mut run.stage, Stage::Read), result) {
-            (Stage::Read, OpResult::Read(Ok(current))) => {
+        let placeholder = Stage::Read { leader: false };
+        match (std::mem::replace(&mut run.stage, placeholder), result) {
+            (Stage::Read { leader }, OpResult::Read(Ok(current))) => {
                 if let Some(c) = &current {
                     self.remember(&edge_id, c.revision, c.record.clone(), core);
                 }
-                self.decided(id, run, current, None, core);
+                self.decided(id, run, current, None, leader, core);
             }
             (Stage::Alive(current), OpResult::Alive(Ok(alive))) => {
-                self.decided(id, run, current, Some(alive), core);
+                self.decided(id, run, current, Some(alive), true, core);
             }
             (Stage::Write { expected, former }, OpResult::Written(Ok(session_id))) => {
                 // Seen newer while pending: another replica took the Edge after this
@@ -152,6 +157,7 @@ impl Holder {
                 if run.conflicts >= MAX_ATTEMPTS {
                     return self.finish(run, ClaimAnswer::Unavailable, core);
                 }
+                run.stage = Stage::Read { leader: false };
                 self.issue(id, run);
             }
             (Stage::Write { .. }, OpResult::Written(Err(WriteError::Store(_)))) => {
@@ -165,18 +171,25 @@ impl Holder {
         }
     }
 
-    /// The claim's decision on the record read (and the former owner's liveness).
+    /// The claim's decision on the record read (`leader`: from the leader) and the
+    /// former owner's liveness.
     fn decided(
         &mut self,
         id: ClaimId,
         mut run: Run,
         current: Option<Current>,
         alive: Option<bool>,
+        leader: bool,
         core: &mut impl Sessions,
     ) {
         match decide(&self.me, context(&run.claim), current.as_ref(), alive) {
             Decision::Take { expected, former } => {
                 run.stage = Stage::Write { expected, former };
+                self.issue(id, run);
+            }
+            // A refusal is decided on the leader's record (a follower's copy may lag).
+            Decision::Held | Decision::AskLiveness(_) if !leader => {
+                run.stage = Stage::Read { leader: true };
                 self.issue(id, run);
             }
             Decision::AskLiveness(_) if alive.is_none() => {
@@ -205,7 +218,8 @@ impl Holder {
     /// Grants a claim whose write landed, unless a newer revision was seen meanwhile;
     /// a grant the core refuses (its hello went away) is a record to release.
     fn grant(&mut self, now: Instant, mut run: Run, core: &mut impl Sessions) {
-        let Stage::Adopt { session_id, former } = std::mem::replace(&mut run.stage, Stage::Read)
+        let Stage::Adopt { session_id, former } =
+            std::mem::replace(&mut run.stage, Stage::Read { leader: false })
         else {
             return self.finish(run, ClaimAnswer::Unavailable, core);
         };

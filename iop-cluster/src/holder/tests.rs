@@ -385,3 +385,44 @@ fn an_ended_watch_is_restarted_with_backoff_and_a_reconcile() {
     let snapshot = rig.holder.stats.snapshot();
     assert_eq!((snapshot.watch_restarts, snapshot.reconciles), (2, 1));
 }
+
+#[test]
+fn a_claim_is_refused_only_on_the_leaders_copy_of_its_record() {
+    let mut rig = Rig::new();
+    rig.store
+        .write(&key("edge-1"), &OwnerRecord::live("b"), None)
+        .unwrap();
+    let at = rig.store.current(&key("edge-1")).unwrap().revision;
+    rig.watch("edge-1");
+    // b let it go; the watch and a follower behind its leader still say it is b's.
+    rig.store
+        .write(&key("edge-1"), &OwnerRecord::closed("b"), Some(at))
+        .unwrap();
+    rig.store.set_alive("b", true);
+    let conn = ConnectionId(1);
+    rig.core.waiting.insert(conn, "edge-1".into());
+    rig.holder
+        .claim(rig.now, Claim::new(conn, "edge-1", DuplicatePolicy::Reject));
+    rig.collect();
+    let (id, op) = rig.ops.remove(0);
+    assert!(matches!(op, Op::Read { leader: false, .. }), "{op:?}");
+    let stale = Current {
+        record: Some(OwnerRecord::live("b")),
+        revision: at,
+    };
+    rig.holder
+        .op_done(rig.now, id, OpResult::Read(Ok(Some(stale))), &mut rig.core);
+    rig.collect();
+    assert!(
+        matches!(rig.ops[0].1, Op::Read { leader: true, .. }),
+        "{:?}",
+        rig.ops
+    );
+    rig.settle();
+    let granted = rig
+        .core
+        .answers
+        .iter()
+        .any(|(c, a)| *c == conn && matches!(a, ClaimAnswer::Granted { .. }));
+    assert!(granted, "{:?}", rig.core.answers);
+}
