@@ -358,6 +358,9 @@ impl CommandJournal for CommandLog {
                 writer::Written::Done => Ok(()),
                 writer::Written::Exists(record) => Err(JournalError::Exists(record)),
                 writer::Written::Conflict => Err(JournalError::Conflict),
+                writer::Written::Moot => Err(JournalError::Unavailable(
+                    "the edge moved to another replica before the command was recorded".into(),
+                )),
                 _ => Err(JournalError::Unavailable(
                     "the cluster engine could not record the command".into(),
                 )),

@@ -292,15 +292,21 @@ async fn get_command(
     Path(command_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let mut record = s.cp.command(&command_id);
-    if record.is_none()
+    // Not sent from here (this replica could not record it, and a retry of its
+    // caller's went through another) says nothing of the command itself.
+    let not_sent_here = record
+        .as_ref()
+        .is_some_and(|r| r.outcome == Some(iop_core::cp::CommandOutcome::Unrecorded));
+    if (record.is_none() || not_sent_here)
         && let Some(router) = &s.router
     {
         // Sent by another replica, or by one that is gone: the cluster's record.
-        record = router
+        let stored = router
             .commands()
             .get(&command_id)
             .await
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.0))?;
+        record = stored.or(record);
     }
     record
         .map(|r| Json(shape::command_record(&r)))
