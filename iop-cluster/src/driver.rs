@@ -51,6 +51,9 @@ const RETELL: [Duration; 3] = [
     Duration::from_secs(10),
 ];
 
+/// Engine operations of the holder in flight at once.
+pub(crate) const MAX_IN_FLIGHT: usize = 128;
+
 /// The Control Plane as the holder reaches it.
 pub(crate) struct Core<'a, R: Runtime>(&'a ControlPlaneHandle<R>);
 
@@ -92,6 +95,8 @@ pub(crate) struct Driver<R: Runtime> {
     pub(crate) origin: std::time::Instant,
     /// This replica's id.
     pub(crate) me: String,
+    /// Engine operations in flight at most ([`MAX_IN_FLIGHT`]).
+    pub(crate) in_flight: tokio::sync::Semaphore,
     /// Set once a watch has delivered every record's latest value.
     pub(crate) replayed: tokio::sync::watch::Sender<bool>,
     /// The last watch that did.
@@ -125,6 +130,10 @@ impl<R: Runtime> Driver<R> {
             Action::Run { id, op } => {
                 let this = self.clone();
                 tokio::spawn(async move {
+                    // Bounded: a burst of claims queued inside the engine would hold
+                    // up the liveness renewal behind it, and the replica would take
+                    // itself for cut off.
+                    let _permit = this.in_flight.acquire().await;
                     let result = this.execute(op).await;
                     this.with(|h, now, core| h.op_done(now, id, result, core));
                 });
