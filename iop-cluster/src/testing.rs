@@ -60,8 +60,26 @@ impl NatsServer {
         Self::cluster_of(find_nats_server()?, n, config)
     }
 
+    /// Forms the cluster; a route port another process took meanwhile fails one of
+    /// its servers, so the whole cluster is formed again on fresh ports, 5 times at
+    /// most.
     fn cluster_of(
         bin: PathBuf,
+        n: usize,
+        config: Option<&Path>,
+    ) -> Result<Vec<NatsServer>, String> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Self::cluster_once(&bin, n, config) {
+                Ok(servers) => return Ok(servers),
+                Err(why) => last = why,
+            }
+        }
+        Err(last)
+    }
+
+    fn cluster_once(
+        bin: &Path,
         n: usize,
         config: Option<&Path>,
     ) -> Result<Vec<NatsServer>, String> {
@@ -74,11 +92,13 @@ impl NatsServer {
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect::<Vec<_>>()
             .join(",");
+        // A server whose route port is taken fails; those started before it are
+        // dropped (killed) with the partial vector.
         routes
             .iter()
             .enumerate()
             .map(|(i, route)| {
-                Self::on_free_port(bin.clone(), |addr| {
+                Self::on_free_port(bin.to_path_buf(), |addr| {
                     let mut flags = config.clone();
                     flags.extend([
                         "--server_name".to_owned(),
@@ -223,7 +243,21 @@ pub fn find_nats_server() -> Result<PathBuf, String> {
     }
 }
 
+/// A port nothing listens on, chosen at random below the kernel's ephemeral range
+/// (32768 and up by default), so no outgoing connection of a busy test takes it as
+/// its source port between this choice and the server's bind; the kernel's choice
+/// when none of 64 tries is free.
 fn free_port() -> u16 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let seed = std::collections::hash_map::RandomState::new();
+    for attempt in 0u64..64 {
+        let mut hasher = seed.build_hasher();
+        hasher.write_u64(attempt);
+        let port = 20_000 + (hasher.finish() % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
