@@ -46,18 +46,28 @@ fn main() -> Result<(), BoxError> {
 }
 
 fn orchestrate(per_replica: usize) -> Result<(), BoxError> {
-    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nats/nats-server.conf");
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nats/nats-server.conf");
     let nats = NatsServer::try_start_with_config(&config)?;
     let mut replicas = Vec::new();
     let mut addrs = Vec::new();
     for i in 0..REPLICAS {
-        let mut r = Role::spawn(&["replica".into(), per_replica.to_string(), nats.url(), format!("cp-{i}")])?;
+        let mut r = Role::spawn(&[
+            "replica".into(),
+            per_replica.to_string(),
+            nats.url(),
+            format!("cp-{i}"),
+        ])?;
         addrs.push(r.expect("addr")?);
         replicas.push(r);
     }
     let mut edge_fleets = Vec::new();
     for i in 0..REPLICAS {
-        let mut args = vec!["edges".to_owned(), per_replica.to_string(), format!("edge{i}")];
+        let mut args = vec![
+            "edges".to_owned(),
+            per_replica.to_string(),
+            format!("edge{i}"),
+        ];
         args.extend((0..REPLICAS).map(|k| addrs[(i + k) % REPLICAS].clone()));
         edge_fleets.push(Role::spawn(&args)?);
     }
@@ -87,7 +97,7 @@ fn orchestrate(per_replica: usize) -> Result<(), BoxError> {
             per_replica * REPLICAS
         ),
         "measured",
-        "goal",
+        "—",
     );
     let rows = [
         (
@@ -144,6 +154,7 @@ fn replica(per_replica: usize, url: &str, id: &str) -> Result<(), BoxError> {
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let client = cluster.connect_options().connect(url).await?;
         let replica = Replica::start(client, server.handle(), cluster).await?;
+        replica.serve_views(|v| serde_json::json!({ "edgeId": v.edge_id }));
         let cp = server.handle();
         report("addr", server.local_addr());
         let enrolled = fleet::wait_for(per_replica, BOUND, || cp.stats().live_sessions).await?;
@@ -177,11 +188,21 @@ fn replica(per_replica: usize, url: &str, id: &str) -> Result<(), BoxError> {
         let router = replica.router();
         let total = per_replica * REPLICAS;
         let start = Instant::now();
+        let mut last = Instant::now();
         loop {
             let others: usize = router.remote_views().await.len();
             let here = cp.stats().live_sessions;
             if here + others >= total || start.elapsed() > BOUND {
                 break;
+            }
+            // Past the goal, say where the fleet stands, every 5 s.
+            if start.elapsed() > Duration::from_secs(15) && last.elapsed() > Duration::from_secs(5)
+            {
+                last = Instant::now();
+                eprintln!(
+                    "{id}: {here} here, {others} elsewhere of {total}; {:?}",
+                    replica.stats().snapshot()
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -199,7 +220,10 @@ fn replica(per_replica: usize, url: &str, id: &str) -> Result<(), BoxError> {
                         Some(iop_tokio::core::cp::CommandOutcome::Finished(
                             iop_tokio::core::proto::CommandPhase::Succeeded,
                         )) => ok += 1,
-                        Some(_) => lost += 1,
+                        Some(other) => {
+                            lost += 1;
+                            eprintln!("fo-{i}: {other:?}");
+                        }
                         None => {}
                     }
                 }
@@ -209,14 +233,18 @@ fn replica(per_replica: usize, url: &str, id: &str) -> Result<(), BoxError> {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             let lost = COMMANDS - ok;
-            report("commands", format!("{ok} {lost} {:.1}", start.elapsed().as_secs_f64()));
+            report(
+                "commands",
+                format!("{ok} {lost} {:.1}", start.elapsed().as_secs_f64()),
+            );
         }
         Ok(())
     })
 }
 
 /// `n` Edges `{prefix}-00000`… with a `bench.sleep` operation ([`RUNS_FOR`]), dialling
-/// `addrs` in turn.
+/// `addrs[0]` first and the others after, every other Edge in the reverse order, so a
+/// dead replica's Edges spread over the survivors as Edges with shuffled fallbacks do.
 fn edges(n: usize, prefix: &str, addrs: &[String]) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let addrs: Vec<SocketAddr> = addrs.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
@@ -232,13 +260,20 @@ fn edges(n: usize, prefix: &str, addrs: &[String]) -> Result<(), BoxError> {
                     tokio::time::sleep(RUNS_FOR).await;
                     CommandResult::succeeded("slept")
                 })
-                .fallback_addrs(addrs[1..].iter().copied())
+                .fallback_addrs(match i % 2 {
+                    0 => addrs[1..].to_vec(),
+                    _ => addrs[1..].iter().rev().copied().collect(),
+                })
                 .connect(addrs[0])?;
             held.push(edge);
         }
         let _ = tokio::task::spawn_blocking(|| {
             let mut sink = String::new();
-            while std::io::stdin().read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {}
+            while std::io::stdin()
+                .read_line(&mut sink)
+                .map(|n| n > 0)
+                .unwrap_or(false)
+            {}
         })
         .await;
         drop(held);
