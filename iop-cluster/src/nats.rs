@@ -45,6 +45,12 @@ pub struct ClusterConfig {
     /// the engine (2 s): three unanswered pings — a silent partition — end the
     /// connection, which then reconnects, rather than hanging for minutes.
     pub engine_ping: Duration,
+    /// Requests from other replicas this one answers at once (256): past it a request
+    /// is answered `busy` at once, so a flood of them holds no more tasks than this.
+    pub max_routed_requests: usize,
+    /// The longest a routed command waits for its Edge's first answer (30 s), whatever
+    /// wait the asking replica names.
+    pub max_routed_wait: Duration,
     /// The replica's counters, made before the replica so that its Control Plane's
     /// directory can read them from the start.
     pub(crate) stats: Arc<ClusterStats>,
@@ -66,6 +72,8 @@ impl ClusterConfig {
             command_retention: Duration::from_secs(24 * 3600),
             holder: HolderConfig::default(),
             engine_ping: Duration::from_secs(2),
+            max_routed_requests: 256,
+            max_routed_wait: Duration::from_secs(30),
             stats: Arc::default(),
             connected: Arc::default(),
         }

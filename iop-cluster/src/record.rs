@@ -36,9 +36,15 @@ impl OwnerRecord {
     }
 
     /// A stored record; `None` for bytes no replica wrote (they are treated as a
-    /// closed record: taken over by compare-and-set on their revision).
+    /// closed record: taken over by compare-and-set on their revision): over 1 KiB,
+    /// not this JSON, or naming a replica by an id the id grammar refuses.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        serde_json::from_slice(bytes).ok()
+        if bytes.len() > 1024 {
+            return None;
+        }
+        let record: Self = serde_json::from_slice(bytes).ok()?;
+        iop_driver::iop_core::ids::validate_id("replica", &record.replica).ok()?;
+        Some(record)
     }
 }
 
@@ -49,4 +55,24 @@ pub struct Current {
     pub record: Option<OwnerRecord>,
     /// Its revision in the bucket.
     pub revision: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_no_replica_could_write_reads_as_none() {
+        let live = OwnerRecord::live("a");
+        assert_eq!(OwnerRecord::decode(&live.encode()), Some(live));
+        assert_eq!(OwnerRecord::decode(br#"{"replica":"","live":true}"#), None);
+        assert_eq!(
+            OwnerRecord::decode(br#"{"replica":"a b","live":true}"#),
+            None
+        );
+        let long = format!(r#"{{"replica":"{}","live":true}}"#, "a".repeat(129));
+        assert_eq!(OwnerRecord::decode(long.as_bytes()), None);
+        let padded = format!(r#"{{"replica":"a","live":true}}{}"#, " ".repeat(1024));
+        assert_eq!(OwnerRecord::decode(padded.as_bytes()), None);
+    }
 }

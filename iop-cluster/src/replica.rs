@@ -154,6 +154,10 @@ impl Replica {
             views: views.clone(),
             commands: commands.clone(),
             stats: stats.clone(),
+            permits: Arc::new(tokio::sync::Semaphore::new(
+                config.max_routed_requests.max(1),
+            )),
+            max_wait: config.max_routed_wait,
         });
         let driver = Arc::new(Driver {
             cp: cp.clone(),

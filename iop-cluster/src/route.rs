@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use futures_lite::StreamExt;
+use iop_driver::iop_core;
 use iop_driver::iop_core::cp::{CommandError, CommandSpec, EdgeView, Reachability, StatusError};
 use iop_driver::iop_core::proto::{
-    EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message,
+    EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message, limits,
 };
 use iop_driver::{
     CommandUpdate, ControlPlaneHandle, Runtime, SendCommandError, StatusRequestError,
@@ -39,6 +40,23 @@ const WAIT: &str = "Iop-Wait-Ms";
 const ERROR: &str = "Iop-Error";
 const COMMAND_ID: &str = "Iop-Command-Id";
 
+/// The codes a [`RouteError`] carries.
+const ROUTE_CODES: [&str; 13] = [
+    "not_connected",
+    "unknown_edge",
+    "bad_request",
+    "exceeds_limit",
+    "unknown_operation",
+    "busy",
+    "timeout",
+    "session_ended",
+    "command_lost",
+    "engine_unavailable",
+    "shutting_down",
+    "unavailable",
+    "conflict",
+];
+
 /// Turns a view into the JSON a replica answers view requests with.
 pub type ViewEncoder = Box<dyn Fn(&EdgeView) -> serde_json::Value + Send + Sync>;
 
@@ -54,7 +72,7 @@ pub struct RouteError {
     /// What kind of failure, as the admin API names it: `not_connected`,
     /// `unknown_edge`, `bad_request`, `exceeds_limit`, `unknown_operation`, `busy`,
     /// `timeout`, `session_ended`, `command_lost`, `engine_unavailable`,
-    /// `shutting_down`, `unavailable`.
+    /// `shutting_down`, `unavailable`, `conflict`.
     pub code: String,
     /// What happened.
     pub message: String,
@@ -180,13 +198,17 @@ impl Router {
 
     /// The views of every Edge the other replicas hold, as they encode them, asked
     /// for in pages of 500 (a replica that does not answer a page in 2 s is left out
-    /// from there).
+    /// from there). What another replica answers is bounded: a page of more than 500
+    /// views, or of anything but JSON objects, ends its listing, and so do a next page
+    /// that does not advance or is not an Edge id, and pages past those its live
+    /// records need (with one page of slack for records this replica has not seen yet).
     pub async fn remote_views(&self) -> Vec<serde_json::Value> {
         let mut all = Vec::new();
-        for replica in self.other_replicas() {
+        let others = lock(&self.holder).others_live();
+        for (replica, live) in others {
             // Page by page, each after the last Edge id of the one before.
             let mut after = String::new();
-            loop {
+            for _ in 0..live.div_ceil(VIEWS_PAGE) + 2 {
                 let mut headers = HeaderMap::new();
                 headers.insert(KIND, "views");
                 headers.insert(AFTER, after.as_str());
@@ -196,12 +218,19 @@ impl Router {
                 let Ok(reply) = self.client.send_request(subject(&replica), request).await else {
                     break;
                 };
-                if let Ok(serde_json::Value::Array(views)) = serde_json::from_slice(&reply.payload)
-                {
-                    all.extend(views);
+                match serde_json::from_slice(&reply.payload) {
+                    Ok(serde_json::Value::Array(views))
+                        if views.len() <= VIEWS_PAGE && views.iter().all(|v| v.is_object()) =>
+                    {
+                        all.extend(views)
+                    }
+                    _ => break,
                 }
                 match reply.headers.as_ref().and_then(|h| h.get(AFTER)) {
-                    Some(next) if next.as_str() > after.as_str() => {
+                    Some(next)
+                        if next.as_str() > after.as_str()
+                            && iop_core::ids::validate_id("Iop-After", next.as_str()).is_ok() =>
+                    {
                         after = next.as_str().to_owned()
                     }
                     _ => break,
@@ -308,9 +337,19 @@ impl Router {
         };
         let headers = reply.headers.unwrap_or_default();
         if let Some(code) = headers.get(ERROR) {
-            let message = String::from_utf8_lossy(&reply.payload).into_owned();
-            let mut e = RouteError::new(code.as_str(), message);
-            e.command_id = headers.get(COMMAND_ID).map(|v| v.as_str().to_owned());
+            // Passed on as far as it is one a replica sends: a known code, a message
+            // of text within the limits, a valid command id.
+            let mut message = String::from_utf8_lossy(&reply.payload).into_owned();
+            limits::send::truncate_text(&mut message, iop_core::proto::limits::MAX_TEXT_LEN);
+            let code = ROUTE_CODES
+                .iter()
+                .find(|c| **c == code.as_str())
+                .unwrap_or(&"unavailable");
+            let mut e = RouteError::new(code, message);
+            e.command_id = headers
+                .get(COMMAND_ID)
+                .map(|v| v.as_str().to_owned())
+                .filter(|id| iop_core::ids::validate_id("Iop-Command-Id", id).is_ok());
             return Err(e);
         }
         Ok((headers, reply.payload))
@@ -326,6 +365,9 @@ impl Router {
         let (_, payload) = self
             .call("status", edge_id, &[], body, self.timeout)
             .await?;
+        // Within the protocol's limits, as an Edge's own would have to be.
+        limits::send::status_response_body(&payload, payload.len())
+            .map_err(|e| RouteError::new("unavailable", format!("status over the limits: {e}")))?;
         EdgeStatusResponse::decode(payload)
             .map_err(|e| RouteError::new("unavailable", format!("undecodable status: {e}")))
     }
@@ -362,6 +404,12 @@ impl Router {
             .unwrap_or_default();
         let response = EdgeCommandResponse::decode(payload)
             .map_err(|e| RouteError::new("unavailable", format!("undecodable answer: {e}")))?;
+        // An id the holder could not have made, or an answer over the limits, is not
+        // passed on.
+        iop_core::ids::validate_id("Iop-Command-Id", &command_id)
+            .map_err(|e| RouteError::new("unavailable", format!("bad answer: {e}")))?;
+        limits::send::command_response(&response)
+            .map_err(|e| RouteError::new("unavailable", format!("bad answer: {e}")))?;
         Ok(RoutedCommand {
             command_id,
             response,
@@ -410,36 +458,61 @@ pub(crate) struct Server<R: Runtime> {
     pub(crate) views: Arc<OnceLock<ViewEncoder>>,
     pub(crate) commands: crate::CommandLog,
     pub(crate) stats: Arc<crate::ClusterStats>,
+    /// One per request being answered ([`ClusterConfig::max_routed_requests`](crate::ClusterConfig::max_routed_requests)).
+    pub(crate) permits: Arc<tokio::sync::Semaphore>,
+    /// The longest a routed command waits ([`ClusterConfig::max_routed_wait`](crate::ClusterConfig::max_routed_wait)).
+    pub(crate) max_wait: Duration,
 }
 
-/// Answers the requests of `sub` (this replica's subject), each in its own task.
+/// Answers the requests of `sub` (this replica's subject), each in its own task, as
+/// many at once as it has permits; past that, `busy` at once.
 pub(crate) async fn serve<R: Runtime>(mut sub: async_nats::Subscriber, server: Arc<Server<R>>) {
     while let Some(message) = sub.next().await {
         if server.stats.snapshot().fenced {
             // Another process runs as this replica: it answers.
             continue;
         }
+        let Some(reply) = message.reply.clone() else {
+            continue;
+        };
+        let Ok(permit) = server.permits.clone().try_acquire_owned() else {
+            let busy = RouteError::new(
+                "busy",
+                "this replica is answering as many requests as it may",
+            );
+            server.reply(reply, Err(busy)).await;
+            continue;
+        };
         let server = server.clone();
         tokio::spawn(async move {
-            let Some(reply) = message.reply.clone() else {
-                return;
-            };
-            let (headers, body) = match answer(&server, &message).await {
-                Ok((headers, body)) => (headers, body),
-                Err(e) => {
-                    let mut headers = HeaderMap::new();
-                    headers.insert(ERROR, e.code.as_str());
-                    if let Some(id) = &e.command_id {
-                        headers.insert(COMMAND_ID, id.as_str());
-                    }
-                    (headers, e.message.into_bytes())
-                }
-            };
-            let _ = server
-                .client
-                .publish_with_headers(reply, headers, body.into())
-                .await;
+            let answer = answer(&server, &message).await;
+            server.reply(reply, answer).await;
+            drop(permit);
         });
+    }
+}
+
+impl<R: Runtime> Server<R> {
+    async fn reply(
+        &self,
+        reply: async_nats::Subject,
+        answer: Result<(HeaderMap, Vec<u8>), RouteError>,
+    ) {
+        let (headers, body) = match answer {
+            Ok((headers, body)) => (headers, body),
+            Err(e) => {
+                let mut headers = HeaderMap::new();
+                headers.insert(ERROR, e.code.as_str());
+                if let Some(id) = &e.command_id {
+                    headers.insert(COMMAND_ID, id.as_str());
+                }
+                (headers, e.message.into_bytes())
+            }
+        };
+        let _ = self
+            .client
+            .publish_with_headers(reply, headers, body.into())
+            .await;
     }
 }
 
@@ -515,8 +588,10 @@ async fn answer<R: Runtime>(
         Some("command") => {
             let request = EdgeCommandRequest::decode(message.payload.clone())
                 .map_err(|e| RouteError::new("bad_request", e.to_string()))?;
+            // The asking replica's wait, never past this one's bound.
             let wait =
-                Duration::from_millis(get(WAIT).and_then(|w| w.parse().ok()).unwrap_or(10_000));
+                Duration::from_millis(get(WAIT).and_then(|w| w.parse().ok()).unwrap_or(10_000))
+                    .min(server.max_wait);
             let mut spec = CommandSpec::new(request.operation)
                 .with_target(request.target_selector)
                 .with_timeout_ms(request.timeout_ms);

@@ -113,14 +113,26 @@ impl StoredCommand {
         self.outcome != 0
     }
 
-    /// A stored value; `None` for one no replica wrote.
+    /// A stored value; `None` for one no replica wrote: over [`MAX_STORED_LEN`],
+    /// undecodable, without a request, with an Edge or command id the id grammar
+    /// refuses, or with a request, answer message or event over the protocol's limits.
     pub fn decode_value(bytes: &[u8]) -> Option<Self> {
+        use iop_driver::iop_core::ids::validate_id;
+        use iop_driver::iop_core::proto::limits::{self, send};
         if bytes.len() > MAX_STORED_LEN {
             return None;
         }
         let stored = Self::decode(bytes).ok()?;
-        stored.request.as_ref()?;
-        Some(stored)
+        let request = stored.request.as_ref()?;
+        validate_id("edge_id", &stored.edge_id).ok()?;
+        validate_id("command_id", &request.command_id).ok()?;
+        send::command_request(request).ok()?;
+        (stored.message.len() <= limits::MAX_TEXT_LEN).then_some(())?;
+        stored
+            .events
+            .iter()
+            .all(|e| send::command_event(e).is_ok())
+            .then_some(stored)
     }
 
     fn reason(&self) -> CommandRejectReason {
@@ -223,5 +235,36 @@ mod tests {
         // Bytes no replica wrote are no record.
         assert!(StoredCommand::decode_value(b"\xff\xff").is_none());
         assert!(StoredCommand::decode_value(&[]).is_none());
+    }
+
+    #[test]
+    fn a_record_no_replica_could_write_is_no_record() {
+        let request = EdgeCommandRequest {
+            command_id: "cmd-1".into(),
+            operation: "model.load".into(),
+            ..Default::default()
+        };
+        let good = StoredCommand::new("edge-1", 7, CommandHandover::new(request), None);
+        assert!(StoredCommand::decode_value(&good.encode_to_vec()).is_some());
+        let forged: [fn(&mut StoredCommand); 5] = [
+            |s| s.edge_id = "edge 1".into(),
+            |s| s.request.as_mut().unwrap().command_id = String::new(),
+            |s| s.request.as_mut().unwrap().operation = "x".repeat(129),
+            |s| s.message = "m".repeat(4097),
+            |s| {
+                s.events.push(EdgeCommandEvent {
+                    message: "m".repeat(4097),
+                    ..Default::default()
+                })
+            },
+        ];
+        for forge in forged {
+            let mut bad = good.clone();
+            forge(&mut bad);
+            assert!(
+                StoredCommand::decode_value(&bad.encode_to_vec()).is_none(),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -324,12 +324,17 @@ fn live_value(entry: &kv::Entry) -> Option<&[u8]> {
     (entry.operation == kv::Operation::Put).then_some(&entry.value[..])
 }
 
-/// An index value: its writer's session id, then one command id per line.
+/// An index value: its writer's session id, then one command id per line (a line
+/// that is not a command id is skipped).
 fn parse_index(value: &[u8]) -> (u64, Vec<String>) {
     let text = String::from_utf8_lossy(value);
     let mut lines = text.lines();
     let session = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
-    (session, lines.map(str::to_owned).collect())
+    let ids = lines
+        .filter(|l| iop_driver::iop_core::ids::validate_id("command_id", l).is_ok())
+        .map(str::to_owned)
+        .collect();
+    (session, ids)
 }
 
 async fn bounded<T, E: std::fmt::Display>(

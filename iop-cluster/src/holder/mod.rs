@@ -323,14 +323,19 @@ impl Holder {
     /// The replicas other than this one that hold a live session by the records
     /// seen, sorted.
     pub fn other_replicas(&self) -> Vec<String> {
-        let others: BTreeSet<&str> = self
-            .fleet
-            .values()
-            .filter_map(|c| c.record.as_ref())
-            .filter(|r| r.live && r.replica != self.me)
-            .map(|r| r.replica.as_str())
-            .collect();
-        others.into_iter().map(str::to_owned).collect()
+        self.others_live().into_keys().collect()
+    }
+
+    /// How many live sessions each replica other than this one holds by the records
+    /// seen.
+    pub fn others_live(&self) -> BTreeMap<String, usize> {
+        let mut others = BTreeMap::<String, usize>::new();
+        for r in self.fleet.values().filter_map(|c| c.record.as_ref()) {
+            if r.live && r.replica != self.me {
+                *others.entry(r.replica.clone()).or_default() += 1;
+            }
+        }
+        others
     }
 
     /// The next thing to do.

@@ -85,9 +85,19 @@ pub async fn node_on(
     policy: DuplicatePolicy,
     copies: usize,
 ) -> Node {
+    node_with(nats, id, policy, |config| config.bucket_replicas = copies).await
+}
+
+/// Replica `id` on the NATS servers `nats`, its config changed by `tweak` first.
+pub async fn node_with(
+    nats: &[&NatsServer],
+    id: &str,
+    policy: DuplicatePolicy,
+    tweak: impl FnOnce(&mut ClusterConfig),
+) -> Node {
     let mut config = ClusterConfig::new(id);
     config.heartbeat = Duration::from_millis(300);
-    config.bucket_replicas = copies;
+    tweak(&mut config);
     let mut server_config = cluster_server(policy);
     server_config.cp.directory = config.directory();
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), server_config)
