@@ -80,6 +80,7 @@ pub mod liveness;
 mod memory;
 mod nats;
 pub mod ownership;
+pub mod permissions;
 mod record;
 pub mod replica;
 pub mod route;

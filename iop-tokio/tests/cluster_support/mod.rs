@@ -95,6 +95,17 @@ pub async fn node_with(
     policy: DuplicatePolicy,
     tweak: impl FnOnce(&mut ClusterConfig),
 ) -> Node {
+    node_authed(nats, id, policy, tweak, |options| options).await
+}
+
+/// [`node_with`], its NATS client's options (credentials, say) changed by `auth`.
+pub async fn node_authed(
+    nats: &[&NatsServer],
+    id: &str,
+    policy: DuplicatePolicy,
+    tweak: impl FnOnce(&mut ClusterConfig),
+    auth: impl FnOnce(async_nats::ConnectOptions) -> async_nats::ConnectOptions,
+) -> Node {
     let mut config = ClusterConfig::new(id);
     config.heartbeat = Duration::from_millis(300);
     tweak(&mut config);
@@ -105,8 +116,7 @@ pub async fn node_with(
         .expect("bind");
     let addrs: Vec<async_nats::ServerAddr> =
         nats.iter().map(|n| n.url().parse().unwrap()).collect();
-    let client = config
-        .connect_options()
+    let client = auth(config.connect_options())
         .connect(addrs)
         .await
         .expect("connect nats");
