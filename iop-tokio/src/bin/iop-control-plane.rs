@@ -174,6 +174,17 @@ enum Command {
         #[arg(long = "edge-id", value_name = "ID")]
         edge_ids: Vec<String>,
     },
+    /// Prints the nats-server permission blocks a replica's NATS user and a read-only
+    /// observer's need (variables IOP_REPLICA and IOP_OBSERVER, as
+    /// examples/nats/accounts.conf uses them), to check an engine's configuration by.
+    ClusterPermissions,
+    /// Writes a new NATS user NKey seed to FILE (mode 0600; an existing file is never
+    /// overwritten), for --cluster-nkey, and prints its public key for the engine's
+    /// configuration.
+    ClusterNkey {
+        /// Where the seed goes.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -199,6 +210,16 @@ fn run(args: Args) -> Result<(), Failure> {
             for path in written {
                 let _ = writeln!(out, "{}", path.display());
             }
+            return Ok(());
+        }
+        Some(Command::ClusterPermissions) => {
+            let block = iop_cluster::permissions::config_block(&ClusterConfig::new("replica"));
+            let _ = write!(std::io::stdout().lock(), "{block}");
+            return Ok(());
+        }
+        Some(Command::ClusterNkey { file }) => {
+            let public = iop_tokio::cli::cluster::write_nkey(file).map_err(Failure::Runtime)?;
+            let _ = writeln!(std::io::stdout().lock(), "{public}");
             return Ok(());
         }
         None => {}
