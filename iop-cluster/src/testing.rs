@@ -5,6 +5,7 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a server may take to listen.
@@ -19,6 +20,63 @@ pub struct NatsServer {
     pub addr: SocketAddr,
     store: PathBuf,
     extra: Vec<String>,
+    /// The users of a server with the replicas' account ([`start_with_accounts`](Self::start_with_accounts)).
+    accounts: Option<Arc<Accounts>>,
+}
+
+/// The users of a test server with the replicas' own account, as
+/// `examples/nats/accounts.conf` has it: a replica's NKey seed (every replica of a
+/// test uses it), a read-only observer's, the operator's (no limits in the account),
+/// and an application's in another account.
+#[derive(Debug)]
+pub struct Accounts {
+    /// The seed of the replicas' user.
+    pub replica: String,
+    /// The seed of the observer's user.
+    pub observer: String,
+    /// The seed of the operator's user (purges, stream edits).
+    pub admin: String,
+    /// The seed of a user of another account.
+    pub app: String,
+    config: PathBuf,
+}
+
+impl Accounts {
+    fn new() -> Result<Self, String> {
+        let seed = |pair: &nkeys::KeyPair| pair.seed().map_err(|e| e.to_string());
+        let (replica, observer, admin, app) = (
+            nkeys::KeyPair::new_user(),
+            nkeys::KeyPair::new_user(),
+            nkeys::KeyPair::new_user(),
+            nkeys::KeyPair::new_user(),
+        );
+        let text = format!(
+            "jetstream {{\n  store_dir: \"unused\"\n}}\n{}\naccounts {{\n  IOP: {{\n    jetstream: enabled\n    users: [\n      {{ nkey: {}, permissions: $IOP_REPLICA }}\n      {{ nkey: {}, permissions: $IOP_OBSERVER }}\n      {{ nkey: {} }}\n    ]\n  }}\n  APPS: {{\n    users: [\n      {{ nkey: {} }}\n    ]\n  }}\n}}\n",
+            crate::permissions::config_block(&crate::ClusterConfig::new("test")),
+            replica.public_key(),
+            observer.public_key(),
+            admin.public_key(),
+            app.public_key(),
+        );
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let config =
+            std::env::temp_dir().join(format!("iop-nats-accounts-{}-{n}.conf", std::process::id()));
+        std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
+        Ok(Self {
+            replica: seed(&replica)?,
+            observer: seed(&observer)?,
+            admin: seed(&admin)?,
+            app: seed(&app)?,
+            config,
+        })
+    }
+}
+
+impl Drop for Accounts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.config);
+    }
 }
 
 impl NatsServer {
@@ -43,6 +101,50 @@ impl NatsServer {
         let bin = find_nats_server()?;
         let config = config.display().to_string();
         Self::on_free_port(bin, |_| vec!["-c".to_owned(), config.clone()])
+    }
+
+    /// [`start`](Self::start) with the replicas' own account and its permissions
+    /// ([`Accounts`]): a client connects with [`authorize`](Self::authorize)d options.
+    pub fn start_with_accounts() -> Option<NatsServer> {
+        let bin = nats_server()?;
+        let accounts = Arc::new(Accounts::new().expect("the accounts' configuration"));
+        let config = accounts.config.display().to_string();
+        let mut server = Self::on_free_port(bin, |_| vec!["-c".to_owned(), config.clone()])
+            .expect("nats-server");
+        server.accounts = Some(accounts);
+        Some(server)
+    }
+
+    /// [`start_cluster`](Self::start_cluster) with the replicas' own account, as
+    /// [`start_with_accounts`](Self::start_with_accounts).
+    pub fn start_cluster_with_accounts(n: usize) -> Option<Vec<NatsServer>> {
+        let bin = nats_server()?;
+        let accounts = Arc::new(Accounts::new().expect("the accounts' configuration"));
+        let mut servers = Self::cluster_of(bin, n, Some(&accounts.config)).expect("nats-server");
+        for server in &mut servers {
+            server.accounts = Some(accounts.clone());
+        }
+        Some(servers)
+    }
+
+    /// The users of a server started with the replicas' account.
+    pub fn accounts(&self) -> Option<&Accounts> {
+        self.accounts.as_deref()
+    }
+
+    /// `options` with the replicas' credentials, when this server has their account.
+    pub fn authorize(&self, options: async_nats::ConnectOptions) -> async_nats::ConnectOptions {
+        match &self.accounts {
+            Some(accounts) => options.nkey(accounts.replica.clone()),
+            None => options,
+        }
+    }
+
+    /// A client of this server, as a replica connects.
+    pub async fn connect(&self) -> Result<async_nats::Client, async_nats::ConnectError> {
+        self.authorize(async_nats::ConnectOptions::new())
+            .connect(self.url())
+            .await
     }
 
     /// Starts `n` servers forming one NATS cluster on loopback (routes between them,
@@ -143,6 +245,7 @@ impl NatsServer {
             addr,
             store,
             extra,
+            accounts: None,
         })
     }
 

@@ -71,7 +71,7 @@ fn a_replica_with_its_own_nkey_works_on_the_example_engine_and_no_other_starts()
     let (seed_a, public_a) = nkey("replica-a.nk");
     let mut text = std::fs::read_to_string(ACCOUNTS).unwrap();
     text = text.replace("$IOP_NKEY_REPLICA_A,", &format!("{public_a},"));
-    for other in ["REPLICA_B", "REPLICA_C", "OBSERVER", "APP"] {
+    for other in ["REPLICA_B", "REPLICA_C", "OBSERVER", "ADMIN", "APP"] {
         let (file, public) = nkey(other);
         let _ = std::fs::remove_file(file);
         text = text

@@ -118,7 +118,13 @@ async fn events_outlive_an_engine_outage_reach_the_stream_once_and_resume_from_t
     );
     // Events the stream no longer holds (purged here; aged out in production): a
     // subscriber resuming before them is told how many it missed, then goes on.
-    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+    // The operator purges: a replica may not.
+    let operator = async_nats::ConnectOptions::new();
+    let operator = match nats.accounts() {
+        Some(accounts) => operator.nkey(accounts.admin.clone()),
+        None => operator,
+    };
+    let js = async_nats::jetstream::new(operator.connect(nats.url()).await.unwrap());
     let mut stream = js.get_stream(iop_cluster::events::STREAM).await.unwrap();
     let last = stream.info().await.unwrap().state.last_sequence;
     stream.purge().await.unwrap();

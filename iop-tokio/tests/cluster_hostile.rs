@@ -69,7 +69,7 @@ fn error_code(reply: &async_nats::Message) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_longer_than_the_bound()
  {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let a = node_with(&[&nats], "cp-a", DuplicatePolicy::Replace, |c| {
@@ -89,6 +89,7 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
     // never answers, from a client on a runtime of its own: this runtime's tasks are
     // the replica's.
     let url = nats.url();
+    let seed = nats.accounts().map(|a| a.replica.clone());
     let started = Instant::now();
     let flood = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -96,7 +97,13 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
             .build()
             .unwrap();
         rt.block_on(async {
-            let peer = async_nats::connect(url).await.unwrap();
+            // Another replica: the replicas' credentials.
+            let options = async_nats::ConnectOptions::new();
+            let options = match seed {
+                Some(seed) => options.nkey(seed),
+                None => options,
+            };
+            let peer = options.connect(url).await.unwrap();
             let mut requests = tokio::task::JoinSet::new();
             for _ in 0..400 {
                 let peer = peer.clone();
@@ -138,7 +145,7 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
 /// other request gets an error no replica sends. Counts the requests it answered.
 async fn ghost(nats: &NatsServer, a: &Node) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
     use futures_lite::StreamExt as _;
-    let client = async_nats::connect(nats.url()).await.unwrap();
+    let client = nats.connect().await.unwrap();
     let js = async_nats::jetstream::new(client.clone());
     let owners = js.get_key_value("iop-owners").await.unwrap();
     owners
@@ -190,7 +197,7 @@ async fn ghost(nats: &NatsServer, a: &Node) -> std::sync::Arc<std::sync::atomic:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_paging_for_ever_or_answering_what_no_replica_sends_is_bounded() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;

@@ -168,7 +168,7 @@ async fn reject_holds_while_the_owner_lives_and_takes_over_once_its_liveness_exp
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
@@ -194,7 +194,7 @@ async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_recovers() {
-    let Some(mut nats) = NatsServer::start() else {
+    let Some(mut nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
@@ -265,7 +265,7 @@ async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_rec
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
-    let Some(mut servers) = NatsServer::start_cluster(3) else {
+    let Some(mut servers) = NatsServer::start_cluster_with_accounts(3) else {
         return;
     };
     let all: Vec<&NatsServer> = servers.iter().collect();
@@ -296,7 +296,7 @@ async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicas_core_refuses_hellos_at_once_until_the_replica_can_decide_them() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let cluster = iop_cluster::ClusterConfig::new("cp-a");
@@ -341,7 +341,7 @@ async fn a_replicas_core_refuses_hellos_at_once_until_the_replica_can_decide_the
     );
 
     // Once the replica runs, the Edge's next hello is claimed and granted.
-    let client = async_nats::connect(nats.url()).await.unwrap();
+    let client = nats.connect().await.unwrap();
     let replica = iop_cluster::Replica::start(client, server.handle(), cluster)
         .await
         .unwrap();

@@ -35,10 +35,17 @@ struct Users {
 
 impl Users {
     fn new() -> Self {
-        let keys = ["REPLICA_A", "REPLICA_B", "REPLICA_C", "OBSERVER", "APP"]
-            .into_iter()
-            .map(|name| (name, nkeys::KeyPair::new_user()))
-            .collect();
+        let keys = [
+            "REPLICA_A",
+            "REPLICA_B",
+            "REPLICA_C",
+            "OBSERVER",
+            "ADMIN",
+            "APP",
+        ]
+        .into_iter()
+        .map(|name| (name, nkeys::KeyPair::new_user()))
+        .collect();
         Self { keys }
     }
 

@@ -116,7 +116,8 @@ pub async fn node_authed(
         .expect("bind");
     let addrs: Vec<async_nats::ServerAddr> =
         nats.iter().map(|n| n.url().parse().unwrap()).collect();
-    let client = auth(config.connect_options())
+    // The replicas' credentials when the servers have their account.
+    let client = auth(nats[0].authorize(config.connect_options()))
         .connect(addrs)
         .await
         .expect("connect nats");
@@ -143,7 +144,7 @@ pub fn fast_edge(edge_id: &str) -> EdgeConfig {
 /// A nats-server and two replicas on it, `cp-a` and `cp-b`, under `policy`; `None`
 /// (the test is skipped) without a nats-server.
 pub async fn two_replicas(policy: DuplicatePolicy) -> Option<(NatsServer, Node, Node)> {
-    let nats = NatsServer::start()?;
+    let nats = NatsServer::start_with_accounts()?;
     let a = node(&nats, "cp-a", policy).await;
     let b = node(&nats, "cp-b", policy).await;
     Some((nats, a, b))
