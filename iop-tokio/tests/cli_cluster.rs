@@ -14,6 +14,19 @@ fn example_config() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/edge.toml")
 }
 
+/// The replicas' NKey seed of `nats` in a file only its owner may read.
+fn seed_file(nats: &NatsServer) -> String {
+    let seed = &nats.accounts().expect("the replicas' account").replica;
+    cli_support::secret_file("replica.nk", seed)
+        .display()
+        .to_string()
+}
+
+/// The flags of replica `id` on the engine at `url`, with the replicas' NKey.
+fn replica<'a>(url: &'a str, id: &'a str, nkey: &'a str) -> [&'a str; 6] {
+    ["--cluster", url, "--replica-id", id, "--cluster-nkey", nkey]
+}
+
 fn session_of(admin: std::net::SocketAddr, edge_id: &str) -> u64 {
     get(admin, &format!("/v1/edges/{edge_id}")).json()["sessionId"]
         .as_str()
@@ -24,12 +37,13 @@ fn session_of(admin: std::net::SocketAddr, edge_id: &str) -> u64 {
 
 #[test]
 fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let url = nats.url();
-    let a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
-    let b = control_plane(&["--cluster", &url, "--replica-id", "cp-b"]);
+    let nkey = seed_file(&nats);
+    let a = control_plane(&replica(&url, "cp-a", &nkey));
+    let b = control_plane(&replica(&url, "cp-b", &nkey));
 
     let (first, _log) = edge(a.edges, "edge-1", &example_config(), &[]);
     wait_connected(a.admin, "edge-1");
@@ -148,12 +162,13 @@ fn cluster_flags_are_checked_at_start() {
 
 #[test]
 fn every_replica_streams_the_whole_fleets_events_once() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let url = nats.url();
-    let a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
-    let b = control_plane(&["--cluster", &url, "--replica-id", "cp-b"]);
+    let nkey = seed_file(&nats);
+    let a = control_plane(&replica(&url, "cp-a", &nkey));
+    let b = control_plane(&replica(&url, "cp-b", &nkey));
     let mut on_a = Sse::open(a.admin, "/v1/events");
     let mut on_b = Sse::open(b.admin, "/v1/events?kinds=edge_connected,node_event");
     // Both streams are open (their consumers exist) before anything happens.
@@ -217,12 +232,13 @@ fn every_replica_streams_the_whole_fleets_events_once() {
 
 #[test]
 fn the_edges_of_a_killed_replica_reconnect_to_another() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let url = nats.url();
-    let mut a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
-    let b = control_plane(&["--cluster", &url, "--replica-id", "cp-b"]);
+    let nkey = seed_file(&nats);
+    let mut a = control_plane(&replica(&url, "cp-a", &nkey));
+    let b = control_plane(&replica(&url, "cp-b", &nkey));
     // The Edge knows both replicas (a load balancer's job in production).
     let fallback = b.edges.to_string();
     let (_edge, _log) = edge(
@@ -335,16 +351,17 @@ fn signal(proc: &cli_support::Proc, name: &str) {
 
 #[test]
 fn two_processes_never_both_run_as_one_replica() {
-    let Some(nats) = NatsServer::start() else {
+    let Some(nats) = NatsServer::start_with_accounts() else {
         return;
     };
     let url = nats.url();
-    let a = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    let nkey = seed_file(&nats);
+    let a = control_plane(&replica(&url, "cp-a", &nkey));
 
     // A second process with cp-a's id, while cp-a renews its liveness entry: exit 2.
     let second = Command::new(CP_BIN)
         .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-        .args(["--cluster", &url, "--replica-id", "cp-a"])
+        .args(replica(&url, "cp-a", &nkey))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -361,7 +378,7 @@ fn two_processes_never_both_run_as_one_replica() {
     // its entry taken and stops deciding claims and answering routes.
     signal(&a.proc, "-STOP");
     std::thread::sleep(std::time::Duration::from_secs(7));
-    let successor = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    let successor = control_plane(&replica(&url, "cp-a", &nkey));
     signal(&a.proc, "-CONT");
     wait_until("the paused cp-a fenced", || {
         (get(a.admin, "/healthz").json()["cluster"] == "fenced").then_some(())
@@ -380,7 +397,7 @@ fn two_processes_never_both_run_as_one_replica() {
     successor.proc.0.kill().unwrap();
     let _ = successor.proc.0.wait();
     let started = std::time::Instant::now();
-    let third = control_plane(&["--cluster", &url, "--replica-id", "cp-a"]);
+    let third = control_plane(&replica(&url, "cp-a", &nkey));
     assert_eq!(get(third.admin, "/healthz").json()["cluster"], "ok");
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
