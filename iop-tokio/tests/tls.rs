@@ -398,3 +398,49 @@ fn a_client_certificate_names_exactly_its_edge_id() {
     assert!(!identity("*.fleet").names_edge("a.fleet"));
     assert!(identity("a.fleet").names_edge("a.fleet"));
 }
+
+#[tokio::test]
+async fn one_address_holding_its_share_of_tls_handshakes_leaves_another_address_served() {
+    let p = pki();
+    let ca = p.pki.ca_pem();
+    let mut config = fast_server();
+    config.tls = Some(
+        ServerTls::from_pem(
+            p.server.cert_pem.as_bytes(),
+            p.server.key_pem.as_bytes(),
+            None,
+        )
+        .unwrap(),
+    );
+    // Handshakes are let wait long: the attacker's hold their slots all test long.
+    config.cp.hello_timeout = Duration::from_secs(60);
+    config.cp.max_connections = 32;
+    config.max_pending_hellos_per_ip = 4;
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
+
+    // 127.0.0.2 opens more connections than the server handshakes with, under its
+    // cap (32) and over it (64 more, to be told OVERLOADED), and never says a word.
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        held.push(socket.connect(server.local_addr()).await.unwrap());
+    }
+    wait_until("the attacker's connections seen", || {
+        server.handle().tls_stats().refused_per_address >= 96
+    })
+    .await;
+
+    // An Edge from 127.0.0.1 still completes its handshake and its hello, at once.
+    let good = edge("edge-good", Some(client_tls(&ca, None)), &server);
+    wait_until("the edge from another address holds a session", || {
+        server.handle().stats().live_sessions == 1
+    })
+    .await;
+    let stats = server.handle().tls_stats();
+    assert_eq!(stats.refused_per_address, 96, "{stats:?}");
+    assert_eq!(stats.refused_over_capacity, 0, "{stats:?}");
+    drop(held);
+    good.shutdown().await;
+    server.shutdown().await;
+}

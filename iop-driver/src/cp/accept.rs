@@ -29,6 +29,9 @@ enum Admit {
     Refuse,
     /// Over the cap with too many refusals under way: close at once.
     Drop,
+    /// Its address already holds its share of connections awaiting their handshake
+    /// or hello: close at once.
+    DropPerAddress,
 }
 
 pub(super) async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: R::Listener) {
@@ -61,8 +64,18 @@ pub(super) async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: 
                     if state.stopped {
                         return None;
                     }
+                    // A handshake awaits its hello too: one address holding every
+                    // handshake slot would keep every other Edge out.
+                    let ip = peer.ip();
+                    let held = state.pending_by_ip.get(&ip).copied().unwrap_or(0)
+                        + state.handshaking_by_ip.get(&ip).copied().unwrap_or(0);
+                    if held >= shared.max_pending_hellos_per_ip {
+                        state.tls_stats.refused_per_address += 1;
+                        return Some(Admit::DropPerAddress);
+                    }
                     if state.conns.len() + state.handshaking < shared.max_connections {
                         state.handshaking += 1;
+                        *state.handshaking_by_ip.entry(ip).or_default() += 1;
                         return Some(Admit::Handshake);
                     }
                     // Over the cap the Edge is still told OVERLOADED with its
@@ -81,6 +94,14 @@ pub(super) async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: 
                         shared.with_state(|state| {
                             state.refusals.hit(|count| {
                                 tracing::warn!(%peer, count, "connection cap reached: connections dropped before their TLS handshake");
+                            });
+                        });
+                        continue;
+                    }
+                    Some(Admit::DropPerAddress) => {
+                        shared.with_state(|state| {
+                            state.refusals.hit(|count| {
+                                tracing::warn!(%peer, count, limit = shared.max_pending_hellos_per_ip, "too many connections from one address awaiting their TLS handshake or hello: closed");
                             });
                         });
                         continue;
@@ -169,11 +190,18 @@ async fn handshake<R: Runtime>(
     refuse: bool,
 ) {
     // Counted under `refusing` (over the cap) or `handshaking` until it ends.
+    let ip = peer.ip();
     let done = move |state: &mut CpState| {
         if refuse {
             state.refusing -= 1;
-        } else {
-            state.handshaking -= 1;
+            return;
+        }
+        state.handshaking -= 1;
+        if let Some(n) = state.handshaking_by_ip.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                state.handshaking_by_ip.remove(&ip);
+            }
         }
     };
     let deadline = std::time::Instant::now() + shared.handshake_timeout;

@@ -46,8 +46,10 @@ pub struct ServerConfig {
     /// Bytes of undelivered events a subscriber may hold (an estimate of their size in
     /// memory; a status answer can be megabytes) before it starts losing them.
     pub subscriber_byte_budget: usize,
-    /// Connections from one IP address that may await their hello at once; past it a
-    /// new one is refused `GoAway{OVERLOADED}` (the Control Plane's own cap, 1 024, is
+    /// Connections from one IP address that may await their hello at once, TLS
+    /// handshakes under way included; past it a new one is refused
+    /// `GoAway{OVERLOADED}` (over TLS, closed before its handshake), so one address
+    /// never holds the slots other Edges need (the Control Plane's own cap, 1 024, is
     /// for all addresses together). Default 64.
     pub max_pending_hellos_per_ip: usize,
     /// TLS for every Edge connection (`None`: plain TCP). A handshake must finish
@@ -100,6 +102,10 @@ pub struct TlsStats {
     /// Connections over the connection cap: refused `GoAway{OVERLOADED}` after their
     /// handshake, or dropped before it when too many such refusals were under way.
     pub refused_over_capacity: u64,
+    /// Connections closed before their handshake because their address already had
+    /// its share of connections awaiting a handshake or a hello
+    /// (`max_pending_hellos_per_ip`).
+    pub refused_per_address: u64,
     /// The most recent failure.
     pub last_failure: Option<HandshakeError>,
 }

@@ -78,6 +78,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 refusals: crate::RateLog::default(),
                 failed_handshakes: crate::RateLog::default(),
                 handshaking: 0,
+                handshaking_by_ip: HashMap::new(),
                 refusing: 0,
                 tls_stats: TlsStats::default(),
             }),

@@ -68,6 +68,9 @@ pub(crate) struct CpState {
     pub(super) failed_handshakes: crate::RateLog,
     /// TLS handshakes under way (they count against the connection cap).
     pub(super) handshaking: usize,
+    /// TLS handshakes under way by peer address (they count against its share of
+    /// connections awaiting their hello).
+    pub(super) handshaking_by_ip: HashMap<std::net::IpAddr, usize>,
     /// TLS handshakes under way for connections over the cap, to be refused
     /// `OVERLOADED` once done (at most [`MAX_REFUSAL_HANDSHAKES`]).
     pub(super) refusing: usize,
