@@ -415,3 +415,44 @@ fn slow_headers_and_connections_past_the_cap_are_let_go() {
         (get(cp.admin, "/healthz").status == 200).then_some(())
     });
 }
+
+#[test]
+fn one_address_holding_its_share_of_admin_connections_leaves_another_served() {
+    let cp = control_plane(&[
+        "--admin-max-connections",
+        "8",
+        "--admin-max-connections-per-address",
+        "4",
+    ]);
+    // 127.0.0.2 opens as many connections as the whole cap, and sends nothing: four
+    // are held, the others closed at once.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket
+            .bind(&std::net::SocketAddr::from(([127, 0, 0, 2], 0)).into())
+            .unwrap();
+        socket.connect(&cp.admin.into()).unwrap();
+        held.push(TcpStream::from(socket));
+    }
+    let closed = held
+        .iter_mut()
+        .map(|s| time_to_eof_within(s, Duration::from_millis(500)))
+        .filter(|closed| *closed)
+        .count();
+    assert_eq!(
+        closed, 4,
+        "past its share, an address's connections are closed"
+    );
+    // 127.0.0.1 is served all the same.
+    let health = get(cp.admin, "/healthz");
+    assert_eq!(health.status, 200, "{}", health.body);
+}
+
+/// Whether the peer closes `s` within `wait`.
+fn time_to_eof_within(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut sink = [0u8; 64];
+    matches!(s.read(&mut sink), Ok(0))
+}

@@ -132,6 +132,11 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 256)]
     admin_max_connections: usize,
 
+    /// Admin connections held at once from one IP address; past it a new one from
+    /// that address is closed at once.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    admin_max_connections_per_address: usize,
+
     /// How long an admin request's headers may take to arrive, in ms.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     admin_header_timeout_ms: u64,
@@ -301,6 +306,7 @@ fn run(args: Args) -> Result<(), Failure> {
     };
     let mut admin_config = AdminServerConfig::default();
     admin_config.max_connections = args.admin_max_connections;
+    admin_config.max_connections_per_address = args.admin_max_connections_per_address;
     admin_config.header_read_timeout = Duration::from_millis(args.admin_header_timeout_ms);
     admin_config.idle_timeout = Duration::from_millis(args.admin_idle_timeout_ms);
     let reloadable = Reloadable {

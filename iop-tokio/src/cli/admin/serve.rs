@@ -9,12 +9,17 @@
 //!   [`AdminServerConfig::idle_timeout`] is closed: a client that stopped reading an
 //!   event stream, or holds a connection open without using it. (An event stream sends
 //!   a keep-alive comment every 15 s, so a live one is never idle.)
-//! * **Connection cap** — past [`AdminServerConfig::max_connections`] a new
-//!   connection is closed at once (logged at most once a second, with a count).
+//! * **Connection caps** — past [`AdminServerConfig::max_connections`], or past
+//!   [`AdminServerConfig::max_connections_per_address`] from one IP address, a new
+//!   connection is closed at once (logged at most once a second, with a count): one
+//!   client holding idle sockets never darkens the dashboard and `/healthz` for the
+//!   others.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -37,6 +42,8 @@ pub struct AdminServerConfig {
     pub idle_timeout: Duration,
     /// Admin connections held at once (default 256).
     pub max_connections: usize,
+    /// Admin connections held at once from one IP address (default 32).
+    pub max_connections_per_address: usize,
 }
 
 impl Default for AdminServerConfig {
@@ -45,6 +52,7 @@ impl Default for AdminServerConfig {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 256,
+            max_connections_per_address: 32,
         }
     }
 }
@@ -58,6 +66,7 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let per_address = Arc::new(Mutex::new(HashMap::new()));
     let mut refused = RateLog::default();
     let mut failed = RateLog::default();
     loop {
@@ -65,13 +74,26 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 failed.hit(|n| tracing::warn!(%error, count = n, "admin accept failed"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+        };
+        let Some(share) =
+            AddressShare::take(&per_address, peer.ip(), config.max_connections_per_address)
+        else {
+            refused.hit(|n| {
+                tracing::warn!(
+                    count = n,
+                    %peer,
+                    max = config.max_connections_per_address,
+                    "admin connections from one address at their cap: connections closed at once"
+                )
+            });
+            continue;
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             refused.hit(|n| {
@@ -87,8 +109,47 @@ pub async fn serve(
         let stop = stop.clone();
         tokio::spawn(async move {
             connection(stream, service, config, stop).await;
-            drop(permit);
+            drop((permit, share));
         });
+    }
+}
+
+/// One connection's place among those of its address; given back when dropped.
+struct AddressShare {
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl AddressShare {
+    /// A place for `ip`, if it holds fewer than `max` connections.
+    fn take(counts: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, max: usize) -> Option<Self> {
+        let mut held = counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = held.entry(ip).or_default();
+        if *n >= max.max(1) {
+            return None;
+        }
+        *n += 1;
+        Some(Self {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressShare {
+    fn drop(&mut self) {
+        let mut held = self
+            .counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
     }
 }
 
