@@ -155,10 +155,18 @@ fn tokens_authenticate_and_their_roles_authorise() {
             "frame-ancestors 'none'",
             "x-frame-options: deny",
             "x-content-type-options: nosniff",
+            "cache-control: no-store",
         ] {
             assert!(raw.contains(header), "{path} lacks {header:?}");
         }
         assert!(!raw.contains(&OPERATE.to_ascii_lowercase()));
+    }
+    // Every answer, refusals and errors too, is kept by no cache and never sniffed.
+    for path in ["/healthz", "/v1/edges", "/metrics", "/v1/nothing-here"] {
+        let raw = raw_get(cp.admin, path).to_ascii_lowercase();
+        for header in ["cache-control: no-store", "x-content-type-options: nosniff"] {
+            assert!(raw.contains(header), "{path} lacks {header:?}: {raw:.300}");
+        }
     }
     assert_eq!(get(cp.admin, "/ui/other.js").status, 401);
     let rebound = http_with(cp.admin, "GET", "/", &[("Host", "evil.example:7701")], None);

@@ -76,8 +76,6 @@ async fn asset(content_type: &'static str, body: &'static str) -> Response {
             header::REFERRER_POLICY,
             HeaderValue::from_static("no-referrer"),
         ),
-        // A new binary's page is picked up on the next load.
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         (
             HeaderName::from_static("cross-origin-opener-policy"),
             HeaderValue::from_static("same-origin"),

@@ -48,6 +48,22 @@ pub fn router(state: AdminState) -> Router {
             access,
             super::access::guard,
         ))
+        .layer(axum::middleware::map_response(no_store))
+}
+
+/// Every answer, refusals included: never kept by a cache (fleet data, tokens in
+/// requests), and never sniffed into another type than the one it says.
+async fn no_store(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// The OpenAPI 3 description of this API (`openapi.json`, checked against the routes
