@@ -6,13 +6,13 @@
 
 mod cli_support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use cli_support::{
-    CP_BIN, ControlPlane, Proc, edge, get, secret_file, temp_file, temp_path, wait_until,
+    CP_BIN, control_plane_logged, edge, get, hup, log_has, secret_file, temp_file, temp_path,
+    wait_until,
 };
 
 fn hash(secret: &str) -> String {
@@ -31,35 +31,6 @@ fn enrol_text(edges: &[(&str, &str)]) -> String {
         .collect()
 }
 
-/// Starts the Control Plane with `extra` flags, its stderr (info logs) in a file.
-fn control_plane_logged(extra: &[&str]) -> (ControlPlane, PathBuf) {
-    let log = temp_path("cp.log");
-    let mut child = Command::new(CP_BIN)
-        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-        .args(["--heartbeat-interval-ms", "1000", "--log-level", "info"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("spawn iop-control-plane");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read addresses");
-    let field = |name: &str| -> SocketAddr {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-    };
-    let cp = ControlPlane {
-        edges: field("edges="),
-        admin: field("admin="),
-        proc: Proc(child),
-    };
-    (cp, log)
-}
-
 fn session_of(admin: SocketAddr, edge_id: &str) -> Option<String> {
     let a = get(admin, &format!("/v1/edges/{edge_id}"));
     (a.status == 200 && a.json()["connected"] == true).then(|| {
@@ -68,18 +39,6 @@ fn session_of(admin: SocketAddr, edge_id: &str) -> Option<String> {
             .unwrap_or_default()
             .to_owned()
     })
-}
-
-fn hup(cp: &ControlPlane) {
-    let status = Command::new("kill")
-        .args(["-HUP", &cp.proc.0.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success());
-}
-
-fn log_has(path: &Path, needle: &str) -> bool {
-    std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
 }
 
 fn gen_certs(dir: &Path) {
@@ -180,6 +139,15 @@ fn mutual_tls_control_plane_reloads_its_enrolment_file_on_sighup() {
     wait_until("edge-2 refused", || {
         log_has(&e2_log, "UnknownEdge").then_some(())
     });
+    assert_eq!(session_of(cp.admin, "edge-1"), Some(s1.clone()));
+
+    // A file an editor left empty lists nobody: refused, edge-1 stays.
+    std::fs::write(&enroll, "").unwrap();
+    hup(&cp);
+    wait_until("the empty file refused", || {
+        log_has(&cp_log, "lists no Edge").then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(session_of(cp.admin, "edge-1"), Some(s1));
 }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use iop_cluster::ClusterConfig;
-use iop_tokio::cli::admin::{self, AdminAccess, AdminServerConfig, AdminState, AdminTokens};
+use iop_tokio::cli::admin::{
+    self, AdminAccess, AdminServerConfig, AdminState, AdminTokens, TokenBook,
+};
 use iop_tokio::cli::cluster::ClusterArgs;
 use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
 use iop_tokio::cli::reload::{Reloadable, TlsFiles};
@@ -68,6 +70,13 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     enroll: Option<PathBuf>,
 
+    /// Accept an enrolment file that lists no Edge at all when SIGHUP re-reads it
+    /// (nobody may then enrol, and every enrolled Edge is disconnected). Without it
+    /// such a file — empty, or truncated by an editor — is refused and the allow list
+    /// in force stays.
+    #[arg(long, requires = "enroll")]
+    allow_empty_enrolment: bool,
+
     /// PEM file with the Control Plane's TLS certificate chain (server certificate
     /// first). Turns TLS on; needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -114,7 +123,8 @@ struct Args {
     /// Admin tokens, one per line with an optional role (`read`: views, statuses,
     /// events and metrics; `operate`, the default: also commands). Every admin route
     /// but /healthz then needs `Authorization: Bearer TOKEN`. The file must be readable
-    /// by its owner only. Without it --admin must be a loopback address.
+    /// by its owner only; SIGHUP re-reads it (a token removed is refused at once, and
+    /// its event streams end). Without it --admin must be a loopback address.
     #[arg(long, value_name = "FILE", env = "IOP_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
 
@@ -299,8 +309,9 @@ fn run(args: Args) -> Result<(), Failure> {
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
     config.cp.max_connections = args.max_connections;
     config.max_pending_hellos_per_ip = args.max_pending_hellos_per_ip;
+    let tokens = tokens.map(TokenBook::new);
     let access = AdminAccess {
-        tokens,
+        tokens: tokens.clone(),
         hosts: args.admin_hosts.clone(),
         metrics_public: args.metrics_public,
     };
@@ -311,7 +322,9 @@ fn run(args: Args) -> Result<(), Failure> {
     admin_config.idle_timeout = Duration::from_millis(args.admin_idle_timeout_ms);
     let reloadable = Reloadable {
         enroll: args.enroll.clone(),
+        allow_empty_enrolment: args.allow_empty_enrolment,
         tls: tls_files,
+        admin_tokens: args.admin_token_file.clone().zip(tokens),
     };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,14 +1,18 @@
 //! What `iop-control-plane` re-reads on SIGHUP, without dropping a connected Edge: the
-//! enrolment file and the TLS certificate, key and client CA. New hellos and new
-//! handshakes use what was read; live sessions are untouched (an Edge whose entry was
-//! removed or whose credential changed is disconnected `CREDENTIAL_REVOKED`). A file
-//! that does not load is logged and what was in force stays.
+//! enrolment file, the TLS certificate, key and client CA, and the admin tokens. New
+//! hellos and new handshakes use what was read; live sessions are untouched (an Edge
+//! whose entry was removed or whose credential changed is disconnected
+//! `CREDENTIAL_REVOKED`); a removed admin token is refused at once and its event
+//! streams end. A file that does not load is logged and what was in force stays; so is
+//! an enrolment file that lists no Edge at all (empty, or cut short by an editor),
+//! unless [`Reloadable::allow_empty_enrolment`].
 
 use std::path::PathBuf;
 
 use iop_driver::tls::ServerTls;
 
 use super::EnrolFile;
+use super::admin::{AdminTokens, TokenBook};
 use super::private_file::check_private;
 use crate::{ControlPlaneHandle, EnrolmentPolicy};
 
@@ -37,8 +41,12 @@ impl TlsFiles {
 pub struct Reloadable {
     /// `--enroll`.
     pub enroll: Option<PathBuf>,
+    /// `--allow-empty-enrolment`: an enrolment file listing no Edge is put in force.
+    pub allow_empty_enrolment: bool,
     /// `--tls-cert`, `--tls-key`, `--tls-client-ca`.
     pub tls: Option<TlsFiles>,
+    /// `--admin-token-file`, and the tokens in force it replaces.
+    pub admin_tokens: Option<(PathBuf, TokenBook)>,
 }
 
 /// What one reload did, item by item: `Ok` with what was loaded, `Err` with why the
@@ -50,25 +58,41 @@ pub struct Reloaded {
     pub enrolment: Option<Result<usize, String>>,
     /// The TLS material.
     pub tls: Option<Result<(), String>>,
+    /// The admin tokens: how many are in force.
+    pub admin_tokens: Option<Result<usize, String>>,
 }
 
 impl Reloadable {
     /// Re-reads every file and puts what loads in force on `cp`.
     pub fn reload(&self, cp: &ControlPlaneHandle) -> Reloaded {
         let enrolment = self.enroll.as_ref().map(|path| {
-            EnrolFile::load(path)
-                .map(|file| {
-                    let n = file.edge_ids.len();
-                    cp.set_enrolment_policy(EnrolmentPolicy::AllowList(file.allow_list));
-                    n
-                })
-                .map_err(|e| e.to_string())
+            let file = EnrolFile::load(path).map_err(|e| e.to_string())?;
+            let n = file.edge_ids.len();
+            if n == 0 && !self.allow_empty_enrolment {
+                return Err(format!(
+                    "{}: lists no Edge; refused, as it would disconnect every Edge \
+                     (--allow-empty-enrolment to allow it)",
+                    path.display()
+                ));
+            }
+            cp.set_enrolment_policy(EnrolmentPolicy::AllowList(file.allow_list));
+            Ok(n)
         });
         let tls = self.tls.as_ref().map(|files| {
             let tls = files.load()?;
             cp.set_tls(tls).map_err(|e| e.to_string())
         });
-        Reloaded { enrolment, tls }
+        let admin_tokens = self.admin_tokens.as_ref().map(|(path, book)| {
+            let tokens = AdminTokens::load(path).map_err(|e| e.to_string())?;
+            let n = tokens.len();
+            book.replace(tokens);
+            Ok(n)
+        });
+        Reloaded {
+            enrolment,
+            tls,
+            admin_tokens,
+        }
     }
 
     /// Reloads on every SIGHUP (Unix), for the life of the process, logging what it
@@ -87,6 +111,14 @@ impl Reloadable {
                     Some(Err(error)) => tracing::error!(
                         %error,
                         "enrolment file reload failed; the previous allow list stays in force"
+                    ),
+                }
+                match done.admin_tokens {
+                    None => {}
+                    Some(Ok(tokens)) => tracing::info!(tokens, "admin tokens reloaded"),
+                    Some(Err(error)) => tracing::error!(
+                        %error,
+                        "admin token reload failed; the previous tokens stay in force"
                     ),
                 }
                 match done.tls {

@@ -7,7 +7,7 @@ pub mod webdriver;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -222,6 +222,37 @@ impl Sse {
         }
     }
 
+    /// [`open`](Self::open) with extra request `headers`, on a connection the server
+    /// closes once the stream ends.
+    pub fn open_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Sse {
+        let mut stream = TcpStream::connect(addr).expect("connect admin");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut head = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nConnection: close\r\n"
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        write!(stream, "{head}\r\n").unwrap();
+        Sse {
+            stream,
+            seen: String::new(),
+        }
+    }
+
+    /// Whether the stream ends within `wait`.
+    pub fn ends_within(&mut self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if !self.read_some() {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Reads what has arrived (at most one read's timeout); false once the stream
     /// has ended.
     fn read_some(&mut self) -> bool {
@@ -262,4 +293,47 @@ impl Sse {
             assert!(self.read_some(), "SSE stream closed: {}", self.seen);
         }
     }
+}
+
+/// Starts the Control Plane with `extra` flags, its stderr (info logs) in a file.
+pub fn control_plane_logged(extra: &[&str]) -> (ControlPlane, PathBuf) {
+    let log = temp_path("cp.log");
+    let mut child = Command::new(CP_BIN)
+        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--heartbeat-interval-ms", "1000", "--log-level", "info"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn iop-control-plane");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read addresses");
+    let field = |name: &str| -> SocketAddr {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    let cp = ControlPlane {
+        edges: field("edges="),
+        admin: field("admin="),
+        proc: Proc(child),
+    };
+    (cp, log)
+}
+
+/// Sends SIGHUP to `cp`.
+pub fn hup(cp: &ControlPlane) {
+    let status = Command::new("kill")
+        .args(["-HUP", &cp.proc.0.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Whether the file at `path` holds `needle`.
+pub fn log_has(path: &Path, needle: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
 }

@@ -167,9 +167,9 @@ impl AdminTokens {
 /// The admin API's access rules; see the [module docs](self).
 #[derive(Debug, Default)]
 pub struct AdminAccess {
-    /// The tokens, when a token file was given. Without one, only a loopback
-    /// `--admin` address is allowed (the binary refuses any other).
-    pub tokens: Option<AdminTokens>,
+    /// The tokens, when a token file was given (replaced on SIGHUP). Without one,
+    /// only a loopback `--admin` address is allowed (the binary refuses any other).
+    pub tokens: Option<super::TokenBook>,
     /// Host names (besides IP addresses and `localhost`) the API answers to.
     pub hosts: Vec<String>,
     /// `/metrics` without a token.
@@ -220,7 +220,12 @@ fn is_json(request: &Request) -> bool {
 }
 
 fn bearer(request: &Request) -> Option<&[u8]> {
-    let value = request.headers().get(header::AUTHORIZATION)?.as_bytes();
+    bearer_of(request.headers())
+}
+
+/// The bearer token of a request's `headers`, if it has one.
+pub(super) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
     let (scheme, token) = value.split_at_checked(7)?;
     scheme
         .eq_ignore_ascii_case(b"bearer ")

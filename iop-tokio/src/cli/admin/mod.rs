@@ -28,6 +28,7 @@ mod json;
 mod metrics;
 mod routes;
 pub mod serve;
+mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,7 @@ pub use error::ApiError;
 pub use json::{STREAM_KINDS, command_record, command_response, cp_event, edge_view, stream_kind};
 pub use metrics::{AdminGauges, AdminMetrics, Histogram, render as render_metrics, render_cluster};
 pub use routes::router;
+pub use tokens::TokenBook;
 
 /// The OpenAPI 3 description of the admin API, served at `GET /v1/openapi.json`.
 pub const OPENAPI: &str = routes::OPENAPI;

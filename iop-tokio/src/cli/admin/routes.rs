@@ -415,7 +415,7 @@ async fn events(
                         .data(json!({ "missed": count.to_string() }).to_string()),
                 })
             });
-        return Ok(Sse::new(stream)
+        return Ok(Sse::new(until_revoked(&s, &headers, stream))
             .keep_alive(KeepAlive::default())
             .into_response());
     }
@@ -445,9 +445,24 @@ async fn events(
             }
         }
     });
-    Ok(Sse::new(stream)
+    Ok(Sse::new(until_revoked(&s, &headers, Box::pin(stream)))
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+/// `stream`, ended once the token it was opened with is no longer in force.
+fn until_revoked<S>(
+    s: &AdminState,
+    headers: &axum::http::HeaderMap,
+    stream: S,
+) -> std::pin::Pin<Box<dyn futures_lite::Stream<Item = S::Item> + Send>>
+where
+    S: futures_lite::Stream + Send + Unpin + 'static,
+{
+    match (&s.access.tokens, super::access::bearer_of(headers)) {
+        (Some(book), Some(token)) => Box::pin(book.until_revoked(stream, token.to_vec())),
+        _ => Box::pin(stream),
+    }
 }
 
 async fn metrics_text(State(s): State<AdminState>) -> Response {
