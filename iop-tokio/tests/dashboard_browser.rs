@@ -235,3 +235,67 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
         std::fs::copy(&screenshot, docs).expect("write docs/dashboard.png");
     }
 }
+
+#[test]
+fn the_dashboard_works_over_https_and_the_admin_port_speaks_nothing_else() {
+    let Some(browser) = Browser::start_with(1280, 800, true) else {
+        return;
+    };
+    let pki = cli_support::temp_path("admin-pki");
+    let out = std::process::Command::new(cli_support::CP_BIN)
+        .arg("gen-test-certs")
+        .arg(&pki)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = |name: &str| pki.join(name).display().to_string();
+    let tokens = secret_file("admin-tokens", &format!("{TOKEN} operate\n"));
+    let cp = control_plane(&[
+        "--admin-token-file",
+        tokens.to_str().unwrap(),
+        "--admin-tls-cert",
+        &file("server.pem"),
+        "--admin-tls-key",
+        &file("server.key"),
+    ]);
+    let _a = edge(cp.edges, "edge-a", &examples(), &["--simulate"]);
+
+    browser.goto(&format!("https://{}/", cp.admin));
+    browser.wait(
+        "the token form over https",
+        "return !document.getElementById('login-view').hidden",
+    );
+    browser.type_text(&browser.find("#token"), TOKEN);
+    browser.click(&browser.find("#login-form button[type=submit]"));
+    browser.wait(
+        "edge-a connected in the fleet table",
+        "const r = document.querySelector('#fleet tr[data-edge=\"edge-a\"]');
+         return r && r.dataset.reachability === 'CONNECTED'",
+    );
+    browser.wait(
+        "the event stream over https",
+        "return document.getElementById('live').textContent === 'live'",
+    );
+    let scheme = browser.js("return location.protocol", json!([]));
+    assert_eq!(scheme, json!("https:"));
+
+    // Plain HTTP to the same port gets no HTTP answer.
+    use std::io::{Read as _, Write as _};
+    let mut plain = std::net::TcpStream::connect(cp.admin).unwrap();
+    plain
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(plain, "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", cp.admin).unwrap();
+    let mut answer = Vec::new();
+    let _ = plain.read_to_end(&mut answer);
+    assert!(
+        !answer.starts_with(b"HTTP/1.1"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let _ = std::fs::remove_dir_all(&pki);
+}

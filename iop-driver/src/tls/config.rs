@@ -141,6 +141,25 @@ impl ServerTls {
     pub fn requires_client_certificates(&self) -> bool {
         self.mutual
     }
+
+    /// The server side of a TLS handshake on `stream` with this certificate, for a
+    /// server of its own beside the Control Plane's (an admin API over HTTPS, say);
+    /// the encrypted stream once it completes. Unbounded in time: the caller bounds it.
+    pub async fn accept<S>(
+        &self,
+        stream: S,
+    ) -> Result<
+        impl futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + Send + use<S>,
+        super::HandshakeError,
+    >
+    where
+        S: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + Send,
+    {
+        futures_rustls::TlsAcceptor::from(self.config.clone())
+            .accept(stream)
+            .await
+            .map_err(|e| super::HandshakeError::from_io(&e))
+    }
 }
 
 /// An Edge's TLS: the CA it trusts for the Control Plane's certificate, the server

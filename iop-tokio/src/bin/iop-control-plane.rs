@@ -128,6 +128,15 @@ struct Args {
     #[arg(long, value_name = "FILE", env = "IOP_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
 
+    /// PEM certificate chain of the admin API: it then speaks HTTPS only (the
+    /// dashboard too). Needs --admin-tls-key; SIGHUP re-reads both.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    admin_tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --admin-tls-cert (readable by its owner only).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_tls_key: Option<PathBuf>,
+
     /// A host name the admin API answers to, besides IP addresses and localhost (the
     /// name operators use in their browser or behind a proxy). Repeatable. Requests
     /// with any other Host are refused (DNS rebinding).
@@ -252,6 +261,29 @@ fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     startup::check_admin_exposure(admin_addr, tokens.is_some()).map_err(Failure::Usage)?;
+    let admin_tls_files = match (&args.admin_tls_cert, &args.admin_tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: None,
+        }),
+        _ => None,
+    };
+    let admin_tls = match &admin_tls_files {
+        Some(files) => Some(admin::serve::AdminTls::new(
+            files
+                .load()
+                .map_err(|e| Failure::Usage(format!("admin TLS: {e}")))?,
+        )),
+        None => None,
+    };
+    let admin_warnings: Vec<String> =
+        startup::admin_plaintext_warning(admin_addr, tokens.is_some(), admin_tls.is_some())
+            .into_iter()
+            .collect();
+    for warning in &admin_warnings {
+        tracing::warn!("{warning}");
+    }
     let enrolment = match &args.enroll {
         Some(path) => {
             let file = EnrolFile::load(path).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -325,6 +357,7 @@ fn run(args: Args) -> Result<(), Failure> {
         allow_empty_enrolment: args.allow_empty_enrolment,
         tls: tls_files,
         admin_tokens: args.admin_token_file.clone().zip(tokens),
+        admin_tls: admin_tls_files.zip(admin_tls.clone()),
     };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -337,7 +370,7 @@ fn run(args: Args) -> Result<(), Failure> {
         listen,
         admin_addr,
         config,
-        (access, admin_config),
+        (access, admin_config, admin_tls, admin_warnings),
         reloadable,
         cluster,
     ))
@@ -347,7 +380,12 @@ async fn serve(
     listen: SocketAddr,
     admin_addr: SocketAddr,
     config: ServerConfig,
-    (access, admin_config): (AdminAccess, AdminServerConfig),
+    (access, admin_config, admin_tls, admin_warnings): (
+        AdminAccess,
+        AdminServerConfig,
+        Option<admin::serve::AdminTls>,
+        Vec<String>,
+    ),
     reloadable: Reloadable,
     cluster: Option<(ClusterArgs, ClusterConfig)>,
 ) -> Result<(), Failure> {
@@ -375,6 +413,7 @@ async fn serve(
         .local_addr()
         .map_err(|e| Failure::Runtime(format!("admin listener: {e}")))?;
     let mut state = AdminState::with_access(server.handle(), access);
+    state.warnings = admin_warnings;
     state.replica_id = replica.as_ref().map(|r| r.replica_id().to_owned());
     state.router = replica.as_ref().map(|r| r.router());
     state.cluster_stats = replica.as_ref().map(|r| r.stats());
@@ -401,12 +440,21 @@ async fn serve(
 
     let app = admin::router(state);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut admin_task = tokio::spawn(admin::serve::serve(
-        admin_listener,
-        app,
-        admin_config,
-        stop_rx,
-    ));
+    let mut admin_task = match admin_tls {
+        Some(tls) => tokio::spawn(admin::serve::serve_tls(
+            admin_listener,
+            app,
+            admin_config,
+            stop_rx,
+            tls,
+        )),
+        None => tokio::spawn(admin::serve::serve(
+            admin_listener,
+            app,
+            admin_config,
+            stop_rx,
+        )),
+    };
     let early = tokio::select! {
         () = shutdown_signal() => None,
         ended = &mut admin_task => Some(ended),

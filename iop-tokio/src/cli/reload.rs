@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use iop_driver::tls::ServerTls;
 
 use super::EnrolFile;
+use super::admin::serve::AdminTls;
 use super::admin::{AdminTokens, TokenBook};
 use super::private_file::check_private;
 use crate::{ControlPlaneHandle, EnrolmentPolicy};
@@ -47,6 +48,8 @@ pub struct Reloadable {
     pub tls: Option<TlsFiles>,
     /// `--admin-token-file`, and the tokens in force it replaces.
     pub admin_tokens: Option<(PathBuf, TokenBook)>,
+    /// `--admin-tls-cert`, `--admin-tls-key`, and the admin API's certificate in force.
+    pub admin_tls: Option<(TlsFiles, AdminTls)>,
 }
 
 /// What one reload did, item by item: `Ok` with what was loaded, `Err` with why the
@@ -60,6 +63,8 @@ pub struct Reloaded {
     pub tls: Option<Result<(), String>>,
     /// The admin tokens: how many are in force.
     pub admin_tokens: Option<Result<usize, String>>,
+    /// The admin API's TLS certificate.
+    pub admin_tls: Option<Result<(), String>>,
 }
 
 impl Reloadable {
@@ -88,10 +93,15 @@ impl Reloadable {
             book.replace(tokens);
             Ok(n)
         });
+        let admin_tls = self.admin_tls.as_ref().map(|(files, admin)| {
+            admin.replace(files.load()?);
+            Ok(())
+        });
         Reloaded {
             enrolment,
             tls,
             admin_tokens,
+            admin_tls,
         }
     }
 
@@ -119,6 +129,14 @@ impl Reloadable {
                     Some(Err(error)) => tracing::error!(
                         %error,
                         "admin token reload failed; the previous tokens stay in force"
+                    ),
+                }
+                match done.admin_tls {
+                    None => {}
+                    Some(Ok(())) => tracing::info!("admin TLS certificate reloaded"),
+                    Some(Err(error)) => tracing::error!(
+                        %error,
+                        "admin TLS reload failed; the previous certificate stays in force"
                     ),
                 }
                 match done.tls {

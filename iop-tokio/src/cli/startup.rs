@@ -16,6 +16,18 @@ pub fn check_admin_exposure(admin: SocketAddr, has_tokens: bool) -> Result<(), S
     ))
 }
 
+/// A warning when admin tokens would cross a network in clear: a token file with a
+/// plaintext admin API on a non-loopback address.
+pub fn admin_plaintext_warning(admin: SocketAddr, has_tokens: bool, tls: bool) -> Option<String> {
+    (has_tokens && !tls && !admin.ip().is_loopback()).then(|| {
+        format!(
+            "--admin {admin} serves plain HTTP on a non-loopback address: admin tokens \
+             cross the network in clear, and a sniffed one commands the fleet; give \
+             --admin-tls-cert and --admin-tls-key"
+        )
+    })
+}
+
 /// A warning when Edges would send their credentials in clear over a network: an
 /// enrolment file with a plaintext listener on a non-loopback address.
 pub fn plaintext_enrolment_warning(listen: SocketAddr, tls: bool, enroll: bool) -> Option<String> {
@@ -94,6 +106,12 @@ mod tests {
         assert!(plaintext_enrolment_warning(any, false, true).is_some());
         assert!(plaintext_enrolment_warning(any, true, true).is_none());
         assert!(plaintext_enrolment_warning(lo, false, true).is_none());
+
+        let warning = admin_plaintext_warning(any, true, false).unwrap();
+        assert!(warning.contains("--admin-tls-cert"), "{warning}");
+        assert!(admin_plaintext_warning(any, true, true).is_none());
+        assert!(admin_plaintext_warning(lo, true, false).is_none());
+        assert!(admin_plaintext_warning(any, false, false).is_none());
 
         let far: IpAddr = "10.0.0.1".parse().unwrap();
         assert!(check_edge_plaintext(far, false, true, false).is_err());

@@ -47,6 +47,12 @@ impl Browser {
     /// line saying why) when either is not installed, unless `IOP_REQUIRE_BROWSER` is
     /// set, which makes that a failure (CI sets it).
     pub fn start(width: u32, height: u32) -> Option<Browser> {
+        Self::start_with(width, height, false)
+    }
+
+    /// [`start`](Self::start), accepting a certificate no system CA signed (a test
+    /// PKI's) when `insecure_certs`.
+    pub fn start_with(width: u32, height: u32, insecure_certs: bool) -> Option<Browser> {
         let chromium = executable("IOP_CHROMIUM", "/usr/bin/chromium");
         let chromedriver = executable("IOP_CHROMEDRIVER", "/usr/bin/chromedriver");
         let (Some(chromium), Some(chromedriver)) = (chromium, chromedriver) else {
@@ -89,6 +95,7 @@ impl Browser {
         ];
         let capabilities = json!({ "capabilities": { "alwaysMatch": {
             "browserName": "chrome",
+            "acceptInsecureCerts": insecure_certs,
             "goog:chromeOptions": { "binary": chromium, "args": args },
         }}});
         let answer = call(driver, "POST", "/session", Some(capabilities));

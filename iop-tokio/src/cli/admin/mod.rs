@@ -75,6 +75,9 @@ pub struct AdminState {
     /// The cluster replica's counters: `/healthz` says whether the engine is
     /// reachable, `/metrics` shows them.
     pub cluster_stats: Option<Arc<iop_cluster::ClusterStats>>,
+    /// What the operator should fix, said at start and by `/healthz` (`warnings`):
+    /// admin tokens over plain HTTP on a network, say.
+    pub warnings: Vec<String>,
 }
 
 impl AdminState {
@@ -96,6 +99,7 @@ impl AdminState {
             replica_id: None,
             router: None,
             cluster_stats: None,
+            warnings: Vec::new(),
         }
     }
 }

@@ -502,6 +502,9 @@ async fn healthz(State(s): State<AdminState>) -> Response {
         };
         obj.insert("cluster".into(), Value::String(engine.into()));
     }
+    if let (false, Some(obj)) = (s.warnings.is_empty(), body.as_object_mut()) {
+        obj.insert("warnings".into(), json!(s.warnings));
+    }
     let status = if s.cp.is_draining() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {

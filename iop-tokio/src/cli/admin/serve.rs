@@ -27,10 +27,11 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use iop_driver::RateLog;
+use iop_driver::tls::ServerTls;
 
 /// Limits of the admin HTTP server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +58,62 @@ impl Default for AdminServerConfig {
     }
 }
 
+/// The admin API's TLS certificate in force, replaceable while it serves (SIGHUP):
+/// new connections use the new one. Cloning shares it.
+#[derive(Debug, Clone)]
+pub struct AdminTls(Arc<std::sync::RwLock<ServerTls>>);
+
+impl AdminTls {
+    /// The certificate `tls` in force.
+    pub fn new(tls: ServerTls) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(tls)))
+    }
+
+    /// Puts `tls` in force for the connections that come next.
+    pub fn replace(&self, tls: ServerTls) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tls;
+    }
+
+    fn current(&self) -> ServerTls {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// Serves `app` on `listener` until `stop` turns true; then open connections finish
 /// their requests (their event streams end with the Control Plane) and close.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     config: AdminServerConfig,
+    stop: watch::Receiver<bool>,
+) {
+    serve_with(listener, app, config, stop, None).await;
+}
+
+/// [`serve`] over HTTPS with `tls` (each connection's handshake must complete within
+/// the header timeout).
+pub async fn serve_tls(
+    listener: TcpListener,
+    app: Router,
+    config: AdminServerConfig,
+    stop: watch::Receiver<bool>,
+    tls: AdminTls,
+) {
+    serve_with(listener, app, config, stop, Some(tls)).await;
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    app: Router,
+    config: AdminServerConfig,
     mut stop: watch::Receiver<bool>,
+    tls: Option<AdminTls>,
 ) {
     let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let per_address = Arc::new(Mutex::new(HashMap::new()));
@@ -107,8 +157,22 @@ pub async fn serve(
         };
         let service = TowerToHyperService::new(app.clone());
         let stop = stop.clone();
+        let tls = tls.as_ref().map(AdminTls::current);
         tokio::spawn(async move {
-            connection(stream, service, config, stop).await;
+            match tls {
+                None => connection(stream, service, config, stop).await,
+                Some(tls) => {
+                    use tokio_util::compat::{
+                        FuturesAsyncReadCompatExt as _, TokioAsyncReadCompatExt as _,
+                    };
+                    let handshake = tls.accept(stream.compat());
+                    match tokio::time::timeout(config.header_read_timeout, handshake).await {
+                        Ok(Ok(tls)) => connection(tls.compat(), service, config, stop).await,
+                        Ok(Err(error)) => tracing::debug!(%error, "admin TLS handshake failed"),
+                        Err(_) => tracing::debug!("admin TLS handshake timed out"),
+                    }
+                }
+            }
             drop((permit, share));
         });
     }
@@ -153,12 +217,14 @@ impl Drop for AddressShare {
     }
 }
 
-async fn connection(
-    stream: TcpStream,
+async fn connection<S>(
+    stream: S,
     service: TowerToHyperService<Router>,
     config: AdminServerConfig,
     mut stop: watch::Receiver<bool>,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let start = Instant::now();
     let activity = Arc::new(AtomicU64::new(0));
     let io = TokioIo::new(Watched {
@@ -201,21 +267,21 @@ async fn idle(start: Instant, activity: Arc<AtomicU64>, timeout: Duration) {
 }
 
 /// A stream that notes when it last moved a byte.
-struct Watched {
-    inner: TcpStream,
+struct Watched<S> {
+    inner: S,
     start: Instant,
     /// Milliseconds after `start` of the last byte read or written.
     activity: Arc<AtomicU64>,
 }
 
-impl Watched {
+impl<S> Watched<S> {
     fn moved(&self) {
         let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.activity.store(ms, Ordering::Relaxed);
     }
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -230,7 +296,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
