@@ -98,7 +98,7 @@ fn admin_api_end_to_end_over_the_binaries() {
 
     // The event stream is open before the Edge connects, and shows it connect.
     let mut sse = Sse::open(admin, "/v1/events");
-    let config = temp_file("edge.toml", &edge_config(false));
+    let config = secret_file("edge.toml", &edge_config(false));
     let (mut edge_proc, edge_log) = edge(cp.edges, "edge-1", &config, &[]);
     sse.wait_for("event: edge_connected");
     assert!(sse.seen.contains(r#""edgeId":"edge-1""#), "{}", sse.seen);
@@ -331,15 +331,15 @@ fn admin_api_end_to_end_over_the_binaries() {
 
 #[test]
 fn enrolment_file_admits_the_right_credential_only() {
-    let hash = iop_tokio::cli::credential_hash_hex(b"edge-7-secret");
+    let hash = iop_tokio::cli::credential_hash_hex(b"edge-7-secret-0123456789");
     let enroll = temp_file(
         "enroll.toml",
         &format!("[[edges]]\nid = \"edge-7\"\ncredential_sha256 = \"{hash}\"\n"),
     );
     let cp = control_plane(&["--enroll", enroll.to_str().unwrap()]);
-    let config = temp_file("edge.toml", &edge_config(false));
-    let good = secret_file("good.secret", "edge-7-secret\n");
-    let bad = secret_file("bad.secret", "not-the-secret\n");
+    let config = secret_file("edge.toml", &edge_config(false));
+    let good = secret_file("good.secret", "edge-7-secret-0123456789\n");
+    let bad = secret_file("bad.secret", "not-the-secret-0123456789\n");
     let (_good, good_log) = edge(
         cp.edges,
         "edge-7",
@@ -372,20 +372,20 @@ fn enrolment_file_admits_the_right_credential_only() {
     );
     // Credentials are never logged (the Edges log at debug level).
     let log = std::fs::read_to_string(&bad_log).unwrap();
-    assert!(!log.contains("not-the-secret"), "{log}");
+    assert!(!log.contains("not-the-secret-0123456789"), "{log}");
     // The Control Plane lists the Edge as connected once it has sent the hello
     // response, which can be before the Edge has read it and logged the connection.
     let log = wait_until("edge-7 logs its connection", || {
         let log = std::fs::read_to_string(&good_log).ok()?;
         log.contains("connected to control plane").then_some(log)
     });
-    assert!(!log.contains("edge-7-secret"), "{log}");
+    assert!(!log.contains("edge-7-secret-0123456789"), "{log}");
 }
 
 #[test]
 fn simulated_nodes_show_life_in_status_and_events() {
     let cp = control_plane(&[]);
-    let config = temp_file("edge.toml", &edge_config(true));
+    let config = secret_file("edge.toml", &edge_config(true));
     let mut sse = Sse::open(cp.admin, "/v1/events");
     let (_edge, _) = edge(
         cp.edges,
@@ -433,7 +433,7 @@ fn terminate(proc: &mut cli_support::Proc) -> Option<i32> {
 #[test]
 fn sigterm_stops_both_binaries_gracefully() {
     let mut cp = control_plane(&[]);
-    let config = temp_file("edge.toml", &edge_config(false));
+    let config = secret_file("edge.toml", &edge_config(false));
     let mut sse = Sse::open(cp.admin, "/v1/events");
     let (mut edge_proc, _) = edge(cp.edges, "edge-term", &config, &[]);
     wait_connected(cp.admin, "edge-term");

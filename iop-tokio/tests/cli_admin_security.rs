@@ -253,7 +253,7 @@ fn unsafe_setups_are_refused_at_start_with_the_fix() {
         "{err}"
     );
     // An Edge would send its credential in clear to another host.
-    let cred = secret_file("cred", "s3cret\n");
+    let cred = secret_file("cred", "s3cret-s3cret-s3cret\n");
     let config = example_config();
     let edge_args = [
         "--control-plane",
@@ -271,12 +271,23 @@ fn unsafe_setups_are_refused_at_start_with_the_fix() {
         "{err}"
     );
     // A credential file others may read is refused too.
-    let open_cred = temp_file("open-cred", "s3cret\n");
+    let open_cred = temp_file("open-cred", "s3cret-s3cret-s3cret\n");
     let mut args = edge_args.to_vec();
     args[7] = open_cred.to_str().unwrap();
     args.push("--allow-plaintext");
     let err = usage_error(EDGE_BIN, &args);
     assert!(err.contains("chmod 600"), "{err}");
+    // A credential too short to be a secret is refused, naming its file.
+    let short = secret_file("short-cred", "s3cret\n");
+    let mut args = edge_args.to_vec();
+    args[1] = "127.0.0.1:1";
+    args[7] = short.to_str().unwrap();
+    let err = usage_error(EDGE_BIN, &args);
+    assert!(
+        err.contains("at least 16 bytes") && err.contains("short-cred"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret\n"), "{err}");
 }
 
 /// A client that opens the event stream and never reads it is dropped once it has

@@ -217,14 +217,14 @@ fn hash_credential_matches_the_enrolment_hash() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"edge-1-secret\n")
+        .write_all(b"edge-1-secret-5b0c9e2a\n")
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let hash = text(&out.stdout);
     assert_eq!(
         hash.trim(),
-        iop_tokio::cli::credential_hash_hex(b"edge-1-secret")
+        iop_tokio::cli::credential_hash_hex(b"edge-1-secret-5b0c9e2a")
     );
     // The same hash as the shipped example enrolment file lists for edge-1.
     let example = std::fs::read_to_string(concat!(

@@ -38,7 +38,7 @@ revision = "r7"
 models = ["llama-3-8b"]
 labels = { zone = "a" }
 address = "10.0.0.5:7000"
-token = "tok-123"
+token = "tok-0123456789abcdef"
 
 [[nodes.providers]]
 id = "llama"
@@ -58,7 +58,7 @@ capacity = 8
     assert_eq!(node.revision, "r7");
     assert_eq!(node.labels.get("zone").map(String::as_str), Some("a"));
     assert_eq!(node.endpoint.address(), "10.0.0.5:7000");
-    assert_eq!(node.endpoint.token(), "tok-123");
+    assert_eq!(node.endpoint.token(), "tok-0123456789abcdef");
     assert_eq!(node.providers.len(), 2);
     let llama = node
         .providers
@@ -70,7 +70,7 @@ capacity = 8
     // Debug output never shows the private fields.
     let debug = format!("{file:?}");
     assert!(
-        !debug.contains("tok-123") && !debug.contains("10.0.0.5"),
+        !debug.contains("tok-0123456789abcdef") && !debug.contains("10.0.0.5"),
         "{debug}"
     );
 }
@@ -188,4 +188,42 @@ fn credential_files_lose_one_trailing_newline_only() {
         credential_hash_hex(b"abc"),
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
+}
+
+#[test]
+fn a_node_token_is_a_secret_of_16_bytes_or_more_in_a_file_only_its_owner_reads() {
+    let with_token = |token: &str| {
+        format!("[[nodes]]\nid = \"gpu-1\"\naddress = \"10.0.0.5:7000\"\ntoken = \"{token}\"\n")
+    };
+    let err = EdgeFile::parse(Path::new("edge.toml"), &with_token("short"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nodes[0] (id \"gpu-1\")") && err.contains("at least 16"),
+        "{err}"
+    );
+    assert!(!err.contains("short\""), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("iop-edge-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("edge.toml");
+    std::fs::write(&path, with_token("node-token-0123456789")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = EdgeFile::load(&path).unwrap_err().to_string();
+        assert!(err.contains("chmod 600"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    assert_eq!(EdgeFile::load(&path).unwrap().nodes.len(), 1);
+    // Without a token, the file holds no secret: any mode.
+    std::fs::write(&path, "[[nodes]]\nid = \"gpu-1\"\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    assert!(EdgeFile::load(&path).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
 }

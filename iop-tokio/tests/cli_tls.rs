@@ -78,7 +78,10 @@ fn mutual_tls_control_plane_reloads_its_enrolment_file_on_sighup() {
     let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
     let enroll = temp_file(
         "enroll.toml",
-        &enrol_text(&[("edge-1", "one-secret"), ("edge-2", "two-secret")]),
+        &enrol_text(&[
+            ("edge-1", "one-secret-0123456789"),
+            ("edge-2", "two-secret-0123456789"),
+        ]),
     );
     let (cp, cp_log) = control_plane_logged(&[
         "--enroll",
@@ -110,8 +113,8 @@ fn mutual_tls_control_plane_reloads_its_enrolment_file_on_sighup() {
             ],
         )
     };
-    let (_e1, _) = start("edge-1", "one-secret");
-    let (_e2, e2_log) = start("edge-2", "two-secret");
+    let (_e1, _) = start("edge-1", "one-secret-0123456789");
+    let (_e2, e2_log) = start("edge-2", "two-secret-0123456789");
     let s1 = wait_until("edge-1 session", || session_of(cp.admin, "edge-1"));
     wait_until("edge-2 session", || session_of(cp.admin, "edge-2"));
 
@@ -125,7 +128,7 @@ fn mutual_tls_control_plane_reloads_its_enrolment_file_on_sighup() {
     assert!(session_of(cp.admin, "edge-2").is_some());
 
     // edge-2 removed: revoked at once; edge-1 keeps the same session.
-    std::fs::write(&enroll, enrol_text(&[("edge-1", "one-secret")])).unwrap();
+    std::fs::write(&enroll, enrol_text(&[("edge-1", "one-secret-0123456789")])).unwrap();
     hup(&cp);
     wait_until("edge-2 revoked", || {
         session_of(cp.admin, "edge-2").is_none().then_some(())

@@ -239,7 +239,7 @@ async fn a_wrong_credential_is_refused_and_never_logged_or_echoed() {
     );
     // edge-1's real credential (examples/enroll.toml).
     let mut config = fast_edge("edge-1");
-    config.credential = "edge-1-secret".into();
+    config.credential = "edge-1-secret-5b0c9e2a".into();
     let mut client = iop_tokio::EdgeClient::new(config);
     let mut edge_events = client.events();
     let edge = client.connect(cp.edges).unwrap();
@@ -295,7 +295,7 @@ async fn a_wrong_credential_is_refused_and_never_logged_or_echoed() {
             .iter()
             .map(|b| format!("\\x{b:02x}"))
             .collect::<String>(),
-        "edge-1-secret".to_owned(),
+        "edge-1-secret-5b0c9e2a".to_owned(),
     ];
     for form in &forms {
         assert!(

@@ -96,6 +96,9 @@ struct Args {
     log_level: Option<String>,
 }
 
+/// The shortest enrolment credential an Edge sends: a guessable one is no secret.
+const MIN_CREDENTIAL_LEN: usize = 16;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     finish("iop-edge", run(args))
@@ -134,7 +137,15 @@ fn run(args: Args) -> Result<(), Failure> {
     if let Some(path) = &args.credential_file {
         // The credential in clear: zeroed when dropped (Secret keeps its own copy).
         let raw = read_private(path).map_err(|e| Failure::Usage(e.to_string()))?;
-        config.credential = Secret::new(credential_bytes(&raw).to_vec());
+        let credential = credential_bytes(&raw);
+        if credential.len() < MIN_CREDENTIAL_LEN {
+            return Err(Failure::Usage(format!(
+                "{}: a credential must be at least {MIN_CREDENTIAL_LEN} bytes \
+                 (e.g. `openssl rand -hex 24`)",
+                path.display()
+            )));
+        }
+        config.credential = Secret::new(credential.to_vec());
     }
     // Every address the credential may be sent to.
     for addr in &cp_addrs {

@@ -7,7 +7,8 @@
 //! models = ["llama-3-8b"]
 //! labels = { zone = "a" }
 //! address = "10.0.0.5:7000"           # private: never leaves the Edge process
-//! token = "node-token"                # private: never leaves the Edge process
+//! token = "node-token-0f3a9c2e71b4"    # private: never leaves the Edge process (16+ bytes;
+//!                                     # with one, the file must be readable by its owner only)
 //!
 //! [[nodes.providers]]
 //! id = "llama"
@@ -30,6 +31,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::file_error::{FileError, line_of, read_text};
+
+/// The shortest node token accepted: a guessable one is no secret.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -97,11 +101,16 @@ pub struct EdgeFile {
 }
 
 impl EdgeFile {
-    /// Reads and checks the file at `path`.
+    /// Reads and checks the file at `path`. A file that holds a node token is a
+    /// secrets file: refused when anyone but its owner may read it.
     pub fn load(path: &Path) -> Result<Self, FileError> {
         // The text holds node tokens: zeroed once parsed.
         let text = zeroize::Zeroizing::new(read_text(path)?);
-        Self::parse(path, &text)
+        let file = Self::parse(path, &text)?;
+        if file.nodes.iter().any(|n| !n.endpoint.token().is_empty()) {
+            super::private_file::check_private(path)?;
+        }
+        Ok(file)
     }
 
     /// Checks `text`, reporting errors against `path`.
@@ -122,6 +131,11 @@ impl EdgeFile {
             };
             if !seen.insert(id.clone()) {
                 return Err(at("node id is configured twice".into()));
+            }
+            if !node.token.is_empty() && node.token.len() < MIN_TOKEN_LEN {
+                return Err(at(format!(
+                    "a node token must be at least {MIN_TOKEN_LEN} bytes (e.g. `openssl rand -hex 24`)"
+                )));
             }
             let mut config = NodeConfig::new(id.clone())
                 .with_revision(node.revision)
