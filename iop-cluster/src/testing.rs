@@ -95,6 +95,18 @@ impl NatsServer {
         Self::on_free_port(bin, |_| Vec::new())
     }
 
+    /// [`start`](Self::start) with the configuration file `config` (as
+    /// [`try_start_with_config`](Self::try_start_with_config)): `None`, saying why,
+    /// when there is no nats-server, unless `IOP_REQUIRE_NATS` is set.
+    pub fn start_with_config(config: &Path) -> Option<NatsServer> {
+        let bin = nats_server()?;
+        let config = config.display().to_string();
+        Some(
+            Self::on_free_port(bin, |_| vec!["-c".to_owned(), config.clone()])
+                .expect("nats-server"),
+        )
+    }
+
     /// [`try_start`](Self::try_start) with the configuration file `config` (its
     /// address, port and store are this server's own: the flags override them).
     pub fn try_start_with_config(config: &Path) -> Result<NatsServer, String> {

@@ -45,6 +45,16 @@ async fn tls_server(p: &Pki, mutual: bool) -> ControlPlaneServer {
     ControlPlaneServer::bind(localhost(), config).await.unwrap()
 }
 
+/// The test PKI's server certificate, without client certificates.
+fn server_tls(p: &Pki) -> ServerTls {
+    ServerTls::from_pem(
+        p.server.cert_pem.as_bytes(),
+        p.server.key_pem.as_bytes(),
+        None,
+    )
+    .unwrap()
+}
+
 fn client_tls(ca_pem: &str, client: Option<&CertAndKey>) -> ClientTls {
     ClientTls::from_pem(
         ca_pem.as_bytes(),
@@ -124,14 +134,7 @@ async fn over_the_connection_cap_a_tls_edge_is_told_overloaded() {
     let p = pki();
     let ca = p.pki.ca_pem();
     let mut config = fast_server();
-    config.tls = Some(
-        ServerTls::from_pem(
-            p.server.cert_pem.as_bytes(),
-            p.server.key_pem.as_bytes(),
-            None,
-        )
-        .unwrap(),
-    );
+    config.tls = Some(server_tls(&p));
     config.cp.max_connections = 1;
     let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
     let good = edge("edge-good", Some(client_tls(&ca, None)), &server);
@@ -404,14 +407,7 @@ async fn one_address_holding_its_share_of_tls_handshakes_leaves_another_address_
     let p = pki();
     let ca = p.pki.ca_pem();
     let mut config = fast_server();
-    config.tls = Some(
-        ServerTls::from_pem(
-            p.server.cert_pem.as_bytes(),
-            p.server.key_pem.as_bytes(),
-            None,
-        )
-        .unwrap(),
-    );
+    config.tls = Some(server_tls(&p));
     // Handshakes are let wait long: the attacker's hold their slots all test long.
     config.cp.hello_timeout = Duration::from_secs(60);
     config.cp.max_connections = 32;

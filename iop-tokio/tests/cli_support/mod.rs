@@ -35,12 +35,18 @@ pub struct ControlPlane {
 
 /// Starts `iop-control-plane` on port 0 with `extra` flags and reads its addresses.
 pub fn control_plane(extra: &[&str]) -> ControlPlane {
+    spawn_control_plane(extra, "warn", Stdio::null())
+}
+
+/// Starts `iop-control-plane` on port 0 with `extra` flags at `log_level`, its stderr
+/// to `stderr`, and reads its addresses from its first line.
+fn spawn_control_plane(extra: &[&str], log_level: &str, stderr: Stdio) -> ControlPlane {
     let mut child = Command::new(CP_BIN)
         .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-        .args(["--heartbeat-interval-ms", "1000", "--log-level", "warn"])
+        .args(["--heartbeat-interval-ms", "1000", "--log-level", log_level])
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn iop-control-plane");
     let stdout = child.stdout.take().expect("stdout");
@@ -298,30 +304,8 @@ impl Sse {
 /// Starts the Control Plane with `extra` flags, its stderr (info logs) in a file.
 pub fn control_plane_logged(extra: &[&str]) -> (ControlPlane, PathBuf) {
     let log = temp_path("cp.log");
-    let mut child = Command::new(CP_BIN)
-        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-        .args(["--heartbeat-interval-ms", "1000", "--log-level", "info"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).expect("log file"))
-        .spawn()
-        .expect("spawn iop-control-plane");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read addresses");
-    let field = |name: &str| -> SocketAddr {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-    };
-    let cp = ControlPlane {
-        edges: field("edges="),
-        admin: field("admin="),
-        proc: Proc(child),
-    };
-    (cp, log)
+    let stderr = std::fs::File::create(&log).expect("log file");
+    (spawn_control_plane(extra, "info", stderr.into()), log)
 }
 
 /// Sends SIGHUP to `cp`.
