@@ -19,6 +19,26 @@ use tokio::io::AsyncWriteExt;
 const CAP: usize = 8;
 /// The longest a routed command of these tests waits.
 const MAX_WAIT: Duration = Duration::from_millis(500);
+/// Routed commands of the flood.
+const FLOOD: usize = 2_000;
+/// What the flood may add to this process's peak RSS (the replica's and the flooding
+/// client's together): far less than a task per request would hold.
+const FLOOD_RSS_KIB: u64 = 32 * 1024;
+
+/// This process's `VmRSS` or `VmHWM` (peak) in KiB, from `/proc/self/status`.
+fn memory_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .trim_end_matches(" kB")
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
 
 /// A raw Edge `edge_id` on `node` that advertises `x.hang` and never answers a
 /// command; its stream, and its session id once the hello is accepted.
@@ -84,8 +104,9 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
             .num_alive_tasks()
     };
     let before = tasks();
+    let rss_before = memory_kib("VmRSS:");
 
-    // 400 commands at once, each asking to wait a million seconds for an Edge that
+    // 2 000 commands at once, each asking to wait a million seconds for an Edge that
     // never answers, from a client on a runtime of its own: this runtime's tasks are
     // the replica's.
     let url = nats.url();
@@ -105,7 +126,7 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
             };
             let peer = options.connect(url).await.unwrap();
             let mut requests = tokio::task::JoinSet::new();
-            for _ in 0..400 {
+            for _ in 0..FLOOD {
                 let peer = peer.clone();
                 let request = command_request("edge-1", session, "1000000000");
                 requests.spawn(
@@ -128,14 +149,19 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
     let codes = flood.join().unwrap();
     let took = started.elapsed();
     let count = |code: &str| codes.get(code).copied().unwrap_or(0);
-    assert_eq!(count("busy") + count("timeout"), 400, "{codes:?}");
-    assert!(count("busy") >= 400 - 4 * CAP, "{codes:?}");
+    assert_eq!(count("busy") + count("timeout"), FLOOD, "{codes:?}");
+    assert!(count("busy") >= FLOOD - 4 * CAP, "{codes:?}");
     assert!(count("timeout") >= 1, "{codes:?}");
-    // Every wait was cut to the bound: all 400 answered long before any named wait.
+    // Every wait was cut to the bound: all answered long before any named wait.
     assert!(took < MAX_WAIT * 20, "answered after {took:?}");
     assert!(
         peak <= CAP + 16,
         "the replica's tasks grew by {peak} under the flood"
+    );
+    let peak_rss = memory_kib("VmHWM:");
+    assert!(
+        peak_rss < rss_before + FLOOD_RSS_KIB,
+        "peak RSS {peak_rss} KiB, from {rss_before} KiB before the flood"
     );
     a.stop().await;
 }
