@@ -215,7 +215,11 @@ impl ClusterArgs {
             options = options.nkey(seed.to_string());
         }
         if let Some(path) = &self.cluster_creds {
-            let creds = secret_text(path, "credentials file")?;
+            // Its decorated blocks end in a newline, which trimming took away.
+            let creds = zeroize::Zeroizing::new(format!(
+                "{}\n",
+                secret_text(path, "credentials file")?.as_str()
+            ));
             options = options.credentials(&creds).map_err(|_| {
                 Failure::Usage(format!(
                     "{}: not a NATS credentials file (a user JWT and its NKey seed)",
