@@ -30,7 +30,14 @@ const LOCAL: &[(&str, &str)] = &[
     ("MAX_FIELD", "the decoder's field-number table"),
     ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
     ("MAX_BODY", "the admin HTTP API's request bodies"),
-    ("MIN_TOKEN_LEN", "the admin HTTP API's token file"),
+    (
+        "MIN_TOKEN_LEN",
+        "the admin HTTP API's token file and the Edge config's node tokens",
+    ),
+    (
+        "MIN_CREDENTIAL_LEN",
+        "the Edge binary's refusal of a guessable credential file",
+    ),
     (
         "MIN_SAMPLE",
         "the shortest window the CP's acceptance rate is read over",
