@@ -62,3 +62,75 @@ fn sighup_rereads_the_admin_tokens_refusing_a_removed_one_and_ending_its_streams
         "the kept token's stream goes on"
     );
 }
+
+/// Whether an HTTPS `GET /healthz` to `admin`, trusting `ca` only, is answered 200.
+fn healthz_over_tls(admin: std::net::SocketAddr, ca: &std::path::Path) -> bool {
+    use futures_lite::{AsyncReadExt as _, AsyncWriteExt as _};
+    let tls = iop_tokio::ClientTls::from_pem_files(ca, "127.0.0.1", None).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use tokio_util::compat::TokioAsyncReadCompatExt as _;
+        let stream = tokio::net::TcpStream::connect(admin).await.unwrap();
+        let Ok(mut tls) = tls.connect(stream.compat()).await else {
+            return false;
+        };
+        let request =
+            format!("GET /healthz HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+        tls.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tls.read_to_end(&mut answer).await;
+        answer.starts_with(b"HTTP/1.1 200")
+    })
+}
+
+fn test_pki(name: &str) -> std::path::PathBuf {
+    let dir = cli_support::temp_path(name);
+    let out = std::process::Command::new(cli_support::CP_BIN)
+        .arg("gen-test-certs")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+#[test]
+fn sighup_puts_a_rotated_admin_certificate_in_force() {
+    let (old, new) = (test_pki("admin-pki-old"), test_pki("admin-pki-new"));
+    // The files the Control Plane reads, first the old PKI's.
+    let live = cli_support::temp_path("admin-live");
+    std::fs::create_dir_all(&live).unwrap();
+    let install = |from: &std::path::Path| {
+        for f in ["server.pem", "server.key"] {
+            std::fs::copy(from.join(f), live.join(f)).unwrap();
+        }
+    };
+    install(&old);
+    let (cert, key) = (live.join("server.pem"), live.join("server.key"));
+    let (cp, log) = control_plane_logged(&[
+        "--admin-tls-cert",
+        cert.to_str().unwrap(),
+        "--admin-tls-key",
+        key.to_str().unwrap(),
+    ]);
+    assert!(healthz_over_tls(cp.admin, &old.join("ca.pem")));
+    assert!(!healthz_over_tls(cp.admin, &new.join("ca.pem")));
+
+    install(&new);
+    hup(&cp);
+    wait_until("the admin certificate reloaded", || {
+        log_has(&log, "admin TLS certificate reloaded").then_some(())
+    });
+    assert!(healthz_over_tls(cp.admin, &new.join("ca.pem")));
+    assert!(!healthz_over_tls(cp.admin, &old.join("ca.pem")));
+    for dir in [old, new, live] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -238,4 +238,24 @@ impl ClientTls {
             client_certificate,
         })
     }
+
+    /// The client side of a TLS handshake on `stream`, verifying the server's
+    /// certificate as an Edge does, for a connection of its own (to a Control Plane's
+    /// admin API over HTTPS, say); the encrypted stream once it completes. Unbounded in
+    /// time: the caller bounds it.
+    pub async fn connect<S>(
+        &self,
+        stream: S,
+    ) -> Result<
+        impl futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + Send + use<S>,
+        super::HandshakeError,
+    >
+    where
+        S: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin + Send,
+    {
+        futures_rustls::TlsConnector::from(self.config.clone())
+            .connect(self.server_name.clone(), stream)
+            .await
+            .map_err(|e| super::HandshakeError::from_io(&e))
+    }
 }
