@@ -16,7 +16,7 @@
 //! [[nodes]]
 //! id = "gpu-1"
 //! labels = { zone = "a" }
-//! token = "never-shown"
+//! token = "never-shown-0f3a9c2e"
 //!
 //! [[nodes.providers]]
 //! id = "llama"
