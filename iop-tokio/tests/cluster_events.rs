@@ -37,11 +37,12 @@ fn encode(event: &CpEvent) -> Option<(&'static str, serde_json::Value)> {
     }
 }
 
-/// The next event of `stream` (at most 10 s), as (id, name, edge).
+/// The next event of `stream` (at most 30 s: after an engine restart the client
+/// reconnects and the outbox retries on their own backoffs), as (id, name, edge).
 async fn next(
     stream: &mut (impl futures_lite::Stream<Item = FleetItem> + Unpin),
 ) -> (u64, String, String) {
-    match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+    match tokio::time::timeout(WAIT, stream.next()).await {
         Ok(Some(FleetItem::Event {
             sequence,
             name,
