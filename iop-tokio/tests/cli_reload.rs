@@ -86,24 +86,12 @@ fn healthz_over_tls(admin: std::net::SocketAddr, ca: &std::path::Path) -> bool {
     })
 }
 
-fn test_pki(name: &str) -> std::path::PathBuf {
-    let dir = cli_support::temp_path(name);
-    let out = std::process::Command::new(cli_support::CP_BIN)
-        .arg("gen-test-certs")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
-}
-
 #[test]
 fn sighup_puts_a_rotated_admin_certificate_in_force() {
-    let (old, new) = (test_pki("admin-pki-old"), test_pki("admin-pki-new"));
+    let (old, new) = (
+        cli_support::test_pki("admin-pki-old"),
+        cli_support::test_pki("admin-pki-new"),
+    );
     // The files the Control Plane reads, first the old PKI's.
     let live = cli_support::temp_path("admin-live");
     std::fs::create_dir_all(&live).unwrap();

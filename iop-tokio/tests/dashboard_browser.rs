@@ -241,17 +241,7 @@ fn the_dashboard_works_over_https_and_the_admin_port_speaks_nothing_else() {
     let Some(browser) = Browser::start_with(1280, 800, true) else {
         return;
     };
-    let pki = cli_support::temp_path("admin-pki");
-    let out = std::process::Command::new(cli_support::CP_BIN)
-        .arg("gen-test-certs")
-        .arg(&pki)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let pki = cli_support::test_pki("admin-pki");
     let file = |name: &str| pki.join(name).display().to_string();
     let tokens = secret_file("admin-tokens", &format!("{TOKEN} operate\n"));
     let cp = control_plane(&[

@@ -246,7 +246,7 @@ fn the_checker_flags_what_breaks_the_rules_and_nothing_else() {
         cp,
         live: [("edge-1".to_owned(), session)].into(),
     };
-    // cp-0 keeps session 1 next to cp-1's session 2 for 40 s, reaching the engine.
+    // cp-0 keeps its session (id 1) next to cp-1's (id 2) for 40 s, reaching the engine.
     let mut samples = Vec::new();
     for i in 0..80 {
         for cp in 0..2 {

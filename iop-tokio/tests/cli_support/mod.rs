@@ -321,3 +321,20 @@ pub fn hup(cp: &ControlPlane) {
 pub fn log_has(path: &Path, needle: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
 }
+
+/// A throw-away test PKI from `iop-control-plane gen-test-certs` in a new directory
+/// (`ca.pem`, `server.pem`, `server.key`, valid for localhost and 127.0.0.1).
+pub fn test_pki(name: &str) -> PathBuf {
+    let dir = temp_path(name);
+    let out = Command::new(CP_BIN)
+        .arg("gen-test-certs")
+        .arg(&dir)
+        .output()
+        .expect("run gen-test-certs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
