@@ -24,7 +24,12 @@ pub struct Browser {
     session: String,
     profile: PathBuf,
     _chromedriver: Proc,
+    /// One browser at a time in a test binary: two chromedrivers racing for one port
+    /// left a test talking to the other's driver until that one ended.
+    _only: std::sync::MutexGuard<'static, ()>,
 }
+
+static ONE_BROWSER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// An element of the page.
 #[derive(Debug, Clone)]
@@ -64,6 +69,9 @@ impl Browser {
             }
             return None;
         };
+        let only = ONE_BROWSER
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // A free port for chromedriver, which takes no port 0.
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -76,10 +84,14 @@ impl Browser {
             .spawn()
             .expect("spawn chromedriver");
         let driver = SocketAddr::from(([127, 0, 0, 1], port));
-        let proc = Proc(child);
+        let mut proc = Proc(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(driver).is_err() {
             assert!(Instant::now() < deadline, "chromedriver never listened");
+            assert!(
+                matches!(proc.0.try_wait(), Ok(None)),
+                "chromedriver exited: is port {port} taken?"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let profile = temp_path("chromium-profile");
@@ -108,6 +120,7 @@ impl Browser {
             session,
             profile,
             _chromedriver: proc,
+            _only: only,
         })
     }
 
