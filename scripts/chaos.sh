@@ -16,5 +16,5 @@ if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; th
     IOP_NATS_SERVER="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/nats-server"
     export IOP_NATS_SERVER
 fi
-export IOP_REQUIRE_NATS=1 IOP_CHAOS_MINUTES="$minutes"
+export IOP_CHAOS_MINUTES="$minutes"
 cargo test -p iop-tokio --test chaos --locked -- --ignored --exact campaign --nocapture

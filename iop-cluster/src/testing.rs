@@ -80,12 +80,10 @@ impl Drop for Accounts {
 }
 
 impl NatsServer {
-    /// Starts `nats-server` (`IOP_NATS_SERVER`, else the first on the PATH);
-    /// `None`, saying why, when it is not installed, unless `IOP_REQUIRE_NATS` is set
-    /// (CI sets it), which makes that a failure.
-    pub fn start() -> Option<NatsServer> {
-        let bin = nats_server()?;
-        Some(Self::on_free_port(bin, |_| Vec::new()).expect("nats-server"))
+    /// Starts `nats-server` (`IOP_NATS_SERVER`, else the first on the PATH); a test
+    /// without one fails, saying how to install it (`scripts/test.sh` does).
+    pub fn start() -> NatsServer {
+        Self::on_free_port(nats_server(), |_| Vec::new()).expect("nats-server")
     }
 
     /// Starts the nats-server [`find_nats_server`] finds; what is wrong when there is
@@ -96,15 +94,11 @@ impl NatsServer {
     }
 
     /// [`start`](Self::start) with the configuration file `config` (as
-    /// [`try_start_with_config`](Self::try_start_with_config)): `None`, saying why,
-    /// when there is no nats-server, unless `IOP_REQUIRE_NATS` is set.
-    pub fn start_with_config(config: &Path) -> Option<NatsServer> {
-        let bin = nats_server()?;
+    /// [`try_start_with_config`](Self::try_start_with_config)).
+    pub fn start_with_config(config: &Path) -> NatsServer {
         let config = config.display().to_string();
-        Some(
-            Self::on_free_port(bin, |_| vec!["-c".to_owned(), config.clone()])
-                .expect("nats-server"),
-        )
+        Self::on_free_port(nats_server(), |_| vec!["-c".to_owned(), config.clone()])
+            .expect("nats-server")
     }
 
     /// [`try_start`](Self::try_start) with the configuration file `config` (its
@@ -117,26 +111,26 @@ impl NatsServer {
 
     /// [`start`](Self::start) with the replicas' own account and its permissions
     /// ([`Accounts`]): a client connects with [`authorize`](Self::authorize)d options.
-    pub fn start_with_accounts() -> Option<NatsServer> {
-        let bin = nats_server()?;
+    pub fn start_with_accounts() -> NatsServer {
+        let bin = nats_server();
         let accounts = Arc::new(Accounts::new().expect("the accounts' configuration"));
         let config = accounts.config.display().to_string();
         let mut server = Self::on_free_port(bin, |_| vec!["-c".to_owned(), config.clone()])
             .expect("nats-server");
         server.accounts = Some(accounts);
-        Some(server)
+        server
     }
 
     /// [`start_cluster`](Self::start_cluster) with the replicas' own account, as
     /// [`start_with_accounts`](Self::start_with_accounts).
-    pub fn start_cluster_with_accounts(n: usize) -> Option<Vec<NatsServer>> {
-        let bin = nats_server()?;
+    pub fn start_cluster_with_accounts(n: usize) -> Vec<NatsServer> {
+        let bin = nats_server();
         let accounts = Arc::new(Accounts::new().expect("the accounts' configuration"));
         let mut servers = Self::cluster_of(bin, n, Some(&accounts.config)).expect("nats-server");
         for server in &mut servers {
             server.accounts = Some(accounts.clone());
         }
-        Some(servers)
+        servers
     }
 
     /// The users of a server started with the replicas' account.
@@ -160,11 +154,10 @@ impl NatsServer {
     }
 
     /// Starts `n` servers forming one NATS cluster on loopback (routes between them,
-    /// JetStream clustered, so buckets may have up to `n` replicas); `None` as for
-    /// [`start`](Self::start).
-    pub fn start_cluster(n: usize) -> Option<Vec<NatsServer>> {
-        let bin = nats_server()?;
-        Some(Self::cluster_of(bin, n, None).expect("nats-server"))
+    /// JetStream clustered, so buckets may have up to `n` replicas); without a
+    /// nats-server, as [`start`](Self::start).
+    pub fn start_cluster(n: usize) -> Vec<NatsServer> {
+        Self::cluster_of(nats_server(), n, None).expect("nats-server")
     }
 
     /// `n` servers forming one NATS cluster on loopback, each with the configuration
@@ -301,20 +294,11 @@ impl NatsServer {
     }
 }
 
-/// The nats-server to run: `IOP_NATS_SERVER`, else the first on the PATH; `None`
-/// (saying why) when there is none and `IOP_REQUIRE_NATS` is not set.
-fn nats_server() -> Option<PathBuf> {
-    match find_nats_server() {
-        Ok(bin) => Some(bin),
-        Err(why) => {
-            assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
-            #[allow(clippy::print_stderr, reason = "a skipped test says so")]
-            {
-                eprintln!("skipped: {why}");
-            }
-            None
-        }
-    }
+/// The nats-server to run: `IOP_NATS_SERVER`, else the first on the PATH; a test
+/// without one fails, saying how to install it.
+fn nats_server() -> PathBuf {
+    find_nats_server()
+        .unwrap_or_else(|why| panic!("{why}; scripts/test.sh installs it and runs the tests"))
 }
 
 /// The nats-server to run (`IOP_NATS_SERVER`, else the first on the PATH), 2.10 or

@@ -37,9 +37,7 @@ fn session_of(admin: std::net::SocketAddr, edge_id: &str) -> u64 {
 
 #[test]
 fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
-    let Some(nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let nats = NatsServer::start_with_accounts();
     let url = nats.url();
     let nkey = seed_file(&nats);
     let a = control_plane(&replica(&url, "cp-a", &nkey));
@@ -162,9 +160,7 @@ fn cluster_flags_are_checked_at_start() {
 
 #[test]
 fn every_replica_streams_the_whole_fleets_events_once() {
-    let Some(nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let nats = NatsServer::start_with_accounts();
     let url = nats.url();
     let nkey = seed_file(&nats);
     let a = control_plane(&replica(&url, "cp-a", &nkey));
@@ -232,9 +228,7 @@ fn every_replica_streams_the_whole_fleets_events_once() {
 
 #[test]
 fn the_edges_of_a_killed_replica_reconnect_to_another() {
-    let Some(nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let nats = NatsServer::start_with_accounts();
     let url = nats.url();
     let nkey = seed_file(&nats);
     let mut a = control_plane(&replica(&url, "cp-a", &nkey));
@@ -292,12 +286,8 @@ fn the_cluster_demo_walks_through_its_sections_or_says_how_to_install_nats() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("IOP_NATS_SERVER"));
-    if iop_cluster::testing::find_nats_server().is_err() {
-        assert!(
-            std::env::var_os("IOP_REQUIRE_NATS").is_none(),
-            "no nats-server"
-        );
-        return;
+    if let Err(why) = iop_cluster::testing::find_nats_server() {
+        panic!("{why}; scripts/test.sh installs it");
     }
     let out = Command::new(cli_support::DEMO_BIN)
         .arg("--cluster")
@@ -351,9 +341,7 @@ fn signal(proc: &cli_support::Proc, name: &str) {
 
 #[test]
 fn two_processes_never_both_run_as_one_replica() {
-    let Some(nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let nats = NatsServer::start_with_accounts();
     let url = nats.url();
     let nkey = seed_file(&nats);
     let a = control_plane(&replica(&url, "cp-a", &nkey));

@@ -111,9 +111,7 @@ fn a_replica_with_jwt_credentials_works_in_operator_mode_and_a_foreign_one_does_
         ),
     )
     .unwrap();
-    let Some(nats) = NatsServer::start_with_config(&config) else {
-        return;
-    };
+    let nats = NatsServer::start_with_config(&config);
     let url = nats.url();
     let good = creds(&iop, &KeyPair::new_user());
     let a = control_plane(&[

@@ -29,9 +29,7 @@ fn loading_edge(edge_id: &str, release: Arc<tokio::sync::Notify>) -> EdgeClient 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_keeps_its_outcome_when_the_replica_holding_its_edge_crashes() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     let release = Arc::new(tokio::sync::Notify::new());
     let edge = loading_edge("edge-1", release.clone())
         .fallback_addrs([b.addr()])
@@ -132,9 +130,7 @@ fn telling_edge(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_is_in_the_engine_before_its_edge_sees_it_and_never_sent_without_it() {
-    let Some((mut nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (mut nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let release = Arc::new(tokio::sync::Notify::new());
     let edge = telling_edge("edge-1", seen_tx, release.clone())
@@ -218,9 +214,7 @@ async fn a_command_is_in_the_engine_before_its_edge_sees_it_and_never_sent_witho
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_under_the_same_key_through_any_replica_runs_the_command_once() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = runs.clone();
     let edge = EdgeClient::new(fast_edge("edge-1"))

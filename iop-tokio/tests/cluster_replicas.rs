@@ -42,9 +42,7 @@ async fn superseded(events: &mut iop_tokio::Subscription<EdgeEvent>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_moving_to_another_replica_supersedes_its_old_session_and_the_late_close_changes_nothing()
  {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
 
     let (first, s1) = edge_on(&a, "edge-1").await;
     assert_eq!(record(&a, "edge-1").await, ("cp-a".into(), true, s1));
@@ -90,9 +88,7 @@ async fn an_edge_moving_to_another_replica_supersedes_its_old_session_and_the_la
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_hellos_for_one_id_on_two_replicas_leave_exactly_one_live_session() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     for round in 0..5 {
         let id = format!("edge-{round}");
         let on_a = EdgeClient::new(fast_edge(&id)).connect(a.addr()).unwrap();
@@ -136,9 +132,7 @@ async fn refused_duplicate(events: &mut iop_tokio::Subscription<EdgeEvent>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_holds_while_the_owner_lives_and_takes_over_once_its_liveness_expired() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Reject).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Reject).await;
     let (first, s1) = edge_on(&a, "edge-1").await;
 
     let second = EdgeClient::new(fast_edge("edge-1"))
@@ -168,9 +162,7 @@ async fn reject_holds_while_the_owner_lives_and_takes_over_once_its_liveness_exp
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
-    let Some(nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let nats = NatsServer::start_with_accounts();
     let a = node(&nats, "cp-a", DuplicatePolicy::Reject).await;
     let (first, s1) = edge_on(&a, "edge-1").await;
     let Node { server, replica } = a;
@@ -194,9 +186,7 @@ async fn a_restarted_replica_releases_the_records_of_its_earlier_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_recovers() {
-    let Some(mut nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let mut nats = NatsServer::start_with_accounts();
     let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
     let stats = a.replica.stats();
     let held = EdgeClient::new(fast_edge("edge-1"))
@@ -265,9 +255,7 @@ async fn with_the_engine_gone_a_replica_keeps_its_edges_refuses_new_ones_and_rec
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
-    let Some(mut servers) = NatsServer::start_cluster_with_accounts(3) else {
-        return;
-    };
+    let mut servers = NatsServer::start_cluster_with_accounts(3);
     let all: Vec<&NatsServer> = servers.iter().collect();
     let a = node_on(&all, "cp-a", DuplicatePolicy::Replace, 3).await;
     let b = node_on(&all, "cp-b", DuplicatePolicy::Replace, 3).await;
@@ -296,9 +284,7 @@ async fn replicas_over_a_three_node_nats_cluster_survive_one_node_killed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicas_core_refuses_hellos_at_once_until_the_replica_can_decide_them() {
-    let Some(nats) = NatsServer::start_with_accounts() else {
-        return;
-    };
+    let nats = NatsServer::start_with_accounts();
     let cluster = iop_cluster::ClusterConfig::new("cp-a");
     let mut config = cluster_server(DuplicatePolicy::Replace);
     config.cp.directory = cluster.directory();

@@ -18,9 +18,7 @@ fn pinging_edge(edge_id: &str) -> EdgeClient {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_commands_reach_an_edge_through_a_replica_that_does_not_hold_it() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     let edge = pinging_edge("edge-1").connect(a.addr()).unwrap();
     let s1 = bounded("the session on cp-a", edge.connected())
         .await
@@ -93,9 +91,7 @@ async fn status_and_commands_reach_an_edge_through_a_replica_that_does_not_hold_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_no_replica_holds_is_not_connected_at_once() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     let router = b.replica.router();
     let started = Instant::now();
     let e = router.status("edge-nobody", Vec::new()).await.unwrap_err();
@@ -137,9 +133,7 @@ async fn an_edge_no_replica_holds_is_not_connected_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_replicas_views_come_in_pages_and_all_arrive() {
-    let Some((_nats, a, b)) = two_replicas(DuplicatePolicy::Replace).await else {
-        return;
-    };
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     // Views of about 1 KiB: all of them in one message would pass NATS's 1 MiB limit.
     let pad = "x".repeat(1_000);
     a.replica.serve_views(

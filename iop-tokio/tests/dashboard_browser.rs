@@ -41,9 +41,7 @@ fn timeline_reached(operation: &str, phase: &str) -> String {
 
 #[test]
 fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return() {
-    let Some(browser) = Browser::start(1280, 800) else {
-        return;
-    };
+    let browser = Browser::start(1280, 800);
     let tokens = secret_file("admin-tokens", &format!("{TOKEN} operate\n"));
     let cp = control_plane(&["--admin-token-file", tokens.to_str().unwrap()]);
     let sim = ["--simulate", "--simulate-interval-ms", "100"];
@@ -238,9 +236,7 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
 
 #[test]
 fn the_dashboard_works_over_https_and_the_admin_port_speaks_nothing_else() {
-    let Some(browser) = Browser::start_with(1280, 800, true) else {
-        return;
-    };
+    let browser = Browser::start_with(1280, 800, true);
     let pki = cli_support::test_pki("admin-pki");
     let file = |name: &str| pki.join(name).display().to_string();
     let tokens = secret_file("admin-tokens", &format!("{TOKEN} operate\n"));

