@@ -55,11 +55,13 @@ pub fn message_id(event: &CpEvent) -> Option<String> {
         CpEvent::CommandEvent { edge_id, event, .. } => {
             format!("cmd.{edge_id}.{}.{}", event.command_id, event.sequence)
         }
-        CpEvent::NodeEvent {
-            edge_id,
-            session_id,
-            event,
-        } => format!("node.{edge_id}.{session_id}.{}", event.sequence),
+        // An Edge sends a node event again in its next session when the last did not
+        // carry it through (and that session may be another replica's): the id is the
+        // event's own — node, sequence, generation, time — never the session's.
+        CpEvent::NodeEvent { edge_id, event, .. } => format!(
+            "node.{edge_id}.{}.{}.{}.{}",
+            event.node_id, event.sequence, event.generation, event.occurred_at_unix_ms
+        ),
         CpEvent::SessionAccepted {
             edge_id,
             session_id,
@@ -341,4 +343,41 @@ pub async fn fleet_events(
         })
     });
     Ok(futures_lite::stream::iter(missed).chain(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iop_driver::iop_core::proto::EdgeNodeEvent;
+
+    #[test]
+    fn a_node_event_sent_again_in_another_session_keeps_its_id() {
+        let event = EdgeNodeEvent {
+            edge_id: "edge-0".into(),
+            node_id: "cpu-1".into(),
+            generation: 2,
+            sequence: 7,
+            occurred_at_unix_ms: 1_796_302_141_951,
+            ..Default::default()
+        };
+        let on = |session_id, event: &EdgeNodeEvent| {
+            message_id(&CpEvent::NodeEvent {
+                edge_id: "edge-0".into(),
+                session_id,
+                event: event.clone(),
+            })
+        };
+        assert_eq!(on(1, &event), on(2, &event));
+        let next = EdgeNodeEvent {
+            sequence: 8,
+            ..event.clone()
+        };
+        assert_ne!(on(1, &event), on(1, &next));
+        // A restarted Edge counting from the same sequence, later: another event.
+        let later = EdgeNodeEvent {
+            occurred_at_unix_ms: event.occurred_at_unix_ms + 1,
+            ..event.clone()
+        };
+        assert_ne!(on(1, &event), on(3, &later));
+    }
 }
