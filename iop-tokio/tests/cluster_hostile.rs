@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use cluster_support::*;
 use iop_tokio::core::cp::DuplicatePolicy;
-use iop_tokio::core::proto::{self, EdgeCommandRequest, EdgeHelloRequest, Envelope, Message};
+use iop_tokio::core::proto::{self, EdgeHelloRequest, Envelope};
 use tokio::io::AsyncWriteExt;
 
 /// Routed requests a replica of these tests answers at once.
@@ -43,23 +43,6 @@ async fn silent_edge(node: &Node, edge_id: &str) -> (tokio::net::TcpStream, u64)
     })
     .await;
     (stream, session)
-}
-
-/// A routed command request as another replica sends it, naming `wait_ms`.
-fn command_request(edge_id: &str, session: u64, wait_ms: &str) -> async_nats::Request {
-    let mut headers = HeaderMap::new();
-    headers.insert("Iop-Kind", "command");
-    headers.insert("Iop-Edge-Id", edge_id);
-    headers.insert("Iop-Session-Id", session.to_string().as_str());
-    headers.insert("Iop-Wait-Ms", wait_ms);
-    let body = EdgeCommandRequest {
-        operation: "x.hang".into(),
-        ..Default::default()
-    };
-    async_nats::Request::new()
-        .headers(headers)
-        .payload(body.encode_to_vec().into())
-        .timeout(Some(Duration::from_secs(20)))
 }
 
 fn error_code(reply: &async_nats::Message) -> String {
@@ -111,7 +94,13 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
             let mut requests = tokio::task::JoinSet::new();
             for _ in 0..FLOOD {
                 let peer = peer.clone();
-                let request = command_request("edge-1", session, "1000000000");
+                let request = routed_command(
+                    "edge-1",
+                    session,
+                    "x.hang",
+                    Some("1000000000"),
+                    Duration::from_secs(20),
+                );
                 requests.spawn(
                     async move { peer.send_request("iop.cluster.cp-a.edge", request).await },
                 );

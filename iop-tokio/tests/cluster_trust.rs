@@ -14,12 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use cluster_support::*;
 use futures_lite::StreamExt;
 use iop_cluster::events::FleetItem;
 use iop_tokio::core::cp::{CpEvent, CpEventKind, DuplicatePolicy};
-use iop_tokio::core::proto::{EdgeCommandRequest, Message};
 use iop_tokio::prelude::*;
 
 const EXAMPLE: &str = concat!(
@@ -120,18 +118,7 @@ fn connected(event: &CpEvent) -> Option<(&'static str, serde_json::Value)> {
 /// The request the attacker sent: a command to `edge_id`'s session on
 /// replica `cp-a`, as a replica would route it.
 fn forged_command(edge_id: &str, session: u64) -> async_nats::Request {
-    let mut headers = HeaderMap::new();
-    headers.insert("Iop-Kind", "command");
-    headers.insert("Iop-Edge-Id", edge_id);
-    headers.insert("Iop-Session-Id", session.to_string().as_str());
-    let body = EdgeCommandRequest {
-        operation: "edge.ping".into(),
-        ..Default::default()
-    };
-    async_nats::Request::new()
-        .headers(headers)
-        .payload(body.encode_to_vec().into())
-        .timeout(Some(Duration::from_secs(2)))
+    routed_command(edge_id, session, "edge.ping", None, Duration::from_secs(2))
 }
 
 #[test]

@@ -146,10 +146,20 @@ fn has_userinfo(url: &str) -> bool {
 /// The contents of a secret file as text, trimmed; an error naming the file and
 /// never its contents.
 fn secret_text(path: &std::path::Path, what: &str) -> Result<zeroize::Zeroizing<String>, Failure> {
+    let text = secret_file_text(path, what)?;
+    Ok(zeroize::Zeroizing::new(text.trim().to_owned()))
+}
+
+/// [`secret_text`], whole: for a file whose layout counts (a credentials file's
+/// decorated blocks end in a newline).
+fn secret_file_text(
+    path: &std::path::Path,
+    what: &str,
+) -> Result<zeroize::Zeroizing<String>, Failure> {
     let raw = read_private(path).map_err(|e| Failure::Usage(e.to_string()))?;
     let text = std::str::from_utf8(&raw)
         .map_err(|_| Failure::Usage(format!("{}: the {what} is not UTF-8", path.display())))?;
-    Ok(zeroize::Zeroizing::new(text.trim().to_owned()))
+    Ok(zeroize::Zeroizing::new(text.to_owned()))
 }
 
 impl ClusterArgs {
@@ -215,11 +225,7 @@ impl ClusterArgs {
             options = options.nkey(seed.to_string());
         }
         if let Some(path) = &self.cluster_creds {
-            // Its decorated blocks end in a newline, which trimming took away.
-            let creds = zeroize::Zeroizing::new(format!(
-                "{}\n",
-                secret_text(path, "credentials file")?.as_str()
-            ));
+            let creds = secret_file_text(path, "credentials file")?;
             options = options.credentials(&creds).map_err(|_| {
                 Failure::Usage(format!(
                     "{}: not a NATS credentials file (a user JWT and its NKey seed)",

@@ -166,3 +166,31 @@ pub fn live_session(cp: &ControlPlaneHandle, edge_id: &str) -> Option<u64> {
         .filter(|v| v.reachability != iop_tokio::core::cp::Reachability::Disconnected)
         .map(|v| v.session_id)
 }
+
+/// A command request for `operation` to `edge_id`'s session `session`, as another
+/// replica routes it (headers and body), waiting `wait_ms` if given; asked for at most
+/// `timeout`.
+pub fn routed_command(
+    edge_id: &str,
+    session: u64,
+    operation: &str,
+    wait_ms: Option<&str>,
+    timeout: Duration,
+) -> async_nats::Request {
+    use iop_tokio::core::proto::{EdgeCommandRequest, Message as _};
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Iop-Kind", "command");
+    headers.insert("Iop-Edge-Id", edge_id);
+    headers.insert("Iop-Session-Id", session.to_string().as_str());
+    if let Some(wait_ms) = wait_ms {
+        headers.insert("Iop-Wait-Ms", wait_ms);
+    }
+    let body = EdgeCommandRequest {
+        operation: operation.into(),
+        ..Default::default()
+    };
+    async_nats::Request::new()
+        .headers(headers)
+        .payload(body.encode_to_vec().into())
+        .timeout(Some(timeout))
+}
