@@ -22,7 +22,7 @@ fn with_cred(mut h: proto::EdgeHelloRequest, c: &str) -> proto::EdgeHelloRequest
 /// reject reason (or UNSPECIFIED when accepted).
 fn verdict(h: proto::EdgeHelloRequest) -> (HelloRejectReason, proto::EdgeHelloResponse, Pair) {
     let mut t = harness_with(cfg(), policy());
-    t.cp.drain(t.now);
+    t.cp.drain();
     let (conn, resp) = t.hello_with(h);
     if !resp.accepted {
         assert!(t.is_closed(conn), "a rejection closes after the response");
@@ -53,7 +53,7 @@ fn rejections_follow_the_spec_order() {
     cfg2.min_protocol_version = 2;
     cfg2.max_protocol_version = 3;
     let mut t = harness_with(cfg2, policy());
-    t.cp.drain(t.now);
+    t.cp.drain();
     let (_, resp) = t.hello_with(with_cred(hello("unknown-edge", &[]), "wrong"));
     assert_eq!(
         resp.reject_reason(),
@@ -236,7 +236,7 @@ fn reject_policy_refuses_the_duplicate_and_keeps_the_live_session() {
     );
     assert_eq!(t.cp.edge("edge-1").unwrap().session_id, sid);
     // DRAINING comes before the duplicate check.
-    t.cp.drain(t.now);
+    t.cp.drain();
     let (_, resp) = t.hello_with(hello("edge-1", &[]));
     assert_eq!(resp.reject_reason(), HelloRejectReason::Draining);
     let mut t = {
@@ -386,7 +386,7 @@ fn pre_hello_frames_are_capped_at_256_kib() {
 fn drain_refuses_new_hellos_but_keeps_sessions() {
     let mut t = harness();
     let (live, _) = t.enrol("edge-1", &[]);
-    t.cp.drain(t.now);
+    t.cp.drain();
     assert!(t.cp.is_draining());
     let (c, resp) = t.hello_with(hello("edge-2", &[]));
     assert_eq!(resp.reject_reason(), HelloRejectReason::Draining);

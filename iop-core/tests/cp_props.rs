@@ -217,7 +217,7 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
             Action::Revoke(e) => {
                 let _ = cp.revoke(now, EDGES[*e as usize]);
             }
-            Action::Drain => cp.drain(now),
+            Action::Drain => cp.drain(),
         }
         // Drain every output.
         while cp.poll_wakeup().is_some() {}

@@ -392,7 +392,7 @@ impl Session {
                 .map(|()| "revoked".to_owned())
                 .map_err(|e| e.to_string()),
             _ => {
-                self.cp.drain(self.now);
+                self.cp.drain();
                 self.draining = true;
                 Ok("draining".into())
             }

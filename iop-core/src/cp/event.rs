@@ -387,6 +387,9 @@ pub enum CpEvent {
         session_id: Option<u64>,
         /// Why.
         reason: CloseReason,
+        /// When: the wall clock ([`CpConfig::wall_clock`](crate::cp::CpConfig)) at the
+        /// input that closed it, in Unix milliseconds.
+        unix_ms: u64,
     },
 }
 

@@ -237,6 +237,7 @@ impl Monitor {
                 edge_id,
                 session_id,
                 reason,
+                ..
             } => {
                 if !self.closed_conns.insert(*conn) {
                     self.fail(at_ms, format!("{conn:?} closed twice"));

@@ -296,7 +296,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             let (id, held) = match &journal {
                 None => (state.cp.send_command(now, edge_id, spec, None)?, None),
                 Some(_) => {
-                    let id = state.cp.hold_command(now, edge_id, spec, None)?;
+                    let id = state.cp.hold_command(edge_id, spec, None)?;
                     let request = state.cp.command_handover(edge_id, &id).map(|h| h.request);
                     (id, request)
                 }
@@ -463,7 +463,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// Stops accepting new sessions (hellos are refused DRAINING); live sessions go on.
     pub fn drain(&self) {
         tracing::info!("control plane draining");
-        self.shared.with(|state, now| state.cp.drain(now));
+        self.shared.with(|state, _| state.cp.drain());
     }
 
     /// Whether [`drain`](Self::drain) or shutdown began.

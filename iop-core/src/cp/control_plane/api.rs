@@ -58,7 +58,7 @@ impl ControlPlane {
         if issued.slow_peer {
             // Its end abandons the request: the application hears of it as of any
             // other request that ends unanswered.
-            self.close(conn, CloseReason::SlowPeer);
+            self.close(now, conn, CloseReason::SlowPeer);
         } else {
             reindex(&mut self.timers, s);
         }
@@ -70,7 +70,7 @@ impl ControlPlane {
 
     /// Starts draining: new hellos are refused `DRAINING` with `retry_after_ms`;
     /// live sessions go on.
-    pub fn drain(&mut self, _now: Instant) {
+    pub fn drain(&mut self) {
         self.draining = true;
     }
 
@@ -81,7 +81,7 @@ impl ControlPlane {
 
     /// Sends `GoAway{SHUTDOWN}` to every connection and closes it; later connections
     /// are refused the same way.
-    pub fn shutdown(&mut self, _now: Instant) {
+    pub fn shutdown(&mut self, now: Instant) {
         self.draining = true;
         self.shut_down = true;
         let mut open: Vec<ConnectionId> = self
@@ -93,21 +93,21 @@ impl ControlPlane {
         // In id order, whatever the table's.
         open.sort_unstable();
         for conn in open {
-            self.close(conn, CloseReason::Shutdown);
+            self.close(now, conn, CloseReason::Shutdown);
         }
     }
 
     /// Revokes `edge_id`: removes it from the allow list (if the policy is one) and
     /// ends its live session with `GoAway{CREDENTIAL_REVOKED}`. With
     /// [`EnrolmentPolicy::AcceptAny`] the Edge may enrol again.
-    pub fn revoke(&mut self, _now: Instant, edge_id: &str) -> Result<(), RevokeError> {
+    pub fn revoke(&mut self, now: Instant, edge_id: &str) -> Result<(), RevokeError> {
         let listed = match &mut self.policy {
             EnrolmentPolicy::AllowList(list) => list.remove(edge_id),
             EnrolmentPolicy::AcceptAny => false,
         };
         let live = self.live_conn(edge_id);
         if let Some(conn) = live {
-            self.close(conn, CloseReason::CredentialRevoked);
+            self.close(now, conn, CloseReason::CredentialRevoked);
         }
         if listed || live.is_some() {
             Ok(())
@@ -118,7 +118,7 @@ impl ControlPlane {
 
     /// Replaces the enrolment policy. Every live session whose Edge id and credential
     /// no longer pass it ends with `GoAway{CREDENTIAL_REVOKED}`.
-    pub fn set_enrolment_policy(&mut self, _now: Instant, policy: EnrolmentPolicy) {
+    pub fn set_enrolment_policy(&mut self, now: Instant, policy: EnrolmentPolicy) {
         self.policy = policy;
         let revoked: Vec<ConnectionId> = self
             .edges
@@ -132,7 +132,7 @@ impl ControlPlane {
             })
             .collect();
         for conn in revoked {
-            self.close(conn, CloseReason::CredentialRevoked);
+            self.close(now, conn, CloseReason::CredentialRevoked);
         }
     }
 

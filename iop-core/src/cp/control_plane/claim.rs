@@ -26,7 +26,6 @@ impl ControlPlane {
         conn: ConnectionId,
         answer: ClaimAnswer,
     ) -> Result<(), ClaimError> {
-        self.saw(now);
         // Back to awaiting its hello until accepted or refused below (both count it
         // out of the pending hellos).
         let Some(pending) = self.conns.get_mut(&conn).and_then(|s| s.take_claim()) else {
@@ -54,7 +53,7 @@ impl ControlPlane {
                 let entry = self.edges.get(&pending.hello.edge_id);
                 let last = entry.map_or(0, |e| e.session_id());
                 if session_id <= last {
-                    self.close(conn, CloseReason::Overloaded);
+                    self.close(now, conn, CloseReason::Overloaded);
                     return Err(ClaimError::StaleSessionId {
                         last,
                         given: session_id,
@@ -63,8 +62,8 @@ impl ControlPlane {
                 let old = entry.and_then(|e| e.live());
                 self.accept_hello(now, conn, pending, old, session_id);
             }
-            ClaimAnswer::Held => self.reject_duplicate(conn),
-            ClaimAnswer::Unavailable => self.close(conn, CloseReason::Overloaded),
+            ClaimAnswer::Held => self.reject_duplicate(now, conn),
+            ClaimAnswer::Unavailable => self.close(now, conn, CloseReason::Overloaded),
         }
         Ok(())
     }
@@ -81,7 +80,6 @@ impl ControlPlane {
         session_id: u64,
         by_session_id: u64,
     ) -> bool {
-        self.saw(now);
         let Some(entry) = self.edges.get_mut(edge_id) else {
             return false;
         };
@@ -107,9 +105,8 @@ impl ControlPlane {
             total_supersessions,
             flapping: false,
         });
-        self.close(conn, CloseReason::Superseded { by_session_id });
-        let latest = self.latest_now;
-        self.edges.disconnected(slot, latest);
+        self.close(now, conn, CloseReason::Superseded { by_session_id });
+        self.edges.disconnected(slot, now);
         self.evict_views();
         if self.conns.contains_key(&conn) {
             self.reindex(conn);

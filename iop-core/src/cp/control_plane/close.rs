@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::Instant;
+
 use super::ControlPlane;
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::{ConnectionId, RequestId};
@@ -13,14 +15,15 @@ use crate::cp::session::{EndedSession, Handled, ToSession};
 impl ControlPlane {
     /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
     /// the one `Closed` event. No effect on a connection already closing.
-    pub(super) fn close(&mut self, conn: ConnectionId, reason: CloseReason) {
-        self.close_retrying(conn, reason, None);
+    pub(super) fn close(&mut self, now: Instant, conn: ConnectionId, reason: CloseReason) {
+        self.close_retrying(now, conn, reason, None);
     }
 
     /// [`close`](Self::close), its `GoAway{OVERLOADED}` naming `retry` instead of
     /// `retry_after_overloaded` when given.
     pub(super) fn close_retrying(
         &mut self,
+        now: Instant,
         conn: ConnectionId,
         reason: CloseReason,
         retry: Option<Duration>,
@@ -32,8 +35,7 @@ impl ControlPlane {
             reason: reason.clone(),
             retry,
         };
-        let Handled::Ended(ended) = s.handle(self.latest_now, end, &self.config, &mut self.io)
-        else {
+        let Handled::Ended(ended) = s.handle(now, end, &self.config, &mut self.io) else {
             return;
         };
         if ended.awaited_hello {
@@ -49,7 +51,7 @@ impl ControlPlane {
         }
         let (edge_id, session_id) = match ended.session {
             Some(session) => {
-                self.session_ended(conn, &session, &reason);
+                self.session_ended(now, conn, &session, &reason);
                 (Some(session.edge_id), Some(session.session_id))
             }
             None => (None, None),
@@ -59,12 +61,19 @@ impl ControlPlane {
             edge_id,
             session_id,
             reason,
+            unix_ms: self.config.wall_clock.unix_ms(now),
         });
         self.reindex(conn);
     }
 
     /// The session on `conn` ended for `reason`.
-    fn session_ended(&mut self, conn: ConnectionId, session: &EndedSession, reason: &CloseReason) {
+    fn session_ended(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        session: &EndedSession,
+        reason: &CloseReason,
+    ) {
         for &correlation_id in &session.abandoned {
             self.events.push_back(CpEvent::StatusAbandoned {
                 edge_id: session.edge_id.clone(),
@@ -96,7 +105,7 @@ impl ControlPlane {
                 sessions,
             });
         }
-        self.edges.disconnected(session.edge, self.latest_now);
+        self.edges.disconnected(session.edge, now);
         self.evict_views();
     }
 }

@@ -34,7 +34,7 @@ impl ControlPlane {
         spec: CommandSpec,
         command_id: Option<String>,
     ) -> Result<String, CommandError> {
-        let id = self.hold_command(now, edge_id, spec, command_id)?;
+        let id = self.hold_command(edge_id, spec, command_id)?;
         self.release_command(now, edge_id, &id);
         Ok(id)
     }
@@ -47,7 +47,6 @@ impl ControlPlane {
     /// lost.
     pub fn hold_command(
         &mut self,
-        _now: Instant,
         edge_id: &str,
         spec: CommandSpec,
         command_id: Option<String>,
@@ -114,7 +113,7 @@ impl ControlPlane {
 
     /// Sends a command [`hold_command`](Self::hold_command) held back, on the Edge's
     /// live session (else on its next one). False when `command_id` is not held.
-    pub fn release_command(&mut self, _now: Instant, edge_id: &str, command_id: &str) -> bool {
+    pub fn release_command(&mut self, now: Instant, edge_id: &str, command_id: &str) -> bool {
         let conn = self.live_conn(edge_id);
         let Some(request) = self
             .edges
@@ -125,7 +124,7 @@ impl ControlPlane {
         };
         // A full buffer drops the session; the command stays for the next one.
         if let Some(conn) = conn {
-            let _ = self.send(conn, &Envelope::new(request));
+            let _ = self.send(now, conn, &Envelope::new(request));
         }
         true
     }
@@ -151,7 +150,12 @@ impl ControlPlane {
             .map(|s| (s.edge_id().to_owned(), s.session_id(), s.edge()))
     }
 
-    pub(super) fn on_command_response(&mut self, conn: ConnectionId, resp: EdgeCommandResponse) {
+    pub(super) fn on_command_response(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        resp: EdgeCommandResponse,
+    ) {
         let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
             return;
         };
@@ -161,7 +165,7 @@ impl ControlPlane {
             None => Ok(ResponseEffect::Unknown),
         };
         match effect {
-            Err(v) => self.close(conn, CloseReason::ProtocolError(v)),
+            Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
             Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(ResponseEffect::Repeat) => {}
             Ok(ResponseEffect::First) => self.events.push_back(CpEvent::CommandResponded {
@@ -176,7 +180,12 @@ impl ControlPlane {
         }
     }
 
-    pub(super) fn on_command_event(&mut self, conn: ConnectionId, ev: EdgeCommandEvent) {
+    pub(super) fn on_command_event(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        ev: EdgeCommandEvent,
+    ) {
         let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
             return;
         };
@@ -186,7 +195,7 @@ impl ControlPlane {
             None => Ok(EventEffect::Unknown),
         };
         match effect {
-            Err(v) => self.close(conn, CloseReason::ProtocolError(v)),
+            Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
             Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
             Ok(EventEffect::New) => self.events.push_back(CpEvent::CommandEvent {

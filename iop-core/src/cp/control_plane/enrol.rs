@@ -17,20 +17,20 @@ use crate::cp::session::{Acceptance, Handled, PendingHello, Rejection, ToSession
 
 impl ControlPlane {
     /// Answers the hello on `conn` with `rejection`, then closes.
-    pub(super) fn reject_hello(&mut self, conn: ConnectionId, rejection: Rejection) {
+    pub(super) fn reject_hello(&mut self, now: Instant, conn: ConnectionId, rejection: Rejection) {
         self.stats.hello_rejections += 1;
         let reason = CloseReason::HelloRejected(rejection.reason);
         let handled = self.conns.get_mut(&conn).map(|s| {
             s.handle(
-                self.latest_now,
+                now,
                 ToSession::Refuse(rejection),
                 &self.config,
                 &mut self.io,
             )
         });
         match handled {
-            Some(Handled::SlowPeer) => self.close(conn, CloseReason::SlowPeer),
-            _ => self.close(conn, reason),
+            Some(Handled::SlowPeer) => self.close(now, conn, CloseReason::SlowPeer),
+            _ => self.close(now, conn, reason),
         }
     }
 
@@ -49,7 +49,7 @@ impl ControlPlane {
                 HelloRejectReason::UnknownEdge => "edge is not enrolled",
                 _ => "credential does not match",
             };
-            return self.reject_hello(conn, Rejection::new(reason, message));
+            return self.reject_hello(now, conn, Rejection::new(reason, message));
         }
         let peer = self.conns.get_mut(&conn).and_then(|s| s.take_peer());
         if self.config.require_peer_identity {
@@ -62,13 +62,13 @@ impl ControlPlane {
             };
             if let Some(message) = message {
                 let r = Rejection::new(HelloRejectReason::BadCredential, message);
-                return self.reject_hello(conn, r);
+                return self.reject_hello(now, conn, r);
             }
         }
         if self.draining {
             let mut r = Rejection::new(HelloRejectReason::Draining, "control plane is draining");
             r.retry_after = self.config.retry_after_draining;
-            return self.reject_hello(conn, r);
+            return self.reject_hello(now, conn, r);
         }
         // Step 6: the ownership claim, put to the directory.
         let entry = self.edges.get(&hello.edge_id);
@@ -103,13 +103,13 @@ impl ControlPlane {
     }
 
     /// Refuses the hello on `conn` `DUPLICATE_EDGE`: its Edge has a live owner.
-    pub(super) fn reject_duplicate(&mut self, conn: ConnectionId) {
+    pub(super) fn reject_duplicate(&mut self, now: Instant, conn: ConnectionId) {
         let mut r = Rejection::new(
             HelloRejectReason::DuplicateEdge,
             "edge already has a live session",
         );
         r.retry_after = self.config.retry_after_duplicate;
-        self.reject_hello(conn, r);
+        self.reject_hello(now, conn, r);
     }
 
     /// Accepts the hello on `conn` as session `session_id`; `old` is the Edge's live
@@ -144,7 +144,7 @@ impl ControlPlane {
         };
         let accept = ToSession::Accept(Box::new(acceptance));
         if let Handled::SlowPeer = s.handle(now, accept, &self.config, &mut self.io) {
-            return self.close(conn, CloseReason::SlowPeer);
+            return self.close(now, conn, CloseReason::SlowPeer);
         }
         self.stats.sessions_accepted += 1;
 
@@ -171,7 +171,7 @@ impl ControlPlane {
         if !adopted.is_empty() {
             self.join_adopted(&hello.edge_id, adopted);
         }
-        self.carry_over_commands(conn, &hello.edge_id, &hello.inflight_command_ids);
+        self.carry_over_commands(now, conn, &hello.edge_id, &hello.inflight_command_ids);
     }
 
     /// Makes `conn` the live session of the hello's Edge in the registry (creating its
@@ -198,7 +198,13 @@ impl ControlPlane {
 
     /// PROTOCOL.md §4.4 on a new session: re-send every command never answered, mark lost
     /// every command believed accepted that the Edge no longer holds.
-    fn carry_over_commands(&mut self, conn: ConnectionId, edge_id: &str, inflight: &[String]) {
+    fn carry_over_commands(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        edge_id: &str,
+        inflight: &[String],
+    ) {
         let retention = self.config.finished_command_retention;
         let Some(entry) = self.edges.get_mut(edge_id) else {
             return;
@@ -213,7 +219,7 @@ impl ControlPlane {
         }
         for request in resend {
             self.stats.commands_resent += 1;
-            if self.send(conn, &Envelope::new(request)).is_err()
+            if self.send(now, conn, &Envelope::new(request)).is_err()
                 && !self.conns.get(&conn).is_some_and(|s| s.is_open())
             {
                 break;
@@ -254,6 +260,7 @@ impl ControlPlane {
             flapping,
         });
         self.close(
+            now,
             old_conn,
             CloseReason::Superseded {
                 by_session_id: new_session_id,

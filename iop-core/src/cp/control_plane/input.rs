@@ -57,7 +57,6 @@ impl ControlPlane {
         if self.conns.contains_key(&conn) {
             return Err(ConnectionIdInUse(conn));
         }
-        self.saw(now);
         self.stats.connections_accepted += 1;
         self.hello_rate.observe(now, self.stats.sessions_accepted);
         let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
@@ -66,7 +65,7 @@ impl ControlPlane {
         self.conns.insert(conn, Box::new(session));
         self.pending_hellos += 1;
         if self.shut_down {
-            self.close(conn, CloseReason::Shutdown);
+            self.close(now, conn, CloseReason::Shutdown);
         } else if over {
             if refuse {
                 self.stats.connections_refused += 1;
@@ -76,7 +75,7 @@ impl ControlPlane {
             // Refused for the hellos pending (here, or from its address): a burst,
             // which drains faster than `retry_after_overloaded`.
             let burst = (refuse || hellos_full).then(|| self.burst_retry_after(now, conn));
-            self.close_retrying(conn, CloseReason::Overloaded, burst);
+            self.close_retrying(now, conn, CloseReason::Overloaded, burst);
         }
         self.reindex(conn);
         Ok(())
@@ -92,9 +91,6 @@ impl ControlPlane {
             return;
         }
         let was_unreachable = s.heard_from(now);
-        if now > self.latest_now {
-            self.latest_now = now;
-        }
         self.stats.bytes_in += bytes.len() as u64;
         if was_unreachable {
             self.reachable_again(conn);
@@ -123,31 +119,29 @@ impl ControlPlane {
     fn on_session(&mut self, now: Instant, conn: ConnectionId, up: FromSession) {
         match up {
             FromSession::Hello { hello, version } => self.on_hello(now, conn, *hello, version),
-            FromSession::HelloRefused(rejection) => self.reject_hello(conn, rejection),
+            FromSession::HelloRefused(rejection) => self.reject_hello(now, conn, rejection),
             FromSession::NodeEvent { event, resync } => {
                 self.on_node_event(now, conn, *event, resync)
             }
-            FromSession::CommandResponse(resp) => self.on_command_response(conn, *resp),
-            FromSession::CommandEvent(ev) => self.on_command_event(conn, *ev),
+            FromSession::CommandResponse(resp) => self.on_command_response(now, conn, *resp),
+            FromSession::CommandEvent(ev) => self.on_command_event(now, conn, *ev),
             FromSession::UnknownBody => self.stats.unknown_bodies += 1,
             FromSession::LateStatus => self.stats.late_status_responses += 1,
-            FromSession::Close(reason) => self.close(conn, reason),
+            FromSession::Close(reason) => self.close(now, conn, reason),
         }
     }
 
     /// The transport of `conn` is gone (EOF or error). Harmless for a connection the
     /// Control Plane already closed or forgot.
     pub fn handle_closed(&mut self, now: Instant, conn: ConnectionId) {
-        self.saw(now);
         if self.conns.get(&conn).is_some_and(|s| s.is_open()) {
-            self.close(conn, CloseReason::TransportClosed);
+            self.close(now, conn, CloseReason::TransportClosed);
         }
         self.forget(conn);
     }
 
     /// Fires every timer due at `now`. Extra calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.saw(now);
         self.expire_views(now);
         while let Some(&(at, conn)) = self.timers.first() {
             if at > now {
@@ -175,7 +169,7 @@ impl ControlPlane {
                 }
             }
             if let Some(reason) = expired.end {
-                self.close(conn, reason);
+                self.close(now, conn, reason);
             } else if let Some(silent_for) = expired.unreachable {
                 self.unreachable(conn, silent_for);
             }

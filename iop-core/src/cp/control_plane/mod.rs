@@ -60,9 +60,6 @@ pub struct ControlPlane {
     /// Decides who may take an Edge id (the ownership claim).
     directory: Box<dyn Directory>,
     last_command_n: u64,
-    /// The latest `now` of any input: when an end that an application call causes
-    /// (a revoke, a slow peer found while sending) happened.
-    latest_now: Instant,
     /// Connections whose hello is not accepted yet (awaited, or claiming).
     pending_hellos: usize,
     /// How fast hellos were accepted lately, for the `retry_after` of a burst.
@@ -87,7 +84,6 @@ impl ControlPlane {
             events: VecDeque::new(),
             io: Io::default(),
             last_command_n: 0,
-            latest_now: Instant::ZERO,
             pending_hellos: 0,
             hello_rate: Default::default(),
             draining: false,
@@ -183,27 +179,24 @@ impl ControlPlane {
 
     /// Queues `envelope` for `conn`. On a full buffer the connection is dropped as a
     /// slow peer.
-    fn send(&mut self, conn: ConnectionId, envelope: &Envelope) -> Result<(), OutboundError> {
+    fn send(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        envelope: &Envelope,
+    ) -> Result<(), OutboundError> {
         let Some(s) = self.conns.get_mut(&conn) else {
             return Ok(());
         };
         match s.queue(envelope, &mut self.io) {
             Err(e @ OutboundError::Full { .. }) => {
-                self.close(conn, CloseReason::SlowPeer);
+                self.close(now, conn, CloseReason::SlowPeer);
                 Err(e)
             }
             other => other,
         }
     }
 
-    /// Moves the time of the latest input on (inputs may come with the same `now`).
-    fn saw(&mut self, now: Instant) {
-        if now > self.latest_now {
-            self.latest_now = now;
-        }
-    }
-
-    /// Removes `conn` entirely.
     fn forget(&mut self, conn: ConnectionId) {
         if let Some(s) = self.conns.remove(&conn)
             && let Some(at) = s.indexed_at()
