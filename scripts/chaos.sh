@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A fault-injection campaign against Control Plane replicas (iop-tokio/tests/chaos):
+# A fault-injection campaign against Control Plane replicas (iop-server/tests/chaos):
 # seeded schedules of faults — replicas paused, killed, cut off from NATS; NATS servers
 # paused, one node of three killed — under a workload of status requests and commands,
 # one after another for MINUTES (default 30). Prints each schedule, the faults
@@ -17,4 +17,4 @@ if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; th
     export IOP_NATS_SERVER
 fi
 export IOP_CHAOS_MINUTES="$minutes"
-cargo test -p iop-tokio --test chaos --locked -- --ignored --exact campaign --nocapture
+cargo test -p iop-server --test chaos --locked -- --ignored --exact campaign --nocapture

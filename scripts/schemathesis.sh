@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the admin API against its OpenAPI document (iop-tokio/src/cli/admin/openapi.json)
+# Checks the admin API against its OpenAPI document (iop-server/src/admin/openapi.json)
 # with schemathesis, on a live iop-control-plane with a simulated Edge: no 5xx, every
 # status code, content type and body as documented. Usage: scripts/schemathesis.sh [SECONDS]
 set -euo pipefail
@@ -10,7 +10,7 @@ version="4.32.5"
 if ! schemathesis --version 2>/dev/null | grep -q "$version"; then
     python3 -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
 fi
-cargo build -q --locked -p iop-tokio --bin iop-control-plane --bin iop-edge
+cargo build -q --locked -p iop-server --bin iop-control-plane --bin iop-edge
 bin="${CARGO_TARGET_DIR:-target}/debug"
 work="$(mktemp -d)"
 cp_pid=""

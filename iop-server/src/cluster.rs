@@ -9,7 +9,7 @@ use iop_cluster::{ClusterConfig, ClusterError, Replica};
 use super::exit::Failure;
 
 use super::private_file::read_private;
-use crate::ControlPlaneHandle;
+use iop_tokio::ControlPlaneHandle;
 
 /// The cluster flags of `iop-control-plane`.
 #[derive(Debug, Clone, Default, clap::Args)]

@@ -13,7 +13,7 @@ use iop_core::registry::ConfigureOutcome;
 
 use super::edge_config::EdgeFile;
 use super::unix_ms;
-use crate::{CommandContext, CommandResult, EdgeClient, EdgeHandle, Tokio};
+use iop_tokio::{CommandContext, CommandResult, EdgeClient, EdgeHandle, Tokio};
 
 /// `edge.ping`: an edge-level liveness check answered by the Edge itself.
 pub const EDGE_PING: &str = "edge.ping";

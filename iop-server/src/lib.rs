@@ -1,8 +1,10 @@
-//! What the reference binaries (`iop-control-plane`, `iop-edge`, `iop-demo`) are made
-//! of, behind the `cli` feature: config and enrolment files, the admin HTTP API, the
-//! Edge's built-in operations and simulated nodes, the demo walkthrough, tables and
-//! logging. Public so the binaries stay thin and so tests (and other tools) can reuse
-//! the pieces.
+//! IOP's reference Control Plane and Edge, on [`iop_tokio`]: the binaries
+//! `iop-control-plane`, `iop-edge` and `iop-demo`, and what they are made of — config
+//! and enrolment files, the admin HTTP API and dashboard, the Edge's built-in
+//! operations and simulated nodes, the demo walkthrough, tables and logging. Public so
+//! the binaries stay thin and so tests (and other tools) can reuse the pieces. A
+//! program embedding a Control Plane or an Edge needs `iop-tokio` (or `iop-smol`)
+//! alone, without the HTTP stack this crate brings.
 //!
 //! # Example
 //!
@@ -10,7 +12,7 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use iop_tokio::cli::{EdgeFile, Table};
+//! use iop_server::{EdgeFile, Table};
 //!
 //! let text = r#"
 //! [[nodes]]
@@ -32,8 +34,11 @@
 //! // Typos are errors naming the file and line.
 //! let err = EdgeFile::parse(Path::new("edge.toml"), "[[nodes]]\nid = \"n\"\ncapacty = 1\n").unwrap_err();
 //! assert!(err.to_string().starts_with("edge.toml:3: unknown field `capacty`"));
-//! # Ok::<(), iop_tokio::cli::FileError>(())
+//! # Ok::<(), iop_server::FileError>(())
 //! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod admin;
 pub mod cluster;

@@ -15,7 +15,7 @@ use super::EnrolFile;
 use super::admin::serve::AdminTls;
 use super::admin::{AdminTokens, TokenBook};
 use super::private_file::check_private;
-use crate::{ControlPlaneHandle, EnrolmentPolicy};
+use iop_tokio::{ControlPlaneHandle, EnrolmentPolicy};
 
 /// The files of a Control Plane's TLS.
 #[derive(Debug, Clone)]

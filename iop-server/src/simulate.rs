@@ -16,7 +16,7 @@ use iop_core::edge::TargetLevel;
 
 use super::edge_ops::{on_edge, target_nodes};
 use super::unix_ms;
-use crate::{CommandResult, EdgeClient, EdgeHandle};
+use iop_tokio::{CommandResult, EdgeClient, EdgeHandle};
 
 /// `sim.disconnect`: drops the matched simulated nodes' connections and keeps them
 /// down (the simulation leaves them alone) until `sim.connect`.

@@ -1,6 +1,5 @@
 //! The admin API end to end: the real `iop-control-plane` and `iop-edge` binaries over
 //! real sockets on 127.0.0.1, driven through HTTP.
-#![cfg(feature = "cli")]
 
 mod cli_support;
 
@@ -331,7 +330,7 @@ fn admin_api_end_to_end_over_the_binaries() {
 
 #[test]
 fn enrolment_file_admits_the_right_credential_only() {
-    let hash = iop_tokio::cli::credential_hash_hex(b"edge-7-secret-0123456789");
+    let hash = iop_server::credential_hash_hex(b"edge-7-secret-0123456789");
     let enroll = temp_file(
         "enroll.toml",
         &format!("[[edges]]\nid = \"edge-7\"\ncredential_sha256 = \"{hash}\"\n"),

@@ -2,7 +2,6 @@
 //! has open can and cannot do (CSRF, foreign Origin, DNS rebinding), admin tokens and
 //! their roles, the refusal to serve an unauthenticated API beyond loopback, secret
 //! files others can read, and slow or stalled clients.
-#![cfg(feature = "cli")]
 
 mod cli_support;
 

@@ -1,13 +1,12 @@
 //! The admin API's timeouts, in process: an Edge that enrols but never answers
 //! (a raw socket speaking only the hello) gets 504s with the command id kept.
-#![cfg(feature = "cli")]
 
 mod cli_support;
 
 use std::time::Duration;
 
 use iop_core::proto::{self, EdgeHelloRequest, Envelope};
-use iop_tokio::cli::admin::{self, AdminState};
+use iop_server::admin::{self, AdminState};
 use iop_tokio::{ControlPlaneServer, ServerConfig};
 use std::future::IntoFuture as _;
 

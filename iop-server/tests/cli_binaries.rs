@@ -1,6 +1,5 @@
 //! The binaries as an operator meets them: `--help` explains every flag, bad flags and
 //! bad files give exit code 2 and a clear message, the demo runs to the end.
-#![cfg(feature = "cli")]
 
 mod cli_support;
 
@@ -224,7 +223,7 @@ fn hash_credential_matches_the_enrolment_hash() {
     let hash = text(&out.stdout);
     assert_eq!(
         hash.trim(),
-        iop_tokio::cli::credential_hash_hex(b"edge-1-secret-5b0c9e2a")
+        iop_server::credential_hash_hex(b"edge-1-secret-5b0c9e2a")
     );
     // The same hash as the shipped example enrolment file lists for edge-1.
     let example = std::fs::read_to_string(concat!(
@@ -246,7 +245,7 @@ fn demo_runs_every_section_and_exits_0() {
         text(&out.stderr)
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
-    for section in iop_tokio::cli::demo::SECTIONS {
+    for section in iop_server::demo::SECTIONS {
         assert!(
             stdout.contains(&format!("== {section}")),
             "missing {section}:\n{stdout}"

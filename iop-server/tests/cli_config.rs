@@ -1,12 +1,11 @@
 //! The Edge config file and the enrolment file: good files load, bad ones are refused
 //! with an error naming the file, the line and the field.
-#![cfg(feature = "cli")]
 
 use std::path::Path;
 
 use iop_core::cp::{CredentialHash, EnrolmentPolicy};
 use iop_core::registry::ProviderCategory;
-use iop_tokio::cli::{EdgeFile, EnrolFile, credential_bytes, credential_hash_hex};
+use iop_server::{EdgeFile, EnrolFile, credential_bytes, credential_hash_hex};
 
 fn edge_err(text: &str) -> String {
     EdgeFile::parse(Path::new("edge.toml"), text)

@@ -1,15 +1,14 @@
 //! The Edge binary's building blocks on a registry, without sockets: the config
 //! refresh of `provider-pool.refresh` and the simulated nodes of `--simulate`.
-#![cfg(feature = "cli")]
 
 use std::path::Path;
 
 use iop_core::NodeRegistry;
 use iop_core::proto::NodeState;
 use iop_core::registry::{LeaseKind, Target};
-use iop_tokio::cli::EdgeFile;
-use iop_tokio::cli::edge_ops::{apply_refresh, plan_refresh, target_nodes};
-use iop_tokio::cli::simulate::{SimRates, Simulator};
+use iop_server::EdgeFile;
+use iop_server::edge_ops::{apply_refresh, plan_refresh, target_nodes};
+use iop_server::simulate::{SimRates, Simulator};
 
 fn file(text: &str) -> EdgeFile {
     EdgeFile::parse(Path::new("edge.toml"), text).unwrap()

@@ -1,7 +1,6 @@
 //! The caller's idempotency key (PROTOCOL.md §4.4) through the admin API: a command
 //! sent again under the same key is the same command, answered as before and run once;
 //! with other content it is a conflict.
-#![cfg(feature = "cli")]
 
 mod cli_support;
 

@@ -1,7 +1,7 @@
 //! SIGHUP re-reads the admin token file (Unix): a removed token is refused from the
 //! next request on and the event streams opened with it end; a file that does not load
 //! keeps the tokens in force.
-#![cfg(all(feature = "cli", unix))]
+#![cfg(unix)]
 
 mod cli_support;
 

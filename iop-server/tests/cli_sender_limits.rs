@@ -2,7 +2,6 @@
 //! answered 400 `exceeds_limit` and nothing reaches the Edge, whose one session goes
 //! on (before, the command was sent, the Edge closed the session on it, and the
 //! Control Plane re-sent it on every new one).
-#![cfg(feature = "cli")]
 
 mod cli_support;
 

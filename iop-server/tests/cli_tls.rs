@@ -2,7 +2,7 @@
 //! enrolment file re-read on SIGHUP (Unix): a removed Edge is disconnected with
 //! GoAway{CREDENTIAL_REVOKED}, the others keep their session, and a broken file keeps
 //! the previous allow list.
-#![cfg(all(feature = "cli", unix))]
+#![cfg(unix)]
 
 mod cli_support;
 
@@ -16,7 +16,7 @@ use cli_support::{
 };
 
 fn hash(secret: &str) -> String {
-    iop_tokio::cli::credential_hash_hex(secret.as_bytes())
+    iop_server::credential_hash_hex(secret.as_bytes())
 }
 
 fn enrol_text(edges: &[(&str, &str)]) -> String {

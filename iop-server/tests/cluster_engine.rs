@@ -1,7 +1,6 @@
 //! The engine's contract (PROTOCOL.md §8): the example nats-server configurations are
 //! valid, flush every write before acknowledging it, and replicas run over them — one
 //! server, and three with three copies of every bucket.
-#![cfg(feature = "cli")]
 
 mod cluster_support;
 
@@ -18,6 +17,7 @@ fn example(name: &str) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
 async fn the_example_engine_configurations_are_valid_durable_and_serve_replicas() {
     let bin = iop_cluster::testing::find_nats_server()
         .unwrap_or_else(|why| panic!("{why}; scripts/test.sh installs it"));

@@ -5,6 +5,8 @@
 //! status and its commands.
 
 mod hostile_support;
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use std::time::Duration;

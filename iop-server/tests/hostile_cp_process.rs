@@ -5,6 +5,8 @@
 //! beforehand must keep its session throughout.
 
 mod hostile_support;
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use hostile_support::*;

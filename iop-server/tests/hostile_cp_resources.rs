@@ -2,6 +2,8 @@
 //! via `ServerConfig`): a peer that never reads, and more connections than the cap.
 
 mod hostile_support;
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use hostile_support::*;

@@ -5,6 +5,8 @@
 //! backoff.
 
 mod hostile_support;
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 use std::alloc::System;
 use std::time::{Duration, Instant};
 
-use iop_tokio::cli::test_certs::TestPki;
+use iop_server::test_certs::TestPki;
 use iop_tokio::core::edge::EdgeConfig;
 use iop_tokio::{ClientTls, ControlPlaneServer, EdgeClient, EdgeHandle, ServerConfig, ServerTls};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};

@@ -3,6 +3,8 @@
 //! on), and a caller waiting at shutdown gets an error, not a hang.
 
 mod hostile_support;
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use std::time::Duration;

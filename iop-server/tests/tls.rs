@@ -3,12 +3,14 @@
 //! expired certificate, client identity mismatch, plain TCP to the TLS port — with a
 //! typed error, while a good Edge keeps its session and answers status.
 
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use std::time::Duration;
 
 use futures_lite::StreamExt;
-use iop_tokio::cli::test_certs::{CertAndKey, TestPki};
+use iop_server::test_certs::{CertAndKey, TestPki};
 use iop_tokio::core::cp::{CommandSpec, CpEvent};
 use iop_tokio::core::edge::{CloseReason, EdgeEvent, TargetLevel};
 use iop_tokio::core::proto::HelloRejectReason;

@@ -2,8 +2,9 @@
 //! reload that revokes the Edge) logged at TRACE into a buffer, in process; then the
 //! logs and the `Debug` of every config are scanned for each secret — the enrolment
 //! credential, both private keys' PEM bodies, the node token. None may appear.
-#![cfg(feature = "cli")]
 
+// The runtime tests' helpers, shared with iop-tokio's own tests.
+#[path = "../../iop-tokio/tests/support/mod.rs"]
 mod support;
 
 use std::io::Write;
@@ -12,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_lite::StreamExt;
-use iop_tokio::cli::EnrolFile;
-use iop_tokio::cli::test_certs::TestPki;
+use iop_server::EnrolFile;
+use iop_server::test_certs::TestPki;
 use iop_tokio::core::NodeRegistry;
 use iop_tokio::core::cp::{CommandSpec, CpEvent};
 use iop_tokio::core::edge::{CloseReason, EdgeEvent, Secret, TargetLevel};
@@ -78,7 +79,7 @@ async fn no_secret_reaches_trace_logs_or_debug_output() {
     let enrol = |secret: &str| {
         let text = format!(
             "[[edges]]\nid = \"edge-1\"\ncredential_sha256 = \"{}\"\n",
-            iop_tokio::cli::credential_hash_hex(secret.as_bytes())
+            iop_server::credential_hash_hex(secret.as_bytes())
         );
         EnrolFile::parse(Path::new("enroll.toml"), &text).unwrap()
     };

@@ -76,21 +76,14 @@
 //! those of [`iop_driver`] with the runtime fixed to [`Tokio`]; the `iop-smol` crate
 //! has the same names for smol.
 //!
-//! # Features
+//! # Dependencies
 //!
-//! * `cli` (on by default): the reference binaries `iop-control-plane`, `iop-edge`
-//!   and `iop-demo`, and the library module `cli` they are made of — usable on its
-//!   own: the Edge's TOML node file (`cli::EdgeFile`), the enrolment file of
-//!   credential hashes (`cli::EnrolFile`), the built-in operations `edge.ping`,
-//!   `provider-pool.refresh`, `node.drain`, `node.resume` (`cli::edge_ops::register`),
-//!   the admin HTTP API (`cli::admin`), simulated nodes. It brings clap, axum, toml,
-//!   serde, serde_json, tracing-subscriber and iop-proto's `serde` feature.
-//!
-//! With `default-features = false` the crate is the library alone: iop-core,
-//! iop-driver, tokio (`net`, `rt`, `time`), tokio-util's compat layer and
-//! futures-core (`tests/lean_library.rs` checks it). Credential hashing needs no
-//! feature: [`core::cp::Credential`], [`core::cp::CredentialHash`] (`from_hex`,
-//! `to_hex`).
+//! The crate is the library alone: iop-core, iop-driver, tokio (`net`, `rt`, `time`),
+//! tokio-util's compat layer and futures-core (`tests/lean_library.rs` checks it). The
+//! reference binaries, the admin HTTP API and dashboard, the demo and the Edge's
+//! configuration file are the `iop-server` crate, built on this one. Credential
+//! hashing needs nothing more: [`core::cp::Credential`], [`core::cp::CredentialHash`]
+//! (`from_hex`, `to_hex`).
 //!
 //! # Examples
 //!
@@ -101,8 +94,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-#[cfg(feature = "cli")]
-pub mod cli;
 mod runtime;
 
 /// Everything a program embedding a Control Plane or an Edge needs, in one import:

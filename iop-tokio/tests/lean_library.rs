@@ -1,7 +1,7 @@
-//! `default-features = false` is the lean library: none of the binaries' crates
-//! (flags, HTTP, config files, log output, JSON) enter iop-tokio's dependency tree
-//! without the `cli` feature, and with it they do (so this test notices when the
-//! feature stops gating them).
+//! iop-tokio is the lean library: none of the reference binaries' crates (flags, HTTP,
+//! config files, log output, JSON) enter its dependency tree, whatever its features;
+//! they enter iop-server's (so this test notices when the list stops naming what the
+//! binaries use).
 
 use std::process::Command;
 
@@ -17,18 +17,10 @@ const CLI_ONLY: &[&str] = &[
     "pbjson",
 ];
 
-fn normal_deps(features: &[&str]) -> Vec<String> {
+fn normal_deps(package: &str, features: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args([
-            "tree",
-            "-p",
-            "iop-tokio",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
+        .args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
         .args(["--format", "{p}", "--offline"])
         .args(features)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -47,8 +39,8 @@ fn normal_deps(features: &[&str]) -> Vec<String> {
 }
 
 #[test]
-fn without_cli_the_library_has_none_of_the_binaries_dependencies() {
-    let lean = normal_deps(&["--no-default-features"]);
+fn the_library_has_none_of_the_binaries_dependencies() {
+    let lean = normal_deps("iop-tokio", &["--all-features"]);
     assert!(
         lean.iter().any(|c| c == "tokio"),
         "unexpected tree: {lean:?}"
@@ -56,18 +48,18 @@ fn without_cli_the_library_has_none_of_the_binaries_dependencies() {
     for cli_only in CLI_ONLY {
         assert!(
             !lean.iter().any(|c| c == cli_only),
-            "iop-tokio without `cli` depends on `{cli_only}`: {lean:?}"
+            "iop-tokio depends on `{cli_only}`: {lean:?}"
         );
     }
 }
 
 #[test]
-fn the_cli_feature_brings_them_in() {
-    let full = normal_deps(&["--features", "cli"]);
-    for needed in ["clap", "axum", "toml", "tracing-subscriber"] {
+fn the_server_crate_brings_them_in() {
+    let full = normal_deps("iop-server", &[]);
+    for needed in CLI_ONLY {
         assert!(
             full.iter().any(|c| c == needed),
-            "`cli` no longer pulls `{needed}`: {full:?}"
+            "iop-server no longer pulls `{needed}`: {full:?}"
         );
     }
 }

@@ -1,8 +1,8 @@
-//! The reference `iop-control-plane` binary (package `iop-tokio`) as a child process,
+//! The reference `iop-control-plane` binary (package `iop-server`) as a child process,
 //! and a raw HTTP/1.1 GET for its admin API.
 //!
 //! `env!("CARGO_BIN_EXE_…")` only names binaries of the package under test, so a
-//! binary is located by running `$CARGO build -p iop-tokio --bin NAME
+//! binary is located by running `$CARGO build -p iop-server --bin NAME
 //! --message-format=json` (a no-op when it is fresh, as under `cargo test --workspace`)
 //! and reading the `executable` of its `compiler-artifact` message.
 
@@ -13,19 +13,19 @@ use std::process::{Child, Command, Stdio};
 
 /// Builds (if needed) and locates `iop-control-plane`.
 pub fn control_plane_binary() -> PathBuf {
-    iop_tokio_binary("iop-control-plane")
+    iop_server_binary("iop-control-plane")
 }
 
 /// Builds (if needed) and locates `iop-edge`.
 pub fn edge_binary() -> PathBuf {
-    iop_tokio_binary("iop-edge")
+    iop_server_binary("iop-edge")
 }
 
-/// Builds (if needed) and locates the `iop-tokio` binary `name`.
-fn iop_tokio_binary(name: &str) -> PathBuf {
+/// Builds (if needed) and locates the `iop-server` binary `name`.
+fn iop_server_binary(name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["build", "-p", "iop-tokio", "--bin", name])
+        .args(["build", "-p", "iop-server", "--bin", name])
         .args(["--message-format=json", "--quiet"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .stderr(Stdio::inherit())

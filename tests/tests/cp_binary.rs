@@ -1,4 +1,4 @@
-//! A smol Edge against the reference `iop-control-plane` binary (built from `iop-tokio`)
+//! A smol Edge against the reference `iop-control-plane` binary (built from `iop-server`)
 //! running as a separate process, checked through the binary's admin HTTP API.
 
 use std::collections::BTreeMap;

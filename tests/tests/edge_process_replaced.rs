@@ -1,6 +1,6 @@
 //! An `iop-edge` process dies behind a half-open connection and a new
 //! process with the same edge id takes its place, all as real processes over real
-//! sockets (the `iop-control-plane` and `iop-edge` binaries of `iop-tokio`).
+//! sockets (the `iop-control-plane` and `iop-edge` binaries of `iop-server`).
 //!
 //! The Control Plane cannot tell a dead Edge from a silent one until its liveness
 //! window (3 heartbeat intervals, PROTOCOL.md §4.2) runs out. The default duplicate policy,

@@ -67,6 +67,7 @@ fn limit_constants(root: &Path) -> Vec<(String, usize, String)> {
         "iop-core",
         "iop-driver",
         "iop-tokio",
+        "iop-server",
         "iop-smol",
     ] {
         rust_files(&root.join(krate).join("src"), &mut files);

@@ -31,8 +31,8 @@ use axum::response::{IntoResponse, Response};
 use iop_core::cp::CredentialHash;
 
 use super::ApiError;
-use crate::cli::FileError;
-use crate::cli::private_file::read_private;
+use crate::FileError;
+use crate::private_file::read_private;
 
 /// Largest request body the admin API reads.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -54,7 +54,7 @@ pub enum Role {
 ///
 /// ```
 /// use std::path::Path;
-/// use iop_tokio::cli::admin::{AdminTokens, Role};
+/// use iop_server::admin::{AdminTokens, Role};
 ///
 /// let tokens = AdminTokens::parse(Path::new("tokens"), "
 /// ## operators
@@ -63,7 +63,7 @@ pub enum Role {
 /// ")?;
 /// assert_eq!(tokens.role_of(b"0b9d8e7f6a5c4b3a2918"), Some(Role::Read));
 /// assert_eq!(tokens.role_of(b"guess"), None);
-/// # Ok::<(), iop_tokio::cli::FileError>(())
+/// # Ok::<(), iop_server::FileError>(())
 /// ```
 pub struct AdminTokens {
     entries: Vec<(CredentialHash, Role)>,

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use iop_core::cp::{CommandError, StatusError};
 use iop_core::proto::ExceedsLimit;
 
-use crate::{SendCommandError, StatusRequestError};
+use iop_tokio::{SendCommandError, StatusRequestError};
 
 /// An admin API error: an HTTP status, a stable machine-readable code, and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use iop_core::cp::{CommandOutcome, CpEvent, CpEventKind, EdgeView, Reachability}
 use iop_core::proto::{CommandPhase, EdgeCommandResponse};
 use serde_json::{Value, json};
 
-use crate::{CommandRecord, CommandResponse};
+use iop_tokio::{CommandRecord, CommandResponse};
 
 fn reachability(r: Reachability) -> &'static str {
     match r {

@@ -44,7 +44,7 @@ pub use tokens::TokenBook;
 pub const OPENAPI: &str = routes::OPENAPI;
 pub use serve::AdminServerConfig;
 
-use crate::ControlPlaneHandle;
+use iop_tokio::ControlPlaneHandle;
 
 /// Event streams (`GET /v1/events`) open at once, past which a new one is 503.
 pub const MAX_EVENT_STREAMS: usize = 64;

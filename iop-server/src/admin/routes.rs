@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::{AdminState, fleet, json as shape, metrics};
-use crate::{CommandUpdate, Notice, SubscribeOptions};
 use iop_cluster::events::FleetItem;
+use iop_tokio::{CommandUpdate, Notice, SubscribeOptions};
 
 /// The admin API's router over `state`, every route behind its access rules
 /// ([`access::guard`](super::access::guard)).

@@ -9,13 +9,11 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use iop_cluster::ClusterConfig;
-use iop_tokio::cli::admin::{
-    self, AdminAccess, AdminServerConfig, AdminState, AdminTokens, TokenBook,
-};
-use iop_tokio::cli::cluster::ClusterArgs;
-use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
-use iop_tokio::cli::reload::{Reloadable, TlsFiles};
-use iop_tokio::cli::{EnrolFile, credential_bytes, credential_hash_hex, logging, startup};
+use iop_server::admin::{self, AdminAccess, AdminServerConfig, AdminState, AdminTokens, TokenBook};
+use iop_server::cluster::ClusterArgs;
+use iop_server::exit::{Failure, finish, shutdown_signal};
+use iop_server::reload::{Reloadable, TlsFiles};
+use iop_server::{EnrolFile, credential_bytes, credential_hash_hex, logging, startup};
 use iop_tokio::{ControlPlaneServer, DuplicatePolicy, EnrolmentPolicy, ServerConfig};
 
 /// Many connections' buffers live among the short-lived allocations of hellos and, in a
@@ -228,7 +226,7 @@ fn run(args: Args) -> Result<(), Failure> {
     match &args.command {
         Some(Command::HashCredential) => return hash_credential(),
         Some(Command::GenTestCerts { dir, edge_ids }) => {
-            let written = iop_tokio::cli::test_certs::write_test_certs(dir, edge_ids)
+            let written = iop_server::test_certs::write_test_certs(dir, edge_ids)
                 .map_err(Failure::Runtime)?;
             let mut out = std::io::stdout().lock();
             for path in written {
@@ -242,7 +240,7 @@ fn run(args: Args) -> Result<(), Failure> {
             return Ok(());
         }
         Some(Command::ClusterNkey { file }) => {
-            let public = iop_tokio::cli::cluster::write_nkey(file).map_err(Failure::Runtime)?;
+            let public = iop_server::cluster::write_nkey(file).map_err(Failure::Runtime)?;
             let _ = writeln!(std::io::stdout().lock(), "{public}");
             return Ok(());
         }

@@ -5,8 +5,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use iop_tokio::cli::exit::{Failure, finish};
-use iop_tokio::cli::{demo, logging};
+use iop_server::exit::{Failure, finish};
+use iop_server::{demo, logging};
 
 /// Runs a Control Plane and three Edges with simulated nodes on 127.0.0.1 (ports
 /// chosen by the system), walks through enrolment (including rejected hellos), status,

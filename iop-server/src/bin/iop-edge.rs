@@ -11,10 +11,10 @@ use std::time::Duration;
 use clap::Parser;
 use iop_core::NodeRegistry;
 use iop_core::edge::Secret;
-use iop_tokio::cli::exit::{Failure, finish, shutdown_signal};
-use iop_tokio::cli::private_file::{check_private, read_private};
-use iop_tokio::cli::simulate::{self, SimRates, Simulator};
-use iop_tokio::cli::{EdgeFile, credential_bytes, edge_ops, logging, startup};
+use iop_server::exit::{Failure, finish, shutdown_signal};
+use iop_server::private_file::{check_private, read_private};
+use iop_server::simulate::{self, SimRates, Simulator};
+use iop_server::{EdgeFile, credential_bytes, edge_ops, logging, startup};
 use iop_tokio::{ClientTls, EdgeClient, EdgeConfig};
 
 /// An IOP Edge: dials the Control Plane (and redials forever with backoff), owns the
@@ -178,7 +178,7 @@ fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     let mut registry = NodeRegistry::new();
-    let now = iop_tokio::cli::unix_ms();
+    let now = iop_server::unix_ms();
     for node in &file.nodes {
         let _added = registry.configure(node.clone(), now).map_err(|e| {
             Failure::Usage(format!(

@@ -12,7 +12,7 @@ use iop_core::cp::CommandSpec;
 use super::super::edge_ops;
 use super::super::table::Table;
 use super::{Failure, io, section};
-use crate::{
+use iop_tokio::{
     ControlPlaneServer, EdgeClient, EdgeConfig, EdgeHandle, EnrolmentPolicy, ServerConfig,
 };
 
@@ -96,7 +96,7 @@ pub async fn run(out: &mut dyn Write) -> Result<(), Failure> {
     // Each Edge knows every replica, first its own.
     let mut edges: Vec<(&str, EdgeHandle)> = Vec::new();
     for (i, edge_id) in ["edge-1", "edge-2"].into_iter().enumerate() {
-        let mut config = EdgeConfig::new(edge_id, crate::process_seed());
+        let mut config = EdgeConfig::new(edge_id, iop_tokio::process_seed());
         config.backoff_base = Duration::from_millis(50);
         config.backoff_max = Duration::from_millis(500);
         let others = addrs

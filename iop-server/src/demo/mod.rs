@@ -20,7 +20,7 @@ use super::exit::Failure;
 use super::simulate::{self, SimRates, Simulator};
 use super::table::Table;
 use super::{edge_ops, unix_ms};
-use crate::{
+use iop_tokio::{
     CommandUpdate, ControlPlaneHandle, ControlPlaneServer, EdgeClient, EdgeConfig, EdgeHandle,
     EnrolmentPolicy, Notice, ServerConfig,
 };
@@ -479,7 +479,7 @@ async fn start_edge(
             .configure(node, unix_ms())
             .map_err(|err| Failure::Runtime(format!("{}: {err}", e.edge_id)))?;
     }
-    let mut config = EdgeConfig::new(e.edge_id, crate::process_seed());
+    let mut config = EdgeConfig::new(e.edge_id, iop_tokio::process_seed());
     config.credential = Secret::new(e.credential.as_bytes().to_vec());
     config.software_version = format!("iop-demo {}", env!("CARGO_PKG_VERSION"));
     let client = EdgeClient::new(config)

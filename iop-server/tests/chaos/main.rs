@@ -11,7 +11,6 @@
 //! `schedules` runs a few seeds (`.ci/run` does); `campaign` runs seeds until
 //! `IOP_CHAOS_MINUTES` pass (`scripts/chaos.sh MINUTES`); `IOP_CHAOS_SEED=N` replays
 //! one. Each run prints its schedule, what the workload did and every violation.
-#![cfg(feature = "cli")]
 #![allow(clippy::print_stdout, reason = "the harness reports what it ran")]
 #![allow(unreachable_pub)]
 
