@@ -74,6 +74,41 @@ impl std::fmt::Display for CloseReason {
     }
 }
 
+/// Who ended a connection, as [`CloseReason::initiator`] tells it: what a log or a
+/// metric needs to say whether the Edge, this Control Plane's own state, its
+/// operator or the network is behind a close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Initiator {
+    /// The Edge: it said `GoAway`, or it broke a rule the Control Plane enforces (a
+    /// refused hello, silence past a timeout, a protocol error, reading too slowly).
+    Edge,
+    /// The Control Plane's own state: another session of the Edge superseded this
+    /// one, or it is over capacity.
+    ControlPlane,
+    /// The application or operator: a revocation or a shutdown.
+    Operator,
+    /// The transport ended with no word from either side.
+    Transport,
+}
+
+impl CloseReason {
+    /// Who ended the connection (see [`Initiator`]).
+    pub fn initiator(&self) -> Initiator {
+        match self {
+            Self::TransportClosed => Initiator::Transport,
+            Self::HelloRejected(_)
+            | Self::HelloTimeout
+            | Self::HeartbeatTimeout
+            | Self::ProtocolError(_)
+            | Self::SlowPeer
+            | Self::PeerGoAway { .. } => Initiator::Edge,
+            Self::Superseded { .. } | Self::Overloaded => Initiator::ControlPlane,
+            Self::CredentialRevoked | Self::Shutdown => Initiator::Operator,
+        }
+    }
+}
+
 /// A protocol rule the peer broke.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

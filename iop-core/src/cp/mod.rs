@@ -195,7 +195,7 @@ pub use directory::{
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, ConnectionIdInUse, RevokeError, StatusError};
 pub use event::{
-    CloseReason, CommandOrderRule, CommandOutcome, CpEvent, CpEventKind, ForgetReason,
+    CloseReason, CommandOrderRule, CommandOutcome, CpEvent, CpEventKind, ForgetReason, Initiator,
     ProtocolViolation, ResyncCause,
 };
 pub use handover::CommandHandover;
