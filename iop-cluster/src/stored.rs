@@ -1,12 +1,12 @@
 //! One command record as the engine stores it (PROTOCOL.md §8 "Command records"): the
 //! request, the Edge's answer, the events an operator reads, the outcome, and what the
-//! core needs to carry the command on ([`CommandHandover`]).
+//! core needs to carry the command on ([`CommandState`]).
 
-use iop_driver::iop_core::cp::{CommandAnswer, CommandHandover, CommandOutcome};
+use iop_driver::iop_core::cp::{CommandAnswer, CommandOutcome, CommandState};
 use iop_driver::iop_core::proto::{
-    CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest,
+    CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
 };
-use iop_driver::{CommandRecord, CommandResponse, CommandUpdate};
+use iop_driver::{CommandRecord, CommandUpdate};
 use prost::Message;
 
 /// Values larger than this are not read back (a stranger's write, say): well above
@@ -45,13 +45,13 @@ pub struct StoredCommand {
     /// The latest event sequence the core saw.
     #[prost(uint32, tag = "9")]
     pub last_sequence: u32,
-    /// 0: unfinished; 1: rejected; 2: finished (`outcome_phase`); 3: lost by the Edge;
-    /// 4: undeliverable; 5: forgotten.
+    /// 0: unfinished; else the code of the core's one encoding of a
+    /// [`CommandOutcome`] ([`CommandOutcome::encode`]).
     #[prost(uint32, tag = "10")]
     pub outcome: u32,
-    /// The terminal phase of a finished command.
-    #[prost(int32, tag = "11")]
-    pub outcome_phase: i32,
+    /// The value of that encoding (a reason, a phase, a count of sessions).
+    #[prost(uint32, tag = "11")]
+    pub outcome_value: u32,
     /// Sessions that ended without answering the request.
     #[prost(uint32, tag = "12")]
     pub unanswered_sessions: u32,
@@ -60,36 +60,28 @@ pub struct StoredCommand {
     pub coalesced_events: u64,
 }
 
-fn outcome_code(outcome: &Option<CommandOutcome>) -> (u32, i32) {
-    match outcome {
-        None => (0, 0),
-        Some(CommandOutcome::Rejected(reason)) => (1, *reason as i32),
-        Some(CommandOutcome::Finished(phase)) => (2, *phase as i32),
-        Some(CommandOutcome::Lost) => (3, 0),
-        Some(CommandOutcome::Undeliverable { .. }) => (4, 0),
-        Some(_) => (5, 0),
-    }
-}
-
 impl StoredCommand {
     /// The record of a command of `edge_id` written by the replica holding session
-    /// `session_id`: the core's `handover`, the operator's `record` (if still kept).
+    /// `session_id`: the core's `state`, the operator's `record` (if still kept).
     pub fn new(
         edge_id: &str,
         session_id: u64,
-        handover: CommandHandover,
+        state: CommandState,
         record: Option<&CommandRecord>,
     ) -> Self {
-        let (answer, reject_reason) = match handover.answer {
+        let (answer, reject_reason) = match state.answer {
             CommandAnswer::Accepted => (1, 0),
             CommandAnswer::Rejected(reason) => (2, reason as i32),
             _ => (0, 0),
         };
-        let (outcome, outcome_phase) = outcome_code(&handover.outcome);
+        let (outcome, outcome_value) = state
+            .outcome
+            .as_ref()
+            .map_or((0, 0), CommandOutcome::encode);
         Self {
             edge_id: edge_id.to_owned(),
             session_id,
-            request: Some(handover.request),
+            request: Some(state.request),
             answer,
             reject_reason,
             message: record
@@ -99,11 +91,11 @@ impl StoredCommand {
             events: record
                 .map(|r| r.events().cloned().collect())
                 .unwrap_or_default(),
-            phase: handover.phase as i32,
-            last_sequence: handover.last_sequence,
+            phase: state.phase as i32,
+            last_sequence: state.last_sequence,
             outcome,
-            outcome_phase,
-            unanswered_sessions: handover.unanswered_sessions,
+            outcome_value,
+            unanswered_sessions: state.unanswered_sessions,
             coalesced_events: record.map_or(0, |r| r.coalesced_events),
         }
     }
@@ -115,7 +107,8 @@ impl StoredCommand {
 
     /// A stored value; `None` for one no replica wrote: over [`MAX_STORED_LEN`],
     /// undecodable, without a request, with an Edge or command id the id grammar
-    /// refuses, or with a request, answer message or event over the protocol's limits.
+    /// refuses, with an outcome the core never encodes, or with a request, answer
+    /// message or event over the protocol's limits.
     pub fn decode_value(bytes: &[u8]) -> Option<Self> {
         use iop_driver::iop_core::ids::validate_id;
         use iop_driver::iop_core::proto::limits::{self, send};
@@ -124,6 +117,7 @@ impl StoredCommand {
         }
         let stored = Self::decode(bytes).ok()?;
         let request = stored.request.as_ref()?;
+        (stored.outcome == 0 || stored.outcome().is_some()).then_some(())?;
         validate_id("edge_id", &stored.edge_id).ok()?;
         validate_id("command_id", &request.command_id).ok()?;
         send::command_request(request).ok()?;
@@ -141,32 +135,22 @@ impl StoredCommand {
     }
 
     fn outcome(&self) -> Option<CommandOutcome> {
-        let phase = CommandPhase::try_from(self.outcome_phase).unwrap_or(CommandPhase::Failed);
-        match self.outcome {
-            0 => None,
-            1 => Some(CommandOutcome::Rejected(self.reason())),
-            2 => Some(CommandOutcome::Finished(phase)),
-            3 => Some(CommandOutcome::Lost),
-            4 => Some(CommandOutcome::Undeliverable {
-                sessions: self.unanswered_sessions,
-            }),
-            _ => Some(CommandOutcome::Forgotten),
-        }
+        CommandOutcome::decode(self.outcome, self.outcome_value)
     }
 
     /// What the core needs to carry the command on.
-    pub fn handover(&self) -> CommandHandover {
-        let mut h = CommandHandover::new(self.request.clone().unwrap_or_default());
-        h.answer = match self.answer {
+    pub fn state(&self) -> CommandState {
+        let mut state = CommandState::new(self.request.clone().unwrap_or_default());
+        state.answer = match self.answer {
             1 => CommandAnswer::Accepted,
             2 => CommandAnswer::Rejected(self.reason()),
             _ => CommandAnswer::Pending,
         };
-        h.phase = CommandPhase::try_from(self.phase).unwrap_or(CommandPhase::Unspecified);
-        h.last_sequence = self.last_sequence;
-        h.outcome = self.outcome();
-        h.unanswered_sessions = self.unanswered_sessions;
-        h
+        state.phase = CommandPhase::try_from(self.phase).unwrap_or(CommandPhase::Unspecified);
+        state.last_sequence = self.last_sequence;
+        state.outcome = self.outcome();
+        state.unanswered_sessions = self.unanswered_sessions;
+        state
     }
 
     /// The record an operator reads, as the record book of the replica that wrote it
@@ -175,15 +159,13 @@ impl StoredCommand {
         let request = self.request.clone().unwrap_or_default();
         let mut r = CommandRecord::new(&self.edge_id, &request.command_id, &request.operation);
         if self.answer != 0 {
-            r.updates.push(CommandUpdate::Response(CommandResponse::new(
-                self.answer == 1,
-                if self.answer == 1 {
-                    CommandRejectReason::Unspecified
-                } else {
-                    self.reason()
-                },
-                self.message.clone(),
-            )));
+            let accepted = self.answer == 1;
+            r.updates.push(CommandUpdate::Response(EdgeCommandResponse {
+                command_id: request.command_id.clone(),
+                accepted,
+                reject_reason: if accepted { 0 } else { self.reject_reason },
+                message: self.message.clone(),
+            }));
         }
         r.updates
             .extend(self.events.iter().cloned().map(CommandUpdate::Event));
@@ -216,14 +198,14 @@ mod tests {
             target_selector: "node:gpu-1".into(),
             ..Default::default()
         };
-        let mut h = CommandHandover::new(request);
+        let mut h = CommandState::new(request);
         h.answer = CommandAnswer::Accepted;
         h.phase = CommandPhase::Succeeded;
         h.last_sequence = 3;
         h.outcome = Some(CommandOutcome::Finished(CommandPhase::Succeeded));
         let stored = StoredCommand::new("edge-1", 7, h.clone(), None);
         let back = StoredCommand::decode_value(&stored.encode_to_vec()).unwrap();
-        assert_eq!(back.handover(), h);
+        assert_eq!(back.state(), h);
         assert!(back.finished());
         let record = back.record();
         assert_eq!(
@@ -244,9 +226,11 @@ mod tests {
             operation: "model.load".into(),
             ..Default::default()
         };
-        let good = StoredCommand::new("edge-1", 7, CommandHandover::new(request), None);
+        let good = StoredCommand::new("edge-1", 7, CommandState::new(request), None);
         assert!(StoredCommand::decode_value(&good.encode_to_vec()).is_some());
-        let forged: [fn(&mut StoredCommand); 5] = [
+        let forged: [fn(&mut StoredCommand); 7] = [
+            |s| s.outcome = 99,
+            |s| (s.outcome, s.outcome_value) = (2, CommandPhase::Running as u32),
             |s| s.edge_id = "edge 1".into(),
             |s| s.request.as_mut().unwrap().command_id = String::new(),
             |s| s.request.as_mut().unwrap().operation = "x".repeat(129),

@@ -207,7 +207,7 @@ proptest! {
                 CpEvent::CommandLost { command_id, .. } => command_id == id,
                 // Sent on three sessions that each dropped before the Edge read it.
                 CpEvent::CommandUndeliverable { command_id, .. } => command_id == id,
-                CpEvent::CommandResponded { command_id, accepted, .. } => command_id == id && !accepted,
+                CpEvent::CommandResponded { response, .. } => response.command_id == *id && !response.accepted,
                 _ => false,
             }).count();
             prop_assert_eq!(ends, 1, "{}: {:?}", id, st);

@@ -126,7 +126,17 @@ fn a_full_command_lifecycle_surfaces_in_order() {
     t.send(conn, cmd_event("c1", Succeeded, 5));
     assert!(!t.is_closed(conn));
     assert!(matches!(&t.cp_events[0],
-        CpEvent::CommandResponded { command_id, accepted: true, .. } if command_id == "c1"));
+        CpEvent::CommandResponded { response, outcome: None, .. }
+            if response.command_id == "c1" && response.accepted));
+    // Each event says what it did to the command: only the terminal one ends it.
+    let outcomes: Vec<_> = (t.cp_events.iter())
+        .filter_map(|e| match e {
+            CpEvent::CommandEvent { outcome, .. } => Some(outcome.clone()),
+            _ => None,
+        })
+        .collect();
+    let done = Some(CommandOutcome::Finished(Succeeded));
+    assert_eq!(outcomes, [None, None, None, done]);
     assert_eq!(
         command_events(&t),
         vec![
@@ -149,10 +159,10 @@ fn a_rejection_is_final() {
     assert!(t.cp_events.iter().any(|e| matches!(
         e,
         CpEvent::CommandResponded {
-            accepted: false,
-            reject_reason: CommandRejectReason::Busy,
+            response,
+            outcome: Some(CommandOutcome::Rejected(CommandRejectReason::Busy)),
             ..
-        }
+        } if !response.accepted
     )));
     assert_eq!(
         t.cp.command("edge-1", "c1").unwrap().outcome,

@@ -4,7 +4,7 @@
 //! holds is lost, and replays of one it holds are de-duplicated against the adopted copy.
 
 use iop_core::cp::{
-    ClaimAnswer, ClaimError, CommandAnswer, CommandHandover, CommandOutcome, CommandSpec,
+    ClaimAnswer, ClaimError, CommandAnswer, CommandOutcome, CommandSpec, CommandState,
     ConnectionId, CpEvent, DirectoryFactory, EnrolmentPolicy,
 };
 use iop_core::proto::{Body, CommandPhase, EdgeCommandRequest, EdgeHelloRequest, NodeEventKind};
@@ -43,7 +43,7 @@ fn send(t: &mut Pair, id: &str) {
 
 /// Replica A's commands of the Edge: `running` accepted and at RUNNING (seq 2),
 /// `unanswered` never answered, `forgotten` accepted (seq 1), `done` SUCCEEDED.
-fn replica_a() -> Vec<CommandHandover> {
+fn replica_a() -> Vec<CommandState> {
     let mut a = external();
     let conn = claiming(&mut a, hello(EDGE, &["op"]));
     grant(&mut a, conn, 5);
@@ -70,7 +70,7 @@ fn replica_a() -> Vec<CommandHandover> {
     }
     ["running", "unanswered", "forgotten", "done"]
         .iter()
-        .map(|id| a.cp.command_handover(EDGE, id).expect("kept"))
+        .map(|id| a.cp.command(EDGE, id).expect("kept"))
         .collect()
 }
 
@@ -185,17 +185,17 @@ fn the_further_advanced_copy_of_a_command_wins() {
 fn commands_this_control_plane_could_not_have_sent_are_left_out() {
     let mut b = external();
     let conn = claiming(&mut b, hello(EDGE, &["op"]));
-    let empty_id = CommandHandover::new(EdgeCommandRequest {
+    let empty_id = CommandState::new(EdgeCommandRequest {
         operation: "op".into(),
         ..Default::default()
     });
-    let huge = CommandHandover::new(EdgeCommandRequest {
+    let huge = CommandState::new(EdgeCommandRequest {
         command_id: "huge".into(),
         operation: "op".into(),
         metadata: [("k".to_string(), "x".repeat(5_000))].into(),
         ..Default::default()
     });
-    let fine = CommandHandover::new(EdgeCommandRequest {
+    let fine = CommandState::new(EdgeCommandRequest {
         command_id: "fine".into(),
         operation: "op".into(),
         ..Default::default()

@@ -36,7 +36,7 @@ fn a_held_command_goes_out_only_once_released() {
     assert!(!t.cp.drop_command(EDGE, &id));
     t.send(conn, cmd_response(&id, true));
     assert!(t.cp_events.iter().any(|e| matches!(e,
-        CpEvent::CommandResponded { command_id, .. } if *command_id == id)));
+        CpEvent::CommandResponded { response, .. } if response.command_id == id)));
 }
 
 #[test]

@@ -17,9 +17,9 @@
 
 pub use crate::tls::{ClientTls, ServerTls};
 pub use crate::{
-    CommandContext, CommandFailure, CommandRecord, CommandResponse, CommandResult, CommandUpdate,
-    ConnectedError, DialError, EdgeSession, Notice, SendCommandError, ServerConfig,
-    StatusRequestError, SubscribeOptions, Subscription, Terminal, WaitForEdgeError, process_seed,
+    CommandContext, CommandFailure, CommandRecord, CommandResult, CommandUpdate, ConnectedError,
+    DialError, EdgeSession, Notice, SendCommandError, ServerConfig, StatusRequestError,
+    SubscribeOptions, Subscription, Terminal, WaitForEdgeError, process_seed,
 };
 pub use futures_lite::StreamExt;
 pub use iop_core::NodeRegistry;

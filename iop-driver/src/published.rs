@@ -40,11 +40,9 @@ impl Published for CpEvent {
             CpEvent::NodeEvent { event, .. } => {
                 event.edge_id.len() + event.node_id.len() + event.reason.len()
             }
-            CpEvent::CommandResponded {
-                command_id,
-                message,
-                ..
-            } => command_id.len() + message.len(),
+            CpEvent::CommandResponded { response, .. } => {
+                response.command_id.len() + response.message.len()
+            }
             CpEvent::EdgeForgotten {
                 unfinished_commands,
                 ..

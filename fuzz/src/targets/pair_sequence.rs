@@ -433,12 +433,8 @@ impl Pair {
             CpEvent::StatusTimedOut { request, .. } => {
                 panic!("status {request:?} timed out on a perfect network")
             }
-            CpEvent::CommandResponded {
-                command_id,
-                accepted: true,
-                ..
-            } => {
-                self.accepted.insert(command_id);
+            CpEvent::CommandResponded { response, .. } if response.accepted => {
+                self.accepted.insert(response.command_id);
             }
             CpEvent::CommandEvent { event, .. } => {
                 let phase = event.phase();

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 use futures_lite::StreamExt;
-use iop_driver::iop_core::cp::{CommandHandover, CpEvent, CpEventKind};
+use iop_driver::iop_core::cp::{CommandState, CpEvent, CpEventKind};
 use iop_driver::iop_core::proto::EdgeCommandRequest;
 use iop_driver::{
     CommandJournal, CommandRecord, ControlPlaneHandle, JournalError, Notice, Recording, Runtime,
@@ -132,8 +132,8 @@ pub struct CommandLog {
 /// An Edge's unfinished commands as the engine holds them, for adoption.
 #[derive(Debug, Default)]
 pub struct Unfinished {
-    /// Each command's handover and record, oldest first.
-    pub commands: Vec<(CommandHandover, CommandRecord)>,
+    /// Each command's state (as the core carries it on) and record, oldest first.
+    pub commands: Vec<(CommandState, CommandRecord)>,
     records: Vec<(String, u64)>,
     index: Option<u64>,
     listed: Vec<String>,
@@ -178,8 +178,8 @@ impl CommandLog {
                         _ => continue,
                     };
                     let command_id = match &event {
-                        CpEvent::CommandResponded { command_id, .. }
-                        | CpEvent::CommandLost { command_id, .. }
+                        CpEvent::CommandResponded { response, .. } => &response.command_id,
+                        CpEvent::CommandLost { command_id, .. }
                         | CpEvent::CommandUndeliverable { command_id, .. } => command_id,
                         CpEvent::CommandEvent { event, .. } => &event.command_id,
                         _ => continue,
@@ -302,7 +302,7 @@ impl CommandLog {
             {
                 // Only a command carried on is written again: only its revision is kept.
                 out.records.push((command_id.clone(), revision));
-                out.commands.push((stored.handover(), stored.record()));
+                out.commands.push((stored.state(), stored.record()));
             }
         }
         Ok(out)

@@ -183,7 +183,7 @@ impl<R: Runtime> Writer<R> {
                 Ok(None) => {}
                 Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
                     let stored = StoredCommand::decode_value(&entry.value);
-                    let known = self.cp.command_handover(edge_id, command_id);
+                    let known = self.cp.command_state(edge_id, command_id);
                     let same = |s: &StoredCommand| {
                         s.edge_id == edge_id
                             && known.as_ref().is_some_and(|k| {
@@ -231,11 +231,11 @@ impl<R: Runtime> Writer<R> {
             // Each write would wait out its timeout: retried once the engine is back.
             return Written::Failed;
         }
-        let Some(handover) = self.cp.command_handover(edge_id, command_id) else {
+        let Some(state) = self.cp.command_state(edge_id, command_id) else {
             return Written::Moot;
         };
         let record = self.cp.command(command_id);
-        let stored = StoredCommand::new(edge_id, session_id, handover, record.as_ref());
+        let stored = StoredCommand::new(edge_id, session_id, state, record.as_ref());
         let finished = stored.finished();
         let key = (edge_id.to_owned(), command_id.to_owned());
         let expected = self.revisions.get(&key).copied();

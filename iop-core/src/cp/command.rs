@@ -8,9 +8,8 @@ use iop_proto::{
     CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
 };
 
-use super::command_state::{CommandAnswer, CommandState, progress};
-use super::event::{CommandOrderRule, CommandOutcome, ProtocolViolation};
-use super::handover::CommandHandover;
+use super::command_state::{CommandAnswer, CommandOutcome, CommandState, progress};
+use super::event::{CommandOrderRule, ProtocolViolation};
 
 #[derive(Debug)]
 struct Tracked {
@@ -120,15 +119,22 @@ impl CommandBook {
         );
     }
 
+    /// What is known of `command_id`, and what another Control Plane needs to carry it
+    /// on.
     pub(crate) fn state(&self, command_id: &str) -> Option<CommandState> {
         self.commands.get(command_id).map(|t| CommandState {
-            command_id: t.request.command_id.clone(),
-            operation: t.request.operation.clone(),
+            request: t.request.clone(),
             answer: t.answer,
             phase: t.phase,
             last_sequence: t.last_seq,
             outcome: t.outcome.clone(),
+            unanswered_sessions: t.unanswered_sessions,
         })
+    }
+
+    /// The outcome of `command_id`, once it has one.
+    pub(crate) fn outcome(&self, command_id: &str) -> Option<CommandOutcome> {
+        self.commands.get(command_id)?.outcome.clone()
     }
 
     /// Releases a held command: its record is written. The request to send now when the
@@ -152,22 +158,10 @@ impl CommandBook {
         }
     }
 
-    /// What another Control Plane needs to carry `command_id` on.
-    pub(crate) fn handover(&self, command_id: &str) -> Option<CommandHandover> {
-        self.commands.get(command_id).map(|t| CommandHandover {
-            request: t.request.clone(),
-            answer: t.answer,
-            phase: t.phase,
-            last_sequence: t.last_seq,
-            outcome: t.outcome.clone(),
-            unanswered_sessions: t.unanswered_sessions,
-        })
-    }
-
     /// Joins a command another Control Plane sent: the further advanced of two copies
     /// of one command wins (PROTOCOL.md §8). Called before the new session's
     /// [`on_new_session`](Self::on_new_session).
-    pub(crate) fn adopt(&mut self, command: CommandHandover, retention: usize) {
+    pub(crate) fn adopt(&mut self, command: CommandState, retention: usize) {
         let id = command.request.command_id.clone();
         match self.commands.get_mut(&id) {
             Some(t) => {

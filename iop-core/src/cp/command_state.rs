@@ -1,10 +1,9 @@
 //! A command as the application sees it: what it asks an Edge to do
-//! ([`CommandSpec`]), and what the Control Plane knows of it since ([`CommandState`],
-//! [`CommandAnswer`]).
+//! ([`CommandSpec`]), what the Control Plane knows of it since ([`CommandState`],
+//! [`CommandAnswer`]), and how it ended ([`CommandOutcome`], with its one encoding for
+//! records kept outside the core).
 
-use iop_proto::{CommandPhase, CommandRejectReason};
-
-use super::event::CommandOutcome;
+use iop_proto::{CommandPhase, CommandRejectReason, EdgeCommandRequest};
 
 /// What the application asks an Edge to do.
 ///
@@ -74,9 +73,33 @@ impl CommandSpec {
         self
     }
 
+    /// The spec of what `request` asks, its `command_id` as the caller's key (none
+    /// when empty): the admin API's body and a routed command arrive as the wire's
+    /// request.
+    pub fn from_request(request: EdgeCommandRequest) -> Self {
+        Self {
+            operation: request.operation,
+            target_selector: request.target_selector,
+            metadata: request.metadata,
+            timeout_ms: request.timeout_ms,
+            command_id: Some(request.command_id).filter(|id| !id.is_empty()),
+        }
+    }
+
+    /// The request to send under `command_id`.
+    pub(crate) fn into_request(self, command_id: String) -> EdgeCommandRequest {
+        EdgeCommandRequest {
+            command_id,
+            operation: self.operation,
+            target_selector: self.target_selector,
+            metadata: self.metadata,
+            timeout_ms: self.timeout_ms,
+        }
+    }
+
     /// Whether `request` asks for what this spec asks (its id aside): the same
     /// operation, selector, metadata and timeout.
-    pub fn same_content(&self, request: &iop_proto::EdgeCommandRequest) -> bool {
+    pub fn same_content(&self, request: &EdgeCommandRequest) -> bool {
         self.operation == request.operation
             && self.target_selector == request.target_selector
             && self.metadata == request.metadata
@@ -97,14 +120,23 @@ pub enum CommandAnswer {
 }
 
 /// What the Control Plane knows about one command
-/// ([`ControlPlane::command`](super::ControlPlane::command)).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// ([`ControlPlane::command`](super::ControlPlane::command)), and all another Control
+/// Plane needs to carry it on (PROTOCOL.md §8 "Command records").
+///
+/// The replica holding an Edge keeps each command's state in a shared store as it
+/// changes; the replica that next wins the Edge's ownership claim hands the unfinished
+/// ones to its core with
+/// [`ControlPlane::adopt_commands`](super::ControlPlane::adopt_commands) before it
+/// grants the claim. When the hello is then accepted, the adopted commands join the
+/// Edge's own (the further advanced of two copies of one command wins) before the
+/// hello's `inflight_command_ids` are compared with them: a command never answered is
+/// re-sent, one believed accepted that the Edge no longer holds is marked lost, and the
+/// Edge's replayed events of those it holds are de-duplicated against what was adopted.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct CommandState {
-    /// The command id.
-    pub command_id: String,
-    /// Its operation.
-    pub operation: String,
+    /// The request as sent (re-sent as it is when it was never answered).
+    pub request: EdgeCommandRequest,
     /// The Edge's answer.
     pub answer: CommandAnswer,
     /// The latest phase seen (UNSPECIFIED before any event).
@@ -113,6 +145,37 @@ pub struct CommandState {
     pub last_sequence: u32,
     /// Set once the command is finished for good.
     pub outcome: Option<CommandOutcome>,
+    /// Sessions its request was sent on that ended without its response.
+    pub unanswered_sessions: u32,
+}
+
+impl CommandState {
+    /// A command sent and not answered yet.
+    pub fn new(request: EdgeCommandRequest) -> Self {
+        Self {
+            request,
+            answer: CommandAnswer::Pending,
+            phase: CommandPhase::Unspecified,
+            last_sequence: 0,
+            outcome: None,
+            unanswered_sessions: 0,
+        }
+    }
+
+    /// The command id.
+    pub fn command_id(&self) -> &str {
+        &self.request.command_id
+    }
+
+    /// Its operation.
+    pub fn operation(&self) -> &str {
+        &self.request.operation
+    }
+
+    /// How far the command got: a copy further on replaces an older one.
+    pub(crate) fn progress(&self) -> (bool, bool, u32) {
+        progress(self.outcome.is_some(), self.answer, self.last_sequence)
+    }
 }
 
 /// The order in which a command's copies are compared: finished, answered, then by
@@ -123,4 +186,106 @@ pub(crate) fn progress(
     last_sequence: u32,
 ) -> (bool, bool, u32) {
     (finished, answer != CommandAnswer::Pending, last_sequence)
+}
+
+/// How a command left the Control Plane's books for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandOutcome {
+    /// The Edge rejected it.
+    Rejected(CommandRejectReason),
+    /// A terminal event arrived with this phase.
+    Finished(CommandPhase),
+    /// The Edge reconnected without listing this accepted, unfinished command: it was
+    /// lost by the Edge (treated as FAILED).
+    Lost,
+    /// Its request was sent on this many sessions that each ended without its response:
+    /// FAILED "undeliverable", never sent again.
+    Undeliverable {
+        /// Sessions that ended without answering it.
+        sessions: u32,
+    },
+    /// The view of its Edge was forgotten before it finished.
+    Forgotten,
+    /// Its record could not be written before it was sent (PROTOCOL.md §8
+    /// write-ahead): it was never sent.
+    Unrecorded,
+}
+
+impl CommandOutcome {
+    /// The outcome's one encoding for records kept outside the core (a cluster's
+    /// engine): a code (never 0, which such a record keeps for "unfinished") and a
+    /// value: 1 rejected (the `CommandRejectReason`), 2 finished (the terminal
+    /// `CommandPhase`), 3 lost, 4 undeliverable (the sessions), 5 forgotten,
+    /// 6 unrecorded (value 0).
+    pub fn encode(&self) -> (u32, u32) {
+        let enum_value = |v: i32| u32::try_from(v).unwrap_or(0);
+        match self {
+            Self::Rejected(reason) => (1, enum_value(*reason as i32)),
+            Self::Finished(phase) => (2, enum_value(*phase as i32)),
+            Self::Lost => (3, 0),
+            Self::Undeliverable { sessions } => (4, *sessions),
+            Self::Forgotten => (5, 0),
+            Self::Unrecorded => (6, 0),
+        }
+    }
+
+    /// The outcome [`encode`](Self::encode) wrote as `(code, value)`; `None` for what it
+    /// never writes (code 0, an unknown code, a reason or phase out of range, a phase
+    /// that is not terminal).
+    pub fn decode(code: u32, value: u32) -> Option<Self> {
+        let enum_value = i32::try_from(value).ok();
+        match code {
+            1 => CommandRejectReason::try_from(enum_value?)
+                .ok()
+                .map(Self::Rejected),
+            2 => CommandPhase::try_from(enum_value?)
+                .ok()
+                .filter(|p| p.is_terminal())
+                .map(Self::Finished),
+            3 if value == 0 => Some(Self::Lost),
+            4 => Some(Self::Undeliverable { sessions: value }),
+            5 if value == 0 => Some(Self::Forgotten),
+            6 if value == 0 => Some(Self::Unrecorded),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finished_copy_is_further_on_than_any_unfinished_one() {
+        let request = EdgeCommandRequest::default();
+        let mut running = CommandState::new(request.clone());
+        running.answer = CommandAnswer::Accepted;
+        running.last_sequence = 9;
+        let mut done = CommandState::new(request);
+        done.outcome = Some(CommandOutcome::Lost);
+        assert!(done.progress() > running.progress());
+    }
+
+    #[test]
+    fn every_outcome_reads_back_from_its_encoding_and_nothing_else_does() {
+        let all = [
+            CommandOutcome::Rejected(CommandRejectReason::Busy),
+            CommandOutcome::Finished(CommandPhase::Succeeded),
+            CommandOutcome::Finished(CommandPhase::TimedOut),
+            CommandOutcome::Lost,
+            CommandOutcome::Undeliverable { sessions: 3 },
+            CommandOutcome::Forgotten,
+            CommandOutcome::Unrecorded,
+        ];
+        for outcome in all {
+            let (code, value) = outcome.encode();
+            assert_ne!(code, 0);
+            assert_eq!(CommandOutcome::decode(code, value), Some(outcome));
+        }
+        let running = CommandPhase::Running as u32;
+        for (code, value) in [(0, 0), (7, 0), (2, running), (2, 99), (1, 99), (3, 1)] {
+            assert_eq!(CommandOutcome::decode(code, value), None, "{code}/{value}");
+        }
+    }
 }

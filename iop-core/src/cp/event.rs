@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use super::command_state::CommandOutcome;
 use super::ids::{ConnectionId, RequestId};
 use iop_proto::{
-    BodyKind, CommandRejectReason, EdgeCommandEvent, EdgeNodeEvent, EdgeStatusResponse, FrameError,
+    BodyKind, EdgeCommandEvent, EdgeCommandResponse, EdgeNodeEvent, EdgeStatusResponse, FrameError,
     GoAwayReason, HelloRejectReason, WireEnum,
 };
 
@@ -214,30 +215,6 @@ pub enum ResyncCause {
     MissingEdgeReady,
 }
 
-/// How a command left the Control Plane's books for good.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CommandOutcome {
-    /// The Edge rejected it.
-    Rejected(CommandRejectReason),
-    /// A terminal event arrived with this phase.
-    Finished(iop_proto::CommandPhase),
-    /// The Edge reconnected without listing this accepted, unfinished command: it was
-    /// lost by the Edge (treated as FAILED).
-    Lost,
-    /// Its request was sent on this many sessions that each ended without its response:
-    /// FAILED "undeliverable", never sent again.
-    Undeliverable {
-        /// Sessions that ended without answering it.
-        sessions: u32,
-    },
-    /// The view of its Edge was forgotten before it finished.
-    Forgotten,
-    /// Its record could not be written before it was sent (PROTOCOL.md §8
-    /// write-ahead): it was never sent.
-    Unrecorded,
-}
-
 /// Why the view of a disconnected Edge was forgotten ([`CpEvent::EdgeForgotten`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -349,14 +326,10 @@ pub enum CpEvent {
         edge_id: String,
         /// The session it arrived on.
         session_id: u64,
-        /// The command.
-        command_id: String,
-        /// True when accepted.
-        accepted: bool,
-        /// The reason when rejected.
-        reject_reason: CommandRejectReason,
-        /// The Edge's message.
-        message: String,
+        /// The answer, as the Edge sent it.
+        response: EdgeCommandResponse,
+        /// `Some(Rejected)` when the answer ended the command.
+        outcome: Option<CommandOutcome>,
     },
     /// A new (not duplicate) command event, in order.
     CommandEvent {
@@ -366,6 +339,8 @@ pub enum CpEvent {
         session_id: u64,
         /// The event.
         event: EdgeCommandEvent,
+        /// `Some(Finished)` when the event's phase ended the command.
+        outcome: Option<CommandOutcome>,
     },
     /// A command the CP believed accepted and unfinished was not listed in the Edge's
     /// new hello: it is marked FAILED, lost by the Edge.

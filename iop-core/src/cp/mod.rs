@@ -175,7 +175,6 @@ mod edges;
 mod enrolment;
 mod error;
 mod event;
-pub mod handover;
 mod identity;
 mod ids;
 mod session;
@@ -185,7 +184,7 @@ mod view;
 pub use crate::limits::INSTANCE_ID_KEY;
 /// The one [`Transmit`] of both ends, here for `cp::` paths.
 pub use crate::transmit::Transmit;
-pub use command_state::{CommandAnswer, CommandSpec, CommandState};
+pub use command_state::{CommandAnswer, CommandOutcome, CommandSpec, CommandState};
 pub use config::{ConfigError, CpConfig, DuplicatePolicy};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
@@ -195,10 +194,9 @@ pub use directory::{
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, ConnectionIdInUse, RevokeError, StatusError};
 pub use event::{
-    CloseReason, CommandOrderRule, CommandOutcome, CpEvent, CpEventKind, ForgetReason, Initiator,
+    CloseReason, CommandOrderRule, CpEvent, CpEventKind, ForgetReason, Initiator,
     ProtocolViolation, ResyncCause,
 };
-pub use handover::CommandHandover;
 pub use identity::{NamedPeer, PeerIdentity};
 pub use ids::{ConnectionId, RequestId};
 pub use session::{ConnBuffers, Session};

@@ -290,11 +290,33 @@ impl Monitor {
             }
             CpEvent::CommandResponded {
                 edge_id,
-                command_id,
-                accepted,
+                response,
+                outcome,
                 ..
             } => {
+                let (command_id, accepted) = (&response.command_id, response.accepted);
                 let key = (edge_id.clone(), command_id.clone());
+                let ended_before = self.commands.get(&key).is_some_and(|t| t.ended);
+                // The event carries the command's outcome after the answer: the
+                // rejection itself, or the end its replayed events already brought.
+                let reason = response.reject_reason_enum().known();
+                let rejected = crate::cp::CommandOutcome::Rejected(
+                    reason.unwrap_or(iop_proto::CommandRejectReason::Unspecified),
+                );
+                let agrees = match outcome {
+                    None => accepted,
+                    Some(o) if !accepted => *o == rejected,
+                    Some(_) => ended_before,
+                };
+                if !agrees {
+                    self.fail(
+                        at_ms,
+                        format!(
+                            "{command_id}: answer {accepted} with outcome {outcome:?} \
+                             (ended before: {ended_before})"
+                        ),
+                    );
+                }
                 let t = self.commands.entry(key).or_default();
                 let twice = t.responded;
                 t.responded = true;
@@ -312,7 +334,12 @@ impl Monitor {
                     self.fail(at_ms, format!("{command_id}: rejected after it ended"));
                 }
             }
-            CpEvent::CommandEvent { edge_id, event, .. } => {
+            CpEvent::CommandEvent {
+                edge_id,
+                event,
+                outcome,
+                ..
+            } => {
                 let key = (edge_id.clone(), event.command_id.clone());
                 let t = self.commands.entry(key).or_default().clone();
                 let id = &event.command_id;
@@ -320,6 +347,16 @@ impl Monitor {
                     self.fail(at_ms, format!("{id}: unknown phase {}", event.phase));
                     return;
                 };
+                // The event carries the outcome exactly when its phase ends the command.
+                let ends = outcome.as_ref().is_some_and(
+                    |o| matches!(o, crate::cp::CommandOutcome::Finished(p) if *p as i32 == event.phase),
+                );
+                if ends != terminal || (outcome.is_some() && !ends) {
+                    self.fail(
+                        at_ms,
+                        format!("{id}: event {event:?} with outcome {outcome:?}"),
+                    );
+                }
                 if t.ended {
                     self.fail(
                         at_ms,

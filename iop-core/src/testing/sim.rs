@@ -9,7 +9,7 @@ use super::node_side::NodeSide;
 use super::pair::{NetConfig, Pair, Side};
 use super::rng::SimRng;
 use crate::WallClock;
-use crate::cp::{CommandSpec, ConfigError, CpConfig, CpEvent};
+use crate::cp::{CommandOutcome, CommandSpec, ConfigError, CpConfig, CpEvent};
 use crate::edge::{EdgeConfig, EdgeEvent, Outcome, TargetLevel};
 use crate::proto::CommandPhase;
 use crate::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
@@ -211,12 +211,11 @@ impl Sim {
                 }
                 CpEvent::CommandLost { .. } => bump("end.Lost".into()),
                 CpEvent::CommandResponded {
-                    accepted: false,
-                    reject_reason,
+                    outcome: Some(CommandOutcome::Rejected(reason)),
                     ..
                 } => {
                     bump("end.Rejected".into());
-                    bump(format!("reject.{}", reject_reason.as_str_name()));
+                    bump(format!("reject.{}", reason.as_str_name()));
                 }
                 _ => {}
             }

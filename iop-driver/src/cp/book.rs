@@ -3,8 +3,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::task::{Context, Poll, Waker};
 
-use iop_core::cp::CommandOutcome;
-use iop_core::proto::{CommandPhase, CommandRejectReason, EdgeCommandEvent, WireEnum};
+use iop_core::cp::{CommandAnswer, CommandOutcome, CommandState};
+use iop_core::proto::{
+    CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandResponse, WireEnum,
+};
 
 /// How much of a command's history its record keeps, and how much the whole book
 /// holds (`ServerConfig::command_records`).
@@ -36,35 +38,12 @@ impl Default for RecordLimits {
     }
 }
 
-/// The Edge's answer to a command request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CommandResponse {
-    /// Whether the Edge took the command.
-    pub accepted: bool,
-    /// Why not (UNSPECIFIED when accepted).
-    pub reject_reason: CommandRejectReason,
-    /// The Edge's message.
-    pub message: String,
-}
-
-impl CommandResponse {
-    /// The Edge's answer: accepted, or rejected for `reject_reason`.
-    pub fn new(accepted: bool, reject_reason: CommandRejectReason, message: String) -> Self {
-        Self {
-            accepted,
-            reject_reason,
-            message,
-        }
-    }
-}
-
 /// One step of a command, in the order the Control Plane learnt it.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum CommandUpdate {
-    /// The Edge answered the request.
-    Response(CommandResponse),
+    /// The Edge answered the request (as it sent it).
+    Response(EdgeCommandResponse),
     /// A phase event (ACCEPTED, RUNNING…, then one terminal phase).
     Event(EdgeCommandEvent),
     /// The Edge came back without it: the command is FAILED as lost.
@@ -110,33 +89,28 @@ pub struct CommandRecord {
 }
 
 impl CommandRecord {
-    /// The record of a command as the core knows it (`handover`): its answer (without
+    /// The record of a command as the core knows it (`state`): its answer (without
     /// the Edge's message) and outcome, no events.
-    pub fn of(edge_id: &str, handover: &iop_core::cp::CommandHandover) -> Self {
-        let request = &handover.request;
+    pub fn of(edge_id: &str, state: &CommandState) -> Self {
+        let request = &state.request;
         let mut record = Self::new(edge_id, &request.command_id, &request.operation);
-        match handover.answer {
-            iop_core::cp::CommandAnswer::Accepted => {
-                record
-                    .updates
-                    .push(CommandUpdate::Response(CommandResponse::new(
-                        true,
-                        CommandRejectReason::Unspecified,
-                        String::new(),
-                    )))
-            }
-            iop_core::cp::CommandAnswer::Rejected(reason) => {
-                record
-                    .updates
-                    .push(CommandUpdate::Response(CommandResponse::new(
-                        false,
-                        reason,
-                        String::new(),
-                    )))
-            }
+        let answered = |accepted: bool, reason: CommandRejectReason| EdgeCommandResponse {
+            command_id: request.command_id.clone(),
+            accepted,
+            reject_reason: reason as i32,
+            message: String::new(),
+        };
+        match state.answer {
+            CommandAnswer::Accepted => record.updates.push(CommandUpdate::Response(answered(
+                true,
+                CommandRejectReason::Unspecified,
+            ))),
+            CommandAnswer::Rejected(reason) => record
+                .updates
+                .push(CommandUpdate::Response(answered(false, reason))),
             _ => {}
         }
-        record.outcome = handover.outcome.clone();
+        record.outcome = state.outcome.clone();
         record
     }
 
@@ -163,7 +137,7 @@ impl CommandRecord {
     }
 
     /// The Edge's response, if it came.
-    pub fn response(&self) -> Option<&CommandResponse> {
+    pub fn response(&self) -> Option<&EdgeCommandResponse> {
         self.updates.iter().find_map(|u| match u {
             CommandUpdate::Response(r) => Some(r),
             _ => None,
@@ -201,7 +175,7 @@ struct Entry {
 /// Estimated bytes of one kept update.
 fn update_bytes(update: &CommandUpdate) -> usize {
     let heap = match update {
-        CommandUpdate::Response(r) => r.message.len(),
+        CommandUpdate::Response(r) => r.command_id.len() + r.message.len(),
         CommandUpdate::Unrecorded { reason } => reason.len(),
         CommandUpdate::Event(e) => {
             e.command_id.len()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use iop_core::cp::{
-    ClaimAnswer, ClaimError, CommandHandover, CommandSpec, ConnectionId, CpEvent, CpEventKind,
+    ClaimAnswer, ClaimError, CommandSpec, CommandState, ConnectionId, CpEvent, CpEventKind,
     CpStats, EdgeView, EnrolmentPolicy, RevokeError,
 };
 use iop_core::proto::EdgeStatusResponse;
@@ -281,7 +281,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             }
             // A key the core knows for this Edge: that command again, or a conflict.
             if let Some(id) = &spec.command_id
-                && let Some(known) = state.cp.command_handover(edge_id, id)
+                && let Some(known) = state.cp.command(edge_id, id)
             {
                 if !spec.same_content(&known.request) {
                     return Err(SendCommandError::Conflict {
@@ -297,7 +297,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
                 None => (state.cp.send_command(now, edge_id, spec, None)?, None),
                 Some(_) => {
                     let id = state.cp.hold_command(edge_id, spec, None)?;
-                    let request = state.cp.command_handover(edge_id, &id).map(|h| h.request);
+                    let request = state.cp.command(edge_id, &id).map(|h| h.request);
                     (id, request)
                 }
             };
@@ -395,7 +395,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// Hands the commands another Control Plane sent to the Edge whose claim waits on
-    /// `conn` to this one, each as the core's [`CommandHandover`] and the record an
+    /// `conn` to this one, each as the core's [`CommandState`] and the record an
     /// operator reads ([`command`](Self::command)); call it before
     /// [`answer_claim`](Self::answer_claim) grants the claim. Commands the core leaves
     /// out (see [`ControlPlane::adopt_commands`](iop_core::cp::ControlPlane::adopt_commands))
@@ -403,11 +403,11 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     pub fn adopt_commands(
         &self,
         conn: ConnectionId,
-        commands: Vec<(CommandHandover, CommandRecord)>,
+        commands: Vec<(CommandState, CommandRecord)>,
     ) -> Result<Vec<String>, ClaimError> {
         let mut state = lock(&self.shared.state);
-        let (handovers, mut records): (Vec<_>, Vec<_>) = commands.into_iter().unzip();
-        let kept = state.cp.adopt_commands(conn, handovers)?;
+        let (states, mut records): (Vec<_>, Vec<_>) = commands.into_iter().unzip();
+        let kept = state.cp.adopt_commands(conn, states)?;
         records.retain(|r| kept.contains(&r.command_id));
         for record in records {
             state.book.adopt(record);
@@ -420,12 +420,11 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         lock(&self.shared.state).cp.unfinished_commands(edge_id)
     }
 
-    /// What another Control Plane needs to carry command `command_id` of `edge_id` on
-    /// ([`CommandHandover`]); `None` for a command not known here.
-    pub fn command_handover(&self, edge_id: &str, command_id: &str) -> Option<CommandHandover> {
-        lock(&self.shared.state)
-            .cp
-            .command_handover(edge_id, command_id)
+    /// What the core knows of command `command_id` of `edge_id`, all another Control
+    /// Plane needs to carry it on ([`CommandState`]); `None` for a command not known
+    /// here.
+    pub fn command_state(&self, edge_id: &str, command_id: &str) -> Option<CommandState> {
+        lock(&self.shared.state).cp.command(edge_id, command_id)
     }
 
     /// The directory says session `session_id` of `edge_id` lost its ownership record

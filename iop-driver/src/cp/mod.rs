@@ -18,7 +18,7 @@ mod timer;
 mod tracker;
 mod wait_edge;
 
-pub use book::{CommandRecord, CommandResponse, CommandUpdate, RecordLimits};
+pub use book::{CommandRecord, CommandUpdate, RecordLimits};
 pub use config::{ServeError, ServerConfig, TlsStats};
 pub use error::{SendCommandError, StatusRequestError, TlsReloadError};
 pub use handle::{ControlPlaneHandle, SubscribeOptions};

@@ -13,7 +13,7 @@ use futures_channel::oneshot;
 use iop_core::Instant;
 use iop_core::cp::{ConnectionId, ControlPlane, CpEvent, IdHasher};
 
-use super::book::{CommandBook, CommandResponse, CommandUpdate};
+use super::book::{CommandBook, CommandUpdate};
 use super::config::TlsStats;
 use super::direct::Direct;
 use super::error::StatusRequestError;
@@ -223,37 +223,21 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
                 .status_waiters
                 .complete(*request, Err(StatusRequestError::Abandoned));
         }
+        // The core's events carry its verdict: the record takes the wire's answer and
+        // event as they came, and the outcome they brought.
         CpEvent::CommandResponded {
-            edge_id,
-            command_id,
-            accepted,
-            reject_reason,
-            message,
-            ..
+            response, outcome, ..
         } => {
-            let outcome = state
-                .cp
-                .command(edge_id, command_id)
-                .and_then(|s| s.outcome);
-            let response = CommandResponse {
-                accepted: *accepted,
-                reject_reason: *reject_reason,
-                message: message.clone(),
-            };
+            let update = CommandUpdate::Response(response.clone());
             state
                 .book
-                .push(command_id, CommandUpdate::Response(response), outcome);
+                .push(&response.command_id, update, outcome.clone());
         }
         CpEvent::CommandEvent {
-            edge_id, event: ev, ..
+            event: ev, outcome, ..
         } => {
-            let outcome = state
-                .cp
-                .command(edge_id, &ev.command_id)
-                .and_then(|s| s.outcome);
-            state
-                .book
-                .push(&ev.command_id, CommandUpdate::Event(ev.clone()), outcome);
+            let update = CommandUpdate::Event(ev.clone());
+            state.book.push(&ev.command_id, update, outcome.clone());
         }
         CpEvent::CommandLost { command_id, .. } => {
             state.book.push(

@@ -7,7 +7,7 @@ use iop_core::cp::{CommandOutcome, CpEvent, CpEventKind, EdgeView, Reachability}
 use iop_core::proto::{CommandPhase, EdgeCommandResponse};
 use serde_json::{Value, json};
 
-use iop_tokio::{CommandRecord, CommandResponse};
+use iop_tokio::CommandRecord;
 
 fn reachability(r: Reachability) -> &'static str {
     match r {
@@ -55,14 +55,9 @@ pub fn edge_view(v: &EdgeView) -> Value {
     })
 }
 
-/// The Edge's answer to a command, as the wire's `EdgeCommandResponse`.
-pub fn command_response(command_id: &str, r: &CommandResponse) -> Value {
-    to_value(&EdgeCommandResponse {
-        command_id: command_id.to_owned(),
-        accepted: r.accepted,
-        reject_reason: r.reject_reason as i32,
-        message: r.message.clone(),
-    })
+/// The Edge's answer to a command, as it sent it.
+pub fn command_response(r: &EdgeCommandResponse) -> Value {
+    to_value(r)
 }
 
 fn phase_name(p: CommandPhase) -> &'static str {
@@ -105,7 +100,7 @@ pub fn command_record(r: &CommandRecord) -> Value {
         "edgeId": r.edge_id,
         "commandId": r.command_id,
         "operation": r.operation,
-        "response": r.response().map(|resp| command_response(&r.command_id, resp)),
+        "response": r.response().map(command_response),
         "events": events,
         "phase": phase,
         "terminal": r.outcome.is_some(),

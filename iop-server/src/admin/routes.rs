@@ -297,7 +297,7 @@ async fn post_command(
         Json(json!({
             "commandId": command_id,
             "edgeId": edge_id,
-            "response": shape::command_response(&command_id, &response),
+            "response": shape::command_response(&response),
         })),
     )
         .into_response())

@@ -443,7 +443,7 @@ async fn command_rows(
         while let Some(update) = tracker.next().await {
             match update {
                 CommandUpdate::Response(r) if !r.accepted => {
-                    let reason = short(r.reject_reason.as_str_name(), "COMMAND_REJECT_REASON_");
+                    let reason = short(r.reject_reason().as_str_name(), "COMMAND_REJECT_REASON_");
                     cells(String::new(), format!("REJECTED {reason}"), r.message);
                     return;
                 }

@@ -8,11 +8,11 @@ use crate::ids::MAX_ID_LEN;
 use crate::time::Instant;
 
 use super::ControlPlane;
+use crate::cp::command_state::CommandState;
 #[cfg(doc)]
 use crate::cp::directory::Directory;
 use crate::cp::directory::{ClaimAnswer, ClaimError};
 use crate::cp::event::{CloseReason, CpEvent};
-use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
 use crate::cp::session::PendingHello;
 
@@ -115,9 +115,9 @@ impl ControlPlane {
     }
 
     /// Hands the commands another Control Plane sent to the Edge whose ownership claim
-    /// waits on `conn` (their [`CommandHandover`]s, oldest first) to this one: once the
+    /// waits on `conn` (their [`CommandState`]s, oldest first) to this one: once the
     /// claim is granted, they join the Edge's commands before the hello's in-flight ids
-    /// are compared with them (see [`handover`](crate::cp::handover)). Call it before
+    /// are compared with them (see [`CommandState`]). Call it before
     /// [`handle_claim`](Self::handle_claim); a later call adds to an earlier one.
     /// [`ClaimError::NotWaiting`] when no claim waits on `conn`.
     ///
@@ -128,7 +128,7 @@ impl ControlPlane {
     pub fn adopt_commands(
         &mut self,
         conn: ConnectionId,
-        commands: Vec<CommandHandover>,
+        commands: Vec<CommandState>,
     ) -> Result<Vec<String>, ClaimError> {
         let max_frame_len = self.config.max_frame_len as usize;
         let max_unfinished = self.config.max_inflight_commands;

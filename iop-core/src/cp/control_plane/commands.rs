@@ -2,7 +2,7 @@
 //! sessions, and their responses and events matched in.
 
 use iop_proto::limits::send;
-use iop_proto::{EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, Envelope, Message};
+use iop_proto::{EdgeCommandEvent, EdgeCommandResponse, Envelope, Message};
 
 use crate::ids::validate_id;
 use crate::outbound::OutboundError;
@@ -10,11 +10,10 @@ use crate::time::Instant;
 
 use super::ControlPlane;
 use crate::cp::command::{EventEffect, ResponseEffect};
-use crate::cp::command_state::CommandSpec;
+use crate::cp::command_state::{CommandOutcome, CommandSpec};
 use crate::cp::edges::EdgeSlot;
 use crate::cp::error::CommandError;
 use crate::cp::event::{CloseReason, CpEvent};
-use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
 
 impl ControlPlane {
@@ -48,7 +47,7 @@ impl ControlPlane {
     pub fn hold_command(
         &mut self,
         edge_id: &str,
-        spec: CommandSpec,
+        mut spec: CommandSpec,
         command_id: Option<String>,
     ) -> Result<String, CommandError> {
         let Some(entry) = self.edges.get(edge_id) else {
@@ -66,7 +65,7 @@ impl ControlPlane {
             });
         }
         let mut next_n = self.last_command_n;
-        let command_id = match command_id.or(spec.command_id) {
+        let command_id = match command_id.or(spec.command_id.take()) {
             Some(id) => {
                 validate_id("command id", &id).map_err(CommandError::InvalidCommandId)?;
                 id
@@ -87,13 +86,7 @@ impl ControlPlane {
         if entry.commands().unfinished() >= limit {
             return Err(CommandError::TooManyInFlight { limit });
         }
-        let request = EdgeCommandRequest {
-            command_id: command_id.clone(),
-            operation: spec.operation,
-            target_selector: spec.target_selector,
-            metadata: spec.metadata,
-            timeout_ms: spec.timeout_ms,
-        };
+        let request = spec.into_request(command_id.clone());
         // Nothing the Edge's decoder refuses is ever queued (PROTOCOL.md §4.6): such a
         // command would end the session, and be re-sent on every next one.
         send::command_request(&request)?;
@@ -137,10 +130,9 @@ impl ControlPlane {
             .is_some_and(|e| e.commands_mut().drop_held(command_id))
     }
 
-    /// What another Control Plane needs to carry command `command_id` of `edge_id` on
-    /// (PROTOCOL.md §8); `None` for a command not known (or no longer kept) here.
-    pub fn command_handover(&self, edge_id: &str, command_id: &str) -> Option<CommandHandover> {
-        self.edges.get(edge_id)?.commands().handover(command_id)
+    /// The outcome of a command just answered or advanced, for its event.
+    fn outcome_of(&self, edge_id: &str, command_id: &str) -> Option<CommandOutcome> {
+        self.edges.get(edge_id)?.commands().outcome(command_id)
     }
 
     fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
@@ -168,15 +160,15 @@ impl ControlPlane {
             Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
             Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(ResponseEffect::Repeat) => {}
-            Ok(ResponseEffect::First) => self.events.push_back(CpEvent::CommandResponded {
-                edge_id,
-                session_id,
-                command_id: resp.command_id,
-                accepted: resp.accepted,
-                reject_reason: iop_proto::CommandRejectReason::try_from(resp.reject_reason)
-                    .unwrap_or(iop_proto::CommandRejectReason::Unspecified),
-                message: resp.message,
-            }),
+            Ok(ResponseEffect::First) => {
+                let outcome = self.outcome_of(&edge_id, &resp.command_id);
+                self.events.push_back(CpEvent::CommandResponded {
+                    edge_id,
+                    session_id,
+                    response: resp,
+                    outcome,
+                });
+            }
         }
     }
 
@@ -198,11 +190,15 @@ impl ControlPlane {
             Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
             Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
-            Ok(EventEffect::New) => self.events.push_back(CpEvent::CommandEvent {
-                edge_id,
-                session_id,
-                event: ev,
-            }),
+            Ok(EventEffect::New) => {
+                let outcome = self.outcome_of(&edge_id, &ev.command_id);
+                self.events.push_back(CpEvent::CommandEvent {
+                    edge_id,
+                    session_id,
+                    event: ev,
+                    outcome,
+                });
+            }
         }
     }
 }

@@ -8,10 +8,10 @@ use crate::limits::INSTANCE_ID_KEY;
 use crate::time::Instant;
 
 use super::ControlPlane;
+use crate::cp::command_state::CommandState;
 use crate::cp::directory::Claim;
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
-use crate::cp::handover::CommandHandover;
 use crate::cp::ids::ConnectionId;
 use crate::cp::session::{Acceptance, Handled, PendingHello, Rejection, ToSession};
 
@@ -296,7 +296,7 @@ impl ControlPlane {
     }
 
     /// Joins the commands adopted for a claim to the Edge's own.
-    fn join_adopted(&mut self, edge_id: &str, adopted: Vec<CommandHandover>) {
+    fn join_adopted(&mut self, edge_id: &str, adopted: Vec<CommandState>) {
         let retention = self.config.finished_command_retention;
         if let Some(entry) = self.edges.get_mut(edge_id) {
             for command in adopted {

@@ -6,11 +6,11 @@
 use iop_proto::limits::send;
 use iop_proto::{Body, BodyKind, EdgeHelloRequest, EdgeHelloResponse, Envelope, HelloRejectReason};
 
+use crate::cp::command_state::CommandState;
 use crate::cp::config::{CpConfig, ms_u32};
 use crate::cp::edges::EdgeSlot;
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::ProtocolViolation;
-use crate::cp::handover::CommandHandover;
 use crate::ids::validate_id;
 use crate::outbound::OutboundError;
 use crate::time::Instant;
@@ -28,7 +28,7 @@ pub(crate) struct PendingHello {
     /// The negotiated protocol version.
     pub(crate) version: u32,
     /// Commands another Control Plane sent the Edge, joined to its own on acceptance.
-    pub(crate) adopted: Vec<CommandHandover>,
+    pub(crate) adopted: Vec<CommandState>,
 }
 
 impl Session {
