@@ -12,7 +12,7 @@
 //! messages (protobuf): `EdgeStatusRequest` → `EdgeStatusResponse`,
 //! `EdgeCommandRequest` → `EdgeCommandResponse`. A view is the JSON the replica's
 //! [view encoder](crate::Replica::serve_views) writes. Errors come back as a code and
-//! a message ([`RouteError`]).
+//! a message ([`RouteError`], its [`RouteErrorKind`]).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -20,18 +20,17 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use futures_lite::StreamExt;
 use iop_driver::iop_core;
-use iop_driver::iop_core::cp::{CommandError, CommandSpec, EdgeView, Reachability, StatusError};
+use iop_driver::iop_core::cp::{CommandSpec, EdgeView, Reachability};
 use iop_driver::iop_core::proto::{
     EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message, limits,
 };
-use iop_driver::{
-    CommandUpdate, ControlPlaneHandle, Runtime, SendCommandError, StatusRequestError,
-};
+use iop_driver::{ControlPlaneHandle, Runtime};
 
 use crate::driver::{HolderRef, held_session, lock};
 use crate::key::edge_key;
 use crate::nats::NatsStore;
 use crate::ownership::OwnershipStore;
+pub use crate::route_error::{RouteError, RouteErrorKind};
 
 const KIND: &str = "Iop-Kind";
 const EDGE: &str = "Iop-Edge-Id";
@@ -40,99 +39,12 @@ const WAIT: &str = "Iop-Wait-Ms";
 const ERROR: &str = "Iop-Error";
 const COMMAND_ID: &str = "Iop-Command-Id";
 
-/// The codes a [`RouteError`] carries.
-const ROUTE_CODES: [&str; 13] = [
-    "not_connected",
-    "unknown_edge",
-    "bad_request",
-    "exceeds_limit",
-    "unknown_operation",
-    "busy",
-    "timeout",
-    "session_ended",
-    "command_lost",
-    "engine_unavailable",
-    "shutting_down",
-    "unavailable",
-    "conflict",
-];
-
 /// Turns a view into the JSON a replica answers view requests with.
 pub type ViewEncoder = Box<dyn Fn(&EdgeView) -> serde_json::Value + Send + Sync>;
 
 /// The subject replica `replica` serves.
 pub(crate) fn subject(replica: &str) -> String {
     format!("iop.cluster.{}.edge", edge_key(replica))
-}
-
-/// Why a routed request has no answer from the Edge.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct RouteError {
-    /// What kind of failure, as the admin API names it: `not_connected`,
-    /// `unknown_edge`, `bad_request`, `exceeds_limit`, `unknown_operation`, `busy`,
-    /// `timeout`, `session_ended`, `command_lost`, `engine_unavailable`,
-    /// `shutting_down`, `unavailable`, `conflict`.
-    pub code: String,
-    /// What happened.
-    pub message: String,
-    /// The command it is about, when one was made (a command that timed out, or whose
-    /// answer could not be recorded, is still tracked under it).
-    pub command_id: Option<String>,
-}
-
-impl RouteError {
-    fn new(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.to_owned(),
-            message: message.into(),
-            command_id: None,
-        }
-    }
-
-    fn about(mut self, command_id: &str) -> Self {
-        self.command_id = Some(command_id.to_owned());
-        self
-    }
-
-    fn not_connected(edge_id: &str) -> Self {
-        Self::new(
-            "not_connected",
-            format!("edge {edge_id:?} is not connected"),
-        )
-    }
-
-    fn from_status(e: &StatusRequestError) -> Self {
-        let code = match e {
-            StatusRequestError::Refused(StatusError::NotConnected(_)) => "not_connected",
-            StatusRequestError::Refused(StatusError::UnknownEdge(_)) => "unknown_edge",
-            StatusRequestError::Refused(StatusError::InvalidNodeId(_)) => "bad_request",
-            StatusRequestError::Refused(StatusError::ExceedsLimit(_)) => "exceeds_limit",
-            StatusRequestError::Refused(_) => "busy",
-            StatusRequestError::TimedOut => "timeout",
-            StatusRequestError::Abandoned => "session_ended",
-            StatusRequestError::Stopped => "shutting_down",
-            _ => "unavailable",
-        };
-        Self::new(code, e.to_string())
-    }
-
-    fn from_command(e: &SendCommandError) -> Self {
-        let code = match e {
-            SendCommandError::Refused(CommandError::NotConnected(_)) => "not_connected",
-            SendCommandError::Refused(CommandError::UnknownEdge(_)) => "unknown_edge",
-            SendCommandError::Refused(CommandError::OperationNotAdvertised { .. }) => {
-                "unknown_operation"
-            }
-            SendCommandError::Refused(CommandError::ExceedsLimit(_)) => "exceeds_limit",
-            SendCommandError::Refused(CommandError::TooManyInFlight { .. }) => "busy",
-            SendCommandError::Conflict { .. } => "conflict",
-            SendCommandError::Refused(_) => "bad_request",
-            SendCommandError::Stopped => "shutting_down",
-            _ => "unavailable",
-        };
-        Self::new(code, e.to_string())
-    }
 }
 
 /// A command's first answer through another replica.
@@ -247,7 +159,7 @@ impl Router {
             .store
             .entry(&edge_key(edge_id))
             .await
-            .map_err(|e| RouteError::new("unavailable", e.to_string()))?;
+            .map_err(|e| RouteError::unavailable(e.to_string()))?;
         Ok(current.and_then(|c| match c.record {
             Some(r) if r.live => Some((r.replica, c.revision)),
             _ => None,
@@ -284,7 +196,7 @@ impl Router {
                 .call_once(kind, edge_id, extra, body, wait, owner)
                 .await
             {
-                Err(e) if e.code == "not_connected" => {}
+                Err(e) if e.kind == RouteErrorKind::NotConnected => {}
                 done => return done,
             }
         }
@@ -329,11 +241,11 @@ impl Router {
             }
             Err(e) if e.kind() == async_nats::RequestErrorKind::TimedOut => {
                 return Err(RouteError::new(
-                    "timeout",
+                    RouteErrorKind::Timeout,
                     format!("replica {replica:?} holding edge {edge_id:?} did not answer in time"),
                 ));
             }
-            Err(e) => return Err(RouteError::new("unavailable", e.to_string())),
+            Err(e) => return Err(RouteError::unavailable(e.to_string())),
         };
         let headers = reply.headers.unwrap_or_default();
         if let Some(code) = headers.get(ERROR) {
@@ -341,11 +253,9 @@ impl Router {
             // of text within the limits, a valid command id.
             let mut message = String::from_utf8_lossy(&reply.payload).into_owned();
             limits::send::truncate_text(&mut message, iop_core::proto::limits::MAX_TEXT_LEN);
-            let code = ROUTE_CODES
-                .iter()
-                .find(|c| **c == code.as_str())
-                .unwrap_or(&"unavailable");
-            let mut e = RouteError::new(code, message);
+            let kind =
+                RouteErrorKind::from_code(code.as_str()).unwrap_or(RouteErrorKind::Unavailable);
+            let mut e = RouteError::new(kind, message);
             e.command_id = headers
                 .get(COMMAND_ID)
                 .map(|v| v.as_str().to_owned())
@@ -367,9 +277,9 @@ impl Router {
             .await?;
         // Within the protocol's limits, as an Edge's own would have to be.
         limits::send::status_response_body(&payload, payload.len())
-            .map_err(|e| RouteError::new("unavailable", format!("status over the limits: {e}")))?;
+            .map_err(|e| RouteError::unavailable(format!("status over the limits: {e}")))?;
         EdgeStatusResponse::decode(payload)
-            .map_err(|e| RouteError::new("unavailable", format!("undecodable status: {e}")))
+            .map_err(|e| RouteError::unavailable(format!("undecodable status: {e}")))
     }
 
     /// Sends `spec` to `edge_id` through the replica holding it and waits (at most
@@ -380,14 +290,7 @@ impl Router {
         spec: CommandSpec,
         wait: Duration,
     ) -> Result<RoutedCommand, RouteError> {
-        let body = EdgeCommandRequest {
-            command_id: spec.command_id.unwrap_or_default(),
-            operation: spec.operation,
-            target_selector: spec.target_selector,
-            metadata: spec.metadata.into_iter().collect(),
-            timeout_ms: spec.timeout_ms,
-        }
-        .encode_to_vec();
+        let body = spec.into_request().encode_to_vec();
         let extra = [(WAIT, wait.as_millis().to_string())];
         let (headers, payload) = self
             .call(
@@ -403,13 +306,13 @@ impl Router {
             .map(|v| v.as_str().to_owned())
             .unwrap_or_default();
         let response = EdgeCommandResponse::decode(payload)
-            .map_err(|e| RouteError::new("unavailable", format!("undecodable answer: {e}")))?;
+            .map_err(|e| RouteError::unavailable(format!("undecodable answer: {e}")))?;
         // An id the holder could not have made, or an answer over the limits, is not
         // passed on.
         iop_core::ids::validate_id("Iop-Command-Id", &command_id)
-            .map_err(|e| RouteError::new("unavailable", format!("bad answer: {e}")))?;
+            .map_err(|e| RouteError::unavailable(format!("bad answer: {e}")))?;
         limits::send::command_response(&response)
-            .map_err(|e| RouteError::new("unavailable", format!("bad answer: {e}")))?;
+            .map_err(|e| RouteError::unavailable(format!("bad answer: {e}")))?;
         Ok(RoutedCommand {
             command_id,
             response,
@@ -425,8 +328,8 @@ impl Router {
         {
             Ok((_, payload)) => serde_json::from_slice(&payload)
                 .map(Some)
-                .map_err(|e| RouteError::new("unavailable", format!("undecodable view: {e}"))),
-            Err(e) if e.code == "not_connected" => Ok(None),
+                .map_err(|e| RouteError::unavailable(format!("undecodable view: {e}"))),
+            Err(e) if e.kind == RouteErrorKind::NotConnected => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -441,7 +344,7 @@ impl Router {
     {
         crate::events::fleet_events(&self.js, after)
             .await
-            .map_err(|e| RouteError::new("unavailable", e.to_string()))
+            .map_err(|e| RouteError::unavailable(e.to_string()))
     }
 
     /// This router's replica.
@@ -477,7 +380,7 @@ pub(crate) async fn serve<R: Runtime>(mut sub: async_nats::Subscriber, server: A
         };
         let Ok(permit) = server.permits.clone().try_acquire_owned() else {
             let busy = RouteError::new(
-                "busy",
+                RouteErrorKind::Busy,
                 "this replica is answering as many requests as it may",
             );
             server.reply(reply, Err(busy)).await;
@@ -502,7 +405,7 @@ impl<R: Runtime> Server<R> {
             Ok((headers, body)) => (headers, body),
             Err(e) => {
                 let mut headers = HeaderMap::new();
-                headers.insert(ERROR, e.code.as_str());
+                headers.insert(ERROR, e.kind.code());
                 if let Some(id) = &e.command_id {
                     headers.insert(COMMAND_ID, id.as_str());
                 }
@@ -577,7 +480,7 @@ async fn answer<R: Runtime>(
     match get(KIND).as_deref() {
         Some("status") => {
             let request = EdgeStatusRequest::decode(message.payload.clone())
-                .map_err(|e| RouteError::new("bad_request", e.to_string()))?;
+                .map_err(|e| RouteError::new(RouteErrorKind::BadRequest, e.to_string()))?;
             let status = server
                 .cp
                 .request_status(&edge_id, request.node_ids)
@@ -587,75 +490,30 @@ async fn answer<R: Runtime>(
         }
         Some("command") => {
             let request = EdgeCommandRequest::decode(message.payload.clone())
-                .map_err(|e| RouteError::new("bad_request", e.to_string()))?;
+                .map_err(|e| RouteError::new(RouteErrorKind::BadRequest, e.to_string()))?;
             // The asking replica's wait, never past this one's bound.
             let wait =
                 Duration::from_millis(get(WAIT).and_then(|w| w.parse().ok()).unwrap_or(10_000))
                     .min(server.max_wait);
-            let mut spec = CommandSpec::new(request.operation)
-                .with_target(request.target_selector)
-                .with_timeout_ms(request.timeout_ms);
-            spec.metadata = request.metadata.into_iter().collect();
-            spec.command_id = (!request.command_id.is_empty()).then_some(request.command_id);
+            let spec = CommandSpec::from_request(request);
             let mut tracker = server
                 .cp
                 .send_command(&edge_id, spec)
                 .map_err(|e| RouteError::from_command(&e))?;
             let command_id = tracker.command_id().to_owned();
-            let first = tokio::time::timeout(wait, async {
-                while let Some(update) = tracker.next().await {
-                    match update {
-                        CommandUpdate::Response(r) => return Ok(r),
-                        CommandUpdate::Lost => {
-                            return Err(RouteError::new(
-                                "command_lost",
-                                "the edge reconnected without the command: it was lost",
-                            ));
-                        }
-                        CommandUpdate::Unrecorded { reason } => {
-                            return Err(RouteError::new(
-                                "engine_unavailable",
-                                format!("the command was not sent: {reason}"),
-                            ));
-                        }
-                        CommandUpdate::Conflict => {
-                            return Err(RouteError::new(
-                                "conflict",
-                                "this command id already names another command",
-                            ));
-                        }
-                        _ => {}
-                    }
-                }
-                Err(RouteError::new(
-                    "shutting_down",
-                    "the control plane stopped",
-                ))
-            })
-            .await
-            .map_err(|_| {
-                RouteError::new(
-                    "timeout",
-                    format!("edge {edge_id:?} did not answer command {command_id} in time"),
-                )
-            })
-            .and_then(|first| first)
-            .map_err(|e| e.about(&command_id))?;
+            let response = tracker
+                .first_answer(wait)
+                .await
+                .map_err(|e| RouteError::from_no_answer(&e).about(&command_id))?;
             // Answered once its record, with the answer, is in the engine.
             if !server.commands.flushed(&edge_id, &command_id).await {
                 return Err(RouteError::new(
-                    "engine_unavailable",
+                    RouteErrorKind::EngineUnavailable,
                     "the edge answered, but its answer could not be recorded in the cluster \
                      engine; the command stays tracked",
                 )
                 .about(&command_id));
             }
-            let response = EdgeCommandResponse {
-                command_id: command_id.clone(),
-                accepted: first.accepted,
-                reject_reason: first.reject_reason as i32,
-                message: first.message,
-            };
             let mut headers = HeaderMap::new();
             headers.insert(COMMAND_ID, command_id.as_str());
             Ok((headers, response.encode_to_vec()))
@@ -668,10 +526,7 @@ async fn answer<R: Runtime>(
             let json = match server.views.get() {
                 Some(encode) => encode(&view),
                 None => {
-                    return Err(RouteError::new(
-                        "unavailable",
-                        "this replica serves no views",
-                    ));
+                    return Err(RouteError::unavailable("this replica serves no views"));
                 }
             };
             Ok((
@@ -679,6 +534,9 @@ async fn answer<R: Runtime>(
                 serde_json::to_vec(&json).unwrap_or_default(),
             ))
         }
-        _ => Err(RouteError::new("bad_request", "unknown request kind")),
+        _ => Err(RouteError::new(
+            RouteErrorKind::BadRequest,
+            "unknown request kind",
+        )),
     }
 }

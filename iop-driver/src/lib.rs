@@ -94,7 +94,7 @@ pub mod tls;
 pub use clock::{Clock, process_seed};
 pub use cp::{
     CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
-    ControlPlaneHandle, ControlPlaneServer, JournalError, RecordLimits, Recording,
+    ControlPlaneHandle, ControlPlaneServer, JournalError, NoAnswer, RecordLimits, Recording,
     SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal,
     TlsReloadError, TlsStats, WaitForEdgeError,
 };

@@ -18,7 +18,7 @@
 pub use crate::tls::{ClientTls, ServerTls};
 pub use crate::{
     CommandContext, CommandFailure, CommandRecord, CommandResult, CommandUpdate, ConnectedError,
-    DialError, EdgeSession, Notice, SendCommandError, ServerConfig, StatusRequestError,
+    DialError, EdgeSession, NoAnswer, Notice, SendCommandError, ServerConfig, StatusRequestError,
     SubscribeOptions, Subscription, Terminal, WaitForEdgeError, process_seed,
 };
 pub use futures_lite::StreamExt;

@@ -252,7 +252,7 @@ async fn a_retry_under_the_same_key_through_any_replica_runs_the_command_once() 
         .command("edge-1", spec().with_timeout_ms(9), wait)
         .await
         .unwrap_err();
-    assert_eq!(other.code, "conflict");
+    assert_eq!(other.kind.code(), "conflict");
 
     // cp-a dies; the Edge moves to cp-b, which never sent the command and does not
     // hold it (it finished): the engine's record answers the retry.

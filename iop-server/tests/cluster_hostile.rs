@@ -220,7 +220,7 @@ async fn a_replica_paging_for_ever_or_answering_what_no_replica_sends_is_bounded
     )
     .await
     .unwrap_err();
-    assert_eq!(e.code, "unavailable", "{e:?}");
+    assert_eq!(e.kind.code(), "unavailable", "{e:?}");
     assert!(
         e.message.len() <= proto::limits::MAX_TEXT_LEN,
         "{} bytes",

@@ -63,7 +63,7 @@ async fn status_and_commands_reach_an_edge_through_a_replica_that_does_not_hold_
         )
         .await
         .unwrap_err();
-    assert_eq!(refused.code, "unknown_operation", "{refused}");
+    assert_eq!(refused.kind.code(), "unknown_operation", "{refused}");
 
     // The Edge moves to cp-b: cp-a now reaches it through cp-b.
     let moved = pinging_edge("edge-1").connect(b.addr()).unwrap();
@@ -96,7 +96,7 @@ async fn an_edge_no_replica_holds_is_not_connected_at_once() {
     let router = b.replica.router();
     let started = Instant::now();
     let e = router.status("edge-nobody", Vec::new()).await.unwrap_err();
-    assert_eq!(e.code, "not_connected");
+    assert_eq!(e.kind.code(), "not_connected");
     // An Edge that was held and left: its record is closed, answered the same way.
     let edge = pinging_edge("edge-1").connect(a.addr()).unwrap();
     bounded("the session", edge.connected()).await.unwrap();
@@ -122,7 +122,7 @@ async fn an_edge_no_replica_holds_is_not_connected_at_once() {
         )
         .await
         .unwrap_err();
-    assert_eq!(e.code, "not_connected");
+    assert_eq!(e.kind.code(), "not_connected");
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "not connected is answered at once, not after a timeout: {:?}",

@@ -86,10 +86,11 @@ impl CommandSpec {
         }
     }
 
-    /// The request to send under `command_id`.
-    pub(crate) fn into_request(self, command_id: String) -> EdgeCommandRequest {
+    /// The request this spec asks for, its id the caller's key (empty when the
+    /// Control Plane is to choose one).
+    pub fn into_request(self) -> EdgeCommandRequest {
         EdgeCommandRequest {
-            command_id,
+            command_id: self.command_id.unwrap_or_default(),
             operation: self.operation,
             target_selector: self.target_selector,
             metadata: self.metadata,

@@ -1,6 +1,7 @@
 //! The Control Plane server and its handle.
 
 mod accept;
+mod answer;
 mod book;
 mod config;
 mod conn_task;
@@ -18,6 +19,7 @@ mod timer;
 mod tracker;
 mod wait_edge;
 
+pub use answer::NoAnswer;
 pub use book::{CommandRecord, CommandUpdate, RecordLimits};
 pub use config::{ServeError, ServerConfig, TlsStats};
 pub use error::{SendCommandError, StatusRequestError, TlsReloadError};

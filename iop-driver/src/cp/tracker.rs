@@ -21,7 +21,7 @@ use crate::signal::lock;
 /// ([`CommandRecord::coalesced_events`] counts them); the response, the first event and
 /// the terminal one are never skipped.
 pub struct CommandTracker<R: Runtime> {
-    shared: Arc<CpShared<R>>,
+    pub(super) shared: Arc<CpShared<R>>,
     edge_id: String,
     command_id: String,
     /// The sequence of the next update to yield.

@@ -6,7 +6,8 @@ use axum::response::{IntoResponse, Response};
 use iop_core::cp::{CommandError, StatusError};
 use iop_core::proto::ExceedsLimit;
 
-use iop_tokio::{SendCommandError, StatusRequestError};
+use iop_cluster::{RouteError, RouteErrorKind};
+use iop_tokio::{NoAnswer, SendCommandError, StatusRequestError};
 
 /// An admin API error: an HTTP status, a stable machine-readable code, and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,59 +64,6 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
-    fn not_connected(edge_id: &str) -> Self {
-        Self::new(
-            StatusCode::CONFLICT,
-            "not_connected",
-            format!(
-                "edge {edge_id:?} is known but has no live session now (it redials on its own)"
-            ),
-        )
-    }
-
-    fn stopped() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the control plane is shutting down",
-        )
-    }
-
-    /// Maps a failed status round trip.
-    pub fn from_status(edge_id: &str, e: &StatusRequestError) -> Self {
-        match e {
-            StatusRequestError::Refused(StatusError::NotConnected(_)) => {
-                Self::not_connected(edge_id)
-            }
-            StatusRequestError::Refused(StatusError::UnknownEdge(_)) => Self::unknown_edge(edge_id),
-            StatusRequestError::Refused(StatusError::InvalidNodeId(e)) => {
-                Self::bad_request(format!("node id: {e}"))
-            }
-            StatusRequestError::Refused(StatusError::ExceedsLimit(limit)) => {
-                Self::exceeds_limit(limit)
-            }
-            StatusRequestError::Refused(e) => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string())
-            }
-            StatusRequestError::TimedOut => Self::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                format!("edge {edge_id:?} did not answer the status request in time"),
-            ),
-            StatusRequestError::Abandoned => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "session_ended",
-                format!("the session of edge {edge_id:?} ended before it answered"),
-            ),
-            StatusRequestError::Stopped => Self::stopped(),
-            other => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                other.to_string(),
-            ),
-        }
-    }
-
     /// 409 `conflict`: the caller's command id names another command of the Edge.
     pub fn conflict() -> Self {
         Self::new(
@@ -126,33 +74,95 @@ impl ApiError {
         )
     }
 
+    /// A failure of `kind`, with its HTTP status (the one table, `http_status`) and code.
+    pub fn of_kind(kind: RouteErrorKind, message: impl Into<String>) -> Self {
+        Self::new(http_status(kind), kind.code(), message)
+    }
+
+    /// A failure of `kind` about `edge_id`, in the words the admin API uses for the
+    /// kinds that say where the Edge is; `fallback` for the others.
+    fn about_edge(kind: RouteErrorKind, edge_id: &str, fallback: String) -> Self {
+        match kind {
+            RouteErrorKind::UnknownEdge => Self::unknown_edge(edge_id),
+            RouteErrorKind::Conflict => Self::conflict(),
+            RouteErrorKind::NotConnected => Self::of_kind(
+                kind,
+                format!(
+                    "edge {edge_id:?} is known but has no live session now (it redials on its own)"
+                ),
+            ),
+            _ => Self::of_kind(kind, fallback),
+        }
+    }
+
+    /// Maps a failed status round trip.
+    pub fn from_status(edge_id: &str, e: &StatusRequestError) -> Self {
+        let kind = RouteErrorKind::of_status(e);
+        match e {
+            StatusRequestError::Refused(StatusError::ExceedsLimit(limit)) => {
+                Self::exceeds_limit(limit)
+            }
+            StatusRequestError::TimedOut => Self::of_kind(
+                kind,
+                format!("edge {edge_id:?} did not answer the status request in time"),
+            ),
+            StatusRequestError::Abandoned => Self::of_kind(
+                kind,
+                format!("the session of edge {edge_id:?} ended before it answered"),
+            ),
+            _ => Self::about_edge(kind, edge_id, e.to_string()),
+        }
+    }
+
     /// Maps a command the control plane would not send.
     pub fn from_command(edge_id: &str, e: &SendCommandError) -> Self {
         match e {
-            SendCommandError::Refused(CommandError::NotConnected(_)) => {
-                Self::not_connected(edge_id)
-            }
-            SendCommandError::Refused(CommandError::UnknownEdge(_)) => Self::unknown_edge(edge_id),
-            SendCommandError::Refused(e @ CommandError::OperationNotAdvertised { .. }) => {
-                Self::new(StatusCode::BAD_REQUEST, "unknown_operation", e.to_string())
-            }
             SendCommandError::Refused(CommandError::ExceedsLimit(limit)) => {
                 Self::exceeds_limit(limit)
             }
-            SendCommandError::Refused(CommandError::TooManyInFlight { limit }) => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
-                format!("edge {edge_id:?} already has {limit} unfinished commands"),
-            ),
-            SendCommandError::Refused(e) => Self::bad_request(e.to_string()),
-            SendCommandError::Stopped => Self::stopped(),
-            SendCommandError::Conflict { .. } => Self::conflict(),
-            other => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                other.to_string(),
-            ),
+            _ => Self::about_edge(RouteErrorKind::of_command(e), edge_id, e.to_string()),
         }
+    }
+
+    /// Maps a command's missing answer (`command_id`, still tracked under it).
+    pub fn from_no_answer(edge_id: &str, command_id: &str, e: &NoAnswer) -> Self {
+        let kind = RouteErrorKind::of_no_answer(e);
+        let message = match e {
+            NoAnswer::TimedOut { wait } => format!(
+                "edge {edge_id:?} did not answer command {command_id} within {} ms; \
+                 it stays tracked: GET /v1/commands/{command_id}",
+                wait.as_millis()
+            ),
+            _ => e.to_string(),
+        };
+        Self {
+            command_id: Some(command_id.to_owned()),
+            ..Self::about_edge(kind, edge_id, message)
+        }
+    }
+
+    /// Maps a routed request's failure.
+    pub fn from_route(edge_id: &str, e: &RouteError) -> Self {
+        Self {
+            command_id: e.command_id.clone(),
+            ..Self::about_edge(e.kind, edge_id, e.message.clone())
+        }
+    }
+}
+
+/// The HTTP status of each kind of failure: the admin API's one table, for requests
+/// answered here and for those routed to another replica alike.
+pub(super) fn http_status(kind: RouteErrorKind) -> StatusCode {
+    use RouteErrorKind as K;
+    match kind {
+        K::NotConnected | K::Conflict => StatusCode::CONFLICT,
+        K::UnknownEdge => StatusCode::NOT_FOUND,
+        K::BadRequest | K::ExceedsLimit | K::UnknownOperation => StatusCode::BAD_REQUEST,
+        K::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        // The command can never be answered as asked: it ended on the Edge's side.
+        K::Undeliverable | K::FinishedUnanswered => StatusCode::UNPROCESSABLE_ENTITY,
+        K::Forgotten => StatusCode::GONE,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
@@ -206,6 +216,38 @@ mod tests {
         ];
         for (error, status, code) in cases {
             let api = ApiError::from_status("e", &error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn every_missing_answer_has_its_own_code_and_status() {
+        let wait = std::time::Duration::from_secs(1);
+        let cases = [
+            (NoAnswer::Lost, 503, "command_lost"),
+            (
+                NoAnswer::Undeliverable { sessions: 3 },
+                422,
+                "undeliverable",
+            ),
+            (NoAnswer::Forgotten, 410, "forgotten"),
+            (
+                NoAnswer::Unrecorded { reason: "x".into() },
+                503,
+                "engine_unavailable",
+            ),
+            (NoAnswer::Conflict, 409, "conflict"),
+            (NoAnswer::Stopped, 503, "shutting_down"),
+            (NoAnswer::Untracked, 503, "untracked"),
+            (NoAnswer::TimedOut { wait }, 504, "timeout"),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from_no_answer("e", "c", &error);
+            assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
+            assert_eq!(api.command_id.as_deref(), Some("c"));
+            // Routed from another replica, the same ending answers the same.
+            let routed = RouteError::new(RouteErrorKind::of_no_answer(&error), "m");
+            let api = ApiError::from_route("e", &routed);
             assert_eq!((api.status.as_u16(), api.code), (status, code), "{error:?}");
         }
     }

@@ -3,8 +3,6 @@
 //! ([`iop_cluster::Router`]); without a cluster, or for an Edge this Control Plane
 //! holds, everything stays local.
 
-use axum::http::StatusCode;
-use iop_cluster::RouteError;
 use iop_core::cp::{EdgeView, Reachability};
 use serde_json::Value;
 
@@ -68,31 +66,8 @@ pub(super) async fn edge(s: &AdminState, edge_id: &str) -> Result<Option<Value>,
         Some(router) => router
             .view(edge_id)
             .await
-            .map_err(|e| from_route(edge_id, &e))?,
+            .map_err(|e| ApiError::from_route(edge_id, &e))?,
         None => None,
     };
     Ok(remote.or_else(|| local.map(|v| local_view(s, &v))))
-}
-
-/// A routed request's failure, as the admin API answers it.
-pub(super) fn from_route(edge_id: &str, e: &RouteError) -> ApiError {
-    let (status, code) = match e.code.as_str() {
-        "not_connected" => (StatusCode::CONFLICT, "not_connected"),
-        "conflict" => return ApiError::conflict(),
-        "unknown_edge" => return ApiError::unknown_edge(edge_id),
-        "bad_request" => (StatusCode::BAD_REQUEST, "bad_request"),
-        "exceeds_limit" => (StatusCode::BAD_REQUEST, "exceeds_limit"),
-        "unknown_operation" => (StatusCode::BAD_REQUEST, "unknown_operation"),
-        "timeout" => (StatusCode::GATEWAY_TIMEOUT, "timeout"),
-        "busy" => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
-        "session_ended" => (StatusCode::SERVICE_UNAVAILABLE, "session_ended"),
-        "command_lost" => (StatusCode::SERVICE_UNAVAILABLE, "command_lost"),
-        "engine_unavailable" => (StatusCode::SERVICE_UNAVAILABLE, "engine_unavailable"),
-        "shutting_down" => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-    };
-    ApiError {
-        command_id: e.command_id.clone(),
-        ..ApiError::new(status, code, e.message.clone())
-    }
 }

@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::{AdminState, fleet, json as shape, metrics};
+use iop_cluster::RouteErrorKind;
 use iop_cluster::events::FleetItem;
-use iop_tokio::{CommandUpdate, Notice, SubscribeOptions};
+use iop_tokio::{Notice, SubscribeOptions};
 
 /// The admin API's router over `state`, every route behind its access rules
 /// ([`access::guard`](super::access::guard)).
@@ -132,10 +133,10 @@ async fn edge_status(
         // Held by another replica, or by none (answered at once).
         return match router.status(&edge_id, nodes).await {
             Ok(status) => Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null))),
-            Err(e) if e.code == "not_connected" && s.cp.edge(&edge_id).is_none() => {
+            Err(e) if e.kind == RouteErrorKind::NotConnected && s.cp.edge(&edge_id).is_none() => {
                 Err(ApiError::unknown_edge(&edge_id))
             }
-            Err(e) => Err(fleet::from_route(&edge_id, &e)),
+            Err(e) => Err(ApiError::from_route(&edge_id, &e)),
         };
     }
     if s.cp.edge(&edge_id).is_none() {
@@ -197,10 +198,7 @@ async fn post_command(
     // `timeout_ms` bounds the command's run on the Edge, not its answer: the answer
     // (accepted or rejected) is awaited for `command_answer_timeout`.
     let wait = s.command_answer_timeout;
-    let mut spec = CommandSpec::new(request.operation)
-        .with_target(request.target_selector)
-        .with_timeout_ms(request.timeout_ms);
-    spec.metadata = request.metadata;
+    let mut spec = CommandSpec::from_request(request);
     spec.command_id = command_id;
     if let Some(router) = s
         .router
@@ -217,10 +215,10 @@ async fn post_command(
                 })),
             )
                 .into_response()),
-            Err(e) if e.code == "not_connected" && s.cp.edge(&edge_id).is_none() => {
+            Err(e) if e.kind == RouteErrorKind::NotConnected && s.cp.edge(&edge_id).is_none() => {
                 Err(ApiError::unknown_edge(&edge_id))
             }
-            Err(e) => Err(fleet::from_route(&edge_id, &e)),
+            Err(e) => Err(ApiError::from_route(&edge_id, &e)),
         };
     }
     if s.cp.edge(&edge_id).is_none() {
@@ -230,53 +228,13 @@ async fn post_command(
         s.cp.send_command(&edge_id, spec)
             .map_err(|e| ApiError::from_command(&edge_id, &e))?;
     let command_id = tracker.command_id().to_owned();
-    let first = tokio::time::timeout(wait, async {
-        while let Some(update) = tracker.next().await {
-            match update {
-                CommandUpdate::Response(r) => return Ok(r),
-                CommandUpdate::Lost => {
-                    return Err(ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "command_lost",
-                        "the edge reconnected without the command: it was lost",
-                    ));
-                }
-                CommandUpdate::Unrecorded { reason } => {
-                    return Err(ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "engine_unavailable",
-                        format!("the command was not sent: {reason}"),
-                    ));
-                }
-                CommandUpdate::Conflict => return Err(ApiError::conflict()),
-                _ => {}
-            }
-        }
-        Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the control plane stopped before the edge answered",
-        ))
-    })
-    .await;
+    let response = tracker
+        .first_answer(wait)
+        .await
+        .map_err(|e| ApiError::from_no_answer(&edge_id, &command_id, &e))?;
     let with_id = |e: ApiError| ApiError {
         command_id: Some(command_id.clone()),
         ..e
-    };
-    let response = match first {
-        Ok(Ok(response)) => response,
-        Ok(Err(e)) => return Err(with_id(e)),
-        Err(_) => {
-            return Err(with_id(ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                format!(
-                    "edge {edge_id:?} did not answer command {command_id} within {} ms; \
-                     it stays tracked: GET /v1/commands/{command_id}",
-                    wait.as_millis()
-                ),
-            )));
-        }
     };
     // In a cluster the answer goes out once the command's record holds it: a replica
     // that takes the Edge over finds it.
@@ -392,7 +350,7 @@ async fn events(
         let fleet = router
             .events(after)
             .await
-            .map_err(|e| fleet::from_route("", &e))?;
+            .map_err(|e| ApiError::from_route("", &e))?;
         let stream = fleet
             .filter(move |item| match item {
                 FleetItem::Event { name, .. } => names.contains(&name.as_str()),

@@ -86,7 +86,8 @@ impl ControlPlane {
         if entry.commands().unfinished() >= limit {
             return Err(CommandError::TooManyInFlight { limit });
         }
-        let request = spec.into_request(command_id.clone());
+        let mut request = spec.into_request();
+        request.command_id.clone_from(&command_id);
         // Nothing the Edge's decoder refuses is ever queued (PROTOCOL.md §4.6): such a
         // command would end the session, and be re-sent on every next one.
         send::command_request(&request)?;
