@@ -42,8 +42,8 @@ struct Tracked {
 pub(crate) enum ResponseEffect {
     /// No such command: count and drop.
     Unknown,
-    /// The first answer: tell the application.
-    First,
+    /// The first answer: tell the application, with the command's outcome after it.
+    First(Option<CommandOutcome>),
     /// A repeat of an answer already known (a re-sent request): nothing new.
     Repeat,
 }
@@ -55,8 +55,8 @@ pub(crate) enum EventEffect {
     Unknown,
     /// Already seen `(command_id, sequence)`: drop.
     Duplicate,
-    /// A new event: tell the application.
-    New,
+    /// A new event: tell the application, with the command's outcome after it.
+    New(Option<CommandOutcome>),
 }
 
 /// Command ids → their commands, hashed with std's SipHash under its fixed key: the
@@ -130,11 +130,6 @@ impl CommandBook {
             outcome: t.outcome.clone(),
             unanswered_sessions: t.unanswered_sessions,
         })
-    }
-
-    /// The outcome of `command_id`, once it has one.
-    pub(crate) fn outcome(&self, command_id: &str) -> Option<CommandOutcome> {
-        self.commands.get(command_id)?.outcome.clone()
     }
 
     /// Releases a held command: its record is written. The request to send now when the
@@ -237,7 +232,7 @@ impl CommandBook {
         }
         if resp.accepted {
             t.answer = CommandAnswer::Accepted;
-            return Ok(ResponseEffect::First);
+            return Ok(ResponseEffect::First(t.outcome.clone()));
         }
         if t.last_seq > 0 {
             return Err(ProtocolViolation::ContradictoryCommandResponse {
@@ -247,12 +242,9 @@ impl CommandBook {
         let reason = CommandRejectReason::try_from(resp.reject_reason)
             .unwrap_or(CommandRejectReason::Unspecified);
         t.answer = CommandAnswer::Rejected(reason);
-        self.finish(
-            &resp.command_id,
-            CommandOutcome::Rejected(reason),
-            retention,
-        );
-        Ok(ResponseEffect::First)
+        let outcome = CommandOutcome::Rejected(reason);
+        self.finish(&resp.command_id, outcome.clone(), retention);
+        Ok(ResponseEffect::First(Some(outcome)))
     }
 
     /// A command event arrived on the current session.
@@ -312,10 +304,12 @@ impl CommandBook {
         }
         t.last_seq = ev.sequence;
         t.phase = phase;
-        if rank(phase) == 3 {
-            self.finish(&ev.command_id, CommandOutcome::Finished(phase), retention);
+        if rank(phase) < 3 {
+            return Ok(EventEffect::New(None));
         }
-        Ok(EventEffect::New)
+        let outcome = CommandOutcome::Finished(phase);
+        self.finish(&ev.command_id, outcome.clone(), retention);
+        Ok(EventEffect::New(Some(outcome)))
     }
 
     /// The Edge's live session ended. Every unanswered command whose request it

@@ -10,7 +10,7 @@ use crate::time::Instant;
 
 use super::ControlPlane;
 use crate::cp::command::{EventEffect, ResponseEffect};
-use crate::cp::command_state::{CommandOutcome, CommandSpec};
+use crate::cp::command_state::CommandSpec;
 use crate::cp::edges::EdgeSlot;
 use crate::cp::error::CommandError;
 use crate::cp::event::{CloseReason, CpEvent};
@@ -131,11 +131,6 @@ impl ControlPlane {
             .is_some_and(|e| e.commands_mut().drop_held(command_id))
     }
 
-    /// The outcome of a command just answered or advanced, for its event.
-    fn outcome_of(&self, edge_id: &str, command_id: &str) -> Option<CommandOutcome> {
-        self.edges.get(edge_id)?.commands().outcome(command_id)
-    }
-
     fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
         self.conns
             .get(&conn)
@@ -161,8 +156,7 @@ impl ControlPlane {
             Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
             Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(ResponseEffect::Repeat) => {}
-            Ok(ResponseEffect::First) => {
-                let outcome = self.outcome_of(&edge_id, &resp.command_id);
+            Ok(ResponseEffect::First(outcome)) => {
                 self.events.push_back(CpEvent::CommandResponded {
                     edge_id,
                     session_id,
@@ -191,8 +185,7 @@ impl ControlPlane {
             Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
             Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
-            Ok(EventEffect::New) => {
-                let outcome = self.outcome_of(&edge_id, &ev.command_id);
+            Ok(EventEffect::New(outcome)) => {
                 self.events.push_back(CpEvent::CommandEvent {
                     edge_id,
                     session_id,
