@@ -206,7 +206,10 @@ mod tests {
     fn every_missing_answer_has_a_kind_of_its_own() {
         let endings = [
             NoAnswer::Lost,
-            NoAnswer::Undeliverable { sessions: 3 },
+            NoAnswer::Undeliverable {
+                sessions: 3,
+                session_ids: vec![1, 2, 3],
+            },
             NoAnswer::Forgotten,
             NoAnswer::Unrecorded { reason: "x".into() },
             NoAnswer::Conflict,

@@ -173,8 +173,10 @@ impl StoredCommand {
         match &outcome {
             Some(CommandOutcome::Lost) => r.updates.push(CommandUpdate::Lost),
             Some(CommandOutcome::Undeliverable { sessions }) => {
+                // The engine's record keeps the count, not the session ids.
                 r.updates.push(CommandUpdate::Undeliverable {
                     sessions: *sessions,
+                    session_ids: Vec::new(),
                 });
             }
             Some(CommandOutcome::Forgotten) => r.updates.push(CommandUpdate::Forgotten),

@@ -73,6 +73,39 @@ fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
     assert_eq!(t.cp.stats().unknown_command_ids, 1);
 }
 
+/// A session superseded by a new hello (its Edge restarted behind a half-open
+/// connection, say) ended as surely as a closed one: each that carried the request
+/// unanswered counts, and the failure names the sessions.
+#[test]
+fn superseded_sessions_count_toward_undeliverable() {
+    let mut t = harness();
+    let (mut conn, mut session_id) = t.enrol("edge-1", &["op"]);
+    let id =
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
+            .unwrap();
+    t.pump();
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        assert_eq!(command_requests(&t.take_frames(conn)), std::slice::from_ref(&id));
+        sessions.push(session_id);
+        // A new hello while the old connection is still open.
+        let (next, resp) = t.hello_with(hello("edge-1", &["op"]));
+        assert!(resp.accepted);
+        (conn, session_id) = (next, resp.session_id);
+    }
+    let undeliverable = t.take_events().into_iter().find_map(|e| match e {
+        CpEvent::CommandUndeliverable {
+            command_id,
+            sessions,
+            session_ids,
+            ..
+        } => Some((command_id, sessions, session_ids)),
+        _ => None,
+    });
+    assert_eq!(undeliverable, Some((id.clone(), 3, sessions)));
+    assert!(command_requests(&t.take_frames(conn)).is_empty());
+}
+
 /// Answered sessions do not count: a command answered before its session ended is
 /// never undeliverable, whatever happens to later sessions.
 #[test]

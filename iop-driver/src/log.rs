@@ -43,7 +43,14 @@ impl Log for CpEvent {
                 edge_id,
                 command_id,
                 sessions,
-            } => tracing::warn!(edge_id, command_id, sessions, "command undeliverable"),
+                session_ids,
+            } => tracing::warn!(
+                edge_id,
+                command_id,
+                sessions,
+                ?session_ids,
+                "command undeliverable"
+            ),
             CpEvent::EdgeForgotten {
                 edge_id, reason, ..
             } => tracing::info!(edge_id, ?reason, "edge view forgotten"),

@@ -35,6 +35,22 @@ struct Tracked {
     outcome: Option<CommandOutcome>,
     /// Sessions its request was sent on that ended without its response.
     unanswered_sessions: u32,
+    /// The ids of those sessions this Control Plane saw end (not carried over from
+    /// another one), the first [`MAX_NAMED_SESSIONS`].
+    unanswered_session_ids: Vec<u64>,
+}
+
+/// How many of the sessions that ended without answering a command it names.
+const MAX_NAMED_SESSIONS: usize = 8;
+
+/// A command [`CommandBook::on_session_end`] marked FAILED "undeliverable".
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Undeliverable {
+    pub(crate) command_id: String,
+    /// Sessions that ended without answering it.
+    pub(crate) sessions: u32,
+    /// The ids of those this Control Plane saw end.
+    pub(crate) session_ids: Vec<u64>,
 }
 
 /// What a command response means for the application.
@@ -115,6 +131,7 @@ impl CommandBook {
                 phase: CommandPhase::Unspecified,
                 outcome: None,
                 unanswered_sessions: 0,
+                unanswered_session_ids: Vec::new(),
             },
         );
     }
@@ -189,6 +206,7 @@ impl CommandBook {
                         phase: command.phase,
                         outcome: None,
                         unanswered_sessions: command.unanswered_sessions,
+                        unanswered_session_ids: Vec::new(),
                     },
                 );
                 if let Some(outcome) = outcome {
@@ -312,28 +330,45 @@ impl CommandBook {
         Ok(EventEffect::New(Some(outcome)))
     }
 
-    /// The Edge's live session ended. Every unanswered command whose request it
-    /// carried counts one more unanswered session; one that reaches `max` is FAILED
-    /// "undeliverable" (PROTOCOL.md §4.4). Returns those, in their original order.
-    pub(crate) fn on_session_end(&mut self, max: u32, retention: usize) -> Vec<(String, u32)> {
-        let mut failed: Vec<(u64, String, u32)> = Vec::new();
+    /// The Edge's live session `session_id` ended. Every unanswered command whose
+    /// request it carried counts one more unanswered session; one that reaches `max` is
+    /// FAILED "undeliverable" (PROTOCOL.md §4.4). Returns those, in their original
+    /// order.
+    pub(crate) fn on_session_end(
+        &mut self,
+        session_id: u64,
+        max: u32,
+        retention: usize,
+    ) -> Vec<Undeliverable> {
+        let mut failed: Vec<(u64, String)> = Vec::new();
         for (id, t) in &mut self.commands {
             if t.outcome.is_some() || !t.awaiting_response || t.answer != CommandAnswer::Pending {
                 continue;
             }
             t.awaiting_response = false;
             t.unanswered_sessions = t.unanswered_sessions.saturating_add(1);
+            if t.unanswered_session_ids.len() < MAX_NAMED_SESSIONS {
+                t.unanswered_session_ids.push(session_id);
+            }
             if t.unanswered_sessions >= max {
                 t.phase = CommandPhase::Failed;
-                failed.push((t.order, id.clone(), t.unanswered_sessions));
+                failed.push((t.order, id.clone()));
             }
         }
         failed.sort();
         failed
             .into_iter()
-            .map(|(_, id, sessions)| {
-                self.finish(&id, CommandOutcome::Undeliverable { sessions }, retention);
-                (id, sessions)
+            .filter_map(|(_, command_id)| {
+                let t = self.commands.get_mut(&command_id)?;
+                let sessions = t.unanswered_sessions;
+                let session_ids = std::mem::take(&mut t.unanswered_session_ids);
+                let outcome = CommandOutcome::Undeliverable { sessions };
+                self.finish(&command_id, outcome, retention);
+                Some(Undeliverable {
+                    command_id,
+                    sessions,
+                    session_ids,
+                })
             })
             .collect()
     }

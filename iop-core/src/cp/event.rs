@@ -360,6 +360,9 @@ pub enum CpEvent {
         command_id: String,
         /// Sessions that ended without answering it.
         sessions: u32,
+        /// The ids of those sessions this Control Plane saw end, oldest first (fewer
+        /// than `sessions` when another Control Plane carried the command before).
+        session_ids: Vec<u64>,
     },
     /// The view of a disconnected Edge was forgotten, with its commands: it had been
     /// disconnected for `disconnected_view_ttl`, or was the oldest of more than

@@ -26,12 +26,15 @@ pub enum NoAnswer {
     /// Its request went out on this many sessions that each ended without an answer
     /// (an Edge that cannot take it, say): FAILED "undeliverable", never sent again.
     #[error(
-        "the command is undeliverable: {sessions} sessions of the edge ended without \
-         answering it, and it is not sent again"
+        "the command is undeliverable: {sessions} sessions of the edge{} ended \
+         without answering it, and it is not sent again",
+        named_sessions(session_ids)
     )]
     Undeliverable {
         /// Sessions that ended without answering it.
         sessions: u32,
+        /// The ids of those sessions this Control Plane saw end, oldest first.
+        session_ids: Vec<u64>,
     },
     /// The Control Plane forgot the Edge (disconnected too long, or too many
     /// disconnected Edges) before it answered.
@@ -70,6 +73,16 @@ pub enum NoAnswer {
     },
 }
 
+/// " (7, 9)" for the message of [`NoAnswer::Undeliverable`]; empty when no id is
+/// known (a record read back from a cluster's engine keeps only the count).
+fn named_sessions(ids: &[u64]) -> String {
+    if ids.is_empty() {
+        return String::new();
+    }
+    let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+    format!(" ({})", ids.join(", "))
+}
+
 impl NoAnswer {
     /// A short stable name for the ending (the admin API's error code).
     pub fn code(&self) -> &'static str {
@@ -98,8 +111,14 @@ impl<R: Runtime> CommandTracker<R> {
                 match update {
                     CommandUpdate::Response(r) => return Ok(r),
                     CommandUpdate::Lost => return Err(NoAnswer::Lost),
-                    CommandUpdate::Undeliverable { sessions } => {
-                        return Err(NoAnswer::Undeliverable { sessions });
+                    CommandUpdate::Undeliverable {
+                        sessions,
+                        session_ids,
+                    } => {
+                        return Err(NoAnswer::Undeliverable {
+                            sessions,
+                            session_ids,
+                        });
                     }
                     CommandUpdate::Forgotten => return Err(NoAnswer::Forgotten),
                     CommandUpdate::Unrecorded { reason } => {

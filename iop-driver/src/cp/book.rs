@@ -53,6 +53,8 @@ pub enum CommandUpdate {
     Undeliverable {
         /// Sessions that ended without answering it.
         sessions: u32,
+        /// The ids of those sessions this Control Plane saw end, oldest first.
+        session_ids: Vec<u64>,
     },
     /// The view of its Edge was forgotten (disconnected too long, or too many
     /// disconnected Edges) before it finished.

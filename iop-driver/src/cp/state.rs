@@ -249,12 +249,14 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
         CpEvent::CommandUndeliverable {
             command_id,
             sessions,
+            session_ids,
             ..
         } => {
             state.book.push(
                 command_id,
                 CommandUpdate::Undeliverable {
                     sessions: *sessions,
+                    session_ids: session_ids.clone(),
                 },
                 Some(iop_core::cp::CommandOutcome::Undeliverable {
                     sessions: *sessions,

@@ -226,7 +226,10 @@ mod tests {
         let cases = [
             (NoAnswer::Lost, 503, "command_lost"),
             (
-                NoAnswer::Undeliverable { sessions: 3 },
+                NoAnswer::Undeliverable {
+                    sessions: 3,
+                    session_ids: vec![4, 5, 6],
+                },
                 422,
                 "undeliverable",
             ),

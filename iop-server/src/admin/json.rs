@@ -199,9 +199,15 @@ pub fn cp_event(e: &CpEvent) -> Option<(&'static str, Value)> {
             edge_id,
             command_id,
             sessions,
+            session_ids,
         } => (
             "command_undeliverable",
-            json!({ "edgeId": edge_id, "commandId": command_id, "sessions": sessions }),
+            json!({
+                "edgeId": edge_id,
+                "commandId": command_id,
+                "sessions": sessions,
+                "sessionIds": session_ids.iter().map(u64::to_string).collect::<Vec<_>>(),
+            }),
         ),
         CpEvent::EdgeForgotten {
             edge_id, reason, ..

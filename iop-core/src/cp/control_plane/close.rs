@@ -88,24 +88,36 @@ impl ControlPlane {
             return;
         };
         entry.went_down();
-        let undeliverable = entry.commands_mut().on_session_end(
-            self.config.undeliverable_after_sessions,
-            self.config.finished_command_retention,
-        );
         self.events.push_back(CpEvent::EdgeDisconnected {
             edge_id: session.edge_id.clone(),
             session_id: session.session_id,
             reason: reason.clone(),
         });
-        for (command_id, sessions) in undeliverable {
-            self.stats.commands_undeliverable += 1;
-            self.events.push_back(CpEvent::CommandUndeliverable {
-                edge_id: session.edge_id.clone(),
-                command_id,
-                sessions,
-            });
-        }
+        self.unanswered_on(&session.edge_id, session.session_id);
         self.edges.disconnected(session.edge, now);
         self.evict_views();
+    }
+
+    /// The session `session_id` of `edge_id` ended (closed, or superseded by a new
+    /// hello): each command whose request it carried unanswered counts it, and those
+    /// that reach the limit are FAILED "undeliverable" (PROTOCOL.md §4.4).
+    pub(super) fn unanswered_on(&mut self, edge_id: &str, session_id: u64) {
+        let Some(entry) = self.edges.get_mut(edge_id) else {
+            return;
+        };
+        let undeliverable = entry.commands_mut().on_session_end(
+            session_id,
+            self.config.undeliverable_after_sessions,
+            self.config.finished_command_retention,
+        );
+        for u in undeliverable {
+            self.stats.commands_undeliverable += 1;
+            self.events.push_back(CpEvent::CommandUndeliverable {
+                edge_id: edge_id.to_owned(),
+                command_id: u.command_id,
+                sessions: u.sessions,
+                session_ids: u.session_ids,
+            });
+        }
     }
 }

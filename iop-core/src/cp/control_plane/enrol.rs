@@ -165,6 +165,9 @@ impl ControlPlane {
                 session_id,
                 instance_id,
             );
+            // The old session's close no longer finds it live: its unanswered
+            // requests count here, before the new session re-sends them.
+            self.unanswered_on(&hello.edge_id, old_session_id);
         }
         self.resync(now, conn, ResyncCause::NewSession);
 

@@ -1,0 +1,406 @@
+//! Every way a command goes unanswered, through the admin API (PROTOCOL.md §4.4): a
+//! scripted Edge (a raw socket speaking the wire by hand) makes each ending happen,
+//! and `POST /v1/edges/{id}/commands` answers with that ending's own status and code,
+//! never "shutting down" for a Control Plane that runs on.
+
+mod cli_support;
+
+use std::future::IntoFuture as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iop_core::proto::{
+    self, Body, CommandPhase, EdgeCommandEvent, EdgeCommandRequest, EdgeHelloRequest, Envelope,
+    FrameDecoder,
+};
+use iop_server::admin::{self, AdminState};
+use iop_tokio::{
+    CommandJournal, ControlPlaneHandle, ControlPlaneServer, JournalError, Recording, ServerConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Every wait on the scripted Edge's side.
+const WAIT: Duration = Duration::from_secs(15);
+
+/// An Edge played by hand, one session per value. A test waits for the Control Plane
+/// to see a session end before it opens the next: a hello that supersedes a session
+/// may be read before that session's last frames, and the script needs them read.
+struct ScriptedEdge {
+    stream: TcpStream,
+    decoder: FrameDecoder,
+    buf: Vec<u8>,
+    session_id: u64,
+}
+
+impl ScriptedEdge {
+    /// Says hello as `edge_id`, advertising `edge.ping` and holding `inflight`.
+    async fn hello(cp: SocketAddr, edge_id: &str, inflight: &[&str]) -> Self {
+        let stream = TcpStream::connect(cp).await.unwrap();
+        let mut edge = Self {
+            stream,
+            decoder: FrameDecoder::new(proto::DEFAULT_MAX_FRAME_LEN),
+            buf: Vec::new(),
+            session_id: 0,
+        };
+        edge.send(&Envelope::new(EdgeHelloRequest {
+            edge_id: edge_id.into(),
+            protocol_version: proto::PROTOCOL_VERSION,
+            operations: vec!["edge.ping".into()],
+            inflight_command_ids: inflight.iter().map(|s| (*s).to_owned()).collect(),
+            ..Default::default()
+        }))
+        .await;
+        edge.session_id = match edge.next_body().await {
+            Some(Body::HelloResponse(r)) if r.accepted => r.session_id,
+            other => panic!("hello of {edge_id} not accepted: {other:?}"),
+        };
+        edge
+    }
+
+    async fn send(&mut self, envelope: &Envelope) {
+        let mut wire = Vec::new();
+        proto::encode_frame(envelope, proto::DEFAULT_MAX_FRAME_LEN, &mut wire).unwrap();
+        self.stream.write_all(&wire).await.unwrap();
+    }
+
+    /// The next frame's body; `None` at EOF.
+    async fn next_body(&mut self) -> Option<Body> {
+        let read = async {
+            loop {
+                let mut input = self.buf.as_slice();
+                let decoded = self.decoder.decode(&mut input).expect("a bad frame");
+                let consumed = self.buf.len() - input.len();
+                self.buf.drain(..consumed);
+                if let Some(envelope) = decoded {
+                    if let Some(body) = envelope.body {
+                        return Some(body);
+                    }
+                    continue;
+                }
+                let mut chunk = [0u8; 8192];
+                match self.stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+        };
+        tokio::time::timeout(WAIT, read)
+            .await
+            .expect("no frame from the control plane")
+    }
+
+    /// Skips frames (the status request) until a command request.
+    async fn command_request(&mut self) -> EdgeCommandRequest {
+        loop {
+            match self.next_body().await {
+                Some(Body::CommandRequest(r)) => return r,
+                Some(_) => {}
+                None => panic!("closed before a command request"),
+            }
+        }
+    }
+
+    /// Whether a command request comes within `wait` (frames of other kinds skipped).
+    async fn sees_command_within(&mut self, wait: Duration) -> bool {
+        tokio::time::timeout(wait, async {
+            loop {
+                match self.next_body().await {
+                    Some(Body::CommandRequest(_)) => return true,
+                    Some(_) => {}
+                    None => return false,
+                }
+            }
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Sends the event `sequence` in `phase` of `command_id`, as a replay after a
+    /// reconnect does.
+    async fn event(&mut self, command_id: &str, sequence: u32, phase: CommandPhase) {
+        self.send(&Envelope::new(EdgeCommandEvent {
+            command_id: command_id.into(),
+            phase: phase as i32,
+            sequence,
+            message: "replayed".into(),
+            ..Default::default()
+        }))
+        .await;
+    }
+}
+
+/// A Control Plane with an admin API on loopback.
+struct Cp {
+    server: ControlPlaneServer,
+    handle: ControlPlaneHandle,
+    admin: SocketAddr,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Cp {
+    async fn start(config: ServerConfig) -> Self {
+        let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), config)
+            .await
+            .unwrap();
+        let handle = server.handle();
+        let mut state = AdminState::new(handle.clone());
+        state.command_answer_timeout = Duration::from_secs(10);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = listener.local_addr().unwrap();
+        let http = tokio::spawn(axum::serve(listener, admin::router(state)).into_future());
+        Self {
+            server,
+            handle,
+            admin,
+            http,
+        }
+    }
+
+    fn edges(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Posts `edge.ping` to `edge_id` in the background; the answer, when it comes.
+    fn post_ping(&self, edge_id: &str) -> tokio::task::JoinHandle<cli_support::Answer> {
+        let (admin, path) = (self.admin, format!("/v1/edges/{edge_id}/commands"));
+        tokio::task::spawn_blocking(move || {
+            cli_support::post(admin, &path, r#"{"operation":"edge.ping"}"#)
+        })
+    }
+
+    async fn get(&self, path: &str) -> cli_support::Answer {
+        let (admin, path) = (self.admin, path.to_owned());
+        tokio::task::spawn_blocking(move || cli_support::get(admin, &path))
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the Control Plane saw `edge_id`'s session end.
+    async fn wait_disconnected(&self, edge_id: &str) {
+        let (admin, path) = (self.admin, format!("/v1/edges/{edge_id}"));
+        tokio::task::spawn_blocking(move || {
+            cli_support::wait_until("the edge disconnected", || {
+                (cli_support::get(admin, &path).json()["connected"] == false).then_some(())
+            })
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn stop(self) {
+        self.http.abort();
+        self.server.shutdown().await;
+    }
+}
+
+fn config() -> ServerConfig {
+    let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
+    config.cp.status_timeout = Duration::from_secs(30);
+    config
+}
+
+/// The answer's `(status, error code)`, and its error object.
+fn ending(answer: &cli_support::Answer) -> (u16, String, serde_json::Value) {
+    let json = answer.json();
+    let error = json["error"].clone();
+    let code = error["code"].as_str().unwrap_or_default().to_owned();
+    (answer.status, code, error)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_that_drops_every_session_on_the_command_makes_it_undeliverable() {
+    let cp = Cp::start(config()).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "poison", &[]).await;
+    let answer = cp.post_ping("poison");
+    // Three sessions, each closed the moment the command arrives.
+    let mut sessions = Vec::new();
+    let mut command_id = String::new();
+    for _ in 0..3 {
+        command_id = edge.command_request().await.command_id;
+        sessions.push(edge.session_id);
+        // No wait for the close to be seen: the next hello may supersede the
+        // session first, which counts it as well.
+        drop(edge);
+        edge = ScriptedEdge::hello(cp.edges(), "poison", &[]).await;
+    }
+    let answer = answer.await.unwrap();
+    let (status, code, error) = ending(&answer);
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "undeliverable"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(error["commandId"], command_id.as_str());
+    let message = error["message"].as_str().unwrap();
+    let named = sessions.iter().map(u64::to_string).collect::<Vec<_>>();
+    assert!(
+        message.contains(&format!("3 sessions of the edge ({})", named.join(", "))),
+        "{message}"
+    );
+    // Never sent again: the fourth session stays free of it.
+    assert!(!edge.sees_command_within(Duration::from_millis(500)).await);
+    let record = cp.get(&format!("/v1/commands/{command_id}")).await.json();
+    assert_eq!(record["terminal"], true, "{record}");
+    assert_eq!(record["outcome"], "UNDELIVERABLE", "{record}");
+    cp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_that_comes_back_without_a_command_it_took_lost_it() {
+    let cp = Cp::start(config()).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "forgetful", &[]).await;
+    let answer = cp.post_ping("forgetful");
+    let id = edge.command_request().await.command_id;
+    drop(edge);
+    cp.wait_disconnected("forgetful").await;
+    // It held the command: its replayed ACCEPTED comes before the re-sent request's
+    // answer, which it never gives.
+    let mut edge = ScriptedEdge::hello(cp.edges(), "forgetful", &[&id]).await;
+    edge.event(&id, 1, CommandPhase::Accepted).await;
+    edge.command_request().await;
+    drop(edge);
+    cp.wait_disconnected("forgetful").await;
+    // It restarted: the command is gone from its hello.
+    let _edge = ScriptedEdge::hello(cp.edges(), "forgetful", &[]).await;
+    let answer = answer.await.unwrap();
+    let (status, code, error) = ending(&answer);
+    assert_eq!(
+        (status, code.as_str()),
+        (503, "command_lost"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(error["commandId"], id.as_str());
+    cp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_finished_through_replayed_events_is_finished_unanswered() {
+    let cp = Cp::start(config()).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "replayer", &[]).await;
+    let answer = cp.post_ping("replayer");
+    let id = edge.command_request().await.command_id;
+    drop(edge);
+    cp.wait_disconnected("replayer").await;
+    // The Edge ran it to the end meanwhile: its latest event, replayed, is terminal.
+    let mut edge = ScriptedEdge::hello(cp.edges(), "replayer", &[&id]).await;
+    edge.event(&id, 3, CommandPhase::Succeeded).await;
+    let answer = answer.await.unwrap();
+    let (status, code, error) = ending(&answer);
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "finished_unanswered"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("Succeeded"),
+        "{error}"
+    );
+    drop(edge);
+    cp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_of_an_edge_forgotten_before_it_answered_is_gone() {
+    let mut config = config();
+    config.cp.disconnected_view_ttl = Duration::from_millis(300);
+    let cp = Cp::start(config).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "vanished", &[]).await;
+    let answer = cp.post_ping("vanished");
+    let id = edge.command_request().await.command_id;
+    drop(edge);
+    let answer = answer.await.unwrap();
+    let (status, code, error) = ending(&answer);
+    assert_eq!(
+        (status, code.as_str()),
+        (410, "forgotten"),
+        "{}",
+        answer.body
+    );
+    assert_eq!(error["commandId"], id.as_str());
+    cp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_plane_that_stops_says_so() {
+    let cp = Cp::start(config()).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "silent", &[]).await;
+    let answer = cp.post_ping("silent");
+    edge.command_request().await;
+    cp.handle.shutdown().await;
+    let answer = answer.await.unwrap();
+    let (status, code, _) = ending(&answer);
+    assert_eq!(
+        (status, code.as_str()),
+        (503, "shutting_down"),
+        "{}",
+        answer.body
+    );
+    cp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_whose_record_left_the_book_is_untracked() {
+    let mut config = config();
+    config.command_book = 1;
+    let cp = Cp::start(config).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "busy", &[]).await;
+    let first = cp.post_ping("busy");
+    edge.command_request().await;
+    // A second command takes the book's only place.
+    let second = cp.post_ping("busy");
+    edge.command_request().await;
+    let first = first.await.unwrap();
+    let (status, code, _) = ending(&first);
+    assert_eq!(
+        (status, code.as_str()),
+        (503, "untracked"),
+        "{}",
+        first.body
+    );
+    drop(edge);
+    second.abort();
+    cp.stop().await;
+}
+
+/// A journal that refuses every record with `error`.
+#[derive(Debug)]
+struct Refusing(JournalError);
+
+impl CommandJournal for Refusing {
+    fn record(&self, _edge_id: &str, _request: &EdgeCommandRequest) -> Recording {
+        let error = self.0.clone();
+        Box::pin(async move { Err(error) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_its_journal_cannot_record_is_never_sent() {
+    for (error, status, code) in [
+        (
+            JournalError::Unavailable("engine down".into()),
+            503,
+            "engine_unavailable",
+        ),
+        (JournalError::Conflict, 409, "conflict"),
+    ] {
+        let cp = Cp::start(config()).await;
+        cp.handle
+            .set_command_journal(Some(Arc::new(Refusing(error.clone()))));
+        let mut edge = ScriptedEdge::hello(cp.edges(), "journaled", &[]).await;
+        let answer = cp.post_ping("journaled").await.unwrap();
+        let (got, got_code, _) = ending(&answer);
+        assert_eq!(
+            (got, got_code.as_str()),
+            (status, code),
+            "{error:?}: {}",
+            answer.body
+        );
+        assert!(!edge.sees_command_within(Duration::from_millis(300)).await);
+        cp.stop().await;
+    }
+}
