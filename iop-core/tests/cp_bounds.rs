@@ -86,7 +86,10 @@ fn superseded_sessions_count_toward_undeliverable() {
     t.pump();
     let mut sessions = Vec::new();
     for _ in 0..3 {
-        assert_eq!(command_requests(&t.take_frames(conn)), std::slice::from_ref(&id));
+        assert_eq!(
+            command_requests(&t.take_frames(conn)),
+            std::slice::from_ref(&id)
+        );
         sessions.push(session_id);
         // A new hello while the old connection is still open.
         let (next, resp) = t.hello_with(hello("edge-1", &["op"]));

@@ -396,6 +396,29 @@ impl Monitor {
                     self.fail(at_ms, format!("{command_id}: lost after it ended"));
                 }
             }
+            CpEvent::CommandUndeliverable {
+                edge_id,
+                command_id,
+                sessions,
+                session_ids,
+            } => {
+                let key = (edge_id.clone(), command_id.clone());
+                let t = self.commands.entry(key).or_default();
+                let (ended, responded) = (t.ended, t.responded);
+                t.ended = true;
+                if ended || responded {
+                    self.fail(
+                        at_ms,
+                        format!("{command_id}: undeliverable after it ended or was answered"),
+                    );
+                }
+                if session_ids.len() > *sessions as usize {
+                    self.fail(
+                        at_ms,
+                        format!("{command_id}: {sessions} sessions named as {session_ids:?}"),
+                    );
+                }
+            }
             CpEvent::NodeEvent { session_id, .. } if self.scripted_session(*session_id) => {}
             CpEvent::NodeEvent {
                 edge_id,
