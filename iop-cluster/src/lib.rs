@@ -51,7 +51,7 @@
 //! /// The core's config of replica `cluster` (bind the server with it).
 //! fn config(cluster: &ClusterConfig) -> CpConfig {
 //!     let mut config = CpConfig::default();
-//!     config.directory = cluster.directory();
+//!     cluster.configure(&mut config);
 //!     config
 //! }
 //!

@@ -108,6 +108,15 @@ impl ClusterConfig {
     pub fn directory(&self) -> DirectoryFactory {
         ReplicaDirectory::factory(self.stats.clone())
     }
+
+    /// Makes `cp` a replica's core: this [`directory`](Self::directory), and no
+    /// abandoning of a disconnected Edge's commands
+    /// (`CpConfig::edge_command_retention` is `None`): an Edge away from this
+    /// replica may be live on another, which carries its commands on.
+    pub fn configure(&self, cp: &mut iop_driver::iop_core::cp::CpConfig) {
+        cp.directory = self.directory();
+        cp.edge_command_retention = None;
+    }
 }
 
 /// [`OwnershipStore`] over two JetStream key-value buckets.

@@ -32,6 +32,9 @@ pub enum RouteErrorKind {
     Undeliverable,
     /// The Edge was forgotten before it answered ([`NoAnswer::Forgotten`]).
     Forgotten,
+    /// The Edge stayed away longer than it remembers the command
+    /// ([`NoAnswer::Abandoned`]).
+    Abandoned,
     /// The command finished before its answer was seen ([`NoAnswer::Finished`]).
     FinishedUnanswered,
     /// The command's record left the bounded book ([`NoAnswer::Untracked`]).
@@ -47,7 +50,7 @@ pub enum RouteErrorKind {
 }
 
 /// Every kind with its code, the one table both directions read.
-const CODES: [(RouteErrorKind, &str); 17] = [
+const CODES: [(RouteErrorKind, &str); 18] = [
     (RouteErrorKind::NotConnected, "not_connected"),
     (RouteErrorKind::UnknownEdge, "unknown_edge"),
     (RouteErrorKind::BadRequest, "bad_request"),
@@ -59,6 +62,7 @@ const CODES: [(RouteErrorKind, &str); 17] = [
     (RouteErrorKind::CommandLost, "command_lost"),
     (RouteErrorKind::Undeliverable, "undeliverable"),
     (RouteErrorKind::Forgotten, "forgotten"),
+    (RouteErrorKind::Abandoned, "abandoned"),
     (RouteErrorKind::FinishedUnanswered, "finished_unanswered"),
     (RouteErrorKind::Untracked, "untracked"),
     (RouteErrorKind::EngineUnavailable, "engine_unavailable"),
@@ -122,6 +126,7 @@ impl RouteErrorKind {
             NoAnswer::Lost => Self::CommandLost,
             NoAnswer::Undeliverable { .. } => Self::Undeliverable,
             NoAnswer::Forgotten => Self::Forgotten,
+            NoAnswer::Abandoned { .. } => Self::Abandoned,
             NoAnswer::Unrecorded { .. } => Self::EngineUnavailable,
             NoAnswer::Conflict => Self::Conflict,
             NoAnswer::Finished { .. } => Self::FinishedUnanswered,

@@ -180,6 +180,10 @@ impl StoredCommand {
                 });
             }
             Some(CommandOutcome::Forgotten) => r.updates.push(CommandUpdate::Forgotten),
+            // The engine's record keeps the outcome, not how long the Edge was away.
+            Some(CommandOutcome::Abandoned) => r.updates.push(CommandUpdate::Abandoned {
+                disconnected_for: std::time::Duration::ZERO,
+            }),
             _ => {}
         }
         r.outcome = outcome;

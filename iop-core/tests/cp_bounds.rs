@@ -285,3 +285,91 @@ fn a_truncated_status_is_not_a_fresh_view() {
     t.send(conn, status_response(req.correlation_id, "edge-1", 2));
     assert!(t.cp.edge("edge-1").unwrap().fresh);
 }
+
+/// An Edge away for longer than it remembers a command (the longest timeout of its
+/// open commands, then its finished-id retention) can never tell their outcome: they
+/// are FAILED as abandoned, once, and never sent again. An Edge back before then
+/// keeps them.
+#[test]
+fn commands_of_an_edge_away_longer_than_it_remembers_are_abandoned() {
+    let mut c = cfg();
+    c.edge_command_retention = Some(Duration::from_secs(600));
+    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
+    let (conn, _) = t.enrol("edge-1", &["op"]);
+    let accepted =
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), Some("a".into()))
+            .unwrap();
+    let long = CommandSpec::new("op").with_timeout_ms(300_000);
+    let pending =
+        t.cp.send_command(t.now, "edge-1", long, Some("p".into()))
+            .unwrap();
+    t.pump();
+    t.send(conn, cmd_response(&accepted, true));
+    t.drop_transport(conn);
+    t.take_events();
+
+    // Back within the window: nothing is abandoned, even after it.
+    t.advance(Duration::from_secs(800));
+    let (conn, _) = t.hello_with(hello_holding("edge-1", &["op"], &[&accepted]));
+    t.take_frames(conn);
+    // Past the deadline it had, heard from all along.
+    for sequence in 1..=40 {
+        t.advance(Duration::from_secs(5));
+        t.send(conn, heartbeat(sequence));
+    }
+    assert!(!t.is_closed(conn));
+    assert_eq!(t.cp.stats().commands_abandoned, 0);
+    t.drop_transport(conn);
+    t.take_events();
+
+    // Away for good: the longest open timeout (300 s) plus the retention (600 s).
+    t.advance(Duration::from_secs(899));
+    assert!(t.take_events().is_empty());
+    assert_eq!(t.cp.poll_timeout(), Some(t.now + Duration::from_secs(1)));
+    t.advance(Duration::from_secs(1));
+    let abandoned: Vec<(String, Duration)> = t
+        .take_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            CpEvent::CommandAbandoned {
+                command_id,
+                disconnected_for,
+                ..
+            } => Some((command_id, disconnected_for)),
+            _ => None,
+        })
+        .collect();
+    let away = Duration::from_secs(900);
+    assert_eq!(
+        abandoned,
+        [(accepted.clone(), away), (pending.clone(), away)]
+    );
+    for id in [&accepted, &pending] {
+        assert_eq!(
+            t.cp.command("edge-1", id).unwrap().outcome,
+            Some(CommandOutcome::Abandoned)
+        );
+    }
+    assert_eq!(t.cp.stats().commands_abandoned, 2);
+    // Back at last: neither is sent again, and what the Edge says of them is dropped.
+    let (conn, _) = t.hello_with(hello_holding("edge-1", &["op"], &[&accepted]));
+    assert!(command_requests(&t.take_frames(conn)).is_empty());
+    t.send(
+        conn,
+        cmd_event(&accepted, iop_core::proto::CommandPhase::Succeeded, 2),
+    );
+    assert!(!t.is_closed(conn));
+    assert_eq!(t.cp.stats().unknown_command_ids, 1);
+    assert_eq!(t.cp.stats().commands_abandoned, 2);
+}
+
+/// A hello of `edge_id` that holds `inflight`.
+fn hello_holding(
+    edge_id: &str,
+    ops: &[&str],
+    inflight: &[&str],
+) -> iop_core::proto::EdgeHelloRequest {
+    let mut h = hello(edge_id, ops);
+    h.inflight_command_ids = inflight.iter().map(|s| (*s).to_owned()).collect();
+    h
+}

@@ -39,6 +39,16 @@ impl Log for CpEvent {
                 edge_id,
                 command_id,
             } => tracing::warn!(edge_id, command_id, "command lost"),
+            CpEvent::CommandAbandoned {
+                edge_id,
+                command_id,
+                disconnected_for,
+            } => tracing::warn!(
+                edge_id,
+                command_id,
+                disconnected_for_s = disconnected_for.as_secs(),
+                "command abandoned: its edge stayed away longer than it remembers commands"
+            ),
             CpEvent::CommandUndeliverable {
                 edge_id,
                 command_id,

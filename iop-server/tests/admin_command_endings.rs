@@ -404,3 +404,53 @@ async fn a_command_its_journal_cannot_record_is_never_sent() {
         cp.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_whose_edge_stays_away_longer_than_it_remembers_is_abandoned() {
+    let mut config = config();
+    config.cp.edge_command_retention = Some(Duration::from_millis(200));
+    let cp = Cp::start(config).await;
+    let mut edge = ScriptedEdge::hello(cp.edges(), "gone", &[]).await;
+    let (admin, path) = (cp.admin, "/v1/edges/gone/commands");
+    // A 100 ms command, and the Edge leaves as it arrives: away for longer than the
+    // command's timeout and the retention, it can never tell what became of it.
+    let answer = tokio::task::spawn_blocking(move || {
+        cli_support::post(admin, path, r#"{"operation":"edge.ping","timeoutMs":100}"#)
+    });
+    let id = edge.command_request().await.command_id;
+    drop(edge);
+    let answer = answer.await.unwrap();
+    let (status, code, error) = ending(&answer);
+    assert_eq!(
+        (status, code.as_str()),
+        (410, "abandoned"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("its outcome can never be learned"),
+        "{error}"
+    );
+    let record = tokio::task::spawn_blocking(move || {
+        cli_support::wait_until("the command abandoned", || {
+            let r = cli_support::get(admin, &format!("/v1/commands/{id}")).json();
+            (r["terminal"] == true).then_some(r)
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(record["outcome"], "ABANDONED", "{record}");
+    assert_eq!(record["phase"], "COMMAND_PHASE_FAILED", "{record}");
+    let message = record["outcomeMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("never be learned"), "{record}");
+    let metrics = cp.get("/metrics").await;
+    assert!(
+        metrics.body.contains("iop_commands_abandoned_total 1"),
+        "{}",
+        metrics.body
+    );
+    cp.stop().await;
+}

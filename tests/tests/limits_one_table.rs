@@ -28,6 +28,10 @@ const LOCAL: &[(&str, &str)] = &[
         "requests a driver adds when paging a status",
     ),
     ("MAX_FIELD", "the decoder's field-number table"),
+    (
+        "MAX_NAMED_SESSIONS",
+        "session ids a command's undeliverable report names, never on the wire",
+    ),
     ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
     ("MAX_BODY", "the admin HTTP API's request bodies"),
     (

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::time::Duration;
 
 use iop_proto::{
     CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
@@ -38,6 +39,17 @@ struct Tracked {
     /// The ids of those sessions this Control Plane saw end (not carried over from
     /// another one), the first [`MAX_NAMED_SESSIONS`].
     unanswered_session_ids: Vec<u64>,
+}
+
+impl Tracked {
+    /// Its request went out on a session (or the Edge spoke of it): the Edge may hold
+    /// it.
+    fn was_sent(&self) -> bool {
+        self.awaiting_response
+            || self.unanswered_sessions > 0
+            || self.answer != CommandAnswer::Pending
+            || self.last_seq > 0
+    }
 }
 
 /// How many of the sessions that ended without answering a command it names.
@@ -281,7 +293,14 @@ impl CommandBook {
         match (&t.outcome, t.answer) {
             // Given up on: what the Edge still says of it (a replay from a session
             // whose answer was lost) is counted and dropped, as for an unknown id.
-            (Some(CommandOutcome::Lost | CommandOutcome::Undeliverable { .. }), _) => {
+            (
+                Some(
+                    CommandOutcome::Lost
+                    | CommandOutcome::Undeliverable { .. }
+                    | CommandOutcome::Abandoned,
+                ),
+                _,
+            ) => {
                 return Ok(EventEffect::Unknown);
             }
             (_, CommandAnswer::Rejected(_)) => {
@@ -369,6 +388,44 @@ impl CommandBook {
                     sessions,
                     session_ids,
                 })
+            })
+            .collect()
+    }
+
+    /// How long after its session ended the Edge may still know the outcome of every
+    /// unfinished command it was sent: the longest command timeout (0 is the Edge's
+    /// default) plus `retention`. `None` when no such command is open.
+    pub(crate) fn remembered_for(&self, retention: Duration) -> Option<Duration> {
+        self.commands
+            .values()
+            .filter(|t| t.outcome.is_none() && !t.held && t.was_sent())
+            .map(|t| {
+                let timeout = match t.request.timeout_ms {
+                    0 => iop_proto::limits::DEFAULT_COMMAND_TIMEOUT,
+                    ms => Duration::from_millis(u64::from(ms)),
+                };
+                timeout.saturating_add(retention)
+            })
+            .max()
+    }
+
+    /// Marks FAILED "abandoned" every unfinished command the Edge was sent; returns
+    /// their ids, in their original order.
+    pub(crate) fn abandon(&mut self, retention: usize) -> Vec<String> {
+        let mut open: Vec<(u64, String)> = self
+            .commands
+            .iter()
+            .filter(|(_, t)| t.outcome.is_none() && !t.held && t.was_sent())
+            .map(|(id, t)| (t.order, id.clone()))
+            .collect();
+        open.sort();
+        open.into_iter()
+            .map(|(_, id)| {
+                if let Some(t) = self.commands.get_mut(&id) {
+                    t.phase = CommandPhase::Failed;
+                }
+                self.finish(&id, CommandOutcome::Abandoned, retention);
+                id
             })
             .collect()
     }

@@ -211,6 +211,10 @@ pub enum CommandOutcome {
     /// Its record could not be written before it was sent (PROTOCOL.md §8
     /// write-ahead): it was never sent.
     Unrecorded,
+    /// Its Edge stayed disconnected longer than it remembers a command (its timeout
+    /// and then the finished-id retention, PROTOCOL.md §4.4): its outcome can never be
+    /// learned, and it is not sent again (treated as FAILED).
+    Abandoned,
 }
 
 impl CommandOutcome {
@@ -218,7 +222,7 @@ impl CommandOutcome {
     /// engine): a code (never 0, which such a record keeps for "unfinished") and a
     /// value: 1 rejected (the `CommandRejectReason`), 2 finished (the terminal
     /// `CommandPhase`), 3 lost, 4 undeliverable (the sessions), 5 forgotten,
-    /// 6 unrecorded (value 0).
+    /// 6 unrecorded, 7 abandoned (value 0).
     pub fn encode(&self) -> (u32, u32) {
         let enum_value = |v: i32| u32::try_from(v).unwrap_or(0);
         match self {
@@ -228,6 +232,7 @@ impl CommandOutcome {
             Self::Undeliverable { sessions } => (4, *sessions),
             Self::Forgotten => (5, 0),
             Self::Unrecorded => (6, 0),
+            Self::Abandoned => (7, 0),
         }
     }
 
@@ -248,6 +253,7 @@ impl CommandOutcome {
             4 => Some(Self::Undeliverable { sessions: value }),
             5 if value == 0 => Some(Self::Forgotten),
             6 if value == 0 => Some(Self::Unrecorded),
+            7 if value == 0 => Some(Self::Abandoned),
             _ => None,
         }
     }
@@ -278,6 +284,7 @@ mod tests {
             CommandOutcome::Undeliverable { sessions: 3 },
             CommandOutcome::Forgotten,
             CommandOutcome::Unrecorded,
+            CommandOutcome::Abandoned,
         ];
         for outcome in all {
             let (code, value) = outcome.encode();
@@ -285,7 +292,15 @@ mod tests {
             assert_eq!(CommandOutcome::decode(code, value), Some(outcome));
         }
         let running = CommandPhase::Running as u32;
-        for (code, value) in [(0, 0), (7, 0), (2, running), (2, 99), (1, 99), (3, 1)] {
+        for (code, value) in [
+            (0, 0),
+            (8, 0),
+            (7, 1),
+            (2, running),
+            (2, 99),
+            (1, 99),
+            (3, 1),
+        ] {
             assert_eq!(CommandOutcome::decode(code, value), None, "{code}/{value}");
         }
     }

@@ -73,6 +73,13 @@ pub struct CpConfig {
     pub max_disconnected_views: usize,
     /// How long the view of an Edge is kept after its last session ended (24 h).
     pub disconnected_view_ttl: Duration,
+    /// How long an Edge remembers a finished command (its finished-id retention,
+    /// PROTOCOL.md §4.4: 10 min). An Edge disconnected for longer than a command's
+    /// timeout plus this can no longer tell that command's outcome: the command is
+    /// FAILED, abandoned ([`CpEvent::CommandAbandoned`](super::CpEvent::CommandAbandoned)).
+    /// `None` never abandons one (a cluster's replica, whose Edges may live on
+    /// elsewhere).
+    pub edge_command_retention: Option<Duration>,
     /// What to do with a second live session for one `edge_id`.
     pub duplicate_policy: DuplicatePolicy,
     /// Makes the [`Directory`](super::Directory) that decides who may take an Edge id:
@@ -138,6 +145,7 @@ impl Default for CpConfig {
             undeliverable_after_sessions: limits::MAX_UNDELIVERED_SESSIONS,
             max_disconnected_views: limits::MAX_DISCONNECTED_VIEWS,
             disconnected_view_ttl: limits::DEFAULT_DISCONNECTED_VIEW_TTL,
+            edge_command_retention: Some(limits::DEFAULT_COMMAND_RETENTION),
             duplicate_policy: DuplicatePolicy::Replace,
             directory: super::DirectoryFactory::local(),
             retry_after_superseded: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,

@@ -28,6 +28,8 @@ pub(crate) struct EdgeEntry {
     flaps: FlapHistory,
     /// When its last session ended, while it has none.
     disconnected_at: Option<Instant>,
+    /// When its unfinished commands are abandoned, while it has no session.
+    abandon_at: Option<Instant>,
 }
 
 impl EdgeEntry {
@@ -50,6 +52,7 @@ impl EdgeEntry {
             commands: CommandBook::default(),
             flaps: FlapHistory::default(),
             disconnected_at: None,
+            abandon_at: None,
         }
     }
 
@@ -209,6 +212,8 @@ pub(crate) struct EdgeTable {
     /// Entries without a live session, by when their last one ended (PROTOCOL.md §7 bounds
     /// how many are kept, and for how long).
     disconnected: BTreeSet<(Instant, EdgeSlot)>,
+    /// Disconnected entries with unfinished commands, by when those are abandoned.
+    abandon: BTreeSet<(Instant, EdgeSlot)>,
 }
 
 impl EdgeTable {
@@ -276,27 +281,65 @@ impl EdgeTable {
         if let Some(at) = entry.disconnected_at {
             self.disconnected.remove(&(at, slot));
         }
+        if let Some(at) = entry.abandon_at {
+            self.abandon.remove(&(at, slot));
+        }
         self.free.push(slot);
         Some(entry)
     }
 
-    /// The entry in `slot` lost its live session at `now`.
-    pub(crate) fn disconnected(&mut self, slot: EdgeSlot, now: Instant) {
+    /// The entry in `slot` lost its live session at `now`. With `retention` (how long
+    /// an Edge remembers a finished command), its unfinished commands are due to be
+    /// abandoned once the Edge can no longer know them.
+    pub(crate) fn disconnected(
+        &mut self,
+        slot: EdgeSlot,
+        now: Instant,
+        retention: Option<Duration>,
+    ) {
         if let Some(entry) = self.slots.get_mut(slot.0).and_then(|e| e.as_deref_mut()) {
             if let Some(old) = entry.disconnected_at.replace(now) {
                 self.disconnected.remove(&(old, slot));
             }
             self.disconnected.insert((now, slot));
+            let at = retention
+                .and_then(|r| entry.commands.remembered_for(r))
+                .map(|d| now + d);
+            if let Some(old) = std::mem::replace(&mut entry.abandon_at, at) {
+                self.abandon.remove(&(old, slot));
+            }
+            if let Some(at) = at {
+                self.abandon.insert((at, slot));
+            }
         }
     }
 
     /// The entry in `slot` has a live session again.
     pub(crate) fn connected(&mut self, slot: EdgeSlot) {
-        if let Some(entry) = self.slots.get_mut(slot.0).and_then(|e| e.as_deref_mut())
-            && let Some(at) = entry.disconnected_at.take()
-        {
-            self.disconnected.remove(&(at, slot));
+        if let Some(entry) = self.slots.get_mut(slot.0).and_then(|e| e.as_deref_mut()) {
+            if let Some(at) = entry.disconnected_at.take() {
+                self.disconnected.remove(&(at, slot));
+            }
+            if let Some(at) = entry.abandon_at.take() {
+                self.abandon.remove(&(at, slot));
+            }
         }
+    }
+
+    /// When the next disconnected entry's commands are abandoned.
+    pub(crate) fn next_abandon(&self) -> Option<Instant> {
+        self.abandon.first().map(|(at, _)| *at)
+    }
+
+    /// The entry whose commands are due to be abandoned at `now`, with when it
+    /// disconnected; taken off the schedule.
+    pub(crate) fn abandon_due(&mut self, now: Instant) -> Option<(&mut EdgeEntry, Instant)> {
+        let &(at, slot) = self.abandon.first().filter(|(at, _)| *at <= now)?;
+        self.abandon.remove(&(at, slot));
+        let entry = self.slots.get_mut(slot.0)?.as_deref_mut()?;
+        entry.abandon_at = None;
+        let since = entry.disconnected_at.unwrap_or(now);
+        Some((entry, since))
     }
 
     /// When the longest-disconnected entry lost its session.

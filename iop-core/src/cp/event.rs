@@ -350,6 +350,17 @@ pub enum CpEvent {
         /// The command.
         command_id: String,
     },
+    /// A command's Edge stayed disconnected longer than it remembers the command (the
+    /// command's timeout, then the Edge's finished-id retention: PROTOCOL.md §4.4): its
+    /// outcome can never be learned. It is marked FAILED and never sent again.
+    CommandAbandoned {
+        /// The Edge.
+        edge_id: String,
+        /// The command.
+        command_id: String,
+        /// How long the Edge had been disconnected.
+        disconnected_for: Duration,
+    },
     /// A command's request was sent on `sessions` sessions that each ended without
     /// its response (PROTOCOL.md §4.4): it is marked FAILED "undeliverable" and never sent
     /// again, so one request the Edge cannot take does not end its sessions for ever.
@@ -436,6 +447,8 @@ pub enum CpEventKind {
     CommandLost,
     /// [`CpEvent::CommandUndeliverable`].
     CommandUndeliverable,
+    /// [`CpEvent::CommandAbandoned`].
+    CommandAbandoned,
     /// [`CpEvent::EdgeForgotten`].
     EdgeForgotten,
     /// [`CpEvent::NodeEvent`].
@@ -448,7 +461,7 @@ pub enum CpEventKind {
 
 impl CpEventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [CpEventKind; 17] = [
+    pub const ALL: [CpEventKind; 18] = [
         CpEventKind::SessionAccepted,
         CpEventKind::EdgeSuperseded,
         CpEventKind::ResyncNeeded,
@@ -462,6 +475,7 @@ impl CpEventKind {
         CpEventKind::CommandEvent,
         CpEventKind::CommandLost,
         CpEventKind::CommandUndeliverable,
+        CpEventKind::CommandAbandoned,
         CpEventKind::EdgeForgotten,
         CpEventKind::NodeEvent,
         CpEventKind::OwnershipClaim,
@@ -485,6 +499,7 @@ impl CpEventKind {
             CpEventKind::CommandEvent => "command_event",
             CpEventKind::CommandLost => "command_lost",
             CpEventKind::CommandUndeliverable => "command_undeliverable",
+            CpEventKind::CommandAbandoned => "command_abandoned",
             CpEventKind::EdgeForgotten => "edge_forgotten",
             CpEventKind::NodeEvent => "node_event",
             CpEventKind::OwnershipClaim => "ownership_claim",
@@ -521,6 +536,7 @@ impl CpEvent {
             CpEvent::CommandEvent { .. } => CpEventKind::CommandEvent,
             CpEvent::CommandLost { .. } => CpEventKind::CommandLost,
             CpEvent::CommandUndeliverable { .. } => CpEventKind::CommandUndeliverable,
+            CpEvent::CommandAbandoned { .. } => CpEventKind::CommandAbandoned,
             CpEvent::EdgeForgotten { .. } => CpEventKind::EdgeForgotten,
             CpEvent::NodeEvent { .. } => CpEventKind::NodeEvent,
             CpEvent::OwnershipClaim(_) => CpEventKind::OwnershipClaim,
@@ -544,6 +560,7 @@ impl CpEvent {
             | CpEvent::CommandEvent { edge_id, .. }
             | CpEvent::CommandLost { edge_id, .. }
             | CpEvent::CommandUndeliverable { edge_id, .. }
+            | CpEvent::CommandAbandoned { edge_id, .. }
             | CpEvent::EdgeForgotten { edge_id, .. }
             | CpEvent::NodeEvent { edge_id, .. } => Some(edge_id),
             CpEvent::StatusReceived { response, .. } => Some(&response.edge_id),

@@ -52,6 +52,9 @@ pub struct CpStats {
     pub commands_lost: u64,
     /// Commands FAILED "undeliverable": sent on too many sessions that ended unanswered.
     pub commands_undeliverable: u64,
+    /// Commands FAILED "abandoned": their Edge stayed away longer than it remembers
+    /// them.
+    pub commands_abandoned: u64,
     /// Views of disconnected Edges forgotten by age or by count.
     pub views_forgotten: u64,
     /// Connections refused `OVERLOADED` because too many hellos were pending.

@@ -396,6 +396,19 @@ impl Monitor {
                     self.fail(at_ms, format!("{command_id}: lost after it ended"));
                 }
             }
+            CpEvent::CommandAbandoned {
+                edge_id,
+                command_id,
+                ..
+            } => {
+                let key = (edge_id.clone(), command_id.clone());
+                let t = self.commands.entry(key).or_default();
+                let ended = t.ended;
+                t.ended = true;
+                if ended {
+                    self.fail(at_ms, format!("{command_id}: abandoned after it ended"));
+                }
+            }
             CpEvent::CommandUndeliverable {
                 edge_id,
                 command_id,
@@ -572,7 +585,9 @@ fn command_edge(event: &CpEvent) -> Option<&str> {
     match event {
         CpEvent::CommandResponded { edge_id, .. }
         | CpEvent::CommandEvent { edge_id, .. }
-        | CpEvent::CommandLost { edge_id, .. } => Some(edge_id),
+        | CpEvent::CommandLost { edge_id, .. }
+        | CpEvent::CommandUndeliverable { edge_id, .. }
+        | CpEvent::CommandAbandoned { edge_id, .. } => Some(edge_id),
         _ => None,
     }
 }

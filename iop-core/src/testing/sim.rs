@@ -210,6 +210,8 @@ impl Sim {
                     }
                 }
                 CpEvent::CommandLost { .. } => bump("end.Lost".into()),
+                CpEvent::CommandUndeliverable { .. } => bump("end.Undeliverable".into()),
+                CpEvent::CommandAbandoned { .. } => bump("end.Abandoned".into()),
                 CpEvent::CommandResponded {
                     outcome: Some(CommandOutcome::Rejected(reason)),
                     ..

@@ -36,6 +36,18 @@ pub enum NoAnswer {
         /// The ids of those sessions this Control Plane saw end, oldest first.
         session_ids: Vec<u64>,
     },
+    /// Its Edge stayed disconnected longer than it remembers a command (the command's
+    /// timeout, then its finished-id retention): FAILED as abandoned, its outcome
+    /// never to be learned.
+    #[error(
+        "the command was abandoned: its edge has been disconnected for {} s, longer \
+         than it remembers a command, so its outcome can never be learned",
+        disconnected_for.as_secs()
+    )]
+    Abandoned {
+        /// How long the Edge had been disconnected.
+        disconnected_for: Duration,
+    },
     /// The Control Plane forgot the Edge (disconnected too long, or too many
     /// disconnected Edges) before it answered.
     #[error("the edge was forgotten before it answered the command")]
@@ -89,6 +101,7 @@ impl NoAnswer {
         match self {
             Self::Lost => "command_lost",
             Self::Undeliverable { .. } => "undeliverable",
+            Self::Abandoned { .. } => "abandoned",
             Self::Forgotten => "forgotten",
             Self::Unrecorded { .. } => "engine_unavailable",
             Self::Conflict => "conflict",
@@ -121,6 +134,9 @@ impl<R: Runtime> CommandTracker<R> {
                         });
                     }
                     CommandUpdate::Forgotten => return Err(NoAnswer::Forgotten),
+                    CommandUpdate::Abandoned { disconnected_for } => {
+                        return Err(NoAnswer::Abandoned { disconnected_for });
+                    }
                     CommandUpdate::Unrecorded { reason } => {
                         return Err(NoAnswer::Unrecorded { reason });
                     }

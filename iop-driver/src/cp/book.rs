@@ -56,6 +56,13 @@ pub enum CommandUpdate {
         /// The ids of those sessions this Control Plane saw end, oldest first.
         session_ids: Vec<u64>,
     },
+    /// Its Edge stayed disconnected longer than it remembers a command (the command's
+    /// timeout, then its finished-id retention): its outcome can never be learned, and
+    /// it is FAILED as abandoned, never sent again.
+    Abandoned {
+        /// How long the Edge had been disconnected.
+        disconnected_for: std::time::Duration,
+    },
     /// The view of its Edge was forgotten (disconnected too long, or too many
     /// disconnected Edges) before it finished.
     Forgotten,

@@ -56,6 +56,10 @@ pub enum CommandFailure {
         /// Sessions that ended without answering it.
         sessions: u32,
     },
+    /// Its Edge stayed away longer than it remembers commands: its outcome can never
+    /// be learned.
+    #[error("the command was abandoned: its edge stayed away longer than it remembers commands")]
+    Abandoned,
     /// The Control Plane forgot its Edge (disconnected too long) before it finished.
     #[error("the edge was forgotten before the command finished")]
     Forgotten,
@@ -100,6 +104,7 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
             sessions: *sessions,
         }),
         Some(CommandOutcome::Forgotten) => Err(CommandFailure::Forgotten),
+        Some(CommandOutcome::Abandoned) => Err(CommandFailure::Abandoned),
         Some(CommandOutcome::Unrecorded) => Err(CommandFailure::Unrecorded {
             reason: record
                 .updates

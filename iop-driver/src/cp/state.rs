@@ -246,6 +246,19 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
                 Some(iop_core::cp::CommandOutcome::Lost),
             );
         }
+        CpEvent::CommandAbandoned {
+            command_id,
+            disconnected_for,
+            ..
+        } => {
+            state.book.push(
+                command_id,
+                CommandUpdate::Abandoned {
+                    disconnected_for: *disconnected_for,
+                },
+                Some(iop_core::cp::CommandOutcome::Abandoned),
+            );
+        }
         CpEvent::CommandUndeliverable {
             command_id,
             sessions,

@@ -161,7 +161,7 @@ pub(super) fn http_status(kind: RouteErrorKind) -> StatusCode {
         K::Timeout => StatusCode::GATEWAY_TIMEOUT,
         // The command can never be answered as asked: it ended on the Edge's side.
         K::Undeliverable | K::FinishedUnanswered => StatusCode::UNPROCESSABLE_ENTITY,
-        K::Forgotten => StatusCode::GONE,
+        K::Forgotten | K::Abandoned => StatusCode::GONE,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
@@ -234,6 +234,13 @@ mod tests {
                 "undeliverable",
             ),
             (NoAnswer::Forgotten, 410, "forgotten"),
+            (
+                NoAnswer::Abandoned {
+                    disconnected_for: wait,
+                },
+                410,
+                "abandoned",
+            ),
             (
                 NoAnswer::Unrecorded { reason: "x".into() },
                 503,

@@ -80,6 +80,7 @@ pub fn command_record(r: &CommandRecord) -> Value {
                 | CommandOutcome::Undeliverable { .. }
                 | CommandOutcome::Forgotten
                 | CommandOutcome::Unrecorded
+                | CommandOutcome::Abandoned
         )
     );
     let phase = match (given_up, last_phase) {
@@ -94,7 +95,23 @@ pub fn command_record(r: &CommandRecord) -> Value {
         CommandOutcome::Undeliverable { .. } => "UNDELIVERABLE".to_owned(),
         CommandOutcome::Forgotten => "FORGOTTEN".to_owned(),
         CommandOutcome::Unrecorded => "UNRECORDED".to_owned(),
+        CommandOutcome::Abandoned => "ABANDONED".to_owned(),
         _ => "UNKNOWN".to_owned(),
+    });
+    let outcome_message = r.outcome.as_ref().and_then(|o| match o {
+        CommandOutcome::Lost => Some("the edge came back without the command: it was lost"),
+        CommandOutcome::Undeliverable { .. } => Some(
+            "sessions of the edge kept ending without answering the command: it is not sent again",
+        ),
+        CommandOutcome::Forgotten => Some("the edge was forgotten before the command finished"),
+        CommandOutcome::Unrecorded => {
+            Some("the command's record could not be written first: it was never sent")
+        }
+        CommandOutcome::Abandoned => Some(
+            "the edge stayed disconnected longer than it remembers a command: \
+             its outcome can never be learned",
+        ),
+        _ => None,
     });
     json!({
         "edgeId": r.edge_id,
@@ -106,12 +123,13 @@ pub fn command_record(r: &CommandRecord) -> Value {
         "terminal": r.outcome.is_some(),
         "lost": lost,
         "outcome": outcome,
+        "outcomeMessage": outcome_message,
         "coalescedEvents": r.coalesced_events.to_string(),
     })
 }
 
 /// The event kinds `GET /v1/events` shows, by their names in the stream.
-pub const STREAM_KINDS: [(&str, CpEventKind); 9] = [
+pub const STREAM_KINDS: [(&str, CpEventKind); 10] = [
     ("edge_connected", CpEventKind::SessionAccepted),
     ("edge_disconnected", CpEventKind::EdgeDisconnected),
     ("edge_unreachable", CpEventKind::EdgeUnreachable),
@@ -120,6 +138,7 @@ pub const STREAM_KINDS: [(&str, CpEventKind); 9] = [
     ("node_event", CpEventKind::NodeEvent),
     ("command_event", CpEventKind::CommandEvent),
     ("command_undeliverable", CpEventKind::CommandUndeliverable),
+    ("command_abandoned", CpEventKind::CommandAbandoned),
     ("edge_forgotten", CpEventKind::EdgeForgotten),
 ];
 
@@ -207,6 +226,18 @@ pub fn cp_event(e: &CpEvent) -> Option<(&'static str, Value)> {
                 "commandId": command_id,
                 "sessions": sessions,
                 "sessionIds": session_ids.iter().map(u64::to_string).collect::<Vec<_>>(),
+            }),
+        ),
+        CpEvent::CommandAbandoned {
+            edge_id,
+            command_id,
+            disconnected_for,
+        } => (
+            "command_abandoned",
+            json!({
+                "edgeId": edge_id,
+                "commandId": command_id,
+                "disconnectedForMs": disconnected_for.as_millis().to_string(),
             }),
         ),
         CpEvent::EdgeForgotten {

@@ -135,7 +135,7 @@ pub fn render(stats: &CpStats, gauges: AdminGauges, admin: &AdminMetrics) -> Str
         "Admin event streams (GET /v1/events) open.",
         gauges.event_streams,
     );
-    let counters: [(&str, &str, u64); 24] = [
+    let counters: [(&str, &str, u64); 25] = [
         (
             "iop_connections_accepted_total",
             "Connections accepted.",
@@ -222,6 +222,11 @@ pub fn render(stats: &CpStats, gauges: AdminGauges, admin: &AdminMetrics) -> Str
             "iop_commands_lost_total",
             "Commands marked lost by the Edge.",
             s.commands_lost,
+        ),
+        (
+            "iop_commands_abandoned_total",
+            "Commands FAILED as abandoned: their Edge stayed away longer than it remembers them.",
+            s.commands_abandoned,
         ),
         (
             "iop_event_gaps_total",

@@ -109,6 +109,13 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     hello_timeout_ms: u64,
 
+    /// How long an Edge remembers a finished command (its finished-id retention), in
+    /// ms: a command whose Edge stays disconnected longer than its timeout plus this
+    /// is FAILED as abandoned, its outcome never to be learned. 0: never abandon one.
+    /// A cluster's replica never abandons (the Edge may be live on another replica).
+    #[arg(long, value_name = "N", default_value_t = 600_000)]
+    edge_command_retention_ms: u64,
+
     /// How long a status request may stay unanswered, in ms.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     status_timeout_ms: u64,
@@ -296,7 +303,7 @@ fn run(args: Args) -> Result<(), Failure> {
     let cluster = args.cluster.config().map_err(Failure::Usage)?;
     let mut config = ServerConfig::new(enrolment);
     if let Some(cluster) = &cluster {
-        config.cp.directory = cluster.directory();
+        cluster.configure(&mut config.cp);
     }
     let tls_files = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles {
@@ -337,6 +344,10 @@ fn run(args: Args) -> Result<(), Failure> {
         Duration::from_millis(args.heartbeat_interval_ms.clamp(1_000, 60_000));
     config.cp.hello_timeout = Duration::from_millis(args.hello_timeout_ms);
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
+    if cluster.is_none() {
+        config.cp.edge_command_retention = (args.edge_command_retention_ms > 0)
+            .then(|| Duration::from_millis(args.edge_command_retention_ms));
+    }
     config.cp.max_connections = args.max_connections;
     config.max_pending_hellos_per_ip = args.max_pending_hellos_per_ip;
     let tokens = tokens.map(TokenBook::new);

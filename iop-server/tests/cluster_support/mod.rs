@@ -110,7 +110,7 @@ pub async fn node_authed(
     config.heartbeat = Duration::from_millis(300);
     tweak(&mut config);
     let mut server_config = cluster_server(policy);
-    server_config.cp.directory = config.directory();
+    config.configure(&mut server_config.cp);
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), server_config)
         .await
         .expect("bind");

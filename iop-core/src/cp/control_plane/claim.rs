@@ -106,7 +106,8 @@ impl ControlPlane {
             flapping: false,
         });
         self.close(now, conn, CloseReason::Superseded { by_session_id });
-        self.edges.disconnected(slot, now);
+        // Live on the other Control Plane: its commands go on there.
+        self.edges.disconnected(slot, now, None);
         self.evict_views();
         if self.conns.contains_key(&conn) {
             self.reindex(conn);

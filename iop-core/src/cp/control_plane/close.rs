@@ -94,7 +94,8 @@ impl ControlPlane {
             reason: reason.clone(),
         });
         self.unanswered_on(&session.edge_id, session.session_id);
-        self.edges.disconnected(session.edge, now);
+        let retention = self.config.edge_command_retention;
+        self.edges.disconnected(session.edge, now, retention);
         self.evict_views();
     }
 

@@ -143,6 +143,7 @@ impl ControlPlane {
     /// Fires every timer due at `now`. Extra calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.expire_views(now);
+        self.abandon_commands(now);
         while let Some(&(at, conn)) = self.timers.first() {
             if at > now {
                 break;

@@ -107,10 +107,10 @@ impl ControlPlane {
             .edges
             .oldest_disconnected()
             .map(|at| at + self.config.disconnected_view_ttl);
-        match (conns, views) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [conns, views, self.edges.next_abandon()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Appends bytes for `conn` to `buf` (about `transmit_chunk` at most per call).

@@ -23,6 +23,25 @@ impl ControlPlane {
         }
     }
 
+    /// Abandons the unfinished commands of the Edges disconnected for longer than they
+    /// remember them (PROTOCOL.md §4.4): FAILED, their outcome never to be learned.
+    pub(super) fn abandon_commands(&mut self, now: Instant) {
+        let retention = self.config.finished_command_retention;
+        while let Some((entry, since)) = self.edges.abandon_due(now) {
+            let edge_id = entry.view().edge_id.clone();
+            let abandoned = entry.commands_mut().abandon(retention);
+            let disconnected_for = now.saturating_duration_since(since);
+            for command_id in abandoned {
+                self.stats.commands_abandoned += 1;
+                self.events.push_back(CpEvent::CommandAbandoned {
+                    edge_id: edge_id.clone(),
+                    command_id,
+                    disconnected_for,
+                });
+            }
+        }
+    }
+
     /// Forgets the longest-disconnected views while there are too many.
     pub(super) fn evict_views(&mut self) {
         while self.edges.disconnected_count() > self.config.max_disconnected_views {
