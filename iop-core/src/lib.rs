@@ -159,6 +159,7 @@
 
 pub use iop_proto as proto;
 
+pub mod cancel;
 pub mod cp;
 pub mod edge;
 pub mod ids;

@@ -93,7 +93,7 @@ pub mod tls;
 
 pub use clock::{Clock, process_seed};
 pub use cp::{
-    CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
+    CancelError, CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
     ControlPlaneHandle, ControlPlaneServer, JournalError, NoAnswer, RecordLimits, Recording,
     SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal,
     TlsReloadError, TlsStats, WaitForEdgeError,

@@ -1,6 +1,7 @@
 //! The Edge's built-in operations (`iop-edge`): `edge.ping`, `provider-pool.refresh`,
 //! `node.drain` and `node.resume`, each reporting real phases (ACCEPTED by the core,
-//! RUNNING with what it is doing, then SUCCEEDED or FAILED with counts).
+//! RUNNING with what it is doing, then SUCCEEDED or FAILED with counts). `node.drain`
+//! stops waiting for leases when cancelled (`command.cancel`, built into every Edge).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -246,13 +247,22 @@ async fn drain(ctx: CommandContext, handle: EdgeHandle) -> CommandResult {
         ),
         detail.clone(),
     );
-    // Wait for in-flight leases to end (or the command's deadline).
+    // Wait for in-flight leases to end (or the command's deadline, or a cancellation:
+    // the nodes stay drained, only the waiting stops).
     let mut last = leases;
     while last > 0 {
         if ctx.is_timed_out() {
             return CommandResult::failed("deadline passed with leases still in flight");
         }
-        tokio::time::sleep(DRAIN_POLL).await;
+        if ctx.is_cancelled() {
+            let mut result = CommandResult::cancelled(format!(
+                "stopped waiting: {} node(s) stay drained, {last} lease(s) still in flight",
+                nodes.len()
+            ));
+            result.detail = detail;
+            return result.with_detail("in_flight", last.to_string());
+        }
+        futures_lite::future::or(tokio::time::sleep(DRAIN_POLL), ctx.cancelled()).await;
         let now = handle.with_registry(|r, _now| in_flight(r, &nodes));
         if now != last {
             last = now;

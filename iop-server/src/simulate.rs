@@ -25,6 +25,11 @@ pub const SIM_DISCONNECT: &str = "sim.disconnect";
 /// them back to the simulation.
 pub const SIM_CONNECT: &str = "sim.connect";
 
+/// `sim.lease`: takes one lease on the first provider of each matched simulated node
+/// and keeps it (the simulation leaves the node alone) until `sim.connect`: a
+/// `node.drain` of it then waits, as it would for real work.
+pub const SIM_LEASE: &str = "sim.lease";
+
 /// What one simulated node holds: its connection and the leases and queued requests
 /// it made.
 #[derive(Debug, Default)]
@@ -110,6 +115,33 @@ impl Simulator {
         };
         let _ = reg.mark_ready(node_id, g, now_unix_ms);
         reg.node_state(node_id) == Some((NodeState::Ready, g))
+    }
+
+    /// Holds `node_id` ([`hold`](Self::hold)), connects it if it is not, and takes one
+    /// lease on its first provider, kept until the node disconnects. True when the
+    /// registry granted it.
+    pub fn lease(&mut self, reg: &mut NodeRegistry, node_id: &str, now_unix_ms: u64) -> bool {
+        self.hold(node_id);
+        if !self.connect(reg, node_id, now_unix_ms) {
+            return false;
+        }
+        let Some(provider) = reg
+            .node_config(node_id)
+            .and_then(|c| c.providers.into_iter().next())
+        else {
+            return false;
+        };
+        match reg.admit(node_id, &provider.provider_id, LeaseKind::Normal) {
+            Ok(lease) => {
+                self.nodes
+                    .entry(node_id.to_owned())
+                    .or_default()
+                    .leases
+                    .push(lease);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// Drops `node_id`'s connection: the registry releases its leases and reports it
@@ -242,11 +274,30 @@ pub fn spawn(
     })
 }
 
-/// Registers `sim.disconnect` and `sim.connect` on `client`, steering `sim`: an
+/// Registers `sim.disconnect`, `sim.connect` and `sim.lease` on `client`, steering `sim`: an
 /// operator (or a test) drops a node and brings it back at a moment of their choosing.
 pub fn register(client: EdgeClient, sim: Arc<Mutex<Simulator>>) -> EdgeClient {
     let down = sim.clone();
+    let lease = sim.clone();
     client
+        .operation(SIM_LEASE, TargetLevel::Node, move |ctx| {
+            let sim = lease.clone();
+            on_edge(ctx, move |ctx, handle| async move {
+                let nodes = target_nodes(ctx.target());
+                let leased = handle.with_registry(|reg, _now| {
+                    let Ok(mut sim) = sim.lock() else { return 0 };
+                    nodes
+                        .iter()
+                        .filter(|id| sim.lease(reg, id, unix_ms()))
+                        .count()
+                });
+                CommandResult::succeeded(format!(
+                    "{leased} of {} node(s) hold a lease until sim.connect",
+                    nodes.len()
+                ))
+                .with_detail("leased", leased.to_string())
+            })
+        })
         .operation(SIM_DISCONNECT, TargetLevel::Node, move |ctx| {
             let sim = down.clone();
             on_edge(ctx, move |ctx, handle| async move {

@@ -121,6 +121,7 @@ fn admin_api_end_to_end_over_the_binaries() {
     assert_eq!(
         ops,
         [
+            "command.cancel",
             "edge.ping",
             "node.drain",
             "node.resume",

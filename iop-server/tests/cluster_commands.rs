@@ -1,6 +1,7 @@
 //! Command records in the engine (PROTOCOL.md §8): a command sent through one replica
 //! keeps its outcome when the replica holding the Edge crashes and the Edge moves to
-//! another, which carries the command on from the record and writes its outcome back.
+//! another, which carries the command on from the record and writes its outcome back;
+//! a retry under the caller's key runs once, and a cancellation goes through any replica.
 
 mod cluster_support;
 
@@ -271,5 +272,66 @@ async fn a_retry_under_the_same_key_through_any_replica_runs_the_command_once() 
         "run once"
     );
     edge.shutdown().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+async fn a_running_command_is_cancelled_through_a_replica_that_does_not_hold_its_edge() {
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
+    let release = Arc::new(tokio::sync::Notify::new());
+    // `model.load` never looks at its context: the Edge ends it after the grace.
+    let edge = loading_edge("edge-1", release.clone())
+        .with_cancel_grace(Duration::from_millis(200))
+        .connect(a.addr())
+        .unwrap();
+    bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap();
+    let tracker = a
+        .cp()
+        .send_command("edge-1", CommandSpec::new("model.load"))
+        .unwrap();
+    let id = tracker.command_id().to_owned();
+    eventually("model.load RUNNING", || {
+        a.cp()
+            .command(&id)
+            .filter(|r| r.events().any(|e| e.phase() == CommandPhase::Running))
+    })
+    .await;
+    // cp-b does not hold the Edge: the cancellation is routed to cp-a.
+    let wait = Duration::from_secs(5);
+    let sent = bounded(
+        "a routed cancellation",
+        b.replica
+            .router()
+            .command("edge-1", CommandSpec::cancel(&id), wait),
+    )
+    .await
+    .unwrap();
+    assert_eq!(sent.command_id, format!("{id}.cancel"));
+    assert!(sent.response.accepted, "{sent:?}");
+    let ended = bounded("the target's end", tracker.outcome()).await;
+    match ended {
+        Err(CommandFailure::Ended { phase, message, .. }) => {
+            assert_eq!(phase, CommandPhase::Cancelled);
+            assert!(message.contains("did not stop within 200 ms"), "{message}");
+        }
+        other => panic!("not cancelled: {other:?}"),
+    }
+    // The cancellation's own record is in the engine, SUCCEEDED.
+    let stored = eventually("the cancellation's record", || {
+        a.cp()
+            .command(&sent.command_id)
+            .filter(|r| r.outcome.is_some())
+    })
+    .await;
+    assert_eq!(
+        stored.outcome,
+        Some(CommandOutcome::Finished(CommandPhase::Succeeded))
+    );
+    release.notify_waiters();
+    edge.shutdown().await;
+    a.stop().await;
     b.stop().await;
 }

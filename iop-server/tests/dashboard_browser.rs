@@ -1,7 +1,8 @@
 //! The fleet dashboard in a real browser: `iop-control-plane` with an admin token and
 //! two `iop-edge --simulate`, and a headless Chromium that asks for the token, shows
 //! both Edges and their nodes, sends `node.drain` from the form and follows it to
-//! SUCCEEDED, and sees a node drop (its providers zeroed) and come back. It saves a
+//! SUCCEEDED, sees a node drop (its providers zeroed) and come back, and cancels a
+//! drain waiting for a lease from its Cancel button. It saves a
 //! screenshot (`IOP_BLESS=1` also writes it to `docs/dashboard.png`, the README's).
 
 mod cli_support;
@@ -182,6 +183,43 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
         "cpu-1 ready again",
         "const r = document.querySelector('#nodes tr[data-node=\"cpu-1\"]');
          return r && r.dataset.state === 'READY' && r.dataset.connected === 'true'",
+    );
+
+    // A drain that waits for a lease, stopped from its Cancel button: the drain ends
+    // CANCELLED saying so, the cancellation SUCCEEDED, and the button goes.
+    send(&browser, "sim.lease", "node:cpu-1");
+    browser.wait(
+        "sim.lease SUCCEEDED",
+        &timeline_reached("sim.lease", "SUCCEEDED"),
+    );
+    send(&browser, "node.drain", "node:cpu-1");
+    browser.wait(
+        "node.drain RUNNING, waiting for the lease",
+        &timeline_reached("node.drain", "RUNNING"),
+    );
+    browser.click(&browser.find("li.timeline[data-phase=\"RUNNING\"] button.cancel"));
+    let phases = browser.wait(
+        "node.drain CANCELLED",
+        &timeline_reached("node.drain", "CANCELLED"),
+    );
+    assert!(
+        phases.as_str().unwrap().ends_with("RUNNING,CANCELLED"),
+        "{phases}"
+    );
+    browser.wait(
+        "command.cancel SUCCEEDED",
+        &timeline_reached("command.cancel", "SUCCEEDED"),
+    );
+    let said = browser.js(
+        "const t = [...document.querySelectorAll('li.timeline')]
+            .find(li => li.querySelector('.timeline-head strong').textContent === 'node.drain');
+         return [t.querySelectorAll('button.cancel').length, t.textContent]",
+        json!([]),
+    );
+    assert_eq!(said[0], json!(0), "a finished drain keeps no Cancel button");
+    assert!(
+        said[1].as_str().unwrap().contains("stopped waiting"),
+        "{said}"
     );
 
     // Every control is labelled (keyboard and screen-reader users reach it by name).

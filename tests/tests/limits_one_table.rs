@@ -34,6 +34,15 @@ const LOCAL: &[(&str, &str)] = &[
     ),
     ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
     ("MAX_BODY", "the admin HTTP API's request bodies"),
+    ("MAX_ANSWER", "the admin API's answers as iopctl reads them"),
+    (
+        "MAX_EVENT",
+        "the admin API's event stream as iopctl reads it",
+    ),
+    (
+        "DEFAULT_CANCEL_GRACE",
+        "how long a cancelled handler has to return, inside the Edge",
+    ),
     (
         "MIN_TOKEN_LEN",
         "the admin HTTP API's token file and the Edge config's node tokens",

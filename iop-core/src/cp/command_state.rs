@@ -47,6 +47,18 @@ impl CommandSpec {
         }
     }
 
+    /// A cancellation of `command_id` (PROTOCOL.md §4.4, [`crate::cancel`]): the
+    /// operation [`CANCEL_OPERATION`](crate::cancel::CANCEL_OPERATION) with the target
+    /// named in its metadata, under the id [`cancel_id`](crate::cancel::cancel_id)
+    /// gives (so asking twice is one command).
+    pub fn cancel(command_id: &str) -> Self {
+        Self {
+            command_id: crate::cancel::cancel_id(command_id),
+            ..Self::new(crate::cancel::CANCEL_OPERATION)
+                .with_metadata(crate::cancel::CANCEL_TARGET_KEY, command_id)
+        }
+    }
+
     /// Sets the target selector (PROTOCOL.md §6), e.g. `node:gpu-1` or `label:zone=a`.
     pub fn with_target(mut self, selector: impl Into<String>) -> Self {
         self.target_selector = selector.into();

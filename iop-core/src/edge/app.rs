@@ -62,6 +62,12 @@ impl<R: EdgeRegistry> Edge<R> {
         Ok(())
     }
 
+    /// The phase the command `command_id` is at while this Edge holds it (running, or
+    /// finished within the retention window); `None` for an id it does not hold.
+    pub fn command_phase(&self, command_id: &str) -> Option<CommandPhase> {
+        self.commands.phase(command_id)
+    }
+
     /// Starts draining: new commands are rejected DRAINING and the CP is told
     /// `EDGE_DRAINING` (now if connected, else after `EDGE_READY` of the next session).
     /// Running commands go on. Idempotent.

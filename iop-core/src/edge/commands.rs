@@ -139,6 +139,11 @@ impl Commands {
     }
 
     /// Commands accepted and not finished.
+    /// The phase of the command `command_id` is at, while it is held.
+    pub(crate) fn phase(&self, command_id: &str) -> Option<CommandPhase> {
+        self.held.get(command_id).map(|h| h.latest.phase())
+    }
+
     pub(crate) fn running(&self) -> usize {
         self.deadlines.len()
     }

@@ -1,6 +1,6 @@
 //! Why a [`ControlPlaneHandle`] call gave nothing.
 
-use iop_core::cp::{CommandError, StatusError};
+use iop_core::cp::{CommandError, CommandOutcome, StatusError};
 
 #[cfg(doc)]
 use super::handle::ControlPlaneHandle;
@@ -29,6 +29,27 @@ pub enum StatusRequestError {
         /// The id.
         command_id: String,
     },
+}
+
+/// Why [`ControlPlaneHandle::cancel`] sent no cancellation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CancelError {
+    /// No command of this id is in the server's record book.
+    #[error("no command {0:?} is known to this control plane")]
+    UnknownCommand(String),
+    /// The command already ended: there is nothing to stop.
+    #[error("command {command_id:?} already ended ({outcome:?})")]
+    Finished {
+        /// The command.
+        command_id: String,
+        /// How it ended.
+        outcome: CommandOutcome,
+    },
+    /// The cancellation itself could not be sent (the Edge is not connected, does not
+    /// advertise `command.cancel`, ...).
+    #[error(transparent)]
+    Send(#[from] SendCommandError),
 }
 
 /// Why [`ControlPlaneHandle::set_tls`] changed nothing.

@@ -12,7 +12,7 @@ use iop_core::proto::EdgeStatusResponse;
 
 use super::book::CommandRecord;
 use super::config::TlsStats;
-use super::error::{SendCommandError, StatusRequestError, TlsReloadError};
+use super::error::{CancelError, SendCommandError, StatusRequestError, TlsReloadError};
 use super::state::CpShared;
 use super::status_wait::StatusReply;
 use super::tracker::CommandTracker;
@@ -318,6 +318,29 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             edge_id.to_owned(),
             command_id,
         ))
+    }
+
+    /// Asks the Edge running `command_id` to stop it (PROTOCOL.md §4.4): sends it
+    /// [`CommandSpec::cancel`], whose tracker this returns. The cancellation ends
+    /// SUCCEEDED once the target ended (CANCELLED, or in its own phase if it finished
+    /// first), FAILED when the Edge no longer runs it. Asking twice is one command
+    /// (the cancellation's id is derived from the target's).
+    pub fn cancel(&self, command_id: &str) -> Result<CommandTracker<R>, CancelError> {
+        let (edge_id, outcome) = {
+            let state = lock(&self.shared.state);
+            let record = state
+                .book
+                .get(command_id)
+                .ok_or_else(|| CancelError::UnknownCommand(command_id.to_owned()))?;
+            (record.edge_id.clone(), record.outcome.clone())
+        };
+        if let Some(outcome) = outcome {
+            return Err(CancelError::Finished {
+                command_id: command_id.to_owned(),
+                outcome,
+            });
+        }
+        Ok(self.send_command(&edge_id, CommandSpec::cancel(command_id))?)
     }
 
     /// Records every command [`send_command`](Self::send_command) sends from now on in

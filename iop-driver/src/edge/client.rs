@@ -13,6 +13,9 @@ use iop_core::NodeRegistry;
 use iop_core::edge::{ConfigError, Edge, EdgeConfig, EdgeEvent, EdgeRegistry, TargetLevel};
 use tracing::Instrument;
 
+use iop_core::cancel::CANCEL_OPERATION;
+
+use super::cancel::{DEFAULT_CANCEL_GRACE, cancel_command};
 use super::driver::driver;
 use super::handle::EdgeHandle;
 use super::handler::{CommandContext, CommandResult, Handler, boxed};
@@ -34,6 +37,7 @@ pub struct EdgeClient<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     events: Publisher<EdgeEvent>,
     event_capacity: usize,
     shutdown_grace: Duration,
+    cancel_grace: Duration,
     tls: Option<ClientTls>,
     fallbacks: Vec<SocketAddr>,
     _runtime: PhantomData<fn() -> R>,
@@ -76,6 +80,7 @@ impl<R: Runtime> EdgeClient<R, NodeRegistry> {
             events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
+            cancel_grace: DEFAULT_CANCEL_GRACE,
             tls: None,
             fallbacks: Vec::new(),
             _runtime: PhantomData,
@@ -100,6 +105,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             events: Publisher::default(),
             event_capacity: 1_024,
             shutdown_grace: Duration::from_secs(5),
+            cancel_grace: DEFAULT_CANCEL_GRACE,
             tls: None,
             fallbacks: Vec::new(),
             _runtime: PhantomData,
@@ -143,6 +149,14 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
         self
     }
 
+    /// How long a handler asked to stop by `command.cancel` has to return before the
+    /// Edge ends its command CANCELLED itself (default 5 s; see
+    /// [`CommandContext::is_cancelled`]).
+    pub fn with_cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
+        self
+    }
+
     /// Advertises `operation` (targeting `level`) and runs `handler` for each accepted
     /// command of it: the handler reports progress through its [`CommandContext`] and
     /// its [`CommandResult`] becomes the terminal phase. A handler still running at
@@ -171,7 +185,12 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
     /// [`detach`](EdgeHandle::detach)ed). Must be called within the runtime `R`;
     /// await [`EdgeHandle::connected`] for the first session.
     #[must_use = "dropping the handle shuts the Edge down at once"]
-    pub fn connect(self, addr: SocketAddr) -> Result<EdgeHandle<R, G>, ConfigError> {
+    pub fn connect(mut self, addr: SocketAddr) -> Result<EdgeHandle<R, G>, ConfigError> {
+        // `command.cancel` (PROTOCOL.md §4.4) is built in, unless the application
+        // registered its own.
+        if !self.handlers.contains_key(CANCEL_OPERATION) {
+            self = self.operation(CANCEL_OPERATION, TargetLevel::Edge, cancel_command::<R, G>);
+        }
         let clock = Clock::new();
         let mut config = self.config;
         config.wall_clock = clock.wall_clock();
@@ -187,6 +206,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
                 last_dial_error: None,
                 session: None,
                 ready_waiters: Vec::new(),
+                running: HashMap::new(),
             }),
             clock,
             wake: Signal::new(),
@@ -196,6 +216,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeClient<R, G> {
             handlers: self.handlers,
             event_capacity: self.event_capacity,
             shutdown_grace: self.shutdown_grace,
+            cancel_grace: self.cancel_grace,
             primary: addr,
             fallbacks: self.fallbacks,
             next_addr: std::sync::atomic::AtomicUsize::new(0),

@@ -78,6 +78,8 @@ pub struct CommandContext {
     pub(crate) metadata: BTreeMap<String, String>,
     pub(crate) deadline: std::time::Instant,
     pub(crate) reporter: Arc<dyn Reporter>,
+    /// Set when a `command.cancel` asks this command to stop, or the Edge shuts down.
+    pub(crate) cancel: super::cancel::Flag,
 }
 
 impl std::fmt::Debug for CommandContext {
@@ -88,6 +90,7 @@ impl std::fmt::Debug for CommandContext {
             .field("target", &self.target)
             .field("metadata", &self.metadata)
             .field("deadline", &self.deadline)
+            .field("cancelled", &self.cancel.is_set())
             .finish()
     }
 }
@@ -122,6 +125,21 @@ impl CommandContext {
     /// will be ignored).
     pub fn is_timed_out(&self) -> bool {
         std::time::Instant::now() >= self.deadline
+    }
+
+    /// Whether the command was asked to stop: a `command.cancel` named it (PROTOCOL.md
+    /// §4.4), or the Edge is shutting down. A handler that sees it stops and returns
+    /// [`CommandResult::cancelled`] saying what it did; one that has not returned
+    /// within the Edge's cancel grace ([`EdgeClient::with_cancel_grace`](super::EdgeClient::with_cancel_grace))
+    /// finds its command ended CANCELLED by the Edge and its result ignored.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_set()
+    }
+
+    /// Resolves once the command is asked to stop ([`is_cancelled`](Self::is_cancelled)):
+    /// race it against the handler's work, e.g. with `futures_lite::future::or`.
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.cancel.wait()
     }
 
     /// The Edge this command runs on, for handlers that need its registry or events.

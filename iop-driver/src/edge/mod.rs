@@ -1,5 +1,6 @@
 //! The Edge client, its handle and operation handlers.
 
+mod cancel;
 mod client;
 mod driver;
 mod handle;

@@ -15,6 +15,7 @@ use iop_core::edge::{Edge, EdgeEvent, EdgeRegistry, Outcome, ReportError};
 use iop_core::proto::HelloRejectReason;
 use tracing::Instrument;
 
+use super::cancel::Running;
 use super::handler::{CommandContext, CommandResult, Handler, Reporter};
 use super::ready::{ConnectedError, EdgeSession};
 use crate::notice::Publisher;
@@ -39,6 +40,8 @@ pub(super) struct EdgeState<G: EdgeRegistry> {
     pub(super) session: Option<EdgeSession>,
     /// Callers of `connected()` waiting for a session.
     pub(super) ready_waiters: Vec<oneshot::Sender<Result<EdgeSession, ConnectedError>>>,
+    /// Commands whose handler was started and has not returned, by id.
+    pub(super) running: HashMap<String, Running>,
 }
 
 pub(super) struct EdgeShared<R: Runtime, G: EdgeRegistry> {
@@ -53,6 +56,8 @@ pub(super) struct EdgeShared<R: Runtime, G: EdgeRegistry> {
     pub(super) handlers: HashMap<String, Handler>,
     pub(super) event_capacity: usize,
     pub(super) shutdown_grace: Duration,
+    /// How long a handler asked to stop has before the Edge ends its command CANCELLED.
+    pub(super) cancel_grace: Duration,
     /// The Control Plane address given to `connect`.
     pub(super) primary: SocketAddr,
     /// More addresses, dialled in turn after `primary` when it cannot be reached.
@@ -180,6 +185,7 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
                 deadline,
             } = &event
             {
+                let running = Running::default();
                 let ctx = CommandContext {
                     command_id: command_id.clone(),
                     operation: operation.clone(),
@@ -187,9 +193,13 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
                     metadata: metadata.clone(),
                     deadline: self.clock.to_std(*deadline),
                     reporter: Arc::new(Link(Arc::downgrade(self))),
+                    cancel: running.cancel.clone(),
                 };
                 match self.handlers.get(operation) {
-                    Some(handler) => state.starts.push((handler.clone(), ctx)),
+                    Some(handler) => {
+                        state.running.insert(command_id.clone(), running);
+                        state.starts.push((handler.clone(), ctx));
+                    }
                     None => {
                         let now = self.clock.now();
                         let _ = state.edge.report_outcome(
@@ -237,8 +247,16 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeShared<R, G> {
             let now = self.clock.now();
             state.edge.shutdown(now);
             self.pump(&mut state);
-            // Shutdown cancels every command: nothing is left to start.
-            state.starts.clear();
+            // Shutdown cancels every command (the core reported them CANCELLED):
+            // nothing is left to start, and every running handler is asked to stop.
+            for (_, ctx) in std::mem::take(&mut state.starts) {
+                if let Some(running) = state.running.remove(&ctx.command_id) {
+                    running.returned.set();
+                }
+            }
+            for running in state.running.values() {
+                running.cancel.set();
+            }
         }
         self.wake.notify();
         self.stop.notify();
@@ -324,6 +342,7 @@ async fn run_handler<R: Runtime, G: EdgeRegistry + Send + 'static>(
             }
         };
     let outcome = result.outcome;
+    let returned = lock(&shared.state).running.remove(&command_id);
     let reported = shared.with_app(|edge, now| {
         match edge.report_outcome(now, &command_id, outcome, result.message, result.detail) {
             // A terminal the Control Plane would refuse (PROTOCOL.md §4.6) is replaced by a
@@ -336,6 +355,10 @@ async fn run_handler<R: Runtime, G: EdgeRegistry + Send + 'static>(
             other => other,
         }
     });
+    // Told after the result is in: a cancellation waiting on it sees the phase it made.
+    if let Some(running) = returned {
+        running.returned.set();
+    }
     match reported {
         Ok(()) => tracing::debug!(?outcome, "command finished"),
         Err(ReportError::TimedOut(_)) => {

@@ -166,8 +166,9 @@ pub(super) fn http_status(kind: RouteErrorKind) -> StatusCode {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The body this error answers with: `{"error": {"code", "message", ...}}`.
+    pub fn into_json(self) -> serde_json::Value {
         let mut error = serde_json::json!({ "code": self.code, "message": self.message });
         if let Some(obj) = error.as_object_mut() {
             if let Some(id) = self.command_id {
@@ -180,11 +181,14 @@ impl IntoResponse for ApiError {
                 obj.insert("unit".into(), limit.unit.to_string().into());
             }
         }
-        (
-            self.status,
-            axum::Json(serde_json::json!({ "error": error })),
-        )
-            .into_response()
+        serde_json::json!({ "error": error })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status;
+        (status, axum::Json(self.into_json())).into_response()
     }
 }
 

@@ -7,6 +7,7 @@
 //! | `GET /v1/edges/{edge_id}/status` | a live status round trip: the Edge's `EdgeStatusResponse` (`?nodes=a,b` for some nodes) |
 //! | `POST /v1/edges/{edge_id}/commands` | body `{"operation", "targetSelector", "metadata", "timeoutMs"}` (snake_case names accepted too): sends the command, waits for the Edge's answer, returns `{"commandId", "edgeId", "response"}` |
 //! | `GET /v1/commands/{command_id}` | the command's response, every event so far, latest phase, outcome |
+//! | `POST /v1/commands/{command_id}/cancel` | asks the Edge to stop the command (`command.cancel`, PROTOCOL.md §4.4), waits for its answer to the cancellation, returns `{"commandId" (the cancellation's: the target's id with `.cancel`), "edgeId", "cancels", "response"}`; 409 `already_finished` (with its `record`), 422 `not_cancellable` |
 //! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly; with `--cluster` each event's `id` is its place on the fleet's stream, and `Last-Event-ID` (or `?since=ID`) resumes after it, `missed` first saying how many the stream no longer holds |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
@@ -15,12 +16,14 @@
 //! Errors are `{"error": {"code", "message"}}`: 400 `bad_request` /
 //! `unknown_operation` / `exceeds_limit` (with `field`, `size`, `limit`), 401
 //! `unauthorized`, 403 `forbidden` / `forbidden_host` / `forbidden_origin`, 404
-//! `unknown_edge` / `unknown_command` / `not_found`, 409 `not_connected`, 413
+//! `unknown_edge` / `unknown_command` / `not_found`, 409 `not_connected` /
+//! `conflict` / `already_finished`, 422 `undeliverable` / `not_cancellable`, 413
 //! `payload_too_large`, 415 `unsupported_media_type`, 503 `busy` / `session_ended` /
 //! `shutting_down` / `too_many_streams`, 504 `timeout`. Who may call what, and from
 //! where, is [`access`].
 
 pub mod access;
+mod cancel;
 pub mod dashboard;
 mod error;
 mod fleet;

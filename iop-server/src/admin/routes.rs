@@ -38,6 +38,10 @@ pub fn router(state: AdminState) -> Router {
             post(post_command).layer(axum::middleware::from_fn(super::access::body_guard)),
         )
         .route("/v1/commands/{command_id}", get(get_command))
+        .route(
+            "/v1/commands/{command_id}/cancel",
+            post(super::cancel::cancel_command),
+        )
         .route("/v1/events", get(events))
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))
@@ -195,43 +199,53 @@ async fn post_command(
         iop_core::ids::validate_id("commandId", id)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
+    let mut spec = CommandSpec::from_request(request);
+    spec.command_id = command_id;
+    let (command_id, response) = send_and_answer(&s, &edge_id, spec).await?;
+    Ok((
+        StatusCode::OK,
+        Json(json!({
+            "commandId": command_id,
+            "edgeId": edge_id,
+            "response": response,
+        })),
+    )
+        .into_response())
+}
+
+/// Sends `spec` to `edge_id` (from here, or through the replica holding it) and
+/// waits for the Edge's answer: the command's id and the answer in JSON.
+pub(super) async fn send_and_answer(
+    s: &AdminState,
+    edge_id: &str,
+    spec: CommandSpec,
+) -> Result<(String, Value), ApiError> {
     // `timeout_ms` bounds the command's run on the Edge, not its answer: the answer
     // (accepted or rejected) is awaited for `command_answer_timeout`.
     let wait = s.command_answer_timeout;
-    let mut spec = CommandSpec::from_request(request);
-    spec.command_id = command_id;
-    if let Some(router) = s
-        .router
-        .as_ref()
-        .filter(|_| !fleet::held_here(&s, &edge_id))
-    {
-        return match router.command(&edge_id, spec, wait).await {
+    if let Some(router) = s.router.as_ref().filter(|_| !fleet::held_here(s, edge_id)) {
+        return match router.command(edge_id, spec, wait).await {
             Ok(sent) => Ok((
-                StatusCode::OK,
-                Json(json!({
-                    "commandId": sent.command_id,
-                    "edgeId": edge_id,
-                    "response": serde_json::to_value(&sent.response).unwrap_or(Value::Null),
-                })),
-            )
-                .into_response()),
-            Err(e) if e.kind == RouteErrorKind::NotConnected && s.cp.edge(&edge_id).is_none() => {
-                Err(ApiError::unknown_edge(&edge_id))
+                sent.command_id,
+                serde_json::to_value(&sent.response).unwrap_or(Value::Null),
+            )),
+            Err(e) if e.kind == RouteErrorKind::NotConnected && s.cp.edge(edge_id).is_none() => {
+                Err(ApiError::unknown_edge(edge_id))
             }
-            Err(e) => Err(ApiError::from_route(&edge_id, &e)),
+            Err(e) => Err(ApiError::from_route(edge_id, &e)),
         };
     }
-    if s.cp.edge(&edge_id).is_none() {
-        return Err(ApiError::unknown_edge(&edge_id));
+    if s.cp.edge(edge_id).is_none() {
+        return Err(ApiError::unknown_edge(edge_id));
     }
     let mut tracker =
-        s.cp.send_command(&edge_id, spec)
-            .map_err(|e| ApiError::from_command(&edge_id, &e))?;
+        s.cp.send_command(edge_id, spec)
+            .map_err(|e| ApiError::from_command(edge_id, &e))?;
     let command_id = tracker.command_id().to_owned();
     let response = tracker
         .first_answer(wait)
         .await
-        .map_err(|e| ApiError::from_no_answer(&edge_id, &command_id, &e))?;
+        .map_err(|e| ApiError::from_no_answer(edge_id, &command_id, &e))?;
     let with_id = |e: ApiError| ApiError {
         command_id: Some(command_id.clone()),
         ..e
@@ -239,7 +253,7 @@ async fn post_command(
     // In a cluster the answer goes out once the command's record holds it: a replica
     // that takes the Edge over finds it.
     if let Some(router) = &s.router
-        && !router.commands().flushed(&edge_id, &command_id).await
+        && !router.commands().flushed(edge_id, &command_id).await
     {
         return Err(with_id(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -250,22 +264,34 @@ async fn post_command(
             ),
         )));
     }
-    Ok((
-        StatusCode::OK,
-        Json(json!({
-            "commandId": command_id,
-            "edgeId": edge_id,
-            "response": shape::command_response(&response),
-        })),
-    )
-        .into_response())
+    Ok((command_id, shape::command_response(&response)))
 }
 
 async fn get_command(
     State(s): State<AdminState>,
     Path(command_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut record = s.cp.command(&command_id);
+    find_command(&s, &command_id)
+        .await?
+        .map(|r| Json(shape::command_record(&r)))
+        .ok_or_else(|| unknown_command(&command_id))
+}
+
+/// The 404 of a command id nobody knows.
+pub(super) fn unknown_command(command_id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown_command",
+        format!("no command {command_id:?} is known to this control plane"),
+    )
+}
+
+/// A command's record: this replica's, or in a cluster the engine's.
+pub(super) async fn find_command(
+    s: &AdminState,
+    command_id: &str,
+) -> Result<Option<iop_tokio::CommandRecord>, ApiError> {
+    let mut record = s.cp.command(command_id);
     // Not sent from here (this replica could not record it, and a retry of its
     // caller's went through another) says nothing of the command itself.
     let not_sent_here = record
@@ -277,20 +303,12 @@ async fn get_command(
         // Sent by another replica, or by one that is gone: the cluster's record.
         let stored = router
             .commands()
-            .get(&command_id)
+            .get(command_id)
             .await
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.0))?;
         record = stored.or(record);
     }
-    record
-        .map(|r| Json(shape::command_record(&r)))
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown_command",
-                format!("no command {command_id:?} is known to this control plane"),
-            )
-        })
+    Ok(record)
 }
 
 async fn events(

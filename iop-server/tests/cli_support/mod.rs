@@ -3,6 +3,8 @@
 //! wait is bounded.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod in_process;
+pub mod scripted_edge;
 pub mod webdriver;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -215,7 +215,8 @@ function renderEdgeSummary() {
   $("edge-title").textContent = `Edge ${state.route.edgeId}`;
   $("edge-summary").replaceChildren(...(v ? edgeSummary(v) : [h("dt", { text: "State" }), h("dd", { text: "unknown to this Control Plane" })]));
   const select = $("operation");
-  const ops = v ? v.operations || [] : [];
+  // A cancellation names its target: it is sent from a running command's Cancel button.
+  const ops = (v ? v.operations || [] : []).filter((op) => op !== "command.cancel");
   const current = select.value;
   if ([...select.options].map((o) => o.value).join() !== ops.join()) {
     select.replaceChildren(...ops.map((op) => h("option", { value: op, text: op })));
@@ -302,6 +303,33 @@ $("command-form").addEventListener("submit", async (ev) => {
     }
   } finally {
     $("send").disabled = false;
+  }
+});
+
+// A running command's Cancel button: `command.cancel` through the API, followed like
+// any other command.
+$("commands").addEventListener("click", async (ev) => {
+  const button = ev.target.closest("button[data-cancel]");
+  if (!button) return;
+  const target = button.dataset.cancel;
+  const error = $("command-error");
+  error.hidden = true;
+  button.disabled = true;
+  try {
+    const answer = await request("POST", `/v1/commands/${encodeURIComponent(target)}/cancel`);
+    const c = state.commands.get(answer.commandId)
+      || remember({ commandId: answer.commandId, edgeId: answer.edgeId });
+    Object.assign(c, {
+      edgeId: answer.edgeId, operation: "command.cancel", selector: "", response: answer.response,
+    });
+    renderCommands();
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) failed(e);
+    else {
+      error.textContent = `The command was not cancelled: ${describe(e)}`;
+      error.hidden = false;
+      button.disabled = false;
+    }
   }
 });
 

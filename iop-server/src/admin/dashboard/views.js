@@ -171,6 +171,15 @@ export function selectorChoices(status) {
   return out;
 }
 
+const TERMINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"]);
+
+/** Whether the Edge may still stop `c` (accepted, not ended; a cancellation is not
+ * itself cancelled). */
+function cancellable(c, last) {
+  return Boolean(c.response && c.response.accepted) && !TERMINAL.has(last)
+    && c.operation !== "command.cancel";
+}
+
 /** One command's timeline: what was sent, the Edge's answer, then each phase. */
 export function commandItem(c) {
   const phases = [...c.events.values()].sort((a, b) => a.sequence - b.sequence);
@@ -191,6 +200,15 @@ export function commandItem(c) {
       h("code", { text: c.selector || "(the Edge)" }),
       h("span", { class: "muted", text: c.commandId }),
       badge(last.toLowerCase(), `phase-${last.toLowerCase()}`),
+      cancellable(c, last)
+        ? h("button", {
+          type: "button",
+          class: "cancel",
+          text: "Cancel",
+          "aria-label": `Cancel ${c.operation} ${c.commandId}`,
+          data: { cancel: c.commandId },
+        })
+        : null,
     ),
     h("p", { class: "muted", text: answer }),
     h(
