@@ -42,6 +42,7 @@
 
 pub mod admin;
 pub mod cluster;
+pub mod ctl;
 pub mod demo;
 pub mod edge_config;
 pub mod edge_ops;

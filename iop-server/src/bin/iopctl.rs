@@ -1,0 +1,239 @@
+//! `iopctl`: the command-line client of the Control Plane's admin API.
+#![forbid(unsafe_code)]
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use iop_server::ctl::{self, Admin, AdminUrl, CtlError, EventsArgs, Output, SendArgs};
+use iop_server::private_file::read_private;
+use iop_tokio::ClientTls;
+use zeroize::Zeroizing;
+
+/// Drives an IOP Control Plane from the shell through its admin API: lists Edges,
+/// reads their status, sends commands (and waits for them), cancels them, follows the
+/// event stream. Tables for people; `-o json` prints the API's JSON for scripts.
+///
+/// Exit codes: 0 done; 1 the command failed (rejected, or ended other than
+/// SUCCEEDED); 2 usage; 3 the Edge or command is unknown, or the Edge not connected;
+/// 4 refused by the admin API (token, conflict, a finished command, a limit); 5 the
+/// admin API unreachable, failing or too slow.
+#[derive(Debug, Parser)]
+#[command(name = "iopctl", version)]
+struct Args {
+    /// The admin API: http://HOST:PORT, or https://HOST:PORT with --ca-file.
+    #[arg(
+        long,
+        global = true,
+        env = "IOP_ADMIN_URL",
+        default_value = "http://127.0.0.1:7701",
+        value_name = "URL"
+    )]
+    admin: AdminUrl,
+
+    /// File holding the admin token (one line; readable by its owner only). Else the
+    /// IOP_ADMIN_TOKEN environment variable, else no token.
+    #[arg(long, global = true, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+
+    /// PEM file with the CA(s) the admin API's certificate must chain to (https://).
+    #[arg(long, global = true, value_name = "FILE")]
+    ca_file: Option<PathBuf>,
+
+    /// Output: `table` for people, `json` for scripts.
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    output: Format,
+
+    /// How long one call to the admin API may take, in milliseconds.
+    #[arg(long, global = true, default_value_t = 30_000, value_name = "MS")]
+    request_timeout_ms: u64,
+
+    #[command(subcommand)]
+    command: Subcommands,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Subcommands {
+    /// Every Edge the Control Plane knows (every replica's in a cluster).
+    Edges {
+        /// Keep watching: print the list again on every Edge's change.
+        #[arg(short, long)]
+        watch: bool,
+    },
+    /// One Edge's view: state, session, version, operations, metadata.
+    Edge {
+        /// The Edge's id.
+        edge_id: String,
+    },
+    /// A live status round trip: the Edge's nodes and providers.
+    Status {
+        /// The Edge's id.
+        edge_id: String,
+        /// Some nodes only (repeat, or separate with commas).
+        #[arg(long = "node", value_name = "NODE", value_delimiter = ',')]
+        nodes: Vec<String>,
+    },
+    /// Sends a command and prints the Edge's answer (with --wait, every phase).
+    Send {
+        /// The Edge's id.
+        edge_id: String,
+        /// An operation the Edge advertises (e.g. node.drain).
+        operation: String,
+        /// Target selector: `*`, `node:ID`, `provider:NODE/PROVIDER`, `label:K=V`.
+        #[arg(long, value_name = "SELECTOR")]
+        selector: Option<String>,
+        /// Metadata for the handler, KEY=VALUE (repeatable).
+        #[arg(long = "meta", value_name = "KEY=VALUE", value_parser = key_value)]
+        metadata: Vec<(String, String)>,
+        /// The command's timeout on the Edge, in milliseconds (0: the Edge's default).
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u32>,
+        /// The command's id, an idempotency key: sending again under it is the same
+        /// command, never a second run.
+        #[arg(long, value_name = "KEY")]
+        id: Option<String>,
+        /// Follow the command to its end; the exit code says how it ended.
+        #[arg(short, long)]
+        wait: bool,
+    },
+    /// Asks the Edge to stop a running command (`command.cancel`).
+    Cancel {
+        /// The command's id.
+        command_id: String,
+        /// Follow the cancellation to its end and print how the command ended.
+        #[arg(short, long)]
+        wait: bool,
+    },
+    /// A command's record: the Edge's answer, every phase, the outcome.
+    Command {
+        /// The command's id.
+        command_id: String,
+    },
+    /// The Control Plane's event stream (Edges, nodes, commands).
+    Events {
+        /// Keep reading until interrupted (else stop once the stream is quiet for 1 s).
+        #[arg(short, long)]
+        follow: bool,
+        /// With --cluster: resume after the event with this id.
+        #[arg(long, value_name = "ID")]
+        since: Option<String>,
+        /// Some kinds only, comma-separated (e.g. node_event,command_event).
+        #[arg(long, value_name = "KINDS")]
+        kinds: Option<String>,
+    },
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let code = match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "iopctl: {e}");
+            e.code()
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn token(args: &Args) -> Result<Option<Zeroizing<String>>, CtlError> {
+    if let Some(path) = &args.token_file {
+        let bytes = read_private(path).map_err(|e| CtlError::Usage(e.to_string()))?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| CtlError::Usage(format!("{}: not UTF-8", path.display())))?;
+        let token = text.lines().next().unwrap_or("").trim();
+        if token.is_empty() {
+            return Err(CtlError::Usage(format!("{}: no token", path.display())));
+        }
+        return Ok(Some(Zeroizing::new(token.to_owned())));
+    }
+    Ok(std::env::var("IOP_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Zeroizing::new(t.trim().to_owned())))
+}
+
+fn run(args: Args) -> Result<u8, CtlError> {
+    let tls = match &args.ca_file {
+        Some(ca) => Some(
+            ClientTls::from_pem_files(ca, &args.admin.host, None)
+                .map_err(|e| CtlError::Usage(format!("--ca-file: {e}")))?,
+        ),
+        None => None,
+    };
+    let admin = Admin::new(
+        args.admin.clone(),
+        token(&args)?,
+        tls,
+        Duration::from_millis(args.request_timeout_ms.max(1)),
+    )?;
+    let out = match args.output {
+        Format::Table => Output::Table,
+        Format::Json => Output::Json,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CtlError::Usage(format!("cannot start: {e}")))?;
+    runtime.block_on(async {
+        match args.command {
+            Subcommands::Edges { watch } => ctl::run_edges(&admin, out, watch).await,
+            Subcommands::Edge { edge_id } => ctl::run_edge(&admin, out, &edge_id).await,
+            Subcommands::Status { edge_id, nodes } => {
+                ctl::run_status(&admin, out, &edge_id, &nodes).await
+            }
+            Subcommands::Send {
+                edge_id,
+                operation,
+                selector,
+                metadata,
+                timeout_ms,
+                id,
+                wait,
+            } => {
+                let send = SendArgs {
+                    edge_id,
+                    operation,
+                    selector,
+                    metadata: metadata.into_iter().collect::<BTreeMap<_, _>>(),
+                    timeout_ms,
+                    id,
+                    wait,
+                };
+                ctl::run_send(&admin, out, &send).await
+            }
+            Subcommands::Cancel { command_id, wait } => {
+                ctl::run_cancel(&admin, out, &command_id, wait).await
+            }
+            Subcommands::Command { command_id } => ctl::run_command(&admin, out, &command_id).await,
+            Subcommands::Events {
+                follow,
+                since,
+                kinds,
+            } => {
+                let events = EventsArgs {
+                    follow,
+                    since,
+                    kinds,
+                    quiet: Duration::from_secs(1),
+                };
+                ctl::run_events(&admin, out, &events).await
+            }
+        }
+    })
+}

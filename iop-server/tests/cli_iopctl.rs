@@ -1,0 +1,333 @@
+//! `iopctl` end to end: the real `iop-control-plane`, `iop-edge --simulate` and
+//! `iopctl` binaries on 127.0.0.1; what it prints for people and for scripts, and the
+//! exit code of every ending.
+
+mod cli_support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use cli_support::{Proc, control_plane, edge, secret_file, temp_file, wait_connected};
+
+const CTL_BIN: &str = env!("CARGO_BIN_EXE_iopctl");
+
+const NODES: &str = r#"
+[[nodes]]
+id = "gpu-1"
+labels = { tier = "gpu" }
+
+[[nodes.providers]]
+id = "llama"
+category = "local_inference"
+capacity = 4
+"#;
+
+/// `iopctl --admin http://ADMIN args...`, bounded to 30 s.
+fn ctl(admin: SocketAddr, args: &[&str]) -> Output {
+    ctl_with(admin, args, &[])
+}
+
+fn ctl_with(admin: SocketAddr, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut child = Command::new(CTL_BIN)
+        .args(["--admin", &format!("http://{admin}")])
+        .args(args)
+        .env_remove("IOP_ADMIN_TOKEN")
+        .env_remove("IOP_ADMIN_URL")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iopctl");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        assert!(Instant::now() < deadline, "iopctl {args:?} did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("an exit code")
+}
+
+#[test]
+fn an_operator_lists_sends_waits_cancels_and_scripts_with_iopctl() {
+    let cp = control_plane(&[]);
+    let config = temp_file("iopctl-edge.toml", NODES);
+    let _edge = edge(cp.edges, "edge-1", &config, &["--simulate"]);
+    wait_connected(cp.admin, "edge-1");
+
+    // The fleet, for people and for scripts.
+    let listed = ctl(cp.admin, &["edges"]);
+    assert_eq!(code(&listed), 0, "{}", stderr(&listed));
+    let text = stdout(&listed);
+    assert!(text.starts_with("EDGE"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("edge-1") && l.contains("CONNECTED")),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&ctl(cp.admin, &["edges", "-o", "json"]).stdout).unwrap();
+    assert_eq!(json["edges"][0]["edgeId"], "edge-1");
+    let one = stdout(&ctl(cp.admin, &["edge", "edge-1"]));
+    assert!(one.contains("command.cancel"), "{one}");
+    let status = ctl(cp.admin, &["status", "edge-1", "--node", "gpu-1"]);
+    assert_eq!(code(&status), 0, "{}", stderr(&status));
+    assert!(
+        stdout(&status)
+            .lines()
+            .any(|l| l.starts_with("gpu-1") && l.contains("llama")),
+        "{}",
+        stdout(&status)
+    );
+
+    // A command followed to its end: every phase printed, exit 0.
+    let ping = ctl(cp.admin, &["send", "edge-1", "edge.ping", "--wait"]);
+    assert_eq!(code(&ping), 0, "{}", stderr(&ping));
+    let text = stdout(&ping);
+    assert!(text.contains("accepted"), "{text}");
+    assert!(
+        text.contains("SUCCEEDED") && text.contains("pong"),
+        "{text}"
+    );
+
+    // The caller's key: sent twice, one command.
+    let first = ctl(
+        cp.admin,
+        &["send", "edge-1", "edge.ping", "--id", "key-1", "-o", "json"],
+    );
+    let again = ctl(
+        cp.admin,
+        &["send", "edge-1", "edge.ping", "--id", "key-1", "-o", "json"],
+    );
+    let (first, again): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_slice(&first.stdout).unwrap(),
+        serde_json::from_slice(&again.stdout).unwrap(),
+    );
+    assert_eq!(first["commandId"], "key-1");
+    assert_eq!(first, again);
+    // Other content under the key: refused, exit 4.
+    let conflict = ctl(
+        cp.admin,
+        &[
+            "send",
+            "edge-1",
+            "edge.ping",
+            "--id",
+            "key-1",
+            "--timeout-ms",
+            "9",
+        ],
+    );
+    assert_eq!(code(&conflict), 4, "{}", stderr(&conflict));
+    assert!(
+        stderr(&conflict).contains("conflict"),
+        "{}",
+        stderr(&conflict)
+    );
+
+    // A rejected command: exit 1, the reason printed.
+    let rejected = ctl(
+        cp.admin,
+        &["send", "edge-1", "node.drain", "--selector", "node:nope"],
+    );
+    assert_eq!(code(&rejected), 1, "{}", stderr(&rejected));
+    assert!(
+        stdout(&rejected).contains("rejected NO_MATCHING_TARGET"),
+        "{}",
+        stdout(&rejected)
+    );
+
+    // A drain waiting for a lease, cancelled from the command line.
+    let leased = ctl(
+        cp.admin,
+        &[
+            "send",
+            "edge-1",
+            "sim.lease",
+            "--selector",
+            "node:gpu-1",
+            "--wait",
+        ],
+    );
+    assert_eq!(code(&leased), 0, "{}", stdout(&leased));
+    let drain = ctl(
+        cp.admin,
+        &[
+            "send",
+            "edge-1",
+            "node.drain",
+            "--selector",
+            "node:gpu-1",
+            "--timeout-ms",
+            "60000",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(code(&drain), 0, "{}", stderr(&drain));
+    let drain: serde_json::Value = serde_json::from_slice(&drain.stdout).unwrap();
+    let id = drain["commandId"].as_str().unwrap().to_owned();
+    cli_support::wait_until("the drain waiting", || {
+        stdout(&ctl(cp.admin, &["command", &id]))
+            .contains("RUNNING")
+            .then_some(())
+    });
+    let cancel = ctl(cp.admin, &["cancel", &id, "--wait"]);
+    assert_eq!(code(&cancel), 0, "{}\n{}", stdout(&cancel), stderr(&cancel));
+    let text = stdout(&cancel);
+    assert!(
+        text.contains(&format!("{id}.cancel cancels {id}: accepted")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{id} node.drain on edge-1: CANCELLED")),
+        "{text}"
+    );
+    assert!(text.contains("stopped waiting"), "{text}");
+    // Nothing left to cancel: refused, exit 4.
+    let again = ctl(cp.admin, &["cancel", &id]);
+    assert_eq!(code(&again), 4, "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already_finished"),
+        "{}",
+        stderr(&again)
+    );
+    let record = ctl(cp.admin, &["command", &id, "-o", "json"]);
+    let record: serde_json::Value = serde_json::from_slice(&record.stdout).unwrap();
+    assert_eq!(record["outcome"], "COMMAND_PHASE_CANCELLED");
+    // A command waited for that does not succeed (the lease outlives its timeout): exit 1.
+    let timed_out = ctl(
+        cp.admin,
+        &[
+            "send",
+            "edge-1",
+            "node.drain",
+            "--selector",
+            "node:gpu-1",
+            "--timeout-ms",
+            "300",
+            "--wait",
+        ],
+    );
+    assert_eq!(code(&timed_out), 1, "{}", stdout(&timed_out));
+    assert!(
+        stdout(&timed_out).contains("TIMED_OUT"),
+        "{}",
+        stdout(&timed_out)
+    );
+
+    // Unknown things: exit 3.
+    let unknown = ctl(cp.admin, &["edge", "nobody"]);
+    assert_eq!(code(&unknown), 3, "{}", stderr(&unknown));
+    assert_eq!(code(&ctl(cp.admin, &["command", "never-sent"])), 3);
+    // Usage: exit 2.
+    assert_eq!(code(&ctl(cp.admin, &["send", "edge-1"])), 2);
+    assert_eq!(
+        code(&ctl(
+            cp.admin,
+            &["send", "edge-1", "x", "--meta", "novalue"]
+        )),
+        2
+    );
+}
+
+#[test]
+fn iopctl_follows_the_event_stream_for_scripts() {
+    let cp = control_plane(&[]);
+    let config = temp_file("iopctl-events.toml", NODES);
+    let mut follower = Proc(
+        Command::new(CTL_BIN)
+            .args(["--admin", &format!("http://{}", cp.admin)])
+            .args([
+                "events",
+                "--follow",
+                "--kinds",
+                "edge_connected,command_event",
+                "-o",
+                "json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn iopctl events"),
+    );
+    let lines = BufReader::new(follower.0.stdout.take().unwrap()).lines();
+    // The stream is open before the Edge comes: its connection is the first event.
+    std::thread::sleep(Duration::from_millis(300));
+    let _edge = edge(cp.edges, "edge-1", &config, &[]);
+    wait_connected(cp.admin, "edge-1");
+    assert_eq!(
+        code(&ctl(cp.admin, &["send", "edge-1", "edge.ping", "--wait"])),
+        0
+    );
+    let mut names = Vec::new();
+    for line in lines {
+        let event: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        names.push(event["event"].as_str().unwrap().to_owned());
+        if event["event"] == "command_event" && event["data"]["phase"] == "COMMAND_PHASE_SUCCEEDED"
+        {
+            break;
+        }
+    }
+    assert_eq!(names[0], "edge_connected", "{names:?}");
+    assert!(
+        names.iter().skip(1).all(|n| n == "command_event"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn iopctl_exit_codes_say_a_missing_token_and_an_unreachable_api_apart() {
+    const TOKEN: &str = "tok-iopctl-0123456789abcdef";
+    let tokens = secret_file("iopctl-tokens", &format!("{TOKEN} operate\n"));
+    let cp = control_plane(&["--admin-token-file", tokens.to_str().unwrap()]);
+    let denied = ctl(cp.admin, &["edges"]);
+    assert_eq!(code(&denied), 4, "{}", stderr(&denied));
+    assert!(stderr(&denied).contains("401"), "{}", stderr(&denied));
+    let by_env = ctl_with(cp.admin, &["edges"], &[("IOP_ADMIN_TOKEN", TOKEN)]);
+    assert_eq!(code(&by_env), 0, "{}", stderr(&by_env));
+    let token_file = secret_file("iopctl-token", &format!("{TOKEN}\n"));
+    let by_file = ctl(
+        cp.admin,
+        &["edges", "--token-file", token_file.to_str().unwrap()],
+    );
+    assert_eq!(code(&by_file), 0, "{}", stderr(&by_file));
+    // A token file others can read is refused before any call.
+    let open = temp_file("iopctl-token-open", &format!("{TOKEN}\n"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(
+            code(&ctl(
+                cp.admin,
+                &["edges", "--token-file", open.to_str().unwrap()]
+            )),
+            2
+        );
+    }
+    // Nothing listens here any more: exit 5.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let unreachable = ctl(gone, &["edges"]);
+    assert_eq!(code(&unreachable), 5, "{}", stderr(&unreachable));
+    assert!(
+        stderr(&unreachable).contains("cannot connect"),
+        "{}",
+        stderr(&unreachable)
+    );
+}
