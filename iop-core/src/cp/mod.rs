@@ -177,6 +177,7 @@ mod error;
 mod event;
 mod identity;
 mod ids;
+mod job;
 mod session;
 mod stats;
 mod view;
@@ -199,6 +200,10 @@ pub use event::{
 };
 pub use identity::{NamedPeer, PeerIdentity};
 pub use ids::{ConnectionId, RequestId};
+pub use job::{
+    EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop, MAX_JOB_EDGES,
+    OfflinePolicy,
+};
 pub use session::{ConnBuffers, Session};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};
