@@ -150,3 +150,47 @@ async fn a_command_of_an_edge_without_command_cancel_is_not_cancellable() {
     );
     cp.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_cancels_the_drain_it_runs_and_starts_no_other() {
+    let cp = Cp::start(ServerConfig::new(EnrolmentPolicy::AcceptAny)).await;
+    let (edge, _lease) = edge_with_a_lease(&cp).await;
+    // edge-1's drain waits for its lease; `ghost` is offline and waited for.
+    let job = cp
+        .post(
+            "/v1/jobs",
+            r#"{"jobId":"drain-all","operation":"node.drain","targetSelector":"node:gpu-1",
+                "timeoutMs":30000,"edges":["edge-1","ghost"],"maxConcurrent":1,
+                "offline":"wait","offlineWaitMs":60000}"#,
+        )
+        .await;
+    assert_eq!(job.status, 200, "{}", job.body);
+    assert_eq!(job.json()["jobId"], "drain-all");
+    cp.get_until("the drain running", "/v1/commands/drain-all-0", |r| {
+        phases(r).contains(&"RUNNING".to_owned())
+    })
+    .await;
+    let cancelled = cp.post("/v1/jobs/drain-all/cancel", "").await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert_eq!(cancelled.json()["stopped"], "cancelled");
+    let done = cp
+        .get_until("the job done", "/v1/jobs/drain-all", |j| {
+            j["state"] == "done"
+        })
+        .await;
+    assert_eq!(done["progress"]["failed"], 1, "{done}");
+    assert_eq!(done["progress"]["skipped"], 1, "{done}");
+    assert_eq!(done["edges"][1]["edgeId"], "ghost");
+    assert_eq!(done["edges"][1]["message"], "the job was cancelled");
+    let record = cp
+        .get_until("the drain ended", "/v1/commands/drain-all-0", |r| {
+            r["outcome"].is_string()
+        })
+        .await;
+    assert_eq!(record["outcome"], "COMMAND_PHASE_CANCELLED", "{record}");
+    let unknown = cp.post("/v1/jobs/nope/cancel", "").await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.json()["error"]["code"], "unknown_job");
+    edge.shutdown().await;
+    cp.stop().await;
+}

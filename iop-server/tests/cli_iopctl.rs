@@ -331,3 +331,126 @@ fn iopctl_exit_codes_say_a_missing_token_and_an_unreachable_api_apart() {
         stderr(&unreachable)
     );
 }
+
+#[test]
+fn a_job_drains_the_gpu_nodes_of_a_fleet_a_few_edges_at_a_time() {
+    let cp = control_plane(&[]);
+    let config = temp_file("iopctl-job.toml", NODES);
+    let mut edges: Vec<Proc> = (0..6)
+        .map(|i| edge(cp.edges, &format!("edge-{i}"), &config, &[]).0)
+        .collect();
+    for i in 0..6 {
+        wait_connected(cp.admin, &format!("edge-{i}"));
+    }
+    // edge-5 leaves: the job skips it.
+    drop(edges.pop());
+    cli_support::wait_until("edge-5 disconnected", || {
+        (cli_support::get(cp.admin, "/v1/edges/edge-5").json()["connected"] == false).then_some(())
+    });
+    let run = [
+        "job",
+        "run",
+        "node.drain",
+        "--edges",
+        "*",
+        "--selector",
+        "label:tier=gpu",
+        "--max-concurrent",
+        "2",
+        "--id",
+        "drain-gpus",
+        "--wait",
+    ];
+    let ran = ctl(cp.admin, &run);
+    // One Edge skipped: exit 1, and the table says which.
+    assert_eq!(code(&ran), 1, "{}\n{}", stdout(&ran), stderr(&ran));
+    let bar = stderr(&ran);
+    assert!(
+        bar.contains("6/6") && bar.contains("succeeded 5") && bar.contains("skipped 1"),
+        "{bar}"
+    );
+    let table = stdout(&ran);
+    assert!(
+        table.contains("job drain-gpus node.drain (done)"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("edge-5") && l.contains("skipped") && l.contains("offline")),
+        "{table}"
+    );
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.starts_with("edge-") && l.contains("succeeded"))
+            .count(),
+        5,
+        "{table}"
+    );
+    // Each Edge's command has its own record.
+    let record = ctl(cp.admin, &["command", "drain-gpus-0", "-o", "json"]);
+    let record: serde_json::Value = serde_json::from_slice(&record.stdout).unwrap();
+    assert_eq!(record["outcome"], "COMMAND_PHASE_SUCCEEDED", "{record}");
+    // The same job again is that job; other content under its id is refused.
+    let again = ctl(
+        cp.admin,
+        &[
+            "job",
+            "run",
+            "node.drain",
+            "--edges",
+            "*",
+            "--selector",
+            "label:tier=gpu",
+            "--max-concurrent",
+            "2",
+            "--id",
+            "drain-gpus",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(code(&again), 0, "{}", stderr(&again));
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["state"], "done");
+    let conflict = ctl(
+        cp.admin,
+        &[
+            "job",
+            "run",
+            "node.drain",
+            "--edges",
+            "*",
+            "--id",
+            "drain-gpus",
+        ],
+    );
+    assert_eq!(code(&conflict), 4, "{}", stderr(&conflict));
+    // Pages of the per-Edge runs.
+    let page = ctl(
+        cp.admin,
+        &["job", "get", "drain-gpus", "--limit", "2", "-o", "json"],
+    );
+    let page: serde_json::Value = serde_json::from_slice(&page.stdout).unwrap();
+    assert_eq!(page["edges"].as_array().unwrap().len(), 2);
+    assert_eq!(page["next"], "edge-1");
+    let rest = ctl(
+        cp.admin,
+        &[
+            "job",
+            "get",
+            "drain-gpus",
+            "--after",
+            "edge-1",
+            "--limit",
+            "10",
+            "-o",
+            "json",
+        ],
+    );
+    let rest: serde_json::Value = serde_json::from_slice(&rest.stdout).unwrap();
+    assert_eq!(rest["edges"][0]["edgeId"], "edge-2");
+    assert_eq!(rest["progress"]["total"], 6);
+    assert_eq!(code(&ctl(cp.admin, &["job", "get", "no-such-job"])), 3);
+}

@@ -33,6 +33,11 @@ const LOCAL: &[(&str, &str)] = &[
         "session ids a command's undeliverable report names, never on the wire",
     ),
     ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
+    (
+        "MAX_JOB_EDGES",
+        "the Edges one fleet-wide job plans for, inside the Control Plane",
+    ),
+    ("MAX_PAGE", "a page of a job's Edges in the admin HTTP API"),
     ("MAX_BODY", "the admin HTTP API's request bodies"),
     ("MAX_ANSWER", "the admin API's answers as iopctl reads them"),
     (

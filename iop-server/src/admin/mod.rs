@@ -8,6 +8,9 @@
 //! | `POST /v1/edges/{edge_id}/commands` | body `{"operation", "targetSelector", "metadata", "timeoutMs"}` (snake_case names accepted too): sends the command, waits for the Edge's answer, returns `{"commandId", "edgeId", "response"}` |
 //! | `GET /v1/commands/{command_id}` | the command's response, every event so far, latest phase, outcome |
 //! | `POST /v1/commands/{command_id}/cancel` | asks the Edge to stop the command (`command.cancel`, PROTOCOL.md §4.4), waits for its answer to the cancellation, returns `{"commandId" (the cancellation's: the target's id with `.cancel`), "edgeId", "cancels", "response"}`; 409 `already_finished` (with its `record`), 422 `not_cancellable` |
+//! | `POST /v1/jobs` | body `{"jobId"?, "operation", "targetSelector", "metadata", "timeoutMs", "edges" ("*", ids, `meta:K=V`, `version:V`), "maxConcurrent" (10), "maxFailures" (0), "offline" ("skip" or "wait"), "offlineWaitMs"}`: starts a fleet-wide job (the same `jobId` and content again: that job; other content: 409 `conflict`), returns its summary |
+//! | `GET /v1/jobs/{job_id}` | the summary (`state`, `stopped`, `progress`) and a page of per-Edge runs (`?after=EDGE&limit=N`, `next`) |
+//! | `POST /v1/jobs/{job_id}/cancel` | no more Edges start, the running commands are cancelled |
 //! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `edge_forgotten` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly; with `--cluster` each event's `id` is its place on the fleet's stream, and `Last-Event-ID` (or `?since=ID`) resumes after it, `missed` first saying how many the stream no longer holds |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
@@ -23,10 +26,12 @@
 //! where, is [`access`].
 
 pub mod access;
+pub use jobs::JobBook;
 mod cancel;
 pub mod dashboard;
 mod error;
 mod fleet;
+mod jobs;
 mod json;
 mod metrics;
 mod routes;
@@ -81,6 +86,8 @@ pub struct AdminState {
     /// What the operator should fix, said at start and by `/healthz` (`warnings`):
     /// admin tokens over plain HTTP on a network, say.
     pub warnings: Vec<String>,
+    /// The jobs started through `POST /v1/jobs`.
+    pub jobs: Arc<JobBook>,
 }
 
 impl AdminState {
@@ -103,6 +110,7 @@ impl AdminState {
             router: None,
             cluster_stats: None,
             warnings: Vec::new(),
+            jobs: Arc::new(JobBook::default()),
         }
     }
 }

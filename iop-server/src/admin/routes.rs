@@ -42,6 +42,12 @@ pub fn router(state: AdminState) -> Router {
             "/v1/commands/{command_id}/cancel",
             post(super::cancel::cancel_command),
         )
+        .route(
+            "/v1/jobs",
+            post(super::jobs::post_job).layer(axum::middleware::from_fn(super::access::body_guard)),
+        )
+        .route("/v1/jobs/{job_id}", get(super::jobs::get_job))
+        .route("/v1/jobs/{job_id}/cancel", post(super::jobs::cancel_job))
         .route("/v1/events", get(events))
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(healthz))

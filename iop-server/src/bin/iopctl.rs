@@ -118,6 +118,9 @@ enum Subcommands {
         /// The command's id.
         command_id: String,
     },
+    /// Fleet-wide jobs: one command on many Edges, with a progress bar.
+    #[command(subcommand)]
+    Job(JobCommand),
     /// The Control Plane's event stream (Edges, nodes, commands).
     Events {
         /// Keep reading until interrupted (else stop once the stream is quiet for 1 s).
@@ -129,6 +132,59 @@ enum Subcommands {
         /// Some kinds only, comma-separated (e.g. node_event,command_event).
         #[arg(long, value_name = "KINDS")]
         kinds: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JobCommand {
+    /// Starts a job (with --wait, a progress bar until it ends; exit 1 if an Edge
+    /// failed or was skipped).
+    Run {
+        /// An operation the Edges advertise (e.g. node.drain).
+        operation: String,
+        /// Which Edges: `*`, comma-separated ids, `meta:KEY=VALUE`, `version:V`.
+        #[arg(long, value_name = "EDGES")]
+        edges: String,
+        /// Target selector on each Edge: `*`, `node:ID`, `label:K=V`, ...
+        #[arg(long, value_name = "SELECTOR")]
+        selector: Option<String>,
+        /// Metadata for the handler, KEY=VALUE (repeatable).
+        #[arg(long = "meta", value_name = "KEY=VALUE", value_parser = key_value)]
+        metadata: Vec<(String, String)>,
+        /// Each command's timeout on its Edge, in milliseconds.
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u32>,
+        /// Edges at once (default 10).
+        #[arg(long, value_name = "N")]
+        max_concurrent: Option<u64>,
+        /// Failed Edges tolerated before no more start (default 0).
+        #[arg(long, value_name = "N")]
+        max_failures: Option<u64>,
+        /// Wait this long for offline Edges to connect (else they are skipped).
+        #[arg(long, value_name = "MS")]
+        offline_wait_ms: Option<u64>,
+        /// The job's id, an idempotency key.
+        #[arg(long, value_name = "KEY")]
+        id: Option<String>,
+        /// Follow the job to its end with a progress bar.
+        #[arg(short, long)]
+        wait: bool,
+    },
+    /// A job's progress and per-Edge outcomes.
+    Get {
+        /// The job's id.
+        job_id: String,
+        /// Edges after this one (the `more:` line of the last page).
+        #[arg(long, value_name = "EDGE")]
+        after: Option<String>,
+        /// Edges per page.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Cancels a job: no more Edges start, the running commands are cancelled.
+    Cancel {
+        /// The job's id.
+        job_id: String,
     },
 }
 
@@ -221,6 +277,43 @@ fn run(args: Args) -> Result<u8, CtlError> {
                 ctl::run_cancel(&admin, out, &command_id, wait).await
             }
             Subcommands::Command { command_id } => ctl::run_command(&admin, out, &command_id).await,
+            Subcommands::Job(JobCommand::Run {
+                operation,
+                edges,
+                selector,
+                metadata,
+                timeout_ms,
+                max_concurrent,
+                max_failures,
+                offline_wait_ms,
+                id,
+                wait,
+            }) => {
+                let job = ctl::JobArgs {
+                    command: SendArgs {
+                        operation,
+                        selector,
+                        metadata: metadata.into_iter().collect(),
+                        timeout_ms,
+                        id,
+                        wait,
+                        ..SendArgs::default()
+                    },
+                    edges,
+                    max_concurrent,
+                    max_failures,
+                    offline_wait_ms,
+                };
+                ctl::run_job(&admin, out, &job).await
+            }
+            Subcommands::Job(JobCommand::Get {
+                job_id,
+                after,
+                limit,
+            }) => ctl::run_job_get(&admin, out, &job_id, after.as_deref(), limit).await,
+            Subcommands::Job(JobCommand::Cancel { job_id }) => {
+                ctl::run_job_cancel(&admin, out, &job_id).await
+            }
             Subcommands::Events {
                 follow,
                 since,

@@ -29,14 +29,14 @@ const EDGE_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 const WAIT_MARGIN: Duration = Duration::from_secs(60);
 
 /// Writes `text` to stdout; false once stdout is gone (a closed pipe): stop quietly.
-fn emit(text: &str) -> bool {
+pub(super) fn emit(text: &str) -> bool {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .is_ok()
 }
 
-fn emit_json(value: &Value) -> bool {
+pub(super) fn emit_json(value: &Value) -> bool {
     emit(&format!(
         "{}\n",
         serde_json::to_string_pretty(value).unwrap_or_default()
@@ -45,7 +45,7 @@ fn emit_json(value: &Value) -> bool {
 
 /// `s` for a path segment: the id grammar's bytes as they are, every other byte
 /// percent-encoded.
-fn segment(s: &str) -> String {
+pub(super) fn segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-' | b'~' => {
@@ -57,11 +57,11 @@ fn segment(s: &str) -> String {
 }
 
 /// The answer of `GET path`, or the error it stands for.
-async fn get(admin: &Admin, path: &str) -> Result<Value, CtlError> {
+pub(super) async fn get(admin: &Admin, path: &str) -> Result<Value, CtlError> {
     ok(admin.call("GET", path, None).await?)
 }
 
-fn ok(reply: Reply) -> Result<Value, CtlError> {
+pub(super) fn ok(reply: Reply) -> Result<Value, CtlError> {
     if (200..300).contains(&reply.status) {
         Ok(reply.json)
     } else {

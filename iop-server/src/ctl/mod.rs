@@ -12,6 +12,7 @@
 
 mod commands;
 mod http;
+mod job;
 mod render;
 mod sse;
 
@@ -20,6 +21,7 @@ pub use commands::{
     run_send, run_status,
 };
 pub use http::{Admin, AdminUrl, Reply};
+pub use job::{JobArgs, run_job, run_job_cancel, run_job_get};
 pub use sse::{EventStream, SseEvent};
 
 /// Why `iopctl` stopped short of what was asked; [`code`](Self::code) is its exit code.
@@ -89,7 +91,7 @@ impl CtlError {
             .map(str::to_owned)
             .unwrap_or_else(|| format!("HTTP {}", reply.status));
         match (reply.status, code.as_str()) {
-            (404, "unknown_edge" | "unknown_command") | (409, "not_connected") => {
+            (404, "unknown_edge" | "unknown_command" | "unknown_job") | (409, "not_connected") => {
                 CtlError::NotFound { code, message }
             }
             (status, _) if status >= 500 => CtlError::Unavailable {
