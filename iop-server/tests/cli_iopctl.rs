@@ -347,6 +347,34 @@ fn a_job_drains_the_gpu_nodes_of_a_fleet_a_few_edges_at_a_time() {
     cli_support::wait_until("edge-5 disconnected", || {
         (cli_support::get(cp.admin, "/v1/edges/edge-5").json()["connected"] == false).then_some(())
     });
+    // Its progress, as a script following the event stream sees it.
+    let mut follower = Proc(
+        Command::new(CTL_BIN)
+            .args(["--admin", &format!("http://{}", cp.admin)])
+            .args([
+                "events",
+                "--follow",
+                "--kinds",
+                "job_progress",
+                "-o",
+                "json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn iopctl events"),
+    );
+    let (progress_tx, progress) = std::sync::mpsc::channel();
+    let lines = BufReader::new(follower.0.stdout.take().unwrap()).lines();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if progress_tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
     let run = [
         "job",
         "run",
@@ -388,6 +416,41 @@ fn a_job_drains_the_gpu_nodes_of_a_fleet_a_few_edges_at_a_time() {
         5,
         "{table}"
     );
+    // Every change was on the stream: never more than 2 Edges running, the counts
+    // only growing, and the end said.
+    let mut seen = Vec::new();
+    while seen
+        .last()
+        .is_none_or(|e: &serde_json::Value| e["data"]["state"] != "done")
+    {
+        let event = progress
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the job's end on the event stream: {seen:?}"));
+        assert_eq!(event["event"], "job_progress", "{event}");
+        assert_eq!(event["data"]["jobId"], "drain-gpus", "{event}");
+        seen.push(event);
+    }
+    let count = |e: &serde_json::Value, k: &str| e["data"]["progress"][k].as_u64().unwrap();
+    assert!(seen.iter().all(|e| count(e, "running") <= 2), "{seen:?}");
+    assert!(
+        seen.windows(2).all(|w| {
+            ["succeeded", "failed", "skipped"]
+                .iter()
+                .all(|k| count(&w[0], k) <= count(&w[1], k))
+        }),
+        "{seen:?}"
+    );
+    let end = seen.last().unwrap();
+    assert_eq!(
+        (count(end, "succeeded"), count(end, "skipped")),
+        (5, 1),
+        "{end}"
+    );
+    assert!(
+        seen.len() >= 6,
+        "one event per Edge's end at least: {seen:?}"
+    );
+    drop(follower);
     // Each Edge's command has its own record.
     let record = ctl(cp.admin, &["command", "drain-gpus-0", "-o", "json"]);
     let record: serde_json::Value = serde_json::from_slice(&record.stdout).unwrap();

@@ -255,6 +255,13 @@ pub struct JobProgress {
     pub skipped: usize,
 }
 
+impl JobProgress {
+    /// Whether every Edge's run is over (succeeded, failed or skipped).
+    pub fn is_done(&self) -> bool {
+        self.succeeded + self.failed + self.skipped == self.total
+    }
+}
+
 /// Why a job stopped launching before the end, if it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobStop {
@@ -468,8 +475,7 @@ impl Job {
 
     /// Whether every Edge's run is over.
     pub fn is_done(&self) -> bool {
-        self.progress.succeeded + self.progress.failed + self.progress.skipped
-            == self.progress.total
+        self.progress.is_done()
     }
 
     /// When a waiting Edge is given up on (the driver looks again then, or sooner).

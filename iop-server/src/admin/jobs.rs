@@ -3,6 +3,7 @@
 //! router, and every command it starts has its own record (`<jobId>-<n>`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,12 +11,16 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::response::sse::Event;
+use futures_lite::StreamExt;
 use iop_core::cp::{
-    CommandOutcome, CommandSpec, EdgeRun, EdgeSelector, JobSpec, JobStop, OfflinePolicy,
+    CommandOutcome, CommandSpec, EdgeRun, EdgeSelector, JobProgress, JobSpec, JobStop,
+    OfflinePolicy,
 };
 use iop_core::proto::CommandPhase;
-use iop_tokio::{JobLauncher, JobTracker, LaunchFuture, Tokio};
+use iop_tokio::{JobLauncher, JobObserver, JobTracker, LaunchFuture, Tokio};
 use serde_json::{Value, json};
+use tokio::sync::broadcast;
 
 use super::error::ApiError;
 use super::{AdminState, fleet};
@@ -30,11 +35,27 @@ const MAX_PAGE: usize = 1_000;
 /// refreshed while it runs; and how often a routed command's record is read.
 const REFRESH: Duration = Duration::from_millis(500);
 
+/// Progress events held for a slow event stream; past it the stream skips to the
+/// newest (each event is a job's whole progress, so the next one supersedes).
+const PROGRESS_BUFFERED: usize = 1_024;
+
+/// The name of a job's progress event on `GET /v1/events`.
+pub(super) const JOB_PROGRESS: &str = "job_progress";
+
 /// The jobs started through this API, by id, with what each was asked (a repeat with
-/// the same id and content is that job again).
-#[derive(Default)]
+/// the same id and content is that job again), and their progress as events.
 pub struct JobBook {
     jobs: Mutex<VecDeque<(JobSpec, EdgeSelector, JobTracker)>>,
+    progress: broadcast::Sender<Value>,
+}
+
+impl Default for JobBook {
+    fn default() -> Self {
+        Self {
+            jobs: Mutex::default(),
+            progress: broadcast::channel(PROGRESS_BUFFERED).0,
+        }
+    }
 }
 
 impl std::fmt::Debug for JobBook {
@@ -70,6 +91,25 @@ impl JobBook {
             }
             None => false,
         }
+    }
+
+    /// Every job's progress from now on, one [`JOB_PROGRESS`] event per change.
+    pub fn subscribe(&self) -> broadcast::Receiver<Value> {
+        self.progress.subscribe()
+    }
+
+    /// What tells this book's subscribers a job's progress.
+    fn observer(&self) -> JobObserver {
+        let progress = self.progress.clone();
+        Arc::new(move |job_id, p, stopped| {
+            // No stream open is no one to tell.
+            let _ = progress.send(json!({
+                "jobId": job_id,
+                "state": if p.is_done() { "done" } else { "running" },
+                "stopped": stop_name(stopped),
+                "progress": progress_json(&p),
+            }));
+        })
     }
 
     fn insert(&self, spec: JobSpec, selector: EdgeSelector, tracker: JobTracker) {
@@ -253,7 +293,6 @@ fn stop_name(stop: Option<JobStop>) -> Value {
 
 /// A job's summary: its id, command, limits, progress and state.
 fn summary(spec: &JobSpec, tracker: &JobTracker) -> Value {
-    let p = tracker.progress();
     json!({
         "jobId": spec.job_id,
         "operation": spec.command.operation,
@@ -262,11 +301,52 @@ fn summary(spec: &JobSpec, tracker: &JobTracker) -> Value {
         "maxFailures": spec.max_failures,
         "state": if tracker.is_done() { "done" } else { "running" },
         "stopped": stop_name(tracker.stopped()),
-        "progress": {
-            "total": p.total, "pending": p.pending, "waiting": p.waiting, "running": p.running,
-            "succeeded": p.succeeded, "failed": p.failed, "skipped": p.skipped,
-        },
+        "progress": progress_json(&tracker.progress()),
     })
+}
+
+fn progress_json(p: &JobProgress) -> Value {
+    json!({
+        "total": p.total, "pending": p.pending, "waiting": p.waiting, "running": p.running,
+        "succeeded": p.succeeded, "failed": p.failed, "skipped": p.skipped,
+    })
+}
+
+/// `events` (a `GET /v1/events` stream) with every job's progress woven in as
+/// [`JOB_PROGRESS`] events; it ends when `events` ends.
+pub(super) fn with_progress<S>(
+    events: S,
+    progress: broadcast::Receiver<Value>,
+) -> impl futures_lite::Stream<Item = Result<Event, Infallible>> + Send
+where
+    S: futures_lite::Stream<Item = Result<Event, Infallible>> + Send + Unpin,
+{
+    futures_lite::stream::unfold(
+        (events, Some(progress)),
+        |(mut events, mut progress)| async move {
+            loop {
+                let next_progress = async {
+                    match &mut progress {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    item = events.next() => return item.map(|i| (i, (events, progress))),
+                    got = next_progress => match got {
+                        Ok(data) => {
+                            let event = Event::default().event(JOB_PROGRESS).data(data.to_string());
+                            return Some((Ok(event), (events, progress)));
+                        }
+                        // Missed ones are superseded by the next.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => progress = None,
+                    },
+                }
+            }
+        },
+    )
 }
 
 fn unknown_job(job_id: &str) -> ApiError {
@@ -308,7 +388,7 @@ pub(super) async fn post_job(
         state: s.clone(),
         remote_live: remote_live.clone(),
     });
-    let tracker = JobTracker::start::<Tokio>(spec.clone(), ids, launcher, None)
+    let tracker = JobTracker::start::<Tokio>(spec.clone(), ids, launcher, Some(s.jobs.observer()))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     // Which Edges are live anywhere, while it runs (other replicas' Edges come and go).
     let (refresh_state, refresh_selector, refreshing) =

@@ -18,7 +18,7 @@ use iop_core::proto::EdgeCommandRequest;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::{AdminState, fleet, json as shape, metrics};
+use super::{AdminState, fleet, jobs, json as shape, metrics};
 use iop_cluster::RouteErrorKind;
 use iop_cluster::events::FleetItem;
 use iop_tokio::{Notice, SubscribeOptions};
@@ -335,11 +335,16 @@ async fn events(
             ApiError::bad_request(format!("event id {id:?} is not an event id this API gave"))
         })?),
     };
+    // Job progress comes from this API's jobs, not from the control plane's events.
+    let job_progress = query
+        .get("kinds")
+        .is_none_or(|list| list.split(',').any(|name| name == jobs::JOB_PROGRESS));
+    let progress = job_progress.then(|| s.jobs.subscribe());
     let kinds = match query.get("kinds") {
         None => shape::STREAM_KINDS.iter().map(|(_, k)| *k).collect(),
         Some(list) => list
             .split(',')
-            .filter(|name| !name.is_empty())
+            .filter(|name| !name.is_empty() && *name != jobs::JOB_PROGRESS)
             .map(|name| {
                 shape::stream_kind(name).ok_or_else(|| {
                     ApiError::bad_request(format!(
@@ -347,6 +352,7 @@ async fn events(
                         shape::STREAM_KINDS
                             .iter()
                             .map(|(n, _)| *n)
+                            .chain([jobs::JOB_PROGRESS])
                             .collect::<Vec<_>>()
                             .join(", ")
                     ))
@@ -397,9 +403,13 @@ async fn events(
                         .data(json!({ "missed": count.to_string() }).to_string()),
                 })
             });
-        return Ok(Sse::new(until_revoked(&s, &headers, stream))
-            .keep_alive(KeepAlive::default())
-            .into_response());
+        return Ok(Sse::new(until_revoked(
+            &s,
+            &headers,
+            woven(Box::pin(stream), progress),
+        ))
+        .keep_alive(KeepAlive::default())
+        .into_response());
     }
     // Only the kinds asked for are ever copied for this stream (a status answer never
     // is), within a byte budget.
@@ -427,9 +437,27 @@ async fn events(
             }
         }
     });
-    Ok(Sse::new(until_revoked(&s, &headers, Box::pin(stream)))
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    Ok(Sse::new(until_revoked(
+        &s,
+        &headers,
+        woven(Box::pin(stream), progress),
+    ))
+    .keep_alive(KeepAlive::default())
+    .into_response())
+}
+
+type EventStream =
+    std::pin::Pin<Box<dyn futures_lite::Stream<Item = Result<Event, Infallible>> + Send>>;
+
+/// `stream` with the jobs' progress in it, when the client asked for it.
+fn woven(
+    stream: EventStream,
+    progress: Option<tokio::sync::broadcast::Receiver<Value>>,
+) -> EventStream {
+    match progress {
+        Some(progress) => Box::pin(jobs::with_progress(stream, progress)),
+        None => stream,
+    }
 }
 
 /// `stream`, ended once the token it was opened with is no longer in force.
