@@ -396,3 +396,48 @@ fn two_processes_never_both_run_as_one_replica() {
     assert_eq!(get(third.admin, "/healthz").json()["cluster"], "ok");
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
+
+#[test]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+fn a_job_runs_on_the_replica_that_accepted_it_and_reaches_every_replicas_edges() {
+    let nats = NatsServer::start_with_accounts();
+    let url = nats.url();
+    let nkey = seed_file(&nats);
+    let a = control_plane(&replica(&url, "cp-a", &nkey));
+    let b = control_plane(&replica(&url, "cp-b", &nkey));
+    let (_e1, _) = edge(a.edges, "edge-1", &example_config(), &[]);
+    let (_e2, _) = edge(b.edges, "edge-2", &example_config(), &[]);
+    wait_connected(a.admin, "edge-1");
+    wait_connected(b.admin, "edge-2");
+    // cp-a sees both (edge-2 through the engine) before the job selects.
+    wait_until("cp-a sees edge-2 live", || {
+        (get(a.admin, "/v1/edges/edge-2").json()["connected"] == true).then_some(())
+    });
+    let started = post(
+        a.admin,
+        "/v1/jobs",
+        r#"{"jobId":"ping-all","operation":"edge.ping","edges":"*","maxConcurrent":1}"#,
+    );
+    assert_eq!(started.status, 200, "{}", started.body);
+    let done = wait_until("the job done", || {
+        let job = get(a.admin, "/v1/jobs/ping-all").json();
+        (job["state"] == "done").then_some(job)
+    });
+    assert_eq!(done["progress"]["succeeded"], 2, "{done}");
+    let edges = done["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 2, "{done}");
+    // Every command it started has its own record, which any replica reads: edge-2's
+    // (routed to cp-b) from cp-a, edge-1's (sent by cp-a) from cp-b.
+    for run in edges {
+        let id = run["commandId"].as_str().unwrap();
+        for admin in [a.admin, b.admin] {
+            let record = wait_until("the command's record", || {
+                let r = get(admin, &format!("/v1/commands/{id}")).json();
+                (r["outcome"] == "COMMAND_PHASE_SUCCEEDED").then_some(r)
+            });
+            assert_eq!(record["edgeId"], run["edgeId"], "{record}");
+        }
+    }
+    // The job is cp-a's: cp-b does not run it.
+    assert_eq!(get(b.admin, "/v1/jobs/ping-all").status, 404);
+}
