@@ -440,4 +440,20 @@ fn a_job_runs_on_the_replica_that_accepted_it_and_reaches_every_replicas_edges()
     }
     // The job is cp-a's: cp-b does not run it.
     assert_eq!(get(b.admin, "/v1/jobs/ping-all").status, 404);
+    // A caller retrying through cp-b (cp-a's answer lost) starts it there under the
+    // same id: the same commands, whose ids are keys the engine already holds, so
+    // each answers from its record (run once; see cluster_commands) and the job
+    // ends the same.
+    let retried = post(
+        b.admin,
+        "/v1/jobs",
+        r#"{"jobId":"ping-all","operation":"edge.ping","edges":"*","maxConcurrent":1}"#,
+    );
+    assert_eq!(retried.status, 200, "{}", retried.body);
+    let again = wait_until("the retried job done", || {
+        let job = get(b.admin, "/v1/jobs/ping-all").json();
+        (job["state"] == "done").then_some(job)
+    });
+    assert_eq!(again["progress"]["succeeded"], 2, "{again}");
+    assert_eq!(again["edges"], done["edges"], "{again}\n{done}");
 }
