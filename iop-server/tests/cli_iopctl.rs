@@ -4,14 +4,11 @@
 
 mod cli_support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cli_support::{Proc, control_plane, edge, secret_file, temp_file, wait_connected};
-
-const CTL_BIN: &str = env!("CARGO_BIN_EXE_iopctl");
+use cli_support::{CTL_BIN, Proc, control_plane, edge, secret_file, temp_file, wait_connected};
 
 const NODES: &str = r#"
 [[nodes]]
@@ -247,25 +244,8 @@ fn an_operator_lists_sends_waits_cancels_and_scripts_with_iopctl() {
 fn iopctl_follows_the_event_stream_for_scripts() {
     let cp = control_plane(&[]);
     let config = temp_file("iopctl-events.toml", NODES);
-    let mut follower = Proc(
-        Command::new(CTL_BIN)
-            .args(["--admin", &format!("http://{}", cp.admin)])
-            .args([
-                "events",
-                "--follow",
-                "--kinds",
-                "edge_connected,command_event",
-                "-o",
-                "json",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn iopctl events"),
-    );
-    let lines = BufReader::new(follower.0.stdout.take().unwrap()).lines();
     // The stream is open before the Edge comes: its connection is the first event.
-    std::thread::sleep(Duration::from_millis(300));
+    let (_follower, events) = cli_support::follow_events(cp.admin, "edge_connected,command_event");
     let _edge = edge(cp.edges, "edge-1", &config, &[]);
     wait_connected(cp.admin, "edge-1");
     assert_eq!(
@@ -273,8 +253,10 @@ fn iopctl_follows_the_event_stream_for_scripts() {
         0
     );
     let mut names = Vec::new();
-    for line in lines {
-        let event: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+    loop {
+        let event = events
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the ping's end on the stream: {names:?}"));
         names.push(event["event"].as_str().unwrap().to_owned());
         if event["event"] == "command_event" && event["data"]["phase"] == "COMMAND_PHASE_SUCCEEDED"
         {
@@ -348,33 +330,7 @@ fn a_job_drains_the_gpu_nodes_of_a_fleet_a_few_edges_at_a_time() {
         (cli_support::get(cp.admin, "/v1/edges/edge-5").json()["connected"] == false).then_some(())
     });
     // Its progress, as a script following the event stream sees it.
-    let mut follower = Proc(
-        Command::new(CTL_BIN)
-            .args(["--admin", &format!("http://{}", cp.admin)])
-            .args([
-                "events",
-                "--follow",
-                "--kinds",
-                "job_progress",
-                "-o",
-                "json",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn iopctl events"),
-    );
-    let (progress_tx, progress) = std::sync::mpsc::channel();
-    let lines = BufReader::new(follower.0.stdout.take().unwrap()).lines();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            let event: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if progress_tx.send(event).is_err() {
-                break;
-            }
-        }
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    let (follower, progress) = cli_support::follow_events(cp.admin, "job_progress");
     let run = [
         "job",
         "run",

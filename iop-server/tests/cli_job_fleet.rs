@@ -4,8 +4,7 @@
 
 mod cli_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use cli_support::in_process::Cp;
@@ -15,7 +14,7 @@ use iop_core::registry::{NodeConfig, ProviderCategory, ProviderConfig};
 use iop_server::edge_ops;
 use iop_tokio::{EdgeClient, EdgeHandle, EnrolmentPolicy, ServerConfig};
 
-const CTL_BIN: &str = env!("CARGO_BIN_EXE_iopctl");
+use cli_support::CTL_BIN;
 const EDGES: usize = 200;
 
 fn node(id: &str, tier: &str) -> NodeConfig {
@@ -58,33 +57,7 @@ async fn iopctl_drains_the_gpu_nodes_of_200_edges_20_at_a_time() {
     let admin = format!("http://{}", cp.admin);
 
     // The job's progress, as a script following the event stream sees it.
-    let mut follower = Command::new(CTL_BIN)
-        .args(["--admin", &admin])
-        .args([
-            "events",
-            "--follow",
-            "--kinds",
-            "job_progress",
-            "-o",
-            "json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn iopctl events");
-    let lines = BufReader::new(follower.stdout.take().unwrap()).lines();
-    let (progress_tx, progress) = std::sync::mpsc::channel::<serde_json::Value>();
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if progress_tx
-                .send(serde_json::from_str(&line).unwrap())
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (follower, progress) = cli_support::follow_events(cp.admin, "job_progress");
 
     let run_admin = admin.clone();
     let ran = tokio::task::spawn_blocking(move || {
@@ -137,7 +110,6 @@ async fn iopctl_drains_the_gpu_nodes_of_200_edges_20_at_a_time() {
         "{:?}",
         seen.last()
     );
-    let _ = follower.kill();
-    let _ = follower.wait();
+    drop(follower);
     cp.stop().await;
 }

@@ -340,3 +340,37 @@ pub fn test_pki(name: &str) -> PathBuf {
     );
     dir
 }
+
+/// `iopctl`'s binary.
+pub const CTL_BIN: &str = env!("CARGO_BIN_EXE_iopctl");
+
+/// `iopctl events --follow --kinds KINDS -o json` against `admin`, as a script would
+/// run it: the process (killed when dropped) and its events, one JSON object each, as
+/// they come. Its stream is open when this returns.
+pub fn follow_events(
+    admin: SocketAddr,
+    kinds: &str,
+) -> (Proc, std::sync::mpsc::Receiver<serde_json::Value>) {
+    let mut follower = Proc(
+        Command::new(CTL_BIN)
+            .args(["--admin", &format!("http://{admin}")])
+            .args(["events", "--follow", "--kinds", kinds, "-o", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn iopctl events"),
+    );
+    let lines = BufReader::new(follower.0.stdout.take().unwrap()).lines();
+    let (tx, events) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let event = serde_json::from_str(&line).expect("a JSON event per line");
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    // iopctl says nothing when its stream opens; the API opens one at once.
+    std::thread::sleep(Duration::from_millis(300));
+    (follower, events)
+}
