@@ -150,22 +150,31 @@ pub struct SendArgs {
     pub wait: bool,
 }
 
+impl SendArgs {
+    /// The command as the admin API takes it, its `id` under `id_key` (`commandId` for
+    /// a command, `jobId` for a job).
+    pub(super) fn body(&self, id_key: &str) -> Value {
+        let mut body = json!({ "operation": self.operation });
+        if let Some(selector) = &self.selector {
+            body["targetSelector"] = json!(selector);
+        }
+        if !self.metadata.is_empty() {
+            body["metadata"] = json!(self.metadata);
+        }
+        if let Some(timeout) = self.timeout_ms {
+            body["timeoutMs"] = json!(timeout);
+        }
+        if let Some(id) = &self.id {
+            body[id_key] = json!(id);
+        }
+        body
+    }
+}
+
 /// `iopctl send ID OPERATION ...`: sends a command and prints the Edge's answer; with
 /// `--wait`, every phase to the end.
 pub async fn run_send(admin: &Admin, out: Output, args: &SendArgs) -> Exit {
-    let mut body = json!({ "operation": args.operation });
-    if let Some(selector) = &args.selector {
-        body["targetSelector"] = json!(selector);
-    }
-    if !args.metadata.is_empty() {
-        body["metadata"] = json!(args.metadata);
-    }
-    if let Some(timeout) = args.timeout_ms {
-        body["timeoutMs"] = json!(timeout);
-    }
-    if let Some(id) = &args.id {
-        body["commandId"] = json!(id);
-    }
+    let body = args.body("commandId");
     let path = format!("/v1/edges/{}/commands", segment(&args.edge_id));
     let sent = ok(admin.call("POST", &path, Some(&body)).await?)?;
     let command_id = sent["commandId"].as_str().unwrap_or_default().to_owned();

@@ -67,19 +67,8 @@ fn job_code(job: &Value) -> u8 {
 /// progress bar (on stderr) until it ends, then its per-Edge outcomes.
 pub async fn run_job(admin: &Admin, out: Output, args: &JobArgs) -> Exit {
     let c = &args.command;
-    let mut body = json!({ "operation": c.operation, "edges": args.edges });
-    if let Some(s) = &c.selector {
-        body["targetSelector"] = json!(s);
-    }
-    if !c.metadata.is_empty() {
-        body["metadata"] = json!(c.metadata);
-    }
-    if let Some(t) = c.timeout_ms {
-        body["timeoutMs"] = json!(t);
-    }
-    if let Some(id) = &c.id {
-        body["jobId"] = json!(id);
-    }
+    let mut body = c.body("jobId");
+    body["edges"] = json!(args.edges);
     if let Some(n) = args.max_concurrent {
         body["maxConcurrent"] = json!(n);
     }
