@@ -93,7 +93,7 @@ impl JobBook {
         }
     }
 
-    /// Every job's progress from now on, one [`JOB_PROGRESS`] event per change.
+    /// Every job's progress from now on, one `job_progress` event per change.
     pub fn subscribe(&self) -> broadcast::Receiver<Value> {
         self.progress.subscribe()
     }
