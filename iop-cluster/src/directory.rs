@@ -13,7 +13,8 @@
 
 use std::sync::Arc;
 
-use iop_driver::iop_core::cp::{Claim, ClaimAnswer, Directory, DirectoryFactory};
+use iop_driver::DirectoryFactory;
+use iop_driver::iop_core::cp::{Claim, ClaimAnswer, Directory};
 
 use crate::stats::ClusterStats;
 
@@ -26,7 +27,7 @@ pub struct ReplicaDirectory {
 impl ReplicaDirectory {
     /// The factory of directories over the replica counters `stats`.
     pub(crate) fn factory(stats: Arc<ClusterStats>) -> DirectoryFactory {
-        DirectoryFactory::new("replica", move |_| {
+        DirectoryFactory::new("replica", move || {
             Box::new(ReplicaDirectory {
                 stats: stats.clone(),
             })
@@ -48,12 +49,12 @@ impl Directory for ReplicaDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iop_driver::iop_core::cp::{ConnectionId, CpConfig, DuplicatePolicy};
+    use iop_driver::iop_core::cp::{ConnectionId, DuplicatePolicy};
 
     #[test]
     fn claims_are_deferred_only_while_the_replica_runs_and_reaches_the_engine() {
         let stats = Arc::new(ClusterStats::default());
-        let mut directory = ReplicaDirectory::factory(stats.clone()).make(&CpConfig::default());
+        let mut directory = ReplicaDirectory::factory(stats.clone()).make();
         let claim = Claim::new(ConnectionId(1), "edge-1", DuplicatePolicy::Replace);
         assert_eq!(
             directory.claim(&claim),

@@ -45,12 +45,12 @@
 //!
 //! ```no_run
 //! use iop_cluster::{ClusterConfig, Replica};
-//! use iop_driver::iop_core::cp::{CpConfig, EnrolmentPolicy};
-//! use iop_driver::{ControlPlaneHandle, Runtime};
+//! use iop_driver::iop_core::cp::EnrolmentPolicy;
+//! use iop_driver::{ControlPlaneHandle, Runtime, ServerConfig};
 //!
-//! /// The core's config of replica `cluster` (bind the server with it).
-//! fn config(cluster: &ClusterConfig) -> CpConfig {
-//!     let mut config = CpConfig::default();
+//! /// The server config of replica `cluster` (bind the server with it).
+//! fn config(cluster: &ClusterConfig) -> ServerConfig {
+//!     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
 //!     cluster.configure(&mut config);
 //!     config
 //! }
@@ -62,7 +62,7 @@
 //!     let nats = cluster.connect_options().connect("nats://127.0.0.1:4222").await?;
 //!     Ok(Replica::start(nats, cp, cluster).await?)
 //! }
-//! # let _ = (EnrolmentPolicy::AcceptAny, config(&ClusterConfig::new("cp-1")));
+//! # let _ = config(&ClusterConfig::new("cp-1"));
 //! ```
 //!
 //! `iop-control-plane --cluster nats://HOST:PORT --replica-id ID` does this (see the

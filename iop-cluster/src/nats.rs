@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
 
-use iop_driver::iop_core::cp::DirectoryFactory;
+use iop_driver::{DirectoryFactory, ServerConfig};
 
 use crate::directory::ReplicaDirectory;
 use crate::holder::HolderConfig;
@@ -104,18 +104,18 @@ impl ClusterConfig {
 
     /// The [`Directory`](iop_driver::iop_core::cp::Directory) for the core of this
     /// replica's Control Plane ([`ReplicaDirectory`](crate::directory::ReplicaDirectory)):
-    /// set it as `CpConfig::directory` before binding the server.
+    /// set it as [`ServerConfig::directory`] before binding the server.
     pub fn directory(&self) -> DirectoryFactory {
         ReplicaDirectory::factory(self.stats.clone())
     }
 
-    /// Makes `cp` a replica's core: this [`directory`](Self::directory), and no
+    /// Makes `server` a replica's: this [`directory`](Self::directory), and no
     /// abandoning of a disconnected Edge's commands
     /// (`CpConfig::edge_command_retention` is `None`): an Edge away from this
     /// replica may be live on another, which carries its commands on.
-    pub fn configure(&self, cp: &mut iop_driver::iop_core::cp::CpConfig) {
-        cp.directory = self.directory();
-        cp.edge_command_retention = None;
+    pub fn configure(&self, server: &mut ServerConfig) {
+        server.directory = Some(self.directory());
+        server.cp.edge_command_retention = None;
     }
 }
 

@@ -79,24 +79,23 @@
 //!
 //! # Design
 //!
-//! * [`cp`] — the Control Plane, in two layers as quinn-proto's `Endpoint` and
-//!   `Connection`: a [`cp::Session`] is one connection (its decoder, outbound queue and
-//!   timers, the hello's own checks, liveness, status, the node events' order, its
-//!   end); the [`cp::ControlPlane`] holds the sessions and what spans them (the Edges'
-//!   views, commands that outlive connections, enrolment, supersession, revocation).
-//!   They talk through two small event enums. Whether a hello may take its Edge id is
-//!   decided at one seam, the ownership claim put to a [`cp::Directory`]: in process
-//!   and at once by default ([`cp::LocalDirectory`]), or deferred to the driver — a
-//!   cluster of Control Planes — by [`cp::ExternalDirectory`]:
+//! * [`cp`] — the Control Plane: one owner, the [`cp::ControlPlane`], holds every
+//!   connection's [`cp::Session`] (its decoder, outbound queue and timers, the hello's
+//!   own checks, liveness, status, the node events' order, its end) and what spans
+//!   them (the Edges' views, commands that outlive connections, enrolment,
+//!   supersession, revocation), calling into each session directly. Whether a hello
+//!   may take its Edge id is decided at one seam, the ownership claim put to the
+//!   [`cp::Directory`] the control plane was made with: in process and at once by
+//!   default ([`cp::LocalDirectory`]), or deferred to the driver — a cluster of
+//!   Control Planes — by [`cp::ExternalDirectory`]:
 //!
 //!   ```
-//!   use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, DirectoryFactory, EnrolmentPolicy};
+//!   use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, ExternalDirectory};
 //!   use iop_core::proto::{EdgeHelloRequest, Envelope, PROTOCOL_VERSION, encode_frame};
 //!   use iop_core::Instant;
 //!
-//!   let mut config = CpConfig::default();
-//!   config.directory = DirectoryFactory::external();
-//!   let mut cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny)?;
+//!   let directory = Box::new(ExternalDirectory);
+//!   let mut cp = ControlPlane::with_directory(CpConfig::default(), EnrolmentPolicy::AcceptAny, directory)?;
 //!   let (now, conn) = (Instant::ZERO, ConnectionId(1));
 //!   cp.handle_connect(now, conn)?;
 //!   let hello = EdgeHelloRequest { edge_id: "edge-1".into(), protocol_version: PROTOCOL_VERSION, ..Default::default() };

@@ -6,17 +6,16 @@
 use std::time::Duration;
 
 use iop_core::cp::{
-    Claim, ClaimAnswer, ClaimError, CloseReason, ConnectionId, CpEvent, Directory,
-    DirectoryFactory, DuplicatePolicy, EnrolmentPolicy, LocalDirectory, Reachability,
+    Claim, ClaimAnswer, ClaimError, CloseReason, ConnectionId, CpEvent, Directory, DuplicatePolicy,
+    EnrolmentPolicy, ExternalDirectory, LocalDirectory, Reachability,
 };
 use iop_core::proto::{Body, GoAwayReason, HelloRejectReason};
 use iop_core::testing::scripted::edges::*;
 
 fn external(policy: DuplicatePolicy) -> Pair {
     let mut c = cfg();
-    c.directory = DirectoryFactory::external();
     c.duplicate_policy = policy;
-    harness_with(c, EnrolmentPolicy::AcceptAny)
+    harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory))
 }
 
 /// Connects and sends a hello; returns the connection and the claim it raised.
@@ -273,11 +272,8 @@ impl Directory for Mixed {
 fn a_directory_of_ones_own_answers_some_claims_at_once_and_defers_others() {
     let mut c = cfg();
     c.session_id_floor = 100;
-    c.directory = DirectoryFactory::new("mixed", |config| {
-        Box::new(Mixed(LocalDirectory::new(config.session_id_floor)))
-    });
-    assert_eq!(format!("{:?}", c.directory), "DirectoryFactory(\"mixed\")");
-    let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
+    let directory = Box::new(Mixed(LocalDirectory::new(c.session_id_floor)));
+    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, directory);
 
     // At once, granted: the local directory's ids start above the floor.
     let (_, r) = t.hello_with(hello("edge-1", &[]));

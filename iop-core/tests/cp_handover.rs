@@ -5,7 +5,7 @@
 
 use iop_core::cp::{
     ClaimAnswer, ClaimError, CommandAnswer, CommandOutcome, CommandSpec, CommandState,
-    ConnectionId, CpEvent, DirectoryFactory, EnrolmentPolicy,
+    ConnectionId, CpEvent, EnrolmentPolicy, ExternalDirectory,
 };
 use iop_core::proto::{Body, CommandPhase, EdgeCommandRequest, EdgeHelloRequest, NodeEventKind};
 use iop_core::testing::scripted::edges::*;
@@ -13,9 +13,11 @@ use iop_core::testing::scripted::edges::*;
 const EDGE: &str = "edge-1";
 
 fn external() -> Pair {
-    let mut c = cfg();
-    c.directory = DirectoryFactory::external();
-    harness_with(c, EnrolmentPolicy::AcceptAny)
+    harness_with_directory(
+        cfg(),
+        EnrolmentPolicy::AcceptAny,
+        Box::new(ExternalDirectory),
+    )
 }
 
 /// A hello on a fresh connection of `t`, waiting for its claim.

@@ -94,10 +94,10 @@ pub mod tls;
 pub use clock::{Clock, process_seed};
 pub use cp::{
     CancelError, CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
-    ControlPlaneHandle, ControlPlaneServer, JobEdge, JobLauncher, JobObserver, JobTracker,
-    JournalError, LaunchFuture, NoAnswer, RecordLimits, Recording, SendCommandError, ServeError,
-    ServerConfig, StatusRequestError, SubscribeOptions, Terminal, TlsReloadError, TlsStats,
-    WaitForEdgeError,
+    ControlPlaneHandle, ControlPlaneServer, DirectoryFactory, JobEdge, JobLauncher, JobObserver,
+    JobTracker, JournalError, LaunchFuture, NoAnswer, RecordLimits, Recording, SendCommandError,
+    ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal, TlsReloadError,
+    TlsStats, WaitForEdgeError,
 };
 pub use edge::{
     CommandContext, CommandResult, ConnectedError, DialError, EdgeClient, EdgeHandle, EdgeSession,

@@ -293,7 +293,7 @@ async fn a_replicas_core_refuses_hellos_at_once_until_the_replica_can_decide_the
     let nats = NatsServer::start_with_accounts();
     let cluster = iop_cluster::ClusterConfig::new("cp-a");
     let mut config = cluster_server(DuplicatePolicy::Replace);
-    cluster.configure(&mut config.cp);
+    cluster.configure(&mut config);
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), config)
         .await
         .unwrap();

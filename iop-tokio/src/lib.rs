@@ -114,11 +114,11 @@ pub use iop_driver::iop_core::edge::EdgeConfig;
 pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
     CancelError, Clock, CommandContext, CommandFailure, CommandJournal, CommandRecord,
-    CommandResult, CommandUpdate, ConnectedError, DialError, EdgeSession, HandlerFuture, JobEdge,
-    JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture, NoAnswer, Notice,
-    RecordLimits, Recording, SendCommandError, ServeError, ServerConfig, StatusRequestError,
-    SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats, WaitForEdgeError,
-    process_seed,
+    CommandResult, CommandUpdate, ConnectedError, DialError, DirectoryFactory, EdgeSession,
+    HandlerFuture, JobEdge, JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture,
+    NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError, ServerConfig,
+    StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats,
+    WaitForEdgeError, process_seed,
 };
 
 /// A running Control Plane on tokio.

@@ -5,14 +5,15 @@
 mod support;
 
 use futures_lite::StreamExt;
-use iop_tokio::core::cp::{ClaimAnswer, CpEventKind, DirectoryFactory};
+use iop_tokio::DirectoryFactory;
+use iop_tokio::core::cp::{ClaimAnswer, CpEventKind};
 use iop_tokio::prelude::*;
 use support::*;
 
 #[tokio::test]
 async fn the_application_answers_claims_and_the_edge_gets_the_granted_session() {
     let mut config = fast_server();
-    config.cp.directory = DirectoryFactory::external();
+    config.directory = Some(DirectoryFactory::external());
     let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
     let cp = server.handle();
     let mut claims =

@@ -82,11 +82,6 @@ pub struct CpConfig {
     pub edge_command_retention: Option<Duration>,
     /// What to do with a second live session for one `edge_id`.
     pub duplicate_policy: DuplicatePolicy,
-    /// Makes the [`Directory`](super::Directory) that decides who may take an Edge id:
-    /// in this process ([`LocalDirectory`](super::LocalDirectory), the default), by the
-    /// driver ([`ExternalDirectory`](super::ExternalDirectory), a cluster's replica), or
-    /// one's own ([`directory`](super::directory)).
-    pub directory: super::DirectoryFactory,
     /// `retry_after_ms` sent with `GoAway{SUPERSEDED}`.
     pub retry_after_superseded: Duration,
     /// `retry_after_ms` sent with a `DUPLICATE_EDGE` rejection.
@@ -147,7 +142,6 @@ impl Default for CpConfig {
             disconnected_view_ttl: limits::DEFAULT_DISCONNECTED_VIEW_TTL,
             edge_command_retention: Some(limits::DEFAULT_COMMAND_RETENTION),
             duplicate_policy: DuplicatePolicy::Replace,
-            directory: super::DirectoryFactory::local(),
             retry_after_superseded: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
             retry_after_duplicate: limits::DEFAULT_RETRY_AFTER_SUPERSEDED,
             retry_after_draining: limits::DEFAULT_RETRY_AFTER_DRAINING,

@@ -11,8 +11,10 @@
 //!   the core — by a cluster's shared ownership records (PROTOCOL.md §8) — and answers
 //!   later. A directory of one's own may answer some claims at once and defer others.
 //!
-//! Which directory a Control Plane uses is [`CpConfig::directory`], a
-//! [`DirectoryFactory`]. A deferred claim goes through these steps:
+//! A Control Plane is given its directory when it is made:
+//! [`ControlPlane::new`](super::ControlPlane::new) uses a [`LocalDirectory`],
+//! [`ControlPlane::with_directory`](super::ControlPlane::with_directory) any other. A
+//! deferred claim goes through these steps:
 //!
 //! 1. the claim is emitted as [`CpEvent::OwnershipClaim`]; nothing is answered yet,
 //!    and the connection still counts among those awaiting their hello (its hello
@@ -44,12 +46,14 @@
 //!
 //! ```
 //! use iop_core::{Instant, drain_transmits};
-//! use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, DirectoryFactory, EnrolmentPolicy, Transmit};
+//! use iop_core::cp::{ClaimAnswer, ConnectionId, ControlPlane, CpConfig, CpEvent, EnrolmentPolicy, ExternalDirectory, Transmit};
 //! use iop_core::proto::{Body, EdgeHelloRequest, Envelope, FrameDecoder, PROTOCOL_VERSION, encode_frame};
 //!
-//! let mut config = CpConfig::default();
-//! config.directory = DirectoryFactory::external();
-//! let mut cp = ControlPlane::new(config, EnrolmentPolicy::AcceptAny)?;
+//! let mut cp = ControlPlane::with_directory(
+//!     CpConfig::default(),
+//!     EnrolmentPolicy::AcceptAny,
+//!     Box::new(ExternalDirectory),
+//! )?;
 //! let (now, conn) = (Instant::from_millis(0), ConnectionId(1));
 //! cp.handle_connect(now, conn)?;
 //! let hello = EdgeHelloRequest {
@@ -85,7 +89,7 @@
 //! given (as an allow-list kept outside the enrolment policy might):
 //!
 //! ```
-//! use iop_core::cp::{Claim, ClaimAnswer, CpConfig, Directory, DirectoryFactory, LocalDirectory};
+//! use iop_core::cp::{Claim, ClaimAnswer, ControlPlane, CpConfig, Directory, EnrolmentPolicy, LocalDirectory};
 //!
 //! #[derive(Debug)]
 //! struct Allowed(Vec<String>, LocalDirectory);
@@ -100,21 +104,21 @@
 //!     }
 //! }
 //!
-//! let mut config = CpConfig::default();
-//! config.directory = DirectoryFactory::new("allowed", |config| {
-//!     Box::new(Allowed(vec!["edge-1".into()], LocalDirectory::new(config.session_id_floor)))
-//! });
+//! let config = CpConfig::default();
+//! let directory = Allowed(vec!["edge-1".into()], LocalDirectory::new(config.session_id_floor));
+//! let cp = ControlPlane::with_directory(config, EnrolmentPolicy::AcceptAny, Box::new(directory))?;
+//! # Ok::<(), iop_core::cp::ConfigError>(())
 //! ```
 //!
 //! [`ControlPlane`]: super::ControlPlane
 //! [`CpEvent::OwnershipClaim`]: super::CpEvent::OwnershipClaim
 //! [`CpEvent::EdgeDisconnected`]: super::CpEvent::EdgeDisconnected
-//! [`CpConfig::directory`]: super::CpConfig::directory
 
 use std::fmt;
-use std::sync::Arc;
 
-use super::config::{CpConfig, DuplicatePolicy};
+#[cfg(doc)]
+use super::config::CpConfig;
+use super::config::DuplicatePolicy;
 use super::ids::ConnectionId;
 
 /// Decides who may take an Edge id: the seam between a Control Plane's core and the
@@ -165,65 +169,6 @@ pub struct ExternalDirectory;
 impl Directory for ExternalDirectory {
     fn claim(&mut self, _claim: &Claim) -> Option<ClaimAnswer> {
         None
-    }
-}
-
-/// What a [`DirectoryFactory`] calls.
-type MakeDirectory = dyn Fn(&CpConfig) -> Box<dyn Directory> + Send + Sync;
-
-/// Makes the [`Directory`] of a new [`ControlPlane`](super::ControlPlane) from its
-/// configuration ([`CpConfig::directory`]); a configuration stays plain, cloneable
-/// data while each Control Plane made from it gets a directory of its own.
-#[derive(Clone)]
-pub struct DirectoryFactory {
-    name: &'static str,
-    make: Arc<MakeDirectory>,
-}
-
-impl DirectoryFactory {
-    /// A factory named `name` (for `Debug`) that calls `make`.
-    pub fn new(
-        name: &'static str,
-        make: impl Fn(&CpConfig) -> Box<dyn Directory> + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            name,
-            make: Arc::new(make),
-        }
-    }
-
-    /// [`LocalDirectory`] from [`CpConfig::session_id_floor`]: the default.
-    pub fn local() -> Self {
-        Self::new("local", |config| {
-            Box::new(LocalDirectory::new(config.session_id_floor))
-        })
-    }
-
-    /// [`ExternalDirectory`]: every claim deferred to the driver.
-    pub fn external() -> Self {
-        Self::new("external", |_| Box::new(ExternalDirectory))
-    }
-
-    /// The name it was made with (`local`, `external`, or one's own).
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// A new directory for a Control Plane of `config`.
-    pub fn make(&self, config: &CpConfig) -> Box<dyn Directory> {
-        (self.make)(config)
-    }
-}
-
-impl Default for DirectoryFactory {
-    fn default() -> Self {
-        Self::local()
-    }
-}
-
-impl fmt::Debug for DirectoryFactory {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("DirectoryFactory").field(&self.name).finish()
     }
 }
 

@@ -7,23 +7,27 @@
 //!
 //! # Session and control plane
 //!
-//! As quinn-proto splits its `Endpoint` from its `Connection`s, the Control Plane is
-//! two layers:
+//! The [`ControlPlane`] is the single owner of everything; each connection is a
+//! component it holds, a [`Session`]:
 //!
 //! * a [`Session`] is everything about one connection: its frame decoder and outbound
 //!   queue, its timers, and the rules of one session — the hello's own checks
 //!   (PROTOCOL.md §4.1.2 steps 1–3), liveness (§4.2), status requests and answers
 //!   (§4.3), the node events' sequence (§4.5) and the connection's end — each in a file
-//!   of `cp/session/` named for it and owning both directions;
-//! * the [`ControlPlane`] is what spans connections: the Edges' views and command books
-//!   (§4.4, which outlive sessions), enrolment, the peer's identity and draining (steps
-//!   4–5), the ownership claim (step 6, [`directory`]), supersession, revocation and
-//!   flap history, in `cp/control_plane/`.
+//!   of `cp/session/` named for it;
+//! * the [`ControlPlane`] holds the sessions and what spans them: the Edges' views and
+//!   command books (§4.4, which outlive sessions), enrolment, the peer's identity and
+//!   draining (steps 4–5), the ownership claim (step 6, [`directory`]) and the hellos
+//!   waiting for it, supersession, revocation and flap history, in
+//!   `cp/control_plane/`, again a file per rule.
 //!
-//! They talk through two small event enums: what a session's input needs from the
-//! whole (a hello that passed its own checks, a command's answer, a close) goes up, and
-//! what the control plane decided (accept, refuse, end) comes down. The driver sees
-//! only the `ControlPlane`; [`ControlPlane::session`] reads one connection's `Session`.
+//! Unlike quinn-proto's `Endpoint` and `Connection`, which a runtime may drive on
+//! different threads and which therefore exchange events, the two are never apart:
+//! the control plane calls into a session directly (to read its bytes, queue a frame,
+//! accept or refuse its hello, end it), and a session returns what a frame needs
+//! beyond its connection — a hello to enrol, a command's answer, a close — for the
+//! control plane to act on. The driver sees only the `ControlPlane`;
+//! [`ControlPlane::session`] reads one connection's `Session`.
 //!
 //! # Driving contract
 //!
@@ -189,9 +193,7 @@ pub use command_state::{CommandAnswer, CommandOutcome, CommandSpec, CommandState
 pub use config::{ConfigError, CpConfig, DuplicatePolicy};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
-pub use directory::{
-    Claim, ClaimAnswer, ClaimError, Directory, DirectoryFactory, ExternalDirectory, LocalDirectory,
-};
+pub use directory::{Claim, ClaimAnswer, ClaimError, Directory, ExternalDirectory, LocalDirectory};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{CommandError, ConnectionIdInUse, RevokeError, StatusError};
 pub use event::{

@@ -122,8 +122,21 @@ impl Pair {
         policy: cp::EnrolmentPolicy,
         net: NetConfig,
     ) -> Result<Self, ConfigError> {
+        let directory = Box::new(cp::LocalDirectory::new(config.session_id_floor));
+        Self::with_directory(seed, config, policy, directory, net)
+    }
+
+    /// [`Pair::with_policy`] with ownership claims put to `directory`
+    /// ([`ControlPlane::with_directory`]).
+    pub fn with_directory(
+        seed: u64,
+        config: CpConfig,
+        policy: cp::EnrolmentPolicy,
+        directory: Box<dyn cp::Directory>,
+        net: NetConfig,
+    ) -> Result<Self, ConfigError> {
         Ok(Self {
-            cp: ControlPlane::new(config, policy)?,
+            cp: ControlPlane::with_directory(config, policy, directory)?,
             edges: Vec::new(),
             now: Instant::ZERO,
             cp_events: Vec::new(),

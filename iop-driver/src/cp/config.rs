@@ -1,9 +1,11 @@
 //! What a [`ControlPlaneServer`](crate::ControlPlaneServer)(super::ControlPlaneServer) is configured with, and its
 //! TLS counters.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use iop_core::cp::{ConfigError, CpConfig, EnrolmentPolicy};
+use iop_core::cp::{ConfigError, CpConfig, Directory, EnrolmentPolicy, ExternalDirectory};
 
 use super::book::RecordLimits;
 use crate::tls::{HandshakeError, ServerTls};
@@ -56,6 +58,59 @@ pub struct ServerConfig {
     /// within the core's `hello_timeout`. For the mutual-TLS identity check also set
     /// [`CpConfig::require_peer_identity`](iop_core::cp::CpConfig::require_peer_identity).
     pub tls: Option<ServerTls>,
+    /// Who decides ownership claims (PROTOCOL.md §4.1 step 6, see
+    /// [`directory`](iop_core::cp::directory)): `None`, the Control Plane itself (a
+    /// [`LocalDirectory`](iop_core::cp::LocalDirectory)); else the directory this
+    /// factory makes for the server, e.g. [`DirectoryFactory::external`] for a
+    /// cluster's replica, whose claims are answered through
+    /// [`ControlPlaneHandle::answer_claim`](crate::ControlPlaneHandle::answer_claim).
+    pub directory: Option<DirectoryFactory>,
+}
+
+/// What a [`DirectoryFactory`] calls.
+type MakeDirectory = dyn Fn() -> Box<dyn Directory> + Send + Sync;
+
+/// Makes the [`Directory`] of a server's Control Plane ([`ServerConfig::directory`]),
+/// so that a configuration stays plain, cloneable data while each server made from it
+/// gets a directory of its own.
+#[derive(Clone)]
+pub struct DirectoryFactory {
+    name: &'static str,
+    make: Arc<MakeDirectory>,
+}
+
+impl DirectoryFactory {
+    /// A factory named `name` (for `Debug`) that calls `make`.
+    pub fn new(
+        name: &'static str,
+        make: impl Fn() -> Box<dyn Directory> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name,
+            make: Arc::new(make),
+        }
+    }
+
+    /// [`ExternalDirectory`]: every claim deferred to the driver.
+    pub fn external() -> Self {
+        Self::new("external", || Box::new(ExternalDirectory))
+    }
+
+    /// The name it was made with.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// A new directory.
+    pub fn make(&self) -> Box<dyn Directory> {
+        (self.make)()
+    }
+}
+
+impl fmt::Debug for DirectoryFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("DirectoryFactory").field(&self.name).finish()
+    }
 }
 
 impl ServerConfig {
@@ -74,6 +129,7 @@ impl ServerConfig {
             subscriber_byte_budget: 4 * 1024 * 1024,
             max_pending_hellos_per_ip: 64,
             tls: None,
+            directory: None,
         }
     }
 }

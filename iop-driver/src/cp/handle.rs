@@ -409,7 +409,8 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// Answers the [`CpEvent::OwnershipClaim`] of `conn` (servers whose
-    /// `CpConfig::directory` defers claims, as `DirectoryFactory::external()` does; see
+    /// [`ServerConfig::directory`](crate::ServerConfig::directory) defers claims, as
+    /// [`DirectoryFactory::external`](crate::DirectoryFactory::external) does; see
     /// [`directory`](iop_core::cp::directory) for the contract). A `Granted` answer
     /// refused with an error is a record to release.
     pub fn answer_claim(&self, conn: ConnectionId, answer: ClaimAnswer) -> Result<(), ClaimError> {

@@ -22,7 +22,7 @@ mod wait_edge;
 
 pub use answer::NoAnswer;
 pub use book::{CommandRecord, CommandUpdate, RecordLimits};
-pub use config::{ServeError, ServerConfig, TlsStats};
+pub use config::{DirectoryFactory, ServeError, ServerConfig, TlsStats};
 pub use error::{CancelError, SendCommandError, StatusRequestError, TlsReloadError};
 pub use handle::{ControlPlaneHandle, SubscribeOptions};
 pub use job::{JobEdge, JobLauncher, JobObserver, JobTracker, LaunchFuture};

@@ -58,7 +58,12 @@ impl<R: Runtime> ControlPlaneServer<R> {
         }
         let handshake_timeout = cp_config.hello_timeout;
         let max_connections = cp_config.max_connections;
-        let cp = ControlPlane::new(cp_config, config.enrolment)?;
+        let cp = match &config.directory {
+            None => ControlPlane::new(cp_config, config.enrolment)?,
+            Some(factory) => {
+                ControlPlane::with_directory(cp_config, config.enrolment, factory.make())?
+            }
+        };
         let listener = R::bind(addr).await?;
         let local_addr = R::local_addr(&listener)?;
         let shared = Arc::new(CpShared::<R> {

@@ -303,7 +303,7 @@ fn run(args: Args) -> Result<(), Failure> {
     let cluster = args.cluster.config().map_err(Failure::Usage)?;
     let mut config = ServerConfig::new(enrolment);
     if let Some(cluster) = &cluster {
-        cluster.configure(&mut config.cp);
+        cluster.configure(&mut config);
     }
     let tls_files = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles {

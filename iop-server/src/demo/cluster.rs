@@ -36,7 +36,7 @@ async fn start_replica(nats: &NatsServer, id: &'static str) -> Result<DemoReplic
     let mut cluster = ClusterConfig::new(id);
     cluster.heartbeat = Duration::from_millis(500);
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
-    cluster.configure(&mut config.cp);
+    cluster.configure(&mut config);
     config.cp.heartbeat_interval = Duration::from_secs(1);
     config.shutdown_grace = Duration::from_secs(1);
     let server = ControlPlaneServer::bind(([127, 0, 0, 1], 0).into(), config)

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 pub use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica};
-use iop_tokio::core::cp::{CpConfig, DirectoryFactory, DuplicatePolicy};
+use iop_tokio::DirectoryFactory;
+use iop_tokio::core::cp::{CpConfig, DuplicatePolicy};
 use iop_tokio::prelude::*;
 
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -59,13 +60,13 @@ pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
     cp.heartbeat_interval = Duration::from_secs(1);
     cp.status_timeout = Duration::from_secs(2);
     cp.hello_timeout = Duration::from_secs(3);
-    cp.directory = DirectoryFactory::external();
     cp.duplicate_policy = policy;
     cp.retry_after_duplicate = Duration::from_millis(200);
     cp.retry_after_superseded = Duration::from_secs(30);
     cp.retry_after_overloaded = Duration::from_millis(300);
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
     config.cp = cp;
+    config.directory = Some(DirectoryFactory::external());
     config.shutdown_grace = Duration::from_secs(2);
     // Every Edge of a test dials from 127.0.0.1.
     config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
@@ -110,7 +111,7 @@ pub async fn node_authed(
     config.heartbeat = Duration::from_millis(300);
     tweak(&mut config);
     let mut server_config = cluster_server(policy);
-    config.configure(&mut server_config.cp);
+    config.configure(&mut server_config);
     let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), server_config)
         .await
         .expect("bind");

@@ -1,20 +1,41 @@
 //! The ownership-claim seam's answers: applying a [`Directory`]'s answer (at once or
 //! deferred to the driver), and losing an Edge to another Control Plane.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
 use iop_proto::limits::send;
-use iop_proto::{Envelope, Message};
+use iop_proto::{EdgeHelloRequest, Envelope, Message};
 
 use crate::ids::MAX_ID_LEN;
 use crate::time::Instant;
 
 use super::ControlPlane;
 use crate::cp::command_state::CommandState;
+use crate::cp::conn_table::IdHasher;
 #[cfg(doc)]
 use crate::cp::directory::Directory;
 use crate::cp::directory::{ClaimAnswer, ClaimError};
+use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::ConnectionId;
-use crate::cp::session::PendingHello;
+
+/// The hellos whose ownership claim the directory deferred, by connection: each
+/// waits here, its session marked as claiming, until the claim is answered or the
+/// connection ends.
+pub(super) type Claims = HashMap<ConnectionId, PendingHello, BuildHasherDefault<IdHasher>>;
+
+/// A hello that passed its checks, waiting for (or given) the directory's answer to
+/// its claim.
+#[derive(Debug)]
+pub(super) struct PendingHello {
+    pub(super) hello: EdgeHelloRequest,
+    pub(super) credential: CredentialHash,
+    /// The negotiated protocol version.
+    pub(super) version: u32,
+    /// Commands another Control Plane sent the Edge, joined to its own on acceptance.
+    pub(super) adopted: Vec<CommandState>,
+}
 
 impl ControlPlane {
     /// The directory's deferred answer to the [`CpEvent::OwnershipClaim`] of `conn`: accept the
@@ -28,9 +49,12 @@ impl ControlPlane {
     ) -> Result<(), ClaimError> {
         // Back to awaiting its hello until accepted or refused below (both count it
         // out of the pending hellos).
-        let Some(pending) = self.conns.get_mut(&conn).and_then(|s| s.take_claim()) else {
+        let Some(pending) = self.claims.remove(&conn) else {
             return Err(ClaimError::NotWaiting);
         };
+        if let Some(s) = self.conns.get_mut(&conn) {
+            s.unclaim();
+        }
         let result = self.answer_claim(now, conn, pending, answer);
         if self.conns.contains_key(&conn) {
             self.reindex(conn);
@@ -133,7 +157,7 @@ impl ControlPlane {
     ) -> Result<Vec<String>, ClaimError> {
         let max_frame_len = self.config.max_frame_len as usize;
         let max_unfinished = self.config.max_inflight_commands;
-        let Some(pending) = self.conns.get_mut(&conn).and_then(|s| s.claiming_mut()) else {
+        let Some(pending) = self.claims.get_mut(&conn) else {
             return Err(ClaimError::NotWaiting);
         };
         let mut kept = Vec::new();

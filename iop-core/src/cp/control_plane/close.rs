@@ -10,7 +10,7 @@ use crate::Instant;
 use super::ControlPlane;
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::{ConnectionId, RequestId};
-use crate::cp::session::{EndedSession, Handled, ToSession};
+use crate::cp::session::EndedSession;
 
 impl ControlPlane {
     /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
@@ -31,15 +31,12 @@ impl ControlPlane {
         let Some(s) = self.conns.get_mut(&conn) else {
             return;
         };
-        let end = ToSession::End {
-            reason: reason.clone(),
-            retry,
-        };
-        let Handled::Ended(ended) = s.handle(now, end, &self.config, &mut self.io) else {
+        let Some(ended) = s.end(&reason, retry, &self.config, &mut self.io) else {
             return;
         };
         if ended.awaited_hello {
             self.pending_hellos -= 1;
+            self.claims.remove(&conn);
         }
         match &reason {
             CloseReason::ProtocolError(_) => self.stats.protocol_errors += 1,

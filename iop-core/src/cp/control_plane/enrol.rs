@@ -13,23 +13,22 @@ use crate::cp::directory::Claim;
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
 use crate::cp::ids::ConnectionId;
-use crate::cp::session::{Acceptance, Handled, PendingHello, Rejection, ToSession};
+use crate::cp::session::{Acceptance, Rejection};
+use crate::outbound::OutboundError;
+
+use super::claim::PendingHello;
 
 impl ControlPlane {
     /// Answers the hello on `conn` with `rejection`, then closes.
     pub(super) fn reject_hello(&mut self, now: Instant, conn: ConnectionId, rejection: Rejection) {
         self.stats.hello_rejections += 1;
         let reason = CloseReason::HelloRejected(rejection.reason);
-        let handled = self.conns.get_mut(&conn).map(|s| {
-            s.handle(
-                now,
-                ToSession::Refuse(rejection),
-                &self.config,
-                &mut self.io,
-            )
-        });
-        match handled {
-            Some(Handled::SlowPeer) => self.close(now, conn, CloseReason::SlowPeer),
+        let queued = self
+            .conns
+            .get_mut(&conn)
+            .map(|s| s.refuse(&rejection, &self.config, &mut self.io));
+        match queued {
+            Some(Err(OutboundError::Full { .. })) => self.close(now, conn, CloseReason::SlowPeer),
             _ => self.close(now, conn, reason),
         }
     }
@@ -95,7 +94,8 @@ impl ControlPlane {
             }
             None => {
                 if let Some(s) = self.conns.get_mut(&conn) {
-                    s.claim(pending);
+                    s.claim();
+                    self.claims.insert(conn, pending);
                 }
                 self.events.push_back(CpEvent::OwnershipClaim(claim));
             }
@@ -142,8 +142,9 @@ impl ControlPlane {
             instance_id: instance_id.clone(),
             version,
         };
-        let accept = ToSession::Accept(Box::new(acceptance));
-        if let Handled::SlowPeer = s.handle(now, accept, &self.config, &mut self.io) {
+        if let Err(OutboundError::Full { .. }) =
+            s.accept(now, acceptance, &self.config, &mut self.io)
+        {
             return self.close(now, conn, CloseReason::SlowPeer);
         }
         self.stats.sessions_accepted += 1;

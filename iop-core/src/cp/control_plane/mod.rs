@@ -1,8 +1,9 @@
 //! The [`ControlPlane`]: what spans connections — the table of connections and their
 //! timer index, the Edges' views and command books, enrolment, the ownership claim,
-//! supersession and revocation — and the pull-based outputs. What concerns one
-//! connection is its [`Session`]'s; they talk through two small event enums
-//! ([`FromSession`], [`ToSession`]).
+//! supersession and revocation, the hellos waiting for their ownership claim — and
+//! the pull-based outputs. What concerns one connection is its [`Session`]'s: the
+//! control plane owns every session, calls into it, and hears from it what a frame
+//! needs beyond the connection ([`FromSession`]).
 //!
 //! * `input` — transport inputs: connect, bytes, closed, timeouts; what a session
 //!   reports;
@@ -33,14 +34,14 @@ use crate::time::Instant;
 
 use super::config::{ConfigError, CpConfig};
 use super::conn_table::ConnTable;
-use super::directory::Directory;
+use super::directory::{Directory, LocalDirectory};
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
 use super::event::{CloseReason, CpEvent};
 use super::ids::ConnectionId;
-use super::session::{ConnBuffers, Io, Session};
 #[cfg(doc)]
-use super::session::{FromSession, ToSession};
+use super::session::FromSession;
+use super::session::{ConnBuffers, Io, Session};
 use super::stats::CpStats;
 use crate::transmit::Transmit;
 
@@ -59,6 +60,8 @@ pub struct ControlPlane {
     io: Io,
     /// Decides who may take an Edge id (the ownership claim).
     directory: Box<dyn Directory>,
+    /// The hellos whose claim the directory deferred.
+    claims: claim::Claims,
     last_command_n: u64,
     /// Connections whose hello is not accepted yet (awaited, or claiming).
     pending_hellos: usize,
@@ -71,11 +74,25 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// A Control Plane with `config` (checked by [`CpConfig::validate`]) and enrolment
-    /// `policy`.
+    /// `policy`, which decides ownership claims itself: a [`LocalDirectory`] whose
+    /// session ids start above [`CpConfig::session_id_floor`].
     pub fn new(config: CpConfig, policy: EnrolmentPolicy) -> Result<Self, ConfigError> {
+        let directory = Box::new(LocalDirectory::new(config.session_id_floor));
+        Self::with_directory(config, policy, directory)
+    }
+
+    /// [`new`](Self::new), with ownership claims put to `directory`: an
+    /// [`ExternalDirectory`](super::ExternalDirectory) defers each to the driver (a
+    /// cluster's replica), or a [`Directory`] of one's own ([`directory`](super::directory)).
+    pub fn with_directory(
+        config: CpConfig,
+        policy: EnrolmentPolicy,
+        directory: Box<dyn Directory>,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         Ok(Self {
-            directory: config.directory.make(&config),
+            directory,
+            claims: claim::Claims::default(),
             config,
             policy,
             conns: ConnTable::default(),
@@ -198,6 +215,7 @@ impl ControlPlane {
     }
 
     fn forget(&mut self, conn: ConnectionId) {
+        self.claims.remove(&conn);
         if let Some(s) = self.conns.remove(&conn)
             && let Some(at) = s.indexed_at()
         {

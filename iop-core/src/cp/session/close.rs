@@ -34,7 +34,7 @@ impl Session {
     /// Ends the connection for `reason`: its `GoAway` (`retry` for an `OVERLOADED`
     /// one, instead of `retry_after_overloaded`) is its last frame. `None` when it was
     /// already closing.
-    pub(super) fn end(
+    pub(crate) fn end(
         &mut self,
         reason: &CloseReason,
         retry: Option<Duration>,
@@ -66,7 +66,7 @@ impl Session {
             io.frames_out += 1;
         }
         self.wake(io);
-        let awaited_hello = matches!(stage, Stage::AwaitingHello | Stage::Claiming(_));
+        let awaited_hello = matches!(stage, Stage::AwaitingHello | Stage::Claiming);
         let session = match stage {
             Stage::Established(session) => {
                 let mut session = *session;

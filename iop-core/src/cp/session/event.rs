@@ -1,7 +1,7 @@
-//! The two small event enums between a [`Session`](super::Session) and the
-//! [`ControlPlane`](crate::cp::ControlPlane) (quinn's `EndpointEvent` and
-//! `ConnectionEvent`): what a session's input needs from the state that spans
-//! connections, and what the control plane decided for a session.
+//! What passes between a [`Session`](super::Session) and the
+//! [`ControlPlane`](crate::cp::ControlPlane) that owns it: what a frame the session
+//! read needs from the state that spans connections ([`FromSession`]), and the hello's
+//! acceptance or refusal as the control plane decided it.
 
 use std::time::Duration;
 
@@ -75,21 +75,6 @@ pub(crate) struct Expired {
     pub(crate) unreachable: Option<Duration>,
     /// The connection must end (hello or liveness timeout).
     pub(crate) end: Option<CloseReason>,
-}
-
-/// From the control plane to a session.
-#[derive(Debug)]
-pub(crate) enum ToSession {
-    /// The hello is accepted: open the session and answer it.
-    Accept(Box<Acceptance>),
-    /// The hello is refused: answer it (the control plane then closes the connection).
-    Refuse(Rejection),
-    /// The connection ends: queue its `GoAway` (an `OVERLOADED` one naming `retry`
-    /// when given).
-    End {
-        reason: CloseReason,
-        retry: Option<Duration>,
-    },
 }
 
 /// An accepted hello, as the control plane decided it.

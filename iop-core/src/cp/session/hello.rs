@@ -6,10 +6,8 @@
 use iop_proto::limits::send;
 use iop_proto::{Body, BodyKind, EdgeHelloRequest, EdgeHelloResponse, Envelope, HelloRejectReason};
 
-use crate::cp::command_state::CommandState;
 use crate::cp::config::{CpConfig, ms_u32};
 use crate::cp::edges::EdgeSlot;
-use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::ProtocolViolation;
 use crate::ids::validate_id;
 use crate::outbound::OutboundError;
@@ -18,18 +16,6 @@ use crate::time::Instant;
 use super::event::{Acceptance, FromSession, Rejection};
 use super::timer::Timer;
 use super::{Established, Io, Session, Stage, protocol_error};
-
-/// A hello that passed its local checks, waiting for the directory's answer to its
-/// claim (when the directory deferred it).
-#[derive(Debug)]
-pub(crate) struct PendingHello {
-    pub(crate) hello: EdgeHelloRequest,
-    pub(crate) credential: CredentialHash,
-    /// The negotiated protocol version.
-    pub(crate) version: u32,
-    /// Commands another Control Plane sent the Edge, joined to its own on acceptance.
-    pub(crate) adopted: Vec<CommandState>,
-}
 
 impl Session {
     /// The first frame must be the hello.
@@ -50,35 +36,26 @@ impl Session {
         }
     }
 
-    /// The hello waits for the answer to its ownership claim.
-    pub(crate) fn claim(&mut self, pending: PendingHello) {
+    /// The hello waits for the answer to its ownership claim: until then any other
+    /// frame is a protocol error.
+    pub(crate) fn claim(&mut self) {
         if matches!(self.stage, Stage::AwaitingHello) {
-            self.stage = Stage::Claiming(Box::new(pending));
+            self.stage = Stage::Claiming;
         }
     }
 
-    /// The hello waiting for its claim's answer, if any.
-    pub(crate) fn claiming_mut(&mut self) -> Option<&mut PendingHello> {
-        match &mut self.stage {
-            Stage::Claiming(pending) => Some(pending),
-            _ => None,
+    /// The claim was answered: the connection awaits its hello again until the control
+    /// plane accepts or refuses it. False when no claim was waiting.
+    pub(crate) fn unclaim(&mut self) -> bool {
+        let claiming = matches!(self.stage, Stage::Claiming);
+        if claiming {
+            self.stage = Stage::AwaitingHello;
         }
-    }
-
-    /// Takes the hello waiting for its claim's answer; the connection awaits its hello
-    /// again until the control plane accepts or refuses it.
-    pub(crate) fn take_claim(&mut self) -> Option<PendingHello> {
-        if !matches!(self.stage, Stage::Claiming(_)) {
-            return None;
-        }
-        match std::mem::replace(&mut self.stage, Stage::AwaitingHello) {
-            Stage::Claiming(pending) => Some(*pending),
-            _ => None,
-        }
+        claiming
     }
 
     /// Opens the session the control plane accepted and answers the hello.
-    pub(super) fn accept(
+    pub(crate) fn accept(
         &mut self,
         now: Instant,
         acceptance: Acceptance,
@@ -114,7 +91,7 @@ impl Session {
     }
 
     /// Answers the hello with `rejection` (the control plane then closes).
-    pub(super) fn refuse(
+    pub(crate) fn refuse(
         &mut self,
         rejection: &Rejection,
         config: &CpConfig,

@@ -9,9 +9,11 @@
 //! * `node_events` — the per-session sequence of node events (§4.5);
 //! * `close` — the connection's end: its `GoAway` and the state it leaves behind.
 //!
-//! A session never reaches another connection or an Edge's view: what needs those
-//! goes up to the [`ControlPlane`](super::ControlPlane) as a [`FromSession`], and the
-//! control plane's decisions come down as a [`ToSession`].
+//! The [`ControlPlane`](super::ControlPlane) owns every session and is the only caller
+//! of its methods. A session never reaches another connection or an Edge's view: what
+//! a frame it read needs of those is returned from [`Session::read`] as a
+//! [`FromSession`]; what the control plane decides (accept or refuse the hello, end
+//! the connection) it applies by calling the session's `accept`, `refuse` and `end`.
 
 mod close;
 mod event;
@@ -36,10 +38,9 @@ use super::event::{CloseReason, ProtocolViolation};
 use super::identity::PeerIdentity;
 use super::ids::ConnectionId;
 
-pub(crate) use close::{Ended, EndedSession};
+pub(crate) use close::EndedSession;
 use event::Read;
-pub(crate) use event::{Acceptance, FromSession, Rejection, StatusAnswer, ToSession};
-pub(crate) use hello::PendingHello;
+pub(crate) use event::{Acceptance, FromSession, Rejection, StatusAnswer};
 use status::StatusBook;
 use timer::{Timer, Timers};
 
@@ -87,17 +88,6 @@ impl Io {
     }
 }
 
-/// What applying a [`ToSession`] came to.
-#[derive(Debug)]
-pub(crate) enum Handled {
-    /// Applied.
-    Done,
-    /// The answer did not fit in the outbound buffer: the peer reads too slowly.
-    SlowPeer,
-    /// The connection ended (it was open).
-    Ended(Ended),
-}
-
 /// One Edge connection on the Control Plane, from its accept to its close, and the
 /// session its hello opens. Held by the [`ControlPlane`](super::ControlPlane); read it
 /// through [`ControlPlane::session`](super::ControlPlane::session).
@@ -122,9 +112,10 @@ pub struct Session {
 enum Stage {
     /// Waiting for the hello.
     AwaitingHello,
-    /// The hello waits for its ownership claim to be answered. Still counted among the
-    /// connections awaiting their hello; its hello timeout still runs.
-    Claiming(Box<PendingHello>),
+    /// The hello waits for its ownership claim to be answered (the claim itself is
+    /// the control plane's). Still counted among the connections awaiting their hello;
+    /// its hello timeout still runs.
+    Claiming,
     /// A session was accepted.
     Established(Box<Established>),
     /// Ended: the final bytes are being handed out, then `Transmit::Close`.
@@ -245,7 +236,7 @@ impl Session {
 
     /// Its hello is not answered yet (awaited, or waiting for its claim).
     pub(crate) fn awaits_hello(&self) -> bool {
-        matches!(self.stage, Stage::AwaitingHello | Stage::Claiming(_))
+        matches!(self.stage, Stage::AwaitingHello | Stage::Claiming)
     }
 
     pub(crate) fn established(&self) -> Option<&Established> {
@@ -259,30 +250,6 @@ impl Session {
         match &mut self.stage {
             Stage::Established(s) => Some(s),
             _ => None,
-        }
-    }
-
-    /// Applies what the control plane decided for this session.
-    pub(crate) fn handle(
-        &mut self,
-        now: Instant,
-        decision: ToSession,
-        config: &CpConfig,
-        io: &mut Io,
-    ) -> Handled {
-        let queued = match decision {
-            ToSession::Accept(acceptance) => self.accept(now, *acceptance, config, io),
-            ToSession::Refuse(rejection) => self.refuse(&rejection, config, io),
-            ToSession::End { reason, retry } => {
-                return match self.end(&reason, retry, config, io) {
-                    Some(ended) => Handled::Ended(ended),
-                    None => Handled::Done,
-                };
-            }
-        };
-        match queued {
-            Err(OutboundError::Full { .. }) => Handled::SlowPeer,
-            _ => Handled::Done,
         }
     }
 
@@ -325,7 +292,7 @@ impl Session {
             Stage::Established(_) => {}
             Stage::AwaitingHello => return Some(Read::Up(self.first_frame(config, envelope))),
             // The hello is not answered yet: nothing else may come.
-            Stage::Claiming(_) => {
+            Stage::Claiming => {
                 let violation = match envelope.body {
                     Some(Body::HelloRequest(_)) => ProtocolViolation::SecondHello,
                     _ => ProtocolViolation::BeforeHello(envelope.kind()),

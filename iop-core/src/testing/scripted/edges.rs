@@ -29,7 +29,18 @@ pub fn harness() -> Pair {
 /// A pair of a Control Plane of `config` and `policy`, at 1 s, on an instant network,
 /// its monitor strict.
 pub fn harness_with(config: CpConfig, policy: EnrolmentPolicy) -> Pair {
-    let mut pair = Pair::with_policy(0, config, policy, NetConfig::default()).unwrap();
+    let directory = Box::new(crate::cp::LocalDirectory::new(config.session_id_floor));
+    harness_with_directory(config, policy, directory)
+}
+
+/// [`harness_with`], with ownership claims put to `directory`.
+pub fn harness_with_directory(
+    config: CpConfig,
+    policy: EnrolmentPolicy,
+    directory: Box<dyn crate::cp::Directory>,
+) -> Pair {
+    let mut pair =
+        Pair::with_directory(0, config, policy, directory, NetConfig::default()).unwrap();
     pair.now = Instant::from_millis(1_000);
     pair.monitor_mut().set_strict(true);
     pair
