@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use futures_lite::StreamExt;
 use iop_driver::iop_core;
-use iop_driver::iop_core::cp::{CommandSpec, EdgeView, Reachability};
+use iop_driver::iop_core::cp::{Absence, CommandSpec, EdgeView, Reachability};
 use iop_driver::iop_core::proto::{
     EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message, limits,
 };
@@ -196,7 +196,7 @@ impl Router {
                 .call_once(kind, edge_id, extra, body, wait, owner)
                 .await
             {
-                Err(e) if e.kind == RouteErrorKind::NotConnected => {}
+                Err(e) if e.kind == RouteErrorKind::Absent(Absence::NotConnected) => {}
                 done => return done,
             }
         }
@@ -329,7 +329,7 @@ impl Router {
             Ok((_, payload)) => serde_json::from_slice(&payload)
                 .map(Some)
                 .map_err(|e| RouteError::unavailable(format!("undecodable view: {e}"))),
-            Err(e) if e.kind == RouteErrorKind::NotConnected => Ok(None),
+            Err(e) if e.kind == RouteErrorKind::Absent(Absence::NotConnected) => Ok(None),
             Err(e) => Err(e),
         }
     }

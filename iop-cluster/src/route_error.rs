@@ -3,17 +3,17 @@
 //! request and for one answered on the replica itself alike. Between replicas a kind
 //! travels as its [code](RouteErrorKind::code).
 
-use iop_driver::iop_core::cp::{CommandError, StatusError};
+use iop_driver::iop_core::cp::{Absence, CommandError, Fault, StatusError};
 use iop_driver::{NoAnswer, SendCommandError, StatusRequestError};
 
 /// What kind of failure a [`RouteError`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RouteErrorKind {
-    /// The Edge has no live session (on any replica).
-    NotConnected,
-    /// No replica knows the Edge.
-    UnknownEdge,
+    /// The Edge is not there: no replica knows it ([`Absence::Unknown`]), or it has no
+    /// live session on any ([`Absence::NotConnected`]). The core's own kind, so that
+    /// an Edge's absence reads the same from every layer.
+    Absent(Absence),
     /// The request is malformed (a bad id, say).
     BadRequest,
     /// The request is over a limit the Edge enforces; nothing was sent.
@@ -51,8 +51,11 @@ pub enum RouteErrorKind {
 
 /// Every kind with its code, the one table both directions read.
 const CODES: [(RouteErrorKind, &str); 18] = [
-    (RouteErrorKind::NotConnected, "not_connected"),
-    (RouteErrorKind::UnknownEdge, "unknown_edge"),
+    (
+        RouteErrorKind::Absent(Absence::NotConnected),
+        "not_connected",
+    ),
+    (RouteErrorKind::Absent(Absence::Unknown), "unknown_edge"),
     (RouteErrorKind::BadRequest, "bad_request"),
     (RouteErrorKind::ExceedsLimit, "exceeds_limit"),
     (RouteErrorKind::UnknownOperation, "unknown_operation"),
@@ -91,11 +94,12 @@ impl RouteErrorKind {
     /// The kind of a failed status round trip.
     pub fn of_status(e: &StatusRequestError) -> Self {
         match e {
-            StatusRequestError::Refused(StatusError::NotConnected(_)) => Self::NotConnected,
-            StatusRequestError::Refused(StatusError::UnknownEdge(_)) => Self::UnknownEdge,
-            StatusRequestError::Refused(StatusError::InvalidNodeId(_)) => Self::BadRequest,
-            StatusRequestError::Refused(StatusError::ExceedsLimit(_)) => Self::ExceedsLimit,
-            StatusRequestError::Refused(_) => Self::Busy,
+            StatusRequestError::Refused(e) => match (e.fault(), e) {
+                (Fault::Absent, StatusError::Absent(a)) => Self::Absent(a.absence),
+                (Fault::Busy, _) => Self::Busy,
+                (_, StatusError::ExceedsLimit(_)) => Self::ExceedsLimit,
+                _ => Self::BadRequest,
+            },
             StatusRequestError::TimedOut => Self::Timeout,
             StatusRequestError::Abandoned => Self::SessionEnded,
             StatusRequestError::Stopped => Self::ShuttingDown,
@@ -106,15 +110,14 @@ impl RouteErrorKind {
     /// The kind of a command the Control Plane would not send.
     pub fn of_command(e: &SendCommandError) -> Self {
         match e {
-            SendCommandError::Refused(CommandError::NotConnected(_)) => Self::NotConnected,
-            SendCommandError::Refused(CommandError::UnknownEdge(_)) => Self::UnknownEdge,
-            SendCommandError::Refused(CommandError::OperationNotAdvertised { .. }) => {
-                Self::UnknownOperation
-            }
-            SendCommandError::Refused(CommandError::ExceedsLimit(_)) => Self::ExceedsLimit,
-            SendCommandError::Refused(CommandError::TooManyInFlight { .. }) => Self::Busy,
+            SendCommandError::Refused(e) => match (e.fault(), e) {
+                (Fault::Absent, CommandError::Absent(a)) => Self::Absent(a.absence),
+                (Fault::Busy, _) => Self::Busy,
+                (_, CommandError::OperationNotAdvertised { .. }) => Self::UnknownOperation,
+                (_, CommandError::ExceedsLimit(_)) => Self::ExceedsLimit,
+                _ => Self::BadRequest,
+            },
             SendCommandError::Conflict { .. } => Self::Conflict,
-            SendCommandError::Refused(_) => Self::BadRequest,
             SendCommandError::Stopped => Self::ShuttingDown,
             _ => Self::Unavailable,
         }
@@ -168,7 +171,7 @@ impl RouteError {
 
     pub(crate) fn not_connected(edge_id: &str) -> Self {
         Self::new(
-            RouteErrorKind::NotConnected,
+            RouteErrorKind::Absent(Absence::NotConnected),
             format!("edge {edge_id:?} is not connected"),
         )
     }
@@ -205,6 +208,34 @@ mod tests {
         codes.dedup();
         assert_eq!(codes.len(), CODES.len());
         assert_eq!(RouteErrorKind::from_code("no_such_code"), None);
+    }
+
+    #[test]
+    fn a_refusal_is_classified_by_whom_it_is_down_to() {
+        use iop_driver::iop_core::cp::EdgeAbsent;
+        use iop_driver::iop_core::outbound::OutboundError;
+        let too_large = OutboundError::FrameTooLarge { len: 2, max: 1 };
+        let status = [
+            (EdgeAbsent::unknown("e").into(), "unknown_edge"),
+            (EdgeAbsent::not_connected("e").into(), "not_connected"),
+            (StatusError::TooManyInFlight { limit: 1 }, "busy"),
+            // The caller's request, never the Edge's load.
+            (StatusError::TooLarge(too_large.clone()), "bad_request"),
+        ];
+        for (e, code) in status {
+            let kind = RouteErrorKind::of_status(&StatusRequestError::Refused(e.clone()));
+            assert_eq!(kind.code(), code, "{e:?}");
+        }
+        let command = [
+            (EdgeAbsent::not_connected("e").into(), "not_connected"),
+            (CommandError::TooManyInFlight { limit: 1 }, "busy"),
+            (CommandError::DuplicateCommandId("c".into()), "bad_request"),
+            (CommandError::TooLarge(too_large), "bad_request"),
+        ];
+        for (e, code) in command {
+            let kind = RouteErrorKind::of_command(&SendCommandError::Refused(e.clone()));
+            assert_eq!(kind.code(), code, "{e:?}");
+        }
     }
 
     #[test]

@@ -129,8 +129,9 @@
 //! timeouts, application calls. Outputs are pulled after every input until empty, in
 //! any order: `poll_transmit` (bytes to write, or `Close`), `poll_event`,
 //! `poll_timeout` (the earliest deadline). Peer misbehaviour never returns `Err`: it
-//! becomes a `GoAway` and one typed `Closed` event; `Err` is only for the
-//! application's own misuse.
+//! becomes a `GoAway` and one typed `Closed` event; `Err` answers an application call
+//! that did nothing, saying who it is down to (`cp::Fault`: the call, the Edge not
+//! being there, or a busy session).
 //!
 //! # Features
 //!

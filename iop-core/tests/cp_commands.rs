@@ -3,7 +3,7 @@
 
 use iop_core::cp::{
     CloseReason, CommandAnswer, CommandError, CommandOrderRule, CommandOutcome, CommandSpec,
-    ConnectionId, CpEvent, ProtocolViolation,
+    ConnectionId, CpEvent, EdgeAbsent, Fault, ProtocolViolation,
 };
 use iop_core::proto::{CommandPhase::*, CommandRejectReason, Envelope, GoAwayReason};
 use iop_core::testing::scripted::edges::*;
@@ -48,13 +48,15 @@ fn only_advertised_operations_are_sent() {
             advertised: vec!["node.drain".into()],
         })
     );
+    assert_eq!(refused.as_ref().unwrap_err().fault(), Fault::Caller);
     // The message says what to use instead.
     assert_eq!(
         refused.unwrap_err().to_string(),
         r#"edge did not advertise operation "node.reboot"; it advertises ["node.drain"]"#
     );
     let unknown = t.cp.send_command(t.now, "edge-2", spec("node.drain"), None);
-    assert_eq!(unknown, Err(CommandError::UnknownEdge("edge-2".into())));
+    assert_eq!(unknown, Err(EdgeAbsent::unknown("edge-2").into()));
+    assert_eq!(unknown.as_ref().unwrap_err().fault(), Fault::Absent);
     assert!(
         unknown.unwrap_err().to_string().contains("never connected"),
         "an unknown edge is told apart from a disconnected one"
@@ -83,10 +85,10 @@ fn generated_ids_are_deterministic_and_supplied_ids_unique() {
         t.cp.send_command(t.now, "edge-1", spec("op"), None)
             .unwrap();
     assert_eq!(d, "cmd-abc-4");
-    assert_eq!(
-        t.cp.send_command(t.now, "edge-1", spec("op"), Some(a.clone())),
-        Err(CommandError::DuplicateCommandId(a))
-    );
+    let duplicate =
+        t.cp.send_command(t.now, "edge-1", spec("op"), Some(a.clone()));
+    assert_eq!(duplicate, Err(CommandError::DuplicateCommandId(a)));
+    assert_eq!(duplicate.unwrap_err().fault(), Fault::Caller);
     for bad in [String::new(), "x".repeat(129), "a b".into(), "cmd/1".into()] {
         let refused =
             t.cp.send_command(t.now, "edge-1", spec("op"), Some(bad.clone()));
@@ -107,10 +109,9 @@ fn in_flight_commands_are_limited_per_edge() {
         .unwrap();
     t.cp.send_command(t.now, "edge-1", spec("op"), Some("b".into()))
         .unwrap();
-    assert_eq!(
-        t.cp.send_command(t.now, "edge-1", spec("op"), None),
-        Err(CommandError::TooManyInFlight { limit: 2 })
-    );
+    let busy = t.cp.send_command(t.now, "edge-1", spec("op"), None);
+    assert_eq!(busy, Err(CommandError::TooManyInFlight { limit: 2 }));
+    assert_eq!(busy.unwrap_err().fault(), Fault::Busy);
     t.pump();
     t.send(conn, cmd_response("a", false));
     assert!(t.cp.send_command(t.now, "edge-1", spec("op"), None).is_ok());

@@ -61,7 +61,7 @@ fn a_status_request_a_slow_peer_cannot_take_is_abandoned_not_an_error() {
     );
     assert_eq!(
         t.cp.request_status(t.now, "edge-1", Vec::new()),
-        Err(iop_core::cp::StatusError::NotConnected("edge-1".into())),
+        Err(iop_core::cp::EdgeAbsent::not_connected("edge-1").into()),
         "the session ended with the request it could not take"
     );
     t.pump();

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use iop_core::cp::{
-    CloseReason, CpConfig, CpEvent, ProtocolViolation, RequestId, ResyncCause, StatusError,
+    Absence, CloseReason, CpConfig, CpEvent, EdgeAbsent, Fault, ProtocolViolation, RequestId,
+    ResyncCause, StatusError,
 };
 use iop_core::proto::{Body, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, GoAwayReason};
 use iop_core::testing::scripted::edges::*;
@@ -169,37 +170,41 @@ fn in_flight_requests_are_limited_per_session() {
     for _ in 0..64 {
         t.cp.request_status(t.now, "edge-1", vec![]).unwrap();
     }
-    assert_eq!(
-        t.cp.request_status(t.now, "edge-1", vec![]),
-        Err(StatusError::TooManyInFlight { limit: 64 })
-    );
+    let busy = t.cp.request_status(t.now, "edge-1", vec![]);
+    assert_eq!(busy, Err(StatusError::TooManyInFlight { limit: 64 }));
+    assert_eq!(busy.unwrap_err().fault(), Fault::Busy);
     t.pump();
     t.send(conn, status_response(5, "edge-1", 1));
     assert!(t.cp.request_status(t.now, "edge-1", vec![]).is_ok());
 }
 
 #[test]
-fn misuse_is_an_error_not_a_frame() {
+fn a_refused_request_is_an_error_not_a_frame_and_says_who_it_is_down_to() {
     let mut t = harness_with(no_auto(), iop_core::cp::EnrolmentPolicy::AcceptAny);
-    assert_eq!(
-        t.cp.request_status(t.now, "edge-1", vec![]),
-        Err(StatusError::UnknownEdge("edge-1".into()))
-    );
+    let unknown = t.cp.request_status(t.now, "edge-1", vec![]).unwrap_err();
+    assert_eq!(unknown, StatusError::Absent(EdgeAbsent::unknown("edge-1")));
+    assert_eq!(unknown.fault(), Fault::Absent);
+    assert_eq!(unknown.absent().map(|a| a.absence), Some(Absence::Unknown));
     let (conn, _) = t.enrol("edge-1", &[]);
-    assert!(matches!(
-        t.cp.request_status(t.now, "edge-1", vec!["bad id".into()]),
-        Err(StatusError::InvalidNodeId(_))
-    ));
+    let bad = t.cp.request_status(t.now, "edge-1", vec!["bad id".into()]);
+    assert!(matches!(bad, Err(StatusError::InvalidNodeId(_))));
+    assert_eq!(bad.unwrap_err().fault(), Fault::Caller);
+    t.pump();
+    assert!(t.take_frames(conn).is_empty(), "nothing was sent");
     // Known but gone: told apart from never seen, and the message says so.
     t.drop_transport(conn);
-    let refused = t.cp.request_status(t.now, "edge-1", vec![]);
-    assert_eq!(refused, Err(StatusError::NotConnected("edge-1".into())));
+    let refused = t.cp.request_status(t.now, "edge-1", vec![]).unwrap_err();
     assert_eq!(
-        refused.unwrap_err().to_string(),
+        refused,
+        StatusError::Absent(EdgeAbsent::not_connected("edge-1"))
+    );
+    assert_eq!(refused.fault(), Fault::Absent);
+    assert_eq!(
+        refused.to_string(),
         "edge edge-1 is known but not connected now (it redials on its own; wait for its session)"
     );
     assert_eq!(
-        StatusError::UnknownEdge("edge-9".into()).to_string(),
+        EdgeAbsent::unknown("edge-9").to_string(),
         "edge edge-9 is unknown: it has never connected to this control plane (or was forgotten)"
     );
 }

@@ -25,7 +25,8 @@ pub use futures_lite::StreamExt;
 pub use iop_core::NodeRegistry;
 pub use iop_core::cp::{
     AllowList, CommandError, CommandOutcome, CommandSpec, CpConfig, CpEvent, CpEventKind,
-    Credential, DuplicatePolicy, EdgeView, EnrolmentPolicy, Reachability, StatusError,
+    Credential, DuplicatePolicy, EdgeAbsent, EdgeView, EnrolmentPolicy, Fault, Reachability,
+    StatusError,
 };
 pub use iop_core::edge::{EdgeConfig, EdgeEvent, Outcome, Target, TargetLevel};
 pub use iop_core::proto::{

@@ -85,9 +85,13 @@ async fn fleet(
     Vec<EdgeHandle>,
     Arc<Gauge>,
 ) {
-    let server = ControlPlaneServer::bind(localhost(), fast_server())
-        .await
-        .unwrap();
+    let mut config = fast_server();
+    // Every Edge dials from 127.0.0.1 at once: none is refused for its address, and
+    // one refused over a loaded machine's hello burst is back within half a second
+    // (not after the default's 10 s, longer than the test waits).
+    config.max_pending_hellos_per_ip = n;
+    config.cp.retry_after_overloaded = Duration::from_millis(500);
+    let server = ControlPlaneServer::bind(localhost(), config).await.unwrap();
     let cp = server.handle();
     let gauge = Arc::new(Gauge::default());
     let edges: Vec<EdgeHandle> = (0..n)

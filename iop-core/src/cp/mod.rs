@@ -58,9 +58,12 @@
 //!   - [`poll_timeout`](ControlPlane::poll_timeout) is the earliest deadline.
 //! * **Peer misbehaviour never returns `Err`**: it queues a `GoAway` (PROTOCOL_ERROR or
 //!   the fitting reason) and emits the connection's one [`CpEvent::Closed`] with a typed
-//!   [`CloseReason`]; the driver closes after `Transmit::Close`. `Err` is only for the
-//!   application's own misuse ([`ConnectionIdInUse`], [`StatusError`], [`CommandError`],
-//!   [`RevokeError`]).
+//!   [`CloseReason`]; the driver closes after `Transmit::Close`. `Err` answers an
+//!   application call that did nothing, and says who that is down to ([`Fault`]): the
+//!   call itself (a bad id, a field over a limit: [`StatusError`], [`CommandError`],
+//!   [`RevokeError`], [`ConnectionIdInUse`]), the Edge not being there
+//!   ([`EdgeAbsent`]: unknown, or not connected now — a race the caller cannot rule
+//!   out beforehand), or an Edge with as much in flight as it may have.
 //! * **Deterministic**: the same inputs give the same outputs, bit for bit (ordered
 //!   maps only, no clock, no randomness).
 //!
@@ -195,7 +198,9 @@ pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory, ExternalDirectory, LocalDirectory};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
-pub use error::{CommandError, ConnectionIdInUse, RevokeError, StatusError};
+pub use error::{
+    Absence, CommandError, ConnectionIdInUse, EdgeAbsent, Fault, RevokeError, StatusError,
+};
 pub use event::{
     CloseReason, CommandOrderRule, CpEvent, CpEventKind, ForgetReason, Initiator,
     ProtocolViolation, ResyncCause,

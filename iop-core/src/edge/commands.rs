@@ -33,7 +33,8 @@ impl Outcome {
     }
 }
 
-/// Why a progress or outcome report was refused (the application's misuse).
+/// Why a progress or outcome report was refused: the application's call, or its race
+/// with the command's deadline ([`ReportError::TimedOut`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReportError {

@@ -25,8 +25,9 @@
 //!   harmless.
 //! - Application calls: [`Edge::report_running`], [`Edge::report_outcome`],
 //!   [`Edge::drain`], [`Edge::shutdown`], and registry changes through
-//!   [`Edge::registry_mut`]. Only these return `Err`, for the application's own
-//!   misuse (unknown command id, a second terminal phase, ...).
+//!   [`Edge::registry_mut`]. Only these return `Err`: a call that did nothing (an
+//!   unknown command id, a second terminal phase, a report over a limit, or one that
+//!   lost the race with the command's deadline).
 //!
 //! Outputs:
 //! - [`Edge::poll_transmit`] appends bytes to write to the transport and returns

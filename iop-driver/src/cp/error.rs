@@ -9,7 +9,8 @@ use super::handle::ControlPlaneHandle;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StatusRequestError {
-    /// The core refused to send it (not connected, too many in flight, ...).
+    /// The core refused to send it: [`StatusError::fault`] says whether the call, the
+    /// Edge's absence or a busy session is why.
     #[error(transparent)]
     Refused(#[from] StatusError),
     /// The Edge did not answer within `status_timeout`.
@@ -21,14 +22,6 @@ pub enum StatusRequestError {
     /// The server is shutting down.
     #[error("control plane is shutting down")]
     Stopped,
-    /// The caller's command id is already the id of another command of this Edge,
-    /// whose operation, selector, metadata or timeout differ (PROTOCOL.md §4.4): the
-    /// same key means the same command.
-    #[error("command id {command_id:?} is already another command of this edge")]
-    Conflict {
-        /// The id.
-        command_id: String,
-    },
 }
 
 /// Why [`ControlPlaneHandle::cancel`] sent no cancellation.
@@ -65,7 +58,8 @@ pub enum TlsReloadError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendCommandError {
-    /// The core refused it (not connected, operation not advertised, ...).
+    /// The core refused it: [`CommandError::fault`] says whether the call, the Edge's
+    /// absence or a busy session is why.
     #[error(transparent)]
     Refused(#[from] CommandError),
     /// The server is shutting down.

@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use iop_core::cp::{CommandError, StatusError};
+use iop_core::cp::{Absence, CommandError, StatusError};
 use iop_core::proto::ExceedsLimit;
 
 use iop_cluster::{RouteError, RouteErrorKind};
@@ -83,9 +83,9 @@ impl ApiError {
     /// kinds that say where the Edge is; `fallback` for the others.
     fn about_edge(kind: RouteErrorKind, edge_id: &str, fallback: String) -> Self {
         match kind {
-            RouteErrorKind::UnknownEdge => Self::unknown_edge(edge_id),
+            RouteErrorKind::Absent(Absence::Unknown) => Self::unknown_edge(edge_id),
             RouteErrorKind::Conflict => Self::conflict(),
-            RouteErrorKind::NotConnected => Self::of_kind(
+            RouteErrorKind::Absent(Absence::NotConnected) => Self::of_kind(
                 kind,
                 format!(
                     "edge {edge_id:?} is known but has no live session now (it redials on its own)"
@@ -155,8 +155,8 @@ impl ApiError {
 pub(super) fn http_status(kind: RouteErrorKind) -> StatusCode {
     use RouteErrorKind as K;
     match kind {
-        K::NotConnected | K::Conflict => StatusCode::CONFLICT,
-        K::UnknownEdge => StatusCode::NOT_FOUND,
+        K::Absent(Absence::NotConnected) | K::Conflict => StatusCode::CONFLICT,
+        K::Absent(_) => StatusCode::NOT_FOUND,
         K::BadRequest | K::ExceedsLimit | K::UnknownOperation => StatusCode::BAD_REQUEST,
         K::Timeout => StatusCode::GATEWAY_TIMEOUT,
         // The command can never be answered as asked: it ended on the Edge's side.
@@ -195,17 +195,18 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iop_core::cp::EdgeAbsent;
 
     #[test]
     fn status_failures_map_to_their_http_status() {
         let cases = [
             (
-                StatusRequestError::Refused(StatusError::NotConnected("e".into())),
+                StatusRequestError::Refused(EdgeAbsent::not_connected("e").into()),
                 409,
                 "not_connected",
             ),
             (
-                StatusRequestError::Refused(StatusError::UnknownEdge("e".into())),
+                StatusRequestError::Refused(EdgeAbsent::unknown("e").into()),
                 404,
                 "unknown_edge",
             ),
@@ -280,7 +281,7 @@ mod tests {
     fn command_failures_map_to_their_http_status() {
         let cases = [
             (
-                SendCommandError::Refused(CommandError::NotConnected("e".into())),
+                SendCommandError::Refused(EdgeAbsent::not_connected("e").into()),
                 409,
                 "not_connected",
             ),
@@ -293,7 +294,7 @@ mod tests {
                 "unknown_operation",
             ),
             (
-                SendCommandError::Refused(CommandError::UnknownEdge("e".into())),
+                SendCommandError::Refused(EdgeAbsent::unknown("e").into()),
                 404,
                 "unknown_edge",
             ),

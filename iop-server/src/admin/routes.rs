@@ -13,7 +13,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_lite::StreamExt;
-use iop_core::cp::CommandSpec;
+use iop_core::cp::{Absence, CommandSpec};
 use iop_core::proto::EdgeCommandRequest;
 use serde_json::{Value, json};
 
@@ -143,7 +143,10 @@ async fn edge_status(
         // Held by another replica, or by none (answered at once).
         return match router.status(&edge_id, nodes).await {
             Ok(status) => Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null))),
-            Err(e) if e.kind == RouteErrorKind::NotConnected && s.cp.edge(&edge_id).is_none() => {
+            Err(e)
+                if e.kind == RouteErrorKind::Absent(Absence::NotConnected)
+                    && s.cp.edge(&edge_id).is_none() =>
+            {
                 Err(ApiError::unknown_edge(&edge_id))
             }
             Err(e) => Err(ApiError::from_route(&edge_id, &e)),
@@ -235,7 +238,10 @@ pub(super) async fn send_and_answer(
                 sent.command_id,
                 serde_json::to_value(&sent.response).unwrap_or(Value::Null),
             )),
-            Err(e) if e.kind == RouteErrorKind::NotConnected && s.cp.edge(edge_id).is_none() => {
+            Err(e)
+                if e.kind == RouteErrorKind::Absent(Absence::NotConnected)
+                    && s.cp.edge(edge_id).is_none() =>
+            {
                 Err(ApiError::unknown_edge(edge_id))
             }
             Err(e) => Err(ApiError::from_route(edge_id, &e)),

@@ -4,7 +4,7 @@ use iop_proto::limits::send;
 
 use crate::cp::command_state::CommandState;
 use crate::cp::enrolment::EnrolmentPolicy;
-use crate::cp::error::{RevokeError, StatusError};
+use crate::cp::error::{EdgeAbsent, RevokeError, StatusError};
 use crate::cp::event::CloseReason;
 use crate::cp::ids::{ConnectionId, RequestId};
 use crate::cp::view::EdgeView;
@@ -28,13 +28,7 @@ impl ControlPlane {
         for id in &node_ids {
             validate_id("node_id", id).map_err(StatusError::InvalidNodeId)?;
         }
-        let Some(conn) = self.live_conn(edge_id) else {
-            return Err(if self.edges.get(edge_id).is_some() {
-                StatusError::NotConnected(edge_id.to_owned())
-            } else {
-                StatusError::UnknownEdge(edge_id.to_owned())
-            });
-        };
+        let conn = self.live_conn_or_absent(edge_id)?;
         self.issue_status(now, conn, edge_id, &node_ids)
     }
 
@@ -47,14 +41,11 @@ impl ControlPlane {
         node_ids: &[String],
     ) -> Result<RequestId, StatusError> {
         let (timeout, limit) = (self.config.status_timeout, self.config.max_inflight_status);
-        let not_connected = || StatusError::NotConnected(edge_id.to_owned());
+        let not_connected = || StatusError::from(EdgeAbsent::not_connected(edge_id));
         let s = self.conns.get_mut(&conn).ok_or_else(not_connected)?;
         let issued = s
-            .request_status(now, node_ids, timeout, limit, &mut self.io)
-            .map_err(|e| match e {
-                StatusError::NotConnected(_) => not_connected(),
-                e => e,
-            })?;
+            .request_status(now, node_ids, timeout, limit, &mut self.io)?
+            .ok_or_else(not_connected)?;
         if issued.slow_peer {
             // Its end abandons the request: the application hears of it as of any
             // other request that ends unanswered.
@@ -184,5 +175,15 @@ impl ControlPlane {
     /// The connection of the live session of `edge_id`.
     pub fn live_conn(&self, edge_id: &str) -> Option<ConnectionId> {
         self.edges.get(edge_id)?.live()
+    }
+
+    /// [`live_conn`](Self::live_conn), or how the Edge is not there.
+    pub(super) fn live_conn_or_absent(&self, edge_id: &str) -> Result<ConnectionId, EdgeAbsent> {
+        match self.edges.get(edge_id) {
+            None => Err(EdgeAbsent::unknown(edge_id)),
+            Some(entry) => entry
+                .live()
+                .ok_or_else(|| EdgeAbsent::not_connected(edge_id)),
+        }
     }
 }

@@ -12,7 +12,7 @@ use super::ControlPlane;
 use crate::cp::command::{EventEffect, ResponseEffect};
 use crate::cp::command_state::CommandSpec;
 use crate::cp::edges::EdgeSlot;
-use crate::cp::error::CommandError;
+use crate::cp::error::{CommandError, EdgeAbsent};
 use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::ConnectionId;
 
@@ -50,12 +50,10 @@ impl ControlPlane {
         mut spec: CommandSpec,
         command_id: Option<String>,
     ) -> Result<String, CommandError> {
+        self.live_conn_or_absent(edge_id)?;
         let Some(entry) = self.edges.get(edge_id) else {
-            return Err(CommandError::UnknownEdge(edge_id.to_owned()));
+            return Err(EdgeAbsent::unknown(edge_id).into());
         };
-        if self.live_conn(edge_id).is_none() {
-            return Err(CommandError::NotConnected(edge_id.to_owned()));
-        }
         if !entry.operations().contains(&spec.operation) {
             let mut advertised = entry.operations().to_vec();
             advertised.sort_unstable();

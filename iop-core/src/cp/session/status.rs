@@ -26,10 +26,11 @@ pub(crate) struct Issued {
 }
 
 impl Session {
-    /// Issues a status request for `node_ids` (empty: every node) and queues it. On a
-    /// full outbound buffer the request stays issued and `slow_peer` is set: the
-    /// caller closes the connection, which abandons it (`StatusAbandoned`), since the
-    /// peer's slowness is an event, not the application's error.
+    /// Issues a status request for `node_ids` (empty: every node) and queues it;
+    /// `None` when no session is established here. On a full outbound buffer the
+    /// request stays issued and `slow_peer` is set: the caller closes the connection,
+    /// which abandons it (`StatusAbandoned`), since the peer's slowness is an event,
+    /// not the application's error.
     pub(crate) fn request_status(
         &mut self,
         now: Instant,
@@ -37,9 +38,9 @@ impl Session {
         timeout: Duration,
         limit: usize,
         io: &mut Io,
-    ) -> Result<Issued, StatusError> {
+    ) -> Result<Option<Issued>, StatusError> {
         let Stage::Established(session) = &mut self.stage else {
-            return Err(StatusError::NotConnected(String::new()));
+            return Ok(None);
         };
         let full = node_ids.is_empty();
         let correlation_id = session
@@ -63,11 +64,11 @@ impl Session {
             }
         };
         self.timers.set_opt(Timer::Status, deadline);
-        Ok(Issued {
+        Ok(Some(Issued {
             session_id,
             correlation_id,
             slow_peer,
-        })
+        }))
     }
 
     /// A status answer, matched to its request.
