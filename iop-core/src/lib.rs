@@ -124,6 +124,34 @@
 //!   processes in memory with a fake clock and faults, an invariant monitor, and a
 //!   seeded simulation (`tests/sim.rs` runs 1 000 seeds).
 //!
+//! # Where each rule lives
+//!
+//! Every rule of PROTOCOL.md, on either end, is in a file named for it (paths from the
+//! repository's root; `tests/rule_table.rs` checks that each exists):
+//!
+//! | PROTOCOL.md | Control Plane | Edge |
+//! |---|---|---|
+//! | §2 framing, decode limits | `iop-proto/src/frame.rs`, `iop-proto/src/limits/decode.rs` | the same |
+//! | §3 id grammar | `iop-core/src/ids.rs` | the same |
+//! | §4.1 hello, steps 1–3; the Edge's link and redial | `iop-core/src/cp/session/hello.rs` | `iop-core/src/edge/hello.rs`, `iop-core/src/edge/link.rs` |
+//! | §4.1 steps 4–5: enrolment, identity, draining; revocation | `iop-core/src/cp/control_plane/hello.rs`, `iop-core/src/cp/enrolment.rs`, `iop-core/src/cp/control_plane/enrolment.rs` | — |
+//! | §4.1 step 6: the ownership claim | `iop-core/src/cp/control_plane/claim.rs`, `iop-core/src/cp/directory.rs` | — |
+//! | §4.1 a burst's `retry_after` | `iop-core/src/cp/control_plane/admission.rs` | `iop-core/src/edge/backoff.rs` |
+//! | §4.2 heartbeat and liveness | `iop-core/src/cp/session/liveness.rs`, `iop-core/src/cp/control_plane/liveness.rs` | `iop-core/src/edge/liveness.rs` |
+//! | §4.3 status | `iop-core/src/cp/session/status.rs`, `iop-core/src/cp/control_plane/status.rs` | `iop-core/src/edge/status.rs`, `iop-core/src/registry/snapshot.rs` |
+//! | §4.4 commands: order, phases, idempotency | `iop-core/src/cp/command.rs`, `iop-core/src/cp/control_plane/commands/answers.rs` | `iop-core/src/edge/commands/mod.rs`, `iop-core/src/edge/commands/table.rs` |
+//! | §4.4 commands across sessions: re-send, lost, undeliverable, abandoned | `iop-core/src/cp/control_plane/commands/sessions.rs` | `iop-core/src/edge/commands/table.rs` |
+//! | §4.4 cancellation | `iop-core/src/cancel.rs` | `iop-core/src/cancel.rs` |
+//! | §4.5 lifecycle events | `iop-core/src/cp/session/node_events.rs`, `iop-core/src/cp/control_plane/node_events.rs` | `iop-core/src/edge/node_events.rs` |
+//! | §4.6 sending within the peer's limits | `iop-proto/src/limits/send.rs`, `iop-core/src/outbound.rs` | the same |
+//! | §4.7 shutdown and draining | `iop-core/src/cp/control_plane/shutdown.rs` | `iop-core/src/edge/shutdown.rs` |
+//! | §5 registry and snapshots | — | `iop-core/src/registry/mod.rs`, `iop-core/src/registry/provider.rs`, `iop-core/src/registry/snapshot.rs` |
+//! | §5.3 ownership, duplicates, stale closes | `iop-core/src/cp/control_plane/hello.rs`, `iop-core/src/cp/control_plane/close.rs` | — |
+//! | §6 target selectors | — | `iop-core/src/registry/selector.rs` |
+//! | §7 limits and defaults | `iop-core/src/limits.rs`, `iop-proto/src/limits/mod.rs`, `iop-core/src/cp/control_plane/views.rs` (views kept) | the same |
+//! | §8 command records handed over | `iop-core/src/cp/control_plane/commands/handover.rs` | — |
+//! | §11 errors and `GoAway` | `iop-core/src/cp/session/close.rs`, `iop-core/src/cp/control_plane/close.rs` | `iop-core/src/edge/link.rs` |
+//!
 //! **Driving contract** (both ends, detailed in [`cp`] and [`edge`]): inputs are
 //! `handle_*(now, ..)` calls — bytes read (any split), transport up / closed,
 //! timeouts, application calls. Outputs are pulled after every input until empty, in

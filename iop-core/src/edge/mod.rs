@@ -107,24 +107,28 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod app;
 mod backoff;
 mod commands;
 mod config;
 mod event;
-mod inbound;
+mod hello;
+mod link;
+mod liveness;
+mod node_events;
 mod registry_seam;
 mod secret;
-mod session;
+mod shutdown;
+mod status;
 
 /// The one [`Transmit`] of both ends, here for `edge::` paths.
 pub use crate::transmit::Transmit;
 pub use commands::{Outcome, ReportError};
 pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
 pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolViolation};
+pub use link::Edge;
+pub use node_events::RegistryMut;
 pub use registry_seam::{EdgeRegistry, LifecycleEvent};
 pub use secret::Secret;
-pub use session::{Edge, RegistryMut};
 
 // The selector and target vocabulary is the registry's (PROTOCOL.md §6).
 pub use crate::registry::{Selector, SelectorError, Target, TargetLevel};

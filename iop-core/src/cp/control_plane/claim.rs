@@ -4,10 +4,8 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use iop_proto::limits::send;
-use iop_proto::{EdgeHelloRequest, Envelope, Message};
+use iop_proto::EdgeHelloRequest;
 
-use crate::ids::MAX_ID_LEN;
 use crate::time::Instant;
 
 use super::ControlPlane;
@@ -137,48 +135,5 @@ impl ControlPlane {
             self.reindex(conn);
         }
         true
-    }
-
-    /// Hands the commands another Control Plane sent to the Edge whose ownership claim
-    /// waits on `conn` (their [`CommandState`]s, oldest first) to this one: once the
-    /// claim is granted, they join the Edge's commands before the hello's in-flight ids
-    /// are compared with them (see [`CommandState`]). Call it before
-    /// [`handle_claim`](Self::handle_claim); a later call adds to an earlier one.
-    /// [`ClaimError::NotWaiting`] when no claim waits on `conn`.
-    ///
-    /// A command that this Control Plane could not have sent is left out, so that a
-    /// corrupt or foreign record is never re-sent: an empty id or one over 128 bytes, a
-    /// request over the Edge's limits (PROTOCOL.md §4.6) or the frame limit, and any
-    /// unfinished command past `max_inflight_commands`. Returns the ids kept.
-    pub fn adopt_commands(
-        &mut self,
-        conn: ConnectionId,
-        commands: Vec<CommandState>,
-    ) -> Result<Vec<String>, ClaimError> {
-        let max_frame_len = self.config.max_frame_len as usize;
-        let max_unfinished = self.config.max_inflight_commands;
-        let Some(pending) = self.claims.get_mut(&conn) else {
-            return Err(ClaimError::NotWaiting);
-        };
-        let mut kept = Vec::new();
-        let mut unfinished = pending
-            .adopted
-            .iter()
-            .filter(|a| a.outcome.is_none())
-            .count();
-        for command in commands {
-            let id = &command.request.command_id;
-            let fits = !id.is_empty()
-                && id.len() <= MAX_ID_LEN
-                && send::command_request(&command.request).is_ok()
-                && Envelope::new(command.request.clone()).encoded_len() <= max_frame_len
-                && (command.outcome.is_some() || unfinished < max_unfinished);
-            if fits {
-                unfinished += usize::from(command.outcome.is_none());
-                kept.push(command.request.command_id.clone());
-                pending.adopted.push(command);
-            }
-        }
-        Ok(kept)
     }
 }

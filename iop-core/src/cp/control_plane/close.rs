@@ -9,7 +9,7 @@ use crate::Instant;
 
 use super::ControlPlane;
 use crate::cp::event::{CloseReason, CpEvent};
-use crate::cp::ids::{ConnectionId, RequestId};
+use crate::cp::ids::ConnectionId;
 use crate::cp::session::EndedSession;
 
 impl ControlPlane {
@@ -71,15 +71,7 @@ impl ControlPlane {
         session: &EndedSession,
         reason: &CloseReason,
     ) {
-        for &correlation_id in &session.abandoned {
-            self.events.push_back(CpEvent::StatusAbandoned {
-                edge_id: session.edge_id.clone(),
-                request: RequestId {
-                    session_id: session.session_id,
-                    correlation_id,
-                },
-            });
-        }
+        self.status_abandoned(session);
         // Stale-close suppression: only the live session's end disconnects.
         let Some(entry) = self.edges.live_at(session.edge, conn) else {
             return;
@@ -94,28 +86,5 @@ impl ControlPlane {
         let retention = self.config.edge_command_retention;
         self.edges.disconnected(session.edge, now, retention);
         self.evict_views();
-    }
-
-    /// The session `session_id` of `edge_id` ended (closed, or superseded by a new
-    /// hello): each command whose request it carried unanswered counts it, and those
-    /// that reach the limit are FAILED "undeliverable" (PROTOCOL.md §4.4).
-    pub(super) fn unanswered_on(&mut self, edge_id: &str, session_id: u64) {
-        let Some(entry) = self.edges.get_mut(edge_id) else {
-            return;
-        };
-        let undeliverable = entry.commands_mut().on_session_end(
-            session_id,
-            self.config.undeliverable_after_sessions,
-            self.config.finished_command_retention,
-        );
-        for u in undeliverable {
-            self.stats.commands_undeliverable += 1;
-            self.events.push_back(CpEvent::CommandUndeliverable {
-                edge_id: edge_id.to_owned(),
-                command_id: u.command_id,
-                sessions: u.sessions,
-                session_ids: u.session_ids,
-            });
-        }
     }
 }

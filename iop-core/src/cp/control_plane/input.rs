@@ -1,15 +1,16 @@
 //! The transport's inputs — a connection accepted, bytes read, a connection gone, time
-//! passing — and what a session reports up from them ([`FromSession`]).
+//! passing — and what a session reports up from them ([`FromSession`]), each sent to
+//! the file of its rule.
 
 use crate::time::Instant;
 
+use super::status::status_received;
 use super::{ControlPlane, reindex};
 use crate::cp::error::ConnectionIdInUse;
-use crate::cp::event::{CloseReason, CpEvent};
+use crate::cp::event::CloseReason;
 use crate::cp::identity::PeerIdentity;
-use crate::cp::ids::{ConnectionId, RequestId};
-use crate::cp::session::{FromSession, Session, StatusAnswer};
-use crate::cp::view::StatusSummary;
+use crate::cp::ids::ConnectionId;
+use crate::cp::session::{FromSession, Session};
 
 impl ControlPlane {
     /// A transport connection was accepted. Over the connection cap (or after
@@ -154,21 +155,7 @@ impl ControlPlane {
             };
             s.unindexed();
             let expired = s.expire(now);
-            let session = s.established().filter(|_| !expired.status.is_empty());
-            if let Some((edge_id, session_id)) =
-                session.map(|e| (e.edge_id().to_owned(), e.session_id()))
-            {
-                for correlation_id in expired.status {
-                    self.stats.status_timeouts += 1;
-                    self.events.push_back(CpEvent::StatusTimedOut {
-                        edge_id: edge_id.clone(),
-                        request: RequestId {
-                            session_id,
-                            correlation_id,
-                        },
-                    });
-                }
-            }
+            self.status_timed_out(conn, &expired.status);
             if let Some(reason) = expired.end {
                 self.close(now, conn, reason);
             } else if let Some(silent_for) = expired.unreachable {
@@ -177,44 +164,4 @@ impl ControlPlane {
             self.reindex(conn);
         }
     }
-}
-
-/// PROTOCOL.md §4.3: a status answer on `conn` updates the view of its Edge (when
-/// `conn` carries the Edge's live session) and becomes [`CpEvent::StatusReceived`].
-#[inline]
-fn status_received(
-    edges: &mut crate::cp::edges::EdgeTable,
-    events: &mut std::collections::VecDeque<CpEvent>,
-    conn: ConnectionId,
-    received_at_unix_ms: u64,
-    answer: StatusAnswer,
-) {
-    let StatusAnswer {
-        edge,
-        session_id,
-        correlation_id,
-        fresh,
-        response,
-    } = answer;
-    if let Some(entry) = edges.live_at(edge, conn) {
-        let summary = StatusSummary {
-            session_id,
-            registry_revision: response.registry_revision,
-            observed_at_unix_ms: response.observed_at_unix_ms,
-            received_at_unix_ms,
-            node_count: response.nodes.len(),
-            connected_nodes: response.nodes.iter().filter(|n| n.connected).count(),
-            truncated: response.truncated,
-        };
-        entry.status_answered(summary, fresh);
-    }
-    // The response's `edge_id` is the session's (checked): the event carries it in the
-    // response only, which saves a copy of the id per status.
-    events.push_back(CpEvent::StatusReceived {
-        request: RequestId {
-            session_id,
-            correlation_id,
-        },
-        response,
-    });
 }

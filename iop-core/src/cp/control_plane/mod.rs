@@ -5,24 +5,35 @@
 //! control plane owns every session, calls into it, and hears from it what a frame
 //! needs beyond the connection ([`FromSession`]).
 //!
-//! * `input` — transport inputs: connect, bytes, closed, timeouts; what a session
-//!   reports;
-//! * `enrol` — a hello's checks that span connections (PROTOCOL.md §4.1.2 steps 4–6),
-//!   acceptance, supersession, the commands a new session carries over;
-//! * `claim` — the ownership claim's answers, at once or from the driver;
+//! Each rule of PROTOCOL.md that spans connections is in the file named for it:
+//!
+//! * `input` — the transport's inputs (connect, bytes, closed, timeouts), each sent on
+//!   to the rule it concerns;
+//! * `hello` — a hello's checks that span connections (§4.1.2 steps 4–6: enrolment,
+//!   the peer's identity, draining), acceptance and supersession (§5.3);
+//! * `claim` — the ownership claim's answers, at once or from the driver (§4.1 step 6);
 //! * `admission` — the `retry_after` of a burst refused at the pending-hello cap;
-//! * `commands` — commands out and their answers and events in (§4.4);
-//! * `api` — the application's other calls and queries;
-//! * `close` — what a connection's end does to its Edge's view and commands;
-//! * `views` — the views' reachability and retention (§4.2, §7).
+//! * `liveness` — reachability as a session is heard from or goes silent (§4.2);
+//! * `status` — status requests, answers into the views, timeouts, resync points (§4.3);
+//! * `node_events` — node events and the resync points they make (§4.5);
+//! * `commands/` — commands out, their answers in, across sessions, and handed over
+//!   from another Control Plane (§4.4, §8);
+//! * `enrolment` — revocation and policy changes (§11 `CREDENTIAL_REVOKED`);
+//! * `shutdown` — draining and shutdown (§4.7);
+//! * `close` — what a connection's end does to its Edge's view and commands (§11);
+//! * `views` — the views' retention (§7) and the queries that read them.
 
 mod admission;
-mod api;
 mod claim;
 mod close;
 mod commands;
-mod enrol;
+mod enrolment;
+mod hello;
 mod input;
+mod liveness;
+mod node_events;
+mod shutdown;
+mod status;
 mod views;
 
 use std::collections::{BTreeSet, VecDeque};

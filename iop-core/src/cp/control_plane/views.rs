@@ -1,14 +1,14 @@
-//! The Edges' views beyond one connection: reachability as their sessions are heard
-//! from or go silent (PROTOCOL.md §4.2), and the retention of disconnected Edges'
-//! views (§7).
-
-use std::time::Duration;
+//! The Edges' views beyond their sessions: how long a disconnected Edge's view is kept
+//! (24 h, and at most 100 000 of them, PROTOCOL.md §7), forgetting one, and the
+//! queries that read the views.
 
 use crate::time::Instant;
 
 use super::ControlPlane;
+use crate::cp::error::EdgeAbsent;
 use crate::cp::event::{CpEvent, ForgetReason};
 use crate::cp::ids::ConnectionId;
+use crate::cp::view::EdgeView;
 
 impl ControlPlane {
     /// Forgets the views whose last session ended `disconnected_view_ttl` ago.
@@ -20,25 +20,6 @@ impl ControlPlane {
             .is_some_and(|at| at + ttl <= now)
         {
             self.forget_oldest(ForgetReason::Expired);
-        }
-    }
-
-    /// Abandons the unfinished commands of the Edges disconnected for longer than they
-    /// remember them (PROTOCOL.md §4.4): FAILED, their outcome never to be learned.
-    pub(super) fn abandon_commands(&mut self, now: Instant) {
-        let retention = self.config.finished_command_retention;
-        while let Some((entry, since)) = self.edges.abandon_due(now) {
-            let edge_id = entry.view().edge_id.clone();
-            let abandoned = entry.commands_mut().abandon(retention);
-            let disconnected_for = now.saturating_duration_since(since);
-            for command_id in abandoned {
-                self.stats.commands_abandoned += 1;
-                self.events.push_back(CpEvent::CommandAbandoned {
-                    edge_id: edge_id.clone(),
-                    command_id,
-                    disconnected_for,
-                });
-            }
         }
     }
 
@@ -62,35 +43,45 @@ impl ControlPlane {
         });
     }
 
-    /// The session on `conn` was unreachable and was heard from again.
-    pub(super) fn reachable_again(&mut self, conn: ConnectionId) {
-        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
-            return;
-        };
-        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
-        if let Some(entry) = self.edges.live_at(session.edge(), conn) {
-            entry.reachable(true);
+    /// Forgets a disconnected Edge: its view and its commands. False when unknown or
+    /// connected.
+    pub fn forget_edge(&mut self, edge_id: &str) -> bool {
+        if self.edges.get(edge_id).is_some_and(|e| e.live().is_none()) {
+            self.edges.remove(edge_id);
+            return true;
         }
-        self.events.push_back(CpEvent::EdgeReachable {
-            edge_id,
-            session_id,
-        });
+        false
     }
 
-    /// The session on `conn` was silent for `silent_for`: its Edge is unreachable (the
-    /// CP's verdict; the nodes' `connected` flags are the Edge's and untouched).
-    pub(super) fn unreachable(&mut self, conn: ConnectionId, silent_for: Duration) {
-        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
-            return;
-        };
-        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
-        if let Some(entry) = self.edges.live_at(session.edge(), conn) {
-            entry.reachable(false);
+    /// The view of one Edge.
+    pub fn edge(&self, edge_id: &str) -> Option<&EdgeView> {
+        self.edges.get(edge_id).map(|e| e.view())
+    }
+
+    /// The view of every Edge known, by id.
+    pub fn edges(&self) -> impl Iterator<Item = &EdgeView> {
+        self.edges.values().map(|e| e.view())
+    }
+
+    /// The Edge id and session id of the session accepted on `conn`, e.g. to label a
+    /// connection task's logs. `None` before the hello and once closing.
+    pub fn session_of(&self, conn: ConnectionId) -> Option<(&str, u64)> {
+        let s = self.conns.get(&conn)?.established()?;
+        Some((s.edge_id(), s.session_id()))
+    }
+
+    /// The connection of the live session of `edge_id`.
+    pub fn live_conn(&self, edge_id: &str) -> Option<ConnectionId> {
+        self.edges.get(edge_id)?.live()
+    }
+
+    /// [`live_conn`](Self::live_conn), or how the Edge is not there.
+    pub(super) fn live_conn_or_absent(&self, edge_id: &str) -> Result<ConnectionId, EdgeAbsent> {
+        match self.edges.get(edge_id) {
+            None => Err(EdgeAbsent::unknown(edge_id)),
+            Some(entry) => entry
+                .live()
+                .ok_or_else(|| EdgeAbsent::not_connected(edge_id)),
         }
-        self.events.push_back(CpEvent::EdgeUnreachable {
-            edge_id,
-            session_id,
-            silent_for,
-        });
     }
 }

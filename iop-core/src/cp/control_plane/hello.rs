@@ -1,14 +1,14 @@
 //! A hello's checks that span connections (PROTOCOL.md §4.1.2 steps 4–6: enrolment, the
-//! peer's identity, draining, the ownership claim), acceptance, supersession of the
-//! Edge's older session, and the commands a new session carries over (§4.4).
+//! peer's identity, draining, the ownership claim), acceptance — the Edge's view, its
+//! resync point, the commands its new session carries over — and supersession of the
+//! Edge's older session (§5.3).
 
-use iop_proto::{EdgeHelloRequest, EdgeNodeEvent, Envelope, HelloRejectReason};
+use iop_proto::{EdgeHelloRequest, HelloRejectReason};
 
 use crate::limits::INSTANCE_ID_KEY;
 use crate::time::Instant;
 
 use super::ControlPlane;
-use crate::cp::command_state::CommandState;
 use crate::cp::directory::Claim;
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
@@ -200,37 +200,6 @@ impl ControlPlane {
         entry.accepted(conn, session_id, hello, unix_ms)
     }
 
-    /// PROTOCOL.md §4.4 on a new session: re-send every command never answered, mark lost
-    /// every command believed accepted that the Edge no longer holds.
-    fn carry_over_commands(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        edge_id: &str,
-        inflight: &[String],
-    ) {
-        let retention = self.config.finished_command_retention;
-        let Some(entry) = self.edges.get_mut(edge_id) else {
-            return;
-        };
-        let (resend, lost) = entry.commands_mut().on_new_session(inflight, retention);
-        for command_id in lost {
-            self.stats.commands_lost += 1;
-            self.events.push_back(CpEvent::CommandLost {
-                edge_id: edge_id.to_owned(),
-                command_id,
-            });
-        }
-        for request in resend {
-            self.stats.commands_resent += 1;
-            if self.send(now, conn, &Envelope::new(request)).is_err()
-                && !self.conns.get(&conn).is_some_and(|s| s.is_open())
-            {
-                break;
-            }
-        }
-    }
-
     fn supersede(
         &mut self,
         now: Instant,
@@ -270,67 +239,5 @@ impl ControlPlane {
                 by_session_id: new_session_id,
             },
         );
-    }
-
-    /// Marks the view of the Edge on `conn` stale, tells the application, and asks for a
-    /// full status when configured to.
-    pub(super) fn resync(&mut self, now: Instant, conn: ConnectionId, cause: ResyncCause) {
-        let Some(s) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        s.resync_point();
-        let Some(session) = s.established() else {
-            return;
-        };
-        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
-        if let Some(entry) = self.edges.live_at(session.edge(), conn) {
-            entry.stale();
-        }
-        let request = if self.config.auto_status_on_resync {
-            self.issue_status(now, conn, &edge_id, &[]).ok()
-        } else {
-            None
-        };
-        self.events.push_back(CpEvent::ResyncNeeded {
-            edge_id,
-            session_id,
-            cause,
-            request,
-        });
-    }
-
-    /// Joins the commands adopted for a claim to the Edge's own.
-    fn join_adopted(&mut self, edge_id: &str, adopted: Vec<CommandState>) {
-        let retention = self.config.finished_command_retention;
-        if let Some(entry) = self.edges.get_mut(edge_id) {
-            for command in adopted {
-                entry.commands_mut().adopt(command, retention);
-            }
-        }
-    }
-
-    /// PROTOCOL.md §4.5: a node event in sequence, and the resync point it makes.
-    pub(super) fn on_node_event(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        event: EdgeNodeEvent,
-        resync: Option<ResyncCause>,
-    ) {
-        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
-            return;
-        };
-        let (edge_id, session_id) = (session.edge_id().to_owned(), session.session_id());
-        if let Some(cause) = resync {
-            if matches!(cause, ResyncCause::EventGap { .. }) {
-                self.stats.event_gaps += 1;
-            }
-            self.resync(now, conn, cause);
-        }
-        self.events.push_back(CpEvent::NodeEvent {
-            edge_id,
-            session_id,
-            event,
-        });
     }
 }

@@ -1,20 +1,23 @@
-//! Commands (PROTOCOL.md §4.4): sent to an Edge, tracked in its command book across
-//! sessions, and their responses and events matched in.
+//! Commands (PROTOCOL.md §4.4) on the Control Plane: sent to an Edge and tracked in
+//! its command book across sessions (here: sending, holding for a write-ahead record,
+//! queries); `answers` matches responses and events in, `sessions` does what a
+//! session's start and end and an Edge's long absence do to them, `handover` takes
+//! over the commands another Control Plane sent (PROTOCOL.md §8).
+
+mod answers;
+mod handover;
+mod sessions;
 
 use iop_proto::limits::send;
-use iop_proto::{EdgeCommandEvent, EdgeCommandResponse, Envelope, Message};
+use iop_proto::{Envelope, Message};
 
+use crate::cp::command_state::{CommandSpec, CommandState};
+use crate::cp::error::{CommandError, EdgeAbsent};
 use crate::ids::validate_id;
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::ControlPlane;
-use crate::cp::command::{EventEffect, ResponseEffect};
-use crate::cp::command_state::CommandSpec;
-use crate::cp::edges::EdgeSlot;
-use crate::cp::error::{CommandError, EdgeAbsent};
-use crate::cp::event::{CloseReason, CpEvent};
-use crate::cp::ids::ConnectionId;
+use super::super::ControlPlane;
 
 impl ControlPlane {
     /// Sends a command to `edge_id` and returns its id: `command_id` (or the spec's) if
@@ -129,68 +132,16 @@ impl ControlPlane {
             .is_some_and(|e| e.commands_mut().drop_held(command_id))
     }
 
-    fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
-        self.conns
-            .get(&conn)
-            .and_then(|s| s.established())
-            .map(|s| (s.edge_id().to_owned(), s.session_id(), s.edge()))
+    /// Ids of the commands of `edge_id` without an outcome yet, oldest first.
+    pub fn unfinished_commands(&self, edge_id: &str) -> Vec<String> {
+        self.edges
+            .get(edge_id)
+            .map(|e| e.commands().unfinished_ids())
+            .unwrap_or_default()
     }
 
-    pub(super) fn on_command_response(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        resp: EdgeCommandResponse,
-    ) {
-        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
-            return;
-        };
-        let retention = self.config.finished_command_retention;
-        let effect = match self.edges.live_at(slot, conn) {
-            Some(entry) => entry.commands_mut().on_response(&resp, retention),
-            None => Ok(ResponseEffect::Unknown),
-        };
-        match effect {
-            Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
-            Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
-            Ok(ResponseEffect::Repeat) => {}
-            Ok(ResponseEffect::First(outcome)) => {
-                self.events.push_back(CpEvent::CommandResponded {
-                    edge_id,
-                    session_id,
-                    response: resp,
-                    outcome,
-                });
-            }
-        }
-    }
-
-    pub(super) fn on_command_event(
-        &mut self,
-        now: Instant,
-        conn: ConnectionId,
-        ev: EdgeCommandEvent,
-    ) {
-        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
-            return;
-        };
-        let retention = self.config.finished_command_retention;
-        let effect = match self.edges.live_at(slot, conn) {
-            Some(entry) => entry.commands_mut().on_event(&ev, retention),
-            None => Ok(EventEffect::Unknown),
-        };
-        match effect {
-            Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
-            Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
-            Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
-            Ok(EventEffect::New(outcome)) => {
-                self.events.push_back(CpEvent::CommandEvent {
-                    edge_id,
-                    session_id,
-                    event: ev,
-                    outcome,
-                });
-            }
-        }
+    /// What is known about one command of one Edge.
+    pub fn command(&self, edge_id: &str, command_id: &str) -> Option<CommandState> {
+        self.edges.get(edge_id)?.commands().state(command_id)
     }
 }

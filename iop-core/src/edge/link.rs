@@ -1,19 +1,20 @@
-//! The [`Edge`] state machine: connection lifecycle, timers, transmit.
+//! The Edge's link to its Control Plane across reconnects: the transport's inputs
+//! (dial, bytes, close, time), the frames in and out, the connection's end and the
+//! redial backoff, `GoAway` and `retry_after` (PROTOCOL.md §4.1.4, §11). Each rule the
+//! frames carry is in the file named for it: `hello`, `liveness`, `status`,
+//! `commands`, `node_events`, `shutdown`.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-use iop_proto::limits::send;
-use iop_proto::{
-    EdgeHelloRequest, EdgeNodeEvent, Envelope, FrameDecoder, GoAwayReason, Heartbeat,
-    NodeEventKind, PRE_HELLO_MAX_FRAME_LEN, PROTOCOL_VERSION,
-};
+use iop_proto::{Body, Envelope, FrameDecoder, GoAway, GoAwayReason, PRE_HELLO_MAX_FRAME_LEN};
 
 use super::backoff::Backoff;
 use super::commands::Commands;
-use super::config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
-use super::event::{CloseReason, ConnectError, EdgeEvent, EdgeStats};
-use super::registry_seam::{EdgeRegistry, LifecycleEvent};
+use super::config::{ConfigError, EdgeConfig};
+use super::event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolViolation};
+use super::node_events::RegistryMut;
+use super::registry_seam::EdgeRegistry;
 use crate::Instant;
 use crate::limits::LIVENESS_INTERVALS;
 use crate::outbound::{Outbound, OutboundError};
@@ -27,7 +28,7 @@ const TRANSMIT_CHUNK: usize = 64 * 1024;
 
 /// The timers of the Edge's link.
 #[derive(Debug, Clone, Copy)]
-enum Timer {
+pub(super) enum Timer {
     /// The hello must be answered before this.
     Hello = 0,
     /// The next heartbeat is due.
@@ -43,11 +44,11 @@ impl TimerSlot for Timer {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Session {
+pub(crate) struct Accepted {
     pub(crate) interval: Duration,
     pub(crate) accepted_at: Instant,
-    heartbeat_seq: u64,
-    node_event_seq: u64,
+    pub(super) heartbeat_seq: u64,
+    pub(super) node_event_seq: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +58,7 @@ pub(crate) enum Conn {
     /// Hello sent, waiting for the answer.
     AwaitingHello,
     /// Hello accepted.
-    Active(Session),
+    Active(Accepted),
     /// The Edge decided to close: flush, then the driver closes.
     Closing { reconnect_at: Option<Instant> },
     /// Terminal.
@@ -71,7 +72,7 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     pub(crate) config: EdgeConfig,
     pub(crate) registry: R,
     pub(crate) conn: Conn,
-    timers: TimerTable<Timer, 3>,
+    pub(super) timers: TimerTable<Timer, 3>,
     pub(crate) outbound: Outbound,
     decoder: FrameDecoder,
     pub(crate) events: VecDeque<EdgeEvent>,
@@ -80,7 +81,7 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     pub(crate) retry_not_before: Option<Instant>,
     pub(crate) draining: bool,
     pub(crate) shut_down: bool,
-    instance_id: String,
+    pub(super) instance_id: String,
     /// Command ids listed in the last hello's `inflight_command_ids`.
     pub(crate) hello_listed: BTreeSet<String>,
     /// The frame limit the last Control Plane announced (the protocol's default before any):
@@ -175,14 +176,8 @@ impl<R: EdgeRegistry> Edge<R> {
             FrameDecoder::with_limits(self.config.max_frame_len, self.config.decode_limits);
         self.outbound.clear();
         self.outbound.set_max_frame_len(PRE_HELLO_MAX_FRAME_LEN);
-        let hello = self.build_hello();
-        self.hello_listed = hello.inflight_command_ids.iter().cloned().collect();
-        self.conn = Conn::AwaitingHello;
         self.timers.clear();
-        self.timers
-            .set(Timer::Hello, now + self.config.hello_timeout);
-        self.stats.hellos_sent += 1;
-        self.send(now, Envelope::new(hello));
+        self.send_hello(now);
         Ok(())
     }
 
@@ -211,11 +206,8 @@ impl<R: EdgeRegistry> Edge<R> {
     /// Bytes received from the CP. Ignored when no session is open.
     pub fn handle_bytes(&mut self, now: Instant, mut bytes: &[u8]) {
         self.pump_registry();
-        if let Conn::Active(session) = self.conn
-            && !bytes.is_empty()
-        {
-            let window = session.interval.saturating_mul(LIVENESS_INTERVALS);
-            self.timers.set(Timer::Liveness, now + window);
+        if !bytes.is_empty() {
+            self.heard_from(now);
         }
         // The decoder never holds a whole frame between calls: once the input is
         // used up there is nothing more to decode.
@@ -240,40 +232,10 @@ impl<R: EdgeRegistry> Edge<R> {
         for event in self.commands.expire(now, unix_ms) {
             self.send_command_event(now, event);
         }
-        if self.timers.is_expired(Timer::Hello, now) {
-            self.close(
-                now,
-                CloseReason::HelloTimeout,
-                Some((GoAwayReason::HelloTimeout, "no hello response in time")),
-            );
+        if self.hello_timed_out(now) || self.peer_silent(now) {
             return;
         }
-        if self.timers.is_expired(Timer::Liveness, now) {
-            self.close(
-                now,
-                CloseReason::PeerSilent,
-                Some((
-                    GoAwayReason::HeartbeatTimeout,
-                    "nothing received in 3 intervals",
-                )),
-            );
-            return;
-        }
-        let heartbeat_due = self.timers.get(Timer::Heartbeat).filter(|at| *at <= now);
-        if let (Conn::Active(mut session), Some(at)) = (self.conn, heartbeat_due) {
-            session.heartbeat_seq += 1;
-            self.conn = Conn::Active(session);
-            let mut next = at + session.interval;
-            if next <= now {
-                next = now + session.interval;
-            }
-            self.timers.set(Timer::Heartbeat, next);
-            let heartbeat = Heartbeat {
-                sequence: session.heartbeat_seq,
-                sent_at_unix_ms: unix_ms,
-            };
-            self.send(now, Envelope::new(heartbeat));
-        }
+        self.heartbeat(now, unix_ms);
     }
 
     /// Appends bytes to write to the transport to `buf`. [`Transmit::Close`] once a
@@ -329,42 +291,6 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
-    /// The hello: every command the Edge holds is listed (PROTOCOL.md §4.4). The config was
-    /// checked so that the largest such hello fits the pre-hello frame limit.
-    fn build_hello(&self) -> EdgeHelloRequest {
-        let mut metadata = self.config.metadata.clone();
-        metadata.insert(INSTANCE_ID_KEY.to_owned(), self.instance_id.clone());
-        EdgeHelloRequest {
-            edge_id: self.config.edge_id.clone(),
-            protocol_version: PROTOCOL_VERSION,
-            software_version: self.config.software_version.clone(),
-            operations: self.config.operations.keys().cloned().collect(),
-            metadata,
-            credential: self.config.credential.expose().to_vec(),
-            inflight_command_ids: self.commands.held_ids(),
-        }
-    }
-
-    /// Moves the session to `Active` after an accepted hello.
-    pub(crate) fn activate(&mut self, now: Instant, interval: Duration, max_frame_len: u32) {
-        self.outbound.set_max_frame_len(max_frame_len);
-        self.peer_max_frame_len = max_frame_len;
-        self.retry_not_before = None;
-        self.conn = Conn::Active(Session {
-            interval,
-            accepted_at: now,
-            heartbeat_seq: 0,
-            node_event_seq: 0,
-        });
-        self.timers.stop(Timer::Hello);
-        self.timers.set(Timer::Heartbeat, now + interval);
-        self.timers.set(
-            Timer::Liveness,
-            now + interval.saturating_mul(LIVENESS_INTERVALS),
-        );
-        self.stats.sessions_accepted += 1;
-    }
-
     /// Queues a frame; a full queue means the CP is too slow and ends the session.
     /// Returns whether it was queued.
     pub(crate) fn send(&mut self, now: Instant, envelope: Envelope) -> bool {
@@ -388,76 +314,6 @@ impl<R: EdgeRegistry> Edge<R> {
                 self.stats.unsendable_frames += 1;
                 false
             }
-        }
-    }
-
-    /// Sends a command event if a session is up; otherwise it stays the command's
-    /// latest event and is re-sent on the next accepted session. An event recorded
-    /// under a higher frame limit than this session's goes out without its detail
-    /// ([`fit_event`](super::commands::fit_event)).
-    pub(crate) fn send_command_event(&mut self, now: Instant, event: iop_proto::EdgeCommandEvent) {
-        if self.is_connected() {
-            let event = super::commands::fit_event(&event, self.outbound.max_frame_len());
-            self.send(now, Envelope::new(event));
-        }
-    }
-
-    /// The frame limit a report must respect now: the Control Plane's, or while
-    /// disconnected the last one announced.
-    pub(crate) fn report_frame_limit(&self) -> u32 {
-        match self.conn {
-            Conn::Active(_) => self.outbound.max_frame_len(),
-            _ => self.peer_max_frame_len,
-        }
-    }
-
-    /// Stamps and queues a node event (sequence consumed even when dropped).
-    pub(crate) fn send_node_event(&mut self, event: LifecycleEvent) {
-        let Conn::Active(mut session) = self.conn else {
-            self.stats.dropped_node_events += 1;
-            return;
-        };
-        session.node_event_seq += 1;
-        self.conn = Conn::Active(session);
-        let mut reason = event.reason;
-        send::truncate_text(&mut reason, iop_proto::limits::MAX_TEXT_LEN);
-        let wire = EdgeNodeEvent {
-            edge_id: self.config.edge_id.clone(),
-            node_id: event.node_id,
-            kind: event.kind as i32,
-            generation: event.generation,
-            sequence: session.node_event_seq,
-            occurred_at_unix_ms: event.occurred_at_unix_ms,
-            reason,
-        };
-        // A node id over the id cap (from a custom registry) would end the session: the
-        // event is dropped instead, its sequence consumed, so the CP resyncs (§4.5).
-        if send::node_event(&wire).is_err() || self.outbound.push(&Envelope::new(wire)).is_err() {
-            self.stats.dropped_node_events += 1;
-        }
-    }
-
-    /// An edge-level node event (`EDGE_READY`, `EDGE_DRAINING`).
-    pub(crate) fn send_edge_event(&mut self, now: Instant, kind: NodeEventKind, reason: &str) {
-        self.send_node_event(LifecycleEvent {
-            node_id: String::new(),
-            kind,
-            generation: 0,
-            occurred_at_unix_ms: self.config.wall_clock.unix_ms(now),
-            reason: reason.to_owned(),
-        });
-    }
-
-    /// Relays (or, with no session, drops) the registry's pending lifecycle events.
-    pub(crate) fn pump_registry(&mut self) {
-        while let Some(event) = self.registry.poll_lifecycle_event() {
-            self.send_node_event(event);
-        }
-        let lost = self.registry.take_dropped_events();
-        self.stats.dropped_node_events = self.stats.dropped_node_events.saturating_add(lost);
-        if let Conn::Active(mut session) = self.conn {
-            session.node_event_seq = session.node_event_seq.saturating_add(lost);
-            self.conn = Conn::Active(session);
         }
     }
 
@@ -505,7 +361,7 @@ impl<R: EdgeRegistry> Edge<R> {
         }
     }
 
-    pub(crate) fn protocol_error(&mut self, now: Instant, err: super::event::ProtocolViolation) {
+    pub(crate) fn protocol_error(&mut self, now: Instant, err: ProtocolViolation) {
         let message = err.to_string();
         self.close(
             now,
@@ -514,39 +370,52 @@ impl<R: EdgeRegistry> Edge<R> {
         );
     }
 
-    /// Marks the Edge shut down when no transport is up.
-    pub(crate) fn shut_down_now(&mut self) {
-        self.shut_down = true;
-        match self.conn {
-            Conn::Disconnected { .. } => self.conn = Conn::ShutDown,
-            Conn::Closing { .. } => self.conn = Conn::Closing { reconnect_at: None },
-            _ => {}
+    fn handle_envelope(&mut self, now: Instant, envelope: Envelope) {
+        let awaiting = matches!(self.conn, Conn::AwaitingHello);
+        let correlation_id = envelope.correlation_id;
+        match envelope.body {
+            Some(Body::GoAway(go_away)) => self.handle_go_away(now, go_away),
+            Some(Body::HelloResponse(response)) if awaiting => {
+                self.handle_hello_response(now, response)
+            }
+            None if awaiting => self.protocol_error(now, ProtocolViolation::EmptyBeforeHello),
+            None => self.stats.ignored_frames += 1,
+            Some(body) if awaiting => {
+                self.protocol_error(now, ProtocolViolation::Unexpected(body.kind()))
+            }
+            Some(Body::HeartbeatAck(_)) => {}
+            Some(Body::StatusRequest(request)) => {
+                self.handle_status_request(now, correlation_id, request)
+            }
+            Some(Body::CommandRequest(request)) => self.handle_command_request(now, request),
+            Some(body) => self.protocol_error(now, ProtocolViolation::Unexpected(body.kind())),
         }
     }
-}
 
-/// [`Edge::registry_mut`]'s guard: the registry, mutably; on drop, its lifecycle events
-/// become the Edge's node events.
-#[derive(Debug)]
-pub struct RegistryMut<'a, R: EdgeRegistry> {
-    edge: &'a mut Edge<R>,
-}
-
-impl<R: EdgeRegistry> std::ops::Deref for RegistryMut<'_, R> {
-    type Target = R;
-    fn deref(&self) -> &R {
-        &self.edge.registry
+    fn handle_go_away(&mut self, now: Instant, go_away: GoAway) {
+        let reason = GoAwayReason::try_from(go_away.reason).unwrap_or(GoAwayReason::Unspecified);
+        let retry_after = Duration::from_millis(u64::from(go_away.retry_after_ms));
+        self.note_retry_after(now, retry_after);
+        if reason == GoAwayReason::Superseded {
+            self.events.push_back(EdgeEvent::Superseded {
+                message: go_away.message.clone(),
+                retry_after,
+            });
+        }
+        self.close(
+            now,
+            CloseReason::GoAway {
+                reason,
+                message: go_away.message,
+            },
+            None,
+        );
     }
-}
 
-impl<R: EdgeRegistry> std::ops::DerefMut for RegistryMut<'_, R> {
-    fn deref_mut(&mut self) -> &mut R {
-        &mut self.edge.registry
-    }
-}
-
-impl<R: EdgeRegistry> Drop for RegistryMut<'_, R> {
-    fn drop(&mut self) {
-        self.edge.pump_registry();
+    pub(super) fn note_retry_after(&mut self, now: Instant, retry_after: Duration) {
+        if retry_after > Duration::ZERO {
+            let until = now + retry_after;
+            self.retry_not_before = Some(self.retry_not_before.map_or(until, |t| t.max(until)));
+        }
     }
 }

@@ -1,0 +1,80 @@
+//! A command's response and events as they come in (PROTOCOL.md §4.4): matched to the
+//! Edge's command book, their order checked (a break is a protocol error), repeats and
+//! unknown ids counted and dropped, and each new answer an event with its outcome.
+
+use iop_proto::{EdgeCommandEvent, EdgeCommandResponse};
+
+use crate::cp::command::{EventEffect, ResponseEffect};
+use crate::cp::edges::EdgeSlot;
+use crate::cp::event::{CloseReason, CpEvent};
+use crate::cp::ids::ConnectionId;
+use crate::time::Instant;
+
+use super::super::ControlPlane;
+
+impl ControlPlane {
+    fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
+        self.conns
+            .get(&conn)
+            .and_then(|s| s.established())
+            .map(|s| (s.edge_id().to_owned(), s.session_id(), s.edge()))
+    }
+
+    pub(in crate::cp::control_plane) fn on_command_response(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        resp: EdgeCommandResponse,
+    ) {
+        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
+            return;
+        };
+        let retention = self.config.finished_command_retention;
+        let effect = match self.edges.live_at(slot, conn) {
+            Some(entry) => entry.commands_mut().on_response(&resp, retention),
+            None => Ok(ResponseEffect::Unknown),
+        };
+        match effect {
+            Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
+            Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
+            Ok(ResponseEffect::Repeat) => {}
+            Ok(ResponseEffect::First(outcome)) => {
+                self.events.push_back(CpEvent::CommandResponded {
+                    edge_id,
+                    session_id,
+                    response: resp,
+                    outcome,
+                });
+            }
+        }
+    }
+
+    pub(in crate::cp::control_plane) fn on_command_event(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        ev: EdgeCommandEvent,
+    ) {
+        let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
+            return;
+        };
+        let retention = self.config.finished_command_retention;
+        let effect = match self.edges.live_at(slot, conn) {
+            Some(entry) => entry.commands_mut().on_event(&ev, retention),
+            None => Ok(EventEffect::Unknown),
+        };
+        match effect {
+            Err(v) => self.close(now, conn, CloseReason::ProtocolError(v)),
+            Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
+            Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
+            Ok(EventEffect::New(outcome)) => {
+                self.events.push_back(CpEvent::CommandEvent {
+                    edge_id,
+                    session_id,
+                    event: ev,
+                    outcome,
+                });
+            }
+        }
+    }
+}
