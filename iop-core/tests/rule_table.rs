@@ -27,7 +27,10 @@ fn every_file_the_rule_table_names_exists() {
     let paths = table_paths(&docs);
     assert!(paths.len() >= 30, "the table names {} files", paths.len());
     let missing: Vec<&String> = paths.iter().filter(|p| !root.join(p).is_file()).collect();
-    assert!(missing.is_empty(), "named in the rule table but absent: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "named in the rule table but absent: {missing:?}"
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use iop_core::proto::{NodeEventKind, NodeState};
-use iop_core::registry::{Lease, LeaseKind, NodeConfig};
+use iop_core::registry::{AdmitError, Lease, LeaseKind, NodeConfig};
 
 /// What the model knows of one provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,5 +209,37 @@ impl Model {
         let all = listing.clone().count() as u32;
         let long = listing.filter(|(long, _)| *long).count() as u32;
         (all, long)
+    }
+}
+
+/// Admission per PROTOCOL.md §5.2, from the model.
+impl Model {
+    pub(super) fn admission(&self, id: &str, pid: &str, kind: LeaseKind) -> Result<(), AdmitError> {
+        let m = self.nodes.get(id).ok_or(AdmitError::UnknownNode)?;
+        let p = m.providers.get(pid).ok_or(AdmitError::UnknownProvider)?;
+        if m.state != NodeState::Ready {
+            return Err(AdmitError::NodeNotReady { state: m.state });
+        }
+        if m.drained {
+            return Err(AdmitError::NodeDrained);
+        }
+        if p.offline {
+            return Err(AdmitError::ProviderOffline);
+        }
+        if p.unhealthy {
+            return Err(AdmitError::ProviderUnhealthy);
+        }
+        let (leases, long_leases) = self.leases_of(id, pid);
+        if leases >= p.capacity {
+            return Err(AdmitError::AtCapacity {
+                capacity: p.capacity,
+            });
+        }
+        if kind == LeaseKind::LongContext && long_leases >= p.long_capacity {
+            return Err(AdmitError::AtLongContextCapacity {
+                long_context_capacity: p.long_capacity,
+            });
+        }
+        Ok(())
     }
 }

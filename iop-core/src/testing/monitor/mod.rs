@@ -1,27 +1,24 @@
 //! The invariants of PROTOCOL.md §4–§5, checked on everything the harness sees.
 //!
 //! The monitor never panics: every broken rule becomes a [`Violation`] message, so a
-//! simulation can report the seed and the first thing that went wrong.
+//! simulation can report the seed and the first thing that went wrong. The rules of
+//! commands are in `commands`, those of a snapshot in `snapshot`.
+
+mod commands;
+mod snapshot;
+
+pub use snapshot::snapshot_problems;
+
+use commands::{CommandTrack, command_edge};
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cp::{CloseReason, ConnectionId, CpEvent, RequestId};
 use crate::edge::{self, EdgeEvent};
-use crate::proto::{
-    Body, CommandPhase, EdgeStatusResponse, NodeEventKind, NodeState, ProviderHealth,
-};
+use crate::proto::{Body, EdgeStatusResponse, NodeEventKind};
 
 /// One broken rule, with the simulated time (ms) it was seen at.
 pub type Violation = String;
-
-/// Where a command stands, as seen from the CP's events.
-#[derive(Debug, Default, Clone)]
-struct CommandTrack {
-    responded: bool,
-    last_sequence: u32,
-    last_rank: u8,
-    ended: bool,
-}
 
 /// Tracks what both ends emitted and records every rule they break.
 #[derive(Debug, Default)]
@@ -59,18 +56,6 @@ pub struct Monitor {
     /// Sessions accepted on scripted connections, and their Edge ids.
     scripted_sessions: BTreeSet<u64>,
     scripted_edges: BTreeSet<String>,
-}
-
-fn phase_rank(phase: i32) -> Option<(u8, bool)> {
-    match CommandPhase::try_from(phase).ok()? {
-        CommandPhase::Accepted => Some((1, false)),
-        CommandPhase::Running => Some((2, false)),
-        CommandPhase::Succeeded
-        | CommandPhase::Failed
-        | CommandPhase::Cancelled
-        | CommandPhase::TimedOut => Some((3, true)),
-        CommandPhase::Unspecified => None,
-    }
 }
 
 impl Monitor {
@@ -288,150 +273,11 @@ impl Monitor {
             CpEvent::StatusAbandoned { request, .. } => {
                 self.end_status(at_ms, *request, "abandoned")
             }
-            CpEvent::CommandResponded {
-                edge_id,
-                response,
-                outcome,
-                ..
-            } => {
-                let (command_id, accepted) = (&response.command_id, response.accepted);
-                let key = (edge_id.clone(), command_id.clone());
-                let ended_before = self.commands.get(&key).is_some_and(|t| t.ended);
-                // The event carries the command's outcome after the answer: the
-                // rejection itself, or the end its replayed events already brought.
-                let reason = response.reject_reason_enum().known();
-                let rejected = crate::cp::CommandOutcome::Rejected(
-                    reason.unwrap_or(iop_proto::CommandRejectReason::Unspecified),
-                );
-                let agrees = match outcome {
-                    None => accepted,
-                    Some(o) if !accepted => *o == rejected,
-                    Some(_) => ended_before,
-                };
-                if !agrees {
-                    self.fail(
-                        at_ms,
-                        format!(
-                            "{command_id}: answer {accepted} with outcome {outcome:?} \
-                             (ended before: {ended_before})"
-                        ),
-                    );
-                }
-                let t = self.commands.entry(key).or_default();
-                let twice = t.responded;
-                t.responded = true;
-                // An answer may follow the end: a command the Edge held across a
-                // reconnect replays its (terminal) event before answering the re-sent
-                // request (PROTOCOL.md §4.4).
-                let ended = t.ended;
-                if !accepted {
-                    t.ended = true;
-                }
-                if twice {
-                    self.fail(at_ms, format!("{command_id}: answered twice"));
-                }
-                if ended && !accepted {
-                    self.fail(at_ms, format!("{command_id}: rejected after it ended"));
-                }
-            }
-            CpEvent::CommandEvent {
-                edge_id,
-                event,
-                outcome,
-                ..
-            } => {
-                let key = (edge_id.clone(), event.command_id.clone());
-                let t = self.commands.entry(key).or_default().clone();
-                let id = &event.command_id;
-                let Some((rank, terminal)) = phase_rank(event.phase) else {
-                    self.fail(at_ms, format!("{id}: unknown phase {}", event.phase));
-                    return;
-                };
-                // The event carries the outcome exactly when its phase ends the command.
-                let ends = outcome.as_ref().is_some_and(
-                    |o| matches!(o, crate::cp::CommandOutcome::Finished(p) if *p as i32 == event.phase),
-                );
-                if ends != terminal || (outcome.is_some() && !ends) {
-                    self.fail(
-                        at_ms,
-                        format!("{id}: event {event:?} with outcome {outcome:?}"),
-                    );
-                }
-                if t.ended {
-                    self.fail(
-                        at_ms,
-                        format!("{id}: event {} after its end", event.sequence),
-                    );
-                }
-                if event.sequence <= t.last_sequence {
-                    let last = t.last_sequence;
-                    self.fail(
-                        at_ms,
-                        format!("{id}: sequence {} after {last}", event.sequence),
-                    );
-                }
-                if event.sequence == 1 && rank != 1 {
-                    self.fail(at_ms, format!("{id}: sequence 1 is not ACCEPTED"));
-                }
-                if rank < t.last_rank || (rank == t.last_rank && rank != 2) {
-                    self.fail(at_ms, format!("{id}: phase {} goes backwards", event.phase));
-                }
-                let entry = self
-                    .commands
-                    .entry((edge_id.clone(), id.clone()))
-                    .or_default();
-                entry.last_sequence = entry.last_sequence.max(event.sequence);
-                entry.last_rank = entry.last_rank.max(rank);
-                entry.ended |= terminal;
-            }
-            CpEvent::CommandLost {
-                edge_id,
-                command_id,
-            } => {
-                let key = (edge_id.clone(), command_id.clone());
-                let t = self.commands.entry(key).or_default();
-                let ended = t.ended;
-                t.ended = true;
-                if ended {
-                    self.fail(at_ms, format!("{command_id}: lost after it ended"));
-                }
-            }
-            CpEvent::CommandAbandoned {
-                edge_id,
-                command_id,
-                ..
-            } => {
-                let key = (edge_id.clone(), command_id.clone());
-                let t = self.commands.entry(key).or_default();
-                let ended = t.ended;
-                t.ended = true;
-                if ended {
-                    self.fail(at_ms, format!("{command_id}: abandoned after it ended"));
-                }
-            }
-            CpEvent::CommandUndeliverable {
-                edge_id,
-                command_id,
-                sessions,
-                session_ids,
-            } => {
-                let key = (edge_id.clone(), command_id.clone());
-                let t = self.commands.entry(key).or_default();
-                let (ended, responded) = (t.ended, t.responded);
-                t.ended = true;
-                if ended || responded {
-                    self.fail(
-                        at_ms,
-                        format!("{command_id}: undeliverable after it ended or was answered"),
-                    );
-                }
-                if session_ids.len() > *sessions as usize {
-                    self.fail(
-                        at_ms,
-                        format!("{command_id}: {sessions} sessions named as {session_ids:?}"),
-                    );
-                }
-            }
+            CpEvent::CommandResponded { .. }
+            | CpEvent::CommandEvent { .. }
+            | CpEvent::CommandLost { .. }
+            | CpEvent::CommandAbandoned { .. }
+            | CpEvent::CommandUndeliverable { .. } => self.on_command(at_ms, event),
             CpEvent::NodeEvent { session_id, .. } if self.scripted_session(*session_id) => {}
             CpEvent::NodeEvent {
                 edge_id,
@@ -578,59 +424,4 @@ impl Monitor {
             .entry((edge_id.to_owned(), command_id.to_owned()))
             .or_default();
     }
-}
-
-/// The Edge id of a command's event.
-fn command_edge(event: &CpEvent) -> Option<&str> {
-    match event {
-        CpEvent::CommandResponded { edge_id, .. }
-        | CpEvent::CommandEvent { edge_id, .. }
-        | CpEvent::CommandLost { edge_id, .. }
-        | CpEvent::CommandUndeliverable { edge_id, .. }
-        | CpEvent::CommandAbandoned { edge_id, .. } => Some(edge_id),
-        _ => None,
-    }
-}
-
-/// The PROTOCOL.md §5 rules a snapshot breaks (empty when it keeps them all).
-pub fn snapshot_problems(s: &EdgeStatusResponse) -> Vec<String> {
-    let mut out = Vec::new();
-    for n in &s.nodes {
-        let ready = n.state == NodeState::Ready as i32;
-        if n.connected != ready {
-            out.push(format!(
-                "{}: connected={} in state {}",
-                n.node_id, n.connected, n.state
-            ));
-        }
-        for p in &n.provider_snapshots {
-            let id = format!("{}/{}", n.node_id, p.provider_id);
-            if p.health == ProviderHealth::Offline as i32 {
-                let numbers = [
-                    p.capacity,
-                    p.in_flight,
-                    p.queued,
-                    p.long_context_capacity,
-                    p.long_context_in_flight,
-                    p.long_context_queued,
-                ];
-                if numbers.iter().any(|x| *x != 0) || p.admission_eligible {
-                    out.push(format!("{id}: offline but reports {numbers:?}"));
-                }
-            }
-            if !ready && p.health != ProviderHealth::Offline as i32 {
-                out.push(format!("{id}: node not READY but provider not OFFLINE"));
-            }
-            if p.in_flight > p.capacity || p.long_context_in_flight > p.long_context_capacity {
-                out.push(format!("{id}: in_flight over capacity: {p:?}"));
-            }
-            if p.long_context_in_flight > p.in_flight || p.long_context_queued > p.queued {
-                out.push(format!("{id}: long-context counts exceed totals: {p:?}"));
-            }
-            if p.admission_eligible && p.in_flight >= p.capacity {
-                out.push(format!("{id}: eligible with no room: {p:?}"));
-            }
-        }
-    }
-    out
 }
