@@ -75,6 +75,11 @@ const CODES: [(RouteErrorKind, &str); 18] = [
 ];
 
 impl RouteErrorKind {
+    /// Every kind with its code (for documentation that must list them all).
+    pub fn all() -> impl Iterator<Item = (Self, &'static str)> {
+        CODES.into_iter()
+    }
+
     /// The stable code, as the admin API names it and replicas send it.
     pub fn code(self) -> &'static str {
         CODES

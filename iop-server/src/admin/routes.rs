@@ -553,6 +553,61 @@ mod tests {
     }
 
     #[test]
+    fn the_openapi_document_names_every_error_code_and_every_ending_of_a_command() {
+        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let codes = doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
+            ["code"]["description"]
+            .as_str()
+            .unwrap();
+        let listed = |code: &str| codes.split([' ', ',', '.', ':']).any(|word| word == code);
+        for (_, code) in iop_cluster::RouteErrorKind::all() {
+            assert!(listed(code), "the Error schema does not list {code}");
+        }
+        let admin_only = [
+            "already_finished",
+            "not_cancellable",
+            "unknown_job",
+            "not_found",
+        ];
+        for code in admin_only {
+            assert!(listed(code), "the Error schema does not list {code}");
+        }
+        // Every way a command can go unanswered is a documented response of the routes
+        // that wait for its answer.
+        let wait = std::time::Duration::from_secs(1);
+        let endings = [
+            iop_tokio::NoAnswer::Lost,
+            iop_tokio::NoAnswer::Undeliverable {
+                sessions: 3,
+                session_ids: vec![1, 2, 3],
+            },
+            iop_tokio::NoAnswer::Forgotten,
+            iop_tokio::NoAnswer::Abandoned {
+                disconnected_for: wait,
+            },
+            iop_tokio::NoAnswer::Unrecorded { reason: "x".into() },
+            iop_tokio::NoAnswer::Conflict,
+            iop_tokio::NoAnswer::Stopped,
+            iop_tokio::NoAnswer::Untracked,
+            iop_tokio::NoAnswer::TimedOut { wait },
+        ];
+        for route in [
+            "/v1/edges/{edge_id}/commands",
+            "/v1/commands/{command_id}/cancel",
+        ] {
+            let responses = &doc["paths"][route]["post"]["responses"];
+            for ending in &endings {
+                let api = super::super::error::ApiError::from_no_answer("e", "c", ending);
+                let status = api.status.as_u16().to_string();
+                assert!(
+                    responses.get(&status).is_some(),
+                    "POST {route} does not document {status} ({ending:?})"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn the_openapi_document_describes_exactly_the_routes() {
         let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
         let mut documented = BTreeSet::new();
