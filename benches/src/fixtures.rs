@@ -112,6 +112,7 @@ pub fn full_status_request(correlation_id: u64) -> Envelope {
         correlation_id,
         EdgeStatusRequest {
             node_ids: Vec::new(),
+            ..Default::default()
         },
     )
 }
@@ -122,6 +123,7 @@ pub fn targeted_status_request(correlation_id: u64) -> Envelope {
         correlation_id,
         EdgeStatusRequest {
             node_ids: (0..4).map(node_id).collect(),
+            ..Default::default()
         },
     )
 }

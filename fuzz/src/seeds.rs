@@ -257,6 +257,7 @@ pub fn cp_session_frames() -> Vec<u8> {
             2,
             EdgeStatusRequest {
                 node_ids: vec!["node-b".into()],
+                ..Default::default()
             },
         ),
         Envelope::new(HeartbeatAck { sequence: 1 }),

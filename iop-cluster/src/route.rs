@@ -271,7 +271,11 @@ impl Router {
         edge_id: &str,
         node_ids: Vec<String>,
     ) -> Result<EdgeStatusResponse, RouteError> {
-        let body = EdgeStatusRequest { node_ids }.encode_to_vec();
+        let body = EdgeStatusRequest {
+            node_ids,
+            ..Default::default()
+        }
+        .encode_to_vec();
         let (_, payload) = self
             .call("status", edge_id, &[], body, self.timeout)
             .await?;

@@ -139,6 +139,7 @@
 //! | §4.1 a burst's `retry_after` | `iop-core/src/cp/control_plane/admission.rs` | `iop-core/src/edge/backoff.rs` |
 //! | §4.2 heartbeat and liveness | `iop-core/src/cp/session/liveness.rs`, `iop-core/src/cp/control_plane/liveness.rs` | `iop-core/src/edge/liveness.rs` |
 //! | §4.3 status | `iop-core/src/cp/session/status.rs`, `iop-core/src/cp/control_plane/status.rs` | `iop-core/src/edge/status.rs`, `iop-core/src/registry/snapshot.rs` |
+//! | §4.3 paging, §5.2 the fleet's load: views, refresh, totals, history | `iop-core/src/cp/control_plane/load.rs`, `iop-core/src/cp/load/build.rs`, `iop-core/src/cp/load/fleet.rs`, `iop-core/src/cp/load/history.rs` | `iop-core/src/registry/snapshot.rs` |
 //! | §4.4 commands: order, phases, idempotency | `iop-core/src/cp/command.rs`, `iop-core/src/cp/control_plane/commands/answers.rs` | `iop-core/src/edge/commands/mod.rs`, `iop-core/src/edge/commands/table.rs` |
 //! | §4.4 commands across sessions: re-send, lost, undeliverable, abandoned | `iop-core/src/cp/control_plane/commands/sessions.rs` | `iop-core/src/edge/commands/table.rs` |
 //! | §4.4 cancellation | `iop-core/src/cancel.rs` | `iop-core/src/cancel.rs` |

@@ -84,5 +84,7 @@ fn an_idle_enrolled_session_costs_well_under_4_kib() {
     assert_eq!(cp.stats().live_sessions, N);
     assert!(cp.edges().all(|v| v.fresh));
     println!("heap per idle enrolled session, edge view included: {per_session} bytes");
-    assert!(per_session < 1536, "{per_session} bytes per idle session");
+    // About 1.6 KiB: the connection, the session and the Edge's view, its load view
+    // (with no nodes) among it.
+    assert!(per_session < 1792, "{per_session} bytes per idle session");
 }

@@ -96,7 +96,13 @@ fn any_envelope() -> impl Strategy<Value = Envelope> {
             any::<u64>(),
             proptest::collection::vec("[a-z0-9:*]{0,12}", 0..3)
         )
-            .prop_map(|(c, ids)| Envelope::correlated(c, EdgeStatusRequest { node_ids: ids })),
+            .prop_map(|(c, ids)| Envelope::correlated(
+                c,
+                EdgeStatusRequest {
+                    node_ids: ids,
+                    ..Default::default()
+                }
+            )),
         (
             "[a-z0-9]{0,6}",
             prop_oneof![Just("edge.ping"), Just("node.restart"), Just("x")],

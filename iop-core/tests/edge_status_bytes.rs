@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use iop_core::edge::{
-    CloseReason, Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, Target,
-    Transmit,
+    CloseReason, Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, StatusScope,
+    Target, Transmit,
 };
 use iop_core::proto::{
     self, Body, EdgeHelloResponse, EdgeStatusRequest, EdgeStatusResponse, Envelope, FrameDecoder,
@@ -90,7 +90,7 @@ impl EdgeRegistry for SnapshotOnly {
     fn snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
     ) -> EdgeStatusResponse {
@@ -99,8 +99,7 @@ impl EdgeRegistry for SnapshotOnly {
         } else {
             max_encoded_len
         };
-        self.inner
-            .snapshot(edge_id, observed_at_unix_ms, node_ids, budget)
+        EdgeRegistry::snapshot(&self.inner, edge_id, scope, observed_at_unix_ms, budget)
     }
 
     fn resolve(&self, selector: &Selector) -> Result<Target, ResolveError> {
@@ -124,7 +123,7 @@ fn old_path_frame<R: EdgeRegistry>(
     correlation_id: u64,
 ) -> Option<Vec<u8>> {
     let budget = (max_frame_len as usize).saturating_sub(STATUS_ENVELOPE_OVERHEAD);
-    let mut response = reg.snapshot(edge_id, node_ids, unix_ms, budget);
+    let mut response = reg.snapshot(edge_id, scope(node_ids), unix_ms, budget);
     response.edge_id = edge_id.to_owned();
     response.observed_at_unix_ms = unix_ms;
     if response.encoded_len() > budget {
@@ -139,6 +138,15 @@ fn old_path_frame<R: EdgeRegistry>(
     )
     .ok()?;
     Some(wire)
+}
+
+/// The scope of a request for `ids` (every node when empty).
+fn scope(ids: &[String]) -> StatusScope<'_> {
+    if ids.is_empty() {
+        StatusScope::All
+    } else {
+        StatusScope::Nodes(ids)
+    }
 }
 
 fn node_ids_of(picks: &[usize]) -> Vec<String> {
@@ -192,6 +200,7 @@ fn exchange<R: EdgeRegistry>(
         correlation_id,
         EdgeStatusRequest {
             node_ids: node_ids.to_vec(),
+            ..Default::default()
         },
     );
     edge.handle_bytes(Instant::from_millis(ms), &frame(&request));
@@ -225,16 +234,25 @@ proptest! {
     ) {
         let reg = build(&specs);
         let ids = node_ids_of(&picks);
-        let expected = EdgeRegistry::snapshot(&reg, &edge_id, &ids, unix_ms, budget).encode_to_vec();
-        // The bytes are appended after what the buffer held.
-        let mut direct = prefix.clone();
-        EdgeRegistry::encode_snapshot(&reg, &edge_id, &ids, unix_ms, budget, &mut direct);
-        prop_assert_eq!(&direct[..prefix.len()], &prefix[..]);
-        prop_assert_eq!(&direct[prefix.len()..], &expected[..]);
-        let fallback = SnapshotOnly { inner: reg, overshoot: false };
-        let mut built = prefix.clone();
-        fallback.encode_snapshot(&edge_id, &ids, unix_ms, budget, &mut built);
-        prop_assert_eq!(built, direct);
+        // Every node, some nodes, or every node after one of them (a page).
+        let cursor = ids.first().cloned().unwrap_or_default();
+        let scopes = [scope(&ids), StatusScope::After(&cursor)];
+        for scope in scopes {
+            let expected =
+                EdgeRegistry::snapshot(&reg, &edge_id, scope, unix_ms, budget).encode_to_vec();
+            // The bytes are appended after what the buffer held.
+            let mut direct = prefix.clone();
+            EdgeRegistry::encode_snapshot(&reg, &edge_id, scope, unix_ms, budget, &mut direct);
+            prop_assert_eq!(&direct[..prefix.len()], &prefix[..]);
+            prop_assert_eq!(&direct[prefix.len()..], &expected[..]);
+            let fallback = SnapshotOnly { inner: reg.clone(), overshoot: false };
+            let mut built = prefix.clone();
+            fallback.encode_snapshot(&edge_id, scope, unix_ms, budget, &mut built);
+            prop_assert_eq!(built, direct);
+            // A page holds only nodes after its cursor.
+            let response = EdgeStatusResponse::decode(&expected[..]).unwrap();
+            prop_assert!(response.nodes.iter().all(|n| scope.includes(&n.node_id)));
+        }
     }
 
     /// Through an Edge: each transmitted frame is byte for byte the old path's frame,
@@ -311,8 +329,9 @@ proptest! {
 fn the_empty_registry_writes_its_snapshot() {
     for (edge_id, ms) in [("e", 0), ("edge-1", 1), ("edge-1", u64::MAX)] {
         let mut out = vec![7];
-        ().encode_snapshot(edge_id, &[], ms, 0, &mut out);
-        let expected = EdgeRegistry::snapshot(&(), edge_id, &[], ms, 0).encode_to_vec();
+        ().encode_snapshot(edge_id, StatusScope::All, ms, 0, &mut out);
+        let expected =
+            EdgeRegistry::snapshot(&(), edge_id, StatusScope::All, ms, 0).encode_to_vec();
         assert_eq!(out[1..], expected[..]);
         let mut edge = connected((), edge_id, proto::DEFAULT_MAX_FRAME_LEN, 1 << 20);
         let sent = exchange(&mut edge, 5, 9, &[]);

@@ -40,6 +40,7 @@ fn status_is_answered_with_the_same_correlation_id() {
         78,
         EdgeStatusRequest {
             node_ids: vec!["n2".into()],
+            ..Default::default()
         },
     ));
     let frames = h.flush();

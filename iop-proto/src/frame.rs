@@ -84,16 +84,17 @@ pub enum EncodeError {
 }
 
 /// Encodes the frame of `Envelope::correlated(correlation_id, EdgeStatusRequest {
-/// node_ids })` — the same bytes as [`encode_frame`] — without building the envelope,
-/// for a sender that holds the ids already (the Control Plane's hot path).
+/// node_ids, start_after_node_id })` — the same bytes as [`encode_frame`] — without
+/// building the envelope, for a sender that holds the ids already (the Control Plane's
+/// hot path). `start_after_node_id` is empty for the first page.
 ///
 /// ```
 /// use iop_proto::{EdgeStatusRequest, Envelope, encode_frame, encode_status_request_frame};
 ///
 /// let mut direct = Vec::new();
-/// encode_status_request_frame(7, &["node-a"], 1 << 20, &mut direct)?;
+/// encode_status_request_frame(7, &[] as &[&str], "node-a", 1 << 20, &mut direct)?;
 /// let mut via_envelope = Vec::new();
-/// let request = EdgeStatusRequest { node_ids: vec!["node-a".into()] };
+/// let request = EdgeStatusRequest { node_ids: vec![], start_after_node_id: "node-a".into() };
 /// encode_frame(&Envelope::correlated(7, request), 1 << 20, &mut via_envelope)?;
 /// assert_eq!(direct, via_envelope);
 /// # Ok::<(), iop_proto::EncodeError>(())
@@ -101,10 +102,17 @@ pub enum EncodeError {
 pub fn encode_status_request_frame<S: AsRef<str>>(
     correlation_id: u64,
     node_ids: &[S],
+    start_after_node_id: &str,
     max_frame_len: u32,
     dst: &mut impl BufMut,
 ) -> Result<usize, EncodeError> {
-    crate::small_frames::status_request(correlation_id, node_ids, max_frame_len, dst)
+    crate::small_frames::status_request(
+        correlation_id,
+        node_ids,
+        start_after_node_id,
+        max_frame_len,
+        dst,
+    )
 }
 
 /// Encodes `envelope` as one frame appended to `dst`, with no intermediate buffer.

@@ -127,6 +127,7 @@ fn field(msg: Msg, number: u64) -> Option<Field> {
         ),
         (Msg::HelloResponse, 3) => Str("iop.EdgeHelloResponse.message", Text),
         (Msg::StatusRequest, 1) => RepStr("iop.EdgeStatusRequest.node_ids", Id, Cap::NodeIds),
+        (Msg::StatusRequest, 2) => Str("iop.EdgeStatusRequest.start_after_node_id", Id),
         (Msg::StatusResponse, 1) => Str("iop.EdgeStatusResponse.edge_id", Id),
         (Msg::StatusResponse, 2) => RepMsg(
             "iop.EdgeStatusResponse.nodes",

@@ -63,6 +63,7 @@ pub(crate) fn encode(
         Body::StatusRequest(req) => Some(status_request(
             correlation,
             &req.node_ids,
+            &req.start_after_node_id,
             max_frame_len,
             dst,
         )),
@@ -71,18 +72,26 @@ pub(crate) fn encode(
 }
 
 /// The frame of an envelope with `correlation_id` and an `EdgeStatusRequest` for
-/// `node_ids`: [`encode_frame`](crate::encode_frame)'s bytes, without an envelope.
+/// `node_ids` after `start_after` (empty: from the first):
+/// [`encode_frame`](crate::encode_frame)'s bytes, without an envelope.
 #[inline(always)]
 pub(crate) fn status_request<S: AsRef<str>>(
     correlation_id: u64,
     node_ids: &[S],
+    start_after: &str,
     max_frame_len: u32,
     dst: &mut impl BufMut,
 ) -> Result<usize, EncodeError> {
-    let inner: usize = node_ids
+    let ids: usize = node_ids
         .iter()
         .map(|id| delimited_len(id.as_ref().len()))
         .sum();
+    let cursor = if start_after.is_empty() {
+        0
+    } else {
+        delimited_len(start_after.len())
+    };
+    let inner = ids + cursor;
     let len = uint_len(correlation_id) + delimited_len(inner);
     check(len, max_frame_len, dst).inspect(|_| {
         dst.put_u32(len as u32);
@@ -90,12 +99,19 @@ pub(crate) fn status_request<S: AsRef<str>>(
         dst.put_u8(body_key(4));
         put_varint(dst, inner as u64);
         for id in node_ids {
-            let id = id.as_ref();
-            dst.put_u8((1 << 3) | 2);
-            put_varint(dst, id.len() as u64);
-            dst.put_slice(id.as_bytes());
+            put_string_field(dst, 1, id.as_ref());
+        }
+        if !start_after.is_empty() {
+            put_string_field(dst, 2, start_after);
         }
     })
+}
+
+/// Appends length-delimited field `field` (below 16) holding `s`.
+fn put_string_field(dst: &mut impl BufMut, field: u8, s: &str) {
+    dst.put_u8((field << 3) | 2);
+    put_varint(dst, s.len() as u64);
+    dst.put_slice(s.as_bytes());
 }
 
 /// Checks the body length `len` against the limit and the room in `dst`; the frame's

@@ -55,7 +55,13 @@ const MESSAGES: &[(&str, Fields)] = &[
             (10, "max_protocol_version", "uint32"),
         ],
     ),
-    ("EdgeStatusRequest", &[(1, "node_ids", "repeated string")]),
+    (
+        "EdgeStatusRequest",
+        &[
+            (1, "node_ids", "repeated string"),
+            (2, "start_after_node_id", "string"),
+        ],
+    ),
     (
         "EdgeStatusResponse",
         &[

@@ -118,6 +118,18 @@ fn vectors() -> Vec<Vector> {
                 7,
                 EdgeStatusRequest {
                     node_ids: vec!["node-a".into(), "node-b".into()],
+                    ..Default::default()
+                },
+            ),
+        ),
+        v(
+            "status_request_page",
+            "correlation_id 8; EdgeStatusRequest: no node_ids, start_after_node_id node-b (the page after node-b of a truncated answer)",
+            Envelope::correlated(
+                8,
+                EdgeStatusRequest {
+                    start_after_node_id: "node-b".into(),
+                    ..Default::default()
                 },
             ),
         ),

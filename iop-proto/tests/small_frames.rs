@@ -45,8 +45,16 @@ fn small_envelope() -> impl Strategy<Value = Envelope> {
             sequence,
             sent_at_unix_ms
         })),
-        prop::collection::vec("[a-z0-9.-]{0,200}", 0..12)
-            .prop_map(|node_ids| Envelope::new(EdgeStatusRequest { node_ids })),
+        (
+            prop::collection::vec("[a-z0-9.-]{0,200}", 0..12),
+            "[a-z0-9.-]{0,200}"
+        )
+            .prop_map(
+                |(node_ids, start_after_node_id)| Envelope::new(EdgeStatusRequest {
+                    node_ids,
+                    start_after_node_id
+                })
+            ),
     ];
     (body, uint()).prop_map(|(mut envelope, correlation_id)| {
         envelope.correlation_id = correlation_id;
@@ -95,15 +103,18 @@ proptest! {
     #[test]
     fn a_status_request_without_an_envelope_is_the_same_frame(
         node_ids in prop::collection::vec("[a-z0-9.-]{0,200}", 0..12),
+        start_after in "[a-z0-9.-]{0,200}",
         correlation_id in uint(),
         max_cut in 0usize..8,
     ) {
         let envelope = Envelope::correlated(correlation_id, EdgeStatusRequest {
             node_ids: node_ids.clone(),
+            start_after_node_id: start_after.clone(),
         });
         let max = envelope.encoded_len().saturating_sub(max_cut) as u32;
         let mut direct = vec![0xAB];
-        let got = encode_status_request_frame(correlation_id, &node_ids, max, &mut direct);
+        let got =
+            encode_status_request_frame(correlation_id, &node_ids, &start_after, max, &mut direct);
         let mut via_envelope = vec![0xAB];
         let want = encode_frame(&envelope, max, &mut via_envelope);
         prop_assert_eq!(got, want);

@@ -38,6 +38,14 @@ const LOCAL: &[(&str, &str)] = &[
         "the Edges one fleet-wide job plans for, inside the Control Plane",
     ),
     ("MAX_PAGE", "a page of a job's Edges in the admin HTTP API"),
+    (
+        "MAX_LOAD_SAMPLES",
+        "the samples of the fleet's load a Control Plane keeps, never on the wire",
+    ),
+    (
+        "MAX_USE",
+        "a provider's use in a sample of an Edge's load history",
+    ),
     ("MAX_BODY", "the admin HTTP API's request bodies"),
     ("MAX_ANSWER", "the admin API's answers as iopctl reads them"),
     (

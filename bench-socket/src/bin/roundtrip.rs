@@ -124,7 +124,7 @@ async fn measure(
     let mut grpc: CpStream = futures_lite::StreamExt::next(&mut streams)
         .await
         .ok_or("no tonic stream")?;
-    let grpc_request = EdgeStatusRequest { node_ids: vec![] };
+    let grpc_request = EdgeStatusRequest::default();
 
     // Sanity, and warm-up.
     let ours_answer = cp.request_status(&edge_id, vec![]).await?;

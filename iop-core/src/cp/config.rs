@@ -117,6 +117,24 @@ pub struct CpConfig {
     pub command_id_epoch: u64,
     /// Maps `now` to Unix milliseconds for the view's timestamps.
     pub wall_clock: WallClock,
+    /// How often the Control Plane asks each connected Edge for its full status on its
+    /// own, to keep its view of the fleet's load fresh (PROTOCOL.md §4.3), each Edge at
+    /// a phase of its own within the period. `None`: never (the views then change only
+    /// with full statuses the application asks for). Default 10 s.
+    pub status_refresh: Option<Duration>,
+    /// The most of the Control Plane's own status requests (refreshes, and pages of a
+    /// truncated answer) in flight at once over all Edges; a refresh due past it waits
+    /// a sixteenth of the period. Default 256.
+    pub max_refreshes_in_flight: usize,
+    /// The most status answers (of up to 10 000 nodes each) one Edge's view is paged
+    /// together from; past it the view stays partial. Default 10.
+    pub max_status_pages: u32,
+    /// How often the fleet's totals are sampled. Default 10 s.
+    pub fleet_history_interval: Duration,
+    /// How often each Edge's totals are sampled. Default 2 min.
+    pub edge_history_interval: Duration,
+    /// How far back the samples of both reach. Default 1 h; zero keeps no samples.
+    pub load_history: Duration,
 }
 
 impl Default for CpConfig {
@@ -155,6 +173,12 @@ impl Default for CpConfig {
             session_id_floor: 0,
             command_id_epoch: 0,
             wall_clock: WallClock::default(),
+            status_refresh: Some(Duration::from_secs(10)),
+            max_refreshes_in_flight: 256,
+            max_status_pages: 10,
+            fleet_history_interval: Duration::from_secs(10),
+            edge_history_interval: Duration::from_secs(120),
+            load_history: Duration::from_secs(3600),
         }
     }
 }
@@ -194,7 +218,18 @@ pub enum ConfigError {
     /// refused.
     #[error("max_connections and max_pending_hellos must be above 0")]
     ZeroConnections,
+    /// A load interval is under a second or longer than `load_history`, the history
+    /// holds more than `MAX_LOAD_SAMPLES` samples, or `status_refresh` is under a
+    /// second.
+    #[error(
+        "load history: intervals must be 1 s or more and at most load_history, with at most {max} samples, and status_refresh 1 s or more",
+        max = MAX_LOAD_SAMPLES
+    )]
+    LoadHistory,
 }
+
+/// The most samples a load history holds (a fleet ring of 10 000 samples is ~1 MiB).
+pub const MAX_LOAD_SAMPLES: u64 = 10_000;
 
 impl CpConfig {
     /// Checks the values that would make the endpoint useless.
@@ -224,6 +259,19 @@ impl CpConfig {
         }
         if self.max_connections == 0 || self.max_pending_hellos == 0 {
             return Err(ConfigError::ZeroConnections);
+        }
+        let second = Duration::from_secs(1);
+        let span = self.load_history;
+        let samples = |interval: Duration| span.as_millis() / interval.as_millis().max(1);
+        let fits = |interval: Duration| {
+            interval >= second
+                && interval <= span
+                && samples(interval) <= u128::from(MAX_LOAD_SAMPLES)
+        };
+        let history = span.is_zero()
+            || (fits(self.fleet_history_interval) && fits(self.edge_history_interval));
+        if !history || self.status_refresh.is_some_and(|p| p < second) {
+            return Err(ConfigError::LoadHistory);
         }
         Ok(())
     }
@@ -289,5 +337,31 @@ mod tests {
             c.validate(),
             Err(ConfigError::PreHelloLimitTooSmall(64 * 1024))
         );
+        for c in [
+            CpConfig {
+                fleet_history_interval: Duration::from_millis(10),
+                ..d()
+            },
+            CpConfig {
+                edge_history_interval: Duration::from_secs(7200),
+                ..d()
+            },
+            CpConfig {
+                load_history: Duration::from_secs(86_400 * 365),
+                ..d()
+            },
+            CpConfig {
+                status_refresh: Some(Duration::ZERO),
+                ..d()
+            },
+        ] {
+            assert_eq!(c.validate(), Err(ConfigError::LoadHistory));
+        }
+        let off = CpConfig {
+            status_refresh: None,
+            load_history: Duration::ZERO,
+            ..d()
+        };
+        assert_eq!(off.validate(), Ok(()));
     }
 }

@@ -13,6 +13,7 @@ use crate::time::Instant;
 
 use super::command::CommandBook;
 use super::ids::ConnectionId;
+use super::load::LoadState;
 use iop_proto::EdgeHelloRequest;
 
 use super::view::{EdgeView, Reachability, StatusSummary};
@@ -30,6 +31,8 @@ pub(crate) struct EdgeEntry {
     disconnected_at: Option<Instant>,
     /// When its unfinished commands are abandoned, while it has no session.
     abandon_at: Option<Instant>,
+    /// Its load, once it answered a full status.
+    load: Option<Box<LoadState>>,
 }
 
 impl EdgeEntry {
@@ -53,7 +56,23 @@ impl EdgeEntry {
             flaps: FlapHistory::default(),
             disconnected_at: None,
             abandon_at: None,
+            load: None,
         }
+    }
+
+    /// Its load, if it ever answered a full status.
+    pub(crate) fn load(&self) -> Option<&LoadState> {
+        self.load.as_deref()
+    }
+
+    /// Its load, made empty when it has none yet.
+    pub(crate) fn load_mut(&mut self) -> &mut LoadState {
+        self.load.get_or_insert_with(Box::default)
+    }
+
+    /// Its load, if it has one, to change.
+    pub(crate) fn load_if_any(&mut self) -> Option<&mut LoadState> {
+        self.load.as_deref_mut()
     }
 
     /// The connection of its live session.
@@ -366,6 +385,11 @@ impl EdgeTable {
     /// Every entry, in Edge id order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &EdgeEntry> {
         self.index.values().filter_map(|slot| self.at(*slot))
+    }
+
+    /// Every entry, to change, in slot order.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut EdgeEntry> {
+        self.slots.iter_mut().filter_map(|e| e.as_deref_mut())
     }
 }
 

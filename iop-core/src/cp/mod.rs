@@ -95,10 +95,16 @@
 //!   for `2·I` makes the Edge [`Reachability::Unreachable`] (the CP's verdict; node
 //!   `connected` flags are untouched), `3·I` ends the session with
 //!   `GoAway{HEARTBEAT_TIMEOUT}`.
-//! * **Status** (§4.3): correlation ids from 1 per session; each request ends in exactly
-//!   one of `StatusReceived` / `StatusTimedOut` / `StatusAbandoned`. Late responses are
-//!   counted and dropped; never-issued ids and a wrong `edge_id` are protocol errors. A
-//!   truncated answer is partial and never makes the view fresh.
+//! * **Status** (§4.3): correlation ids from 1 per session; each request of the
+//!   application's ends in exactly one of `StatusReceived` / `StatusTimedOut` /
+//!   `StatusAbandoned`. Late responses are counted and dropped; never-issued ids and a
+//!   wrong `edge_id` are protocol errors. A truncated answer is partial: the Control
+//!   Plane pages it (`start_after_node_id`) into the Edge's [`load`] view, which is
+//!   fresh once every page came. It also refreshes every connected Edge on its own
+//!   ([`CpConfig::status_refresh`], 10 s, at most
+//!   [`CpConfig::max_refreshes_in_flight`] at once), silently: those requests and their
+//!   pages raise no event; the fleet's totals ([`ControlPlane::fleet_load`]) and their
+//!   history follow.
 //! * **Sending** (§4.6): [`send_command`](ControlPlane::send_command) and
 //!   [`request_status`](ControlPlane::request_status) refuse what an Edge would refuse
 //!   (`ExceedsLimit`, naming the field), before anything is queued.
@@ -185,6 +191,7 @@ mod event;
 mod identity;
 mod ids;
 mod job;
+pub mod load;
 mod session;
 mod stats;
 mod view;
@@ -193,7 +200,7 @@ pub use crate::limits::INSTANCE_ID_KEY;
 /// The one [`Transmit`] of both ends, here for `cp::` paths.
 pub use crate::transmit::Transmit;
 pub use command_state::{CommandAnswer, CommandOutcome, CommandSpec, CommandState};
-pub use config::{ConfigError, CpConfig, DuplicatePolicy};
+pub use config::{ConfigError, CpConfig, DuplicatePolicy, MAX_LOAD_SAMPLES};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory, ExternalDirectory, LocalDirectory};

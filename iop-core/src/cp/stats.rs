@@ -63,4 +63,16 @@ pub struct CpStats {
     pub connections_refused: u64,
     /// Node event gaps seen.
     pub event_gaps: u64,
+    /// Status refreshes the Control Plane asked for on its own.
+    pub status_refreshes: u64,
+    /// Refreshes put off because `max_refreshes_in_flight` were in flight.
+    pub status_refreshes_deferred: u64,
+    /// Pages asked for after a truncated answer (`start_after_node_id`).
+    pub status_pages: u64,
+    /// Full answers that could not be paged into a complete view: an Edge that
+    /// ignores `start_after_node_id` (or answers out of node-id order), too many
+    /// pages, or a page that was not answered.
+    pub status_views_partial: u64,
+    /// Full answers whose `registry_revision` was the view's: nothing to merge.
+    pub status_unchanged: u64,
 }

@@ -127,7 +127,7 @@ pub use config::{ConfigError, EdgeConfig, INSTANCE_ID_KEY};
 pub use event::{CloseReason, ConnectError, EdgeEvent, EdgeStats, ProtocolViolation};
 pub use link::Edge;
 pub use node_events::RegistryMut;
-pub use registry_seam::{EdgeRegistry, LifecycleEvent};
+pub use registry_seam::{EdgeRegistry, LifecycleEvent, StatusScope};
 pub use secret::Secret;
 
 // The selector and target vocabulary is the registry's (PROTOCOL.md §6).

@@ -5,7 +5,7 @@
 //! and the lifecycle transitions to relay as `node_event`s. Any registry implementing
 //! [`EdgeRegistry`] plugs in; `()` is an Edge with no nodes.
 
-use iop_proto::{EdgeStatusResponse, Message, NodeEventKind};
+use iop_proto::{EdgeStatusRequest, EdgeStatusResponse, Message, NodeEventKind};
 
 use crate::registry::{NodeRegistry, ResolveError, Selector, Target};
 
@@ -46,15 +46,49 @@ impl LifecycleEvent {
     }
 }
 
+/// Which nodes a status request asks for (PROTOCOL.md §4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StatusScope<'a> {
+    /// Every node, from the first.
+    All,
+    /// Every node whose id sorts after this one (byte order): the next page of a
+    /// truncated answer.
+    After(&'a str),
+    /// These nodes (unknown ids are absent from the answer; repeats count once).
+    Nodes(&'a [String]),
+}
+
+impl<'a> StatusScope<'a> {
+    /// The scope `request` asks for: its `node_ids`, or when those are empty every node
+    /// after `start_after_node_id` (every node when that is empty too).
+    pub fn of(request: &'a EdgeStatusRequest) -> Self {
+        match (&*request.node_ids, request.start_after_node_id.as_str()) {
+            ([], "") => Self::All,
+            ([], after) => Self::After(after),
+            (ids, _) => Self::Nodes(ids),
+        }
+    }
+
+    /// Whether node `node_id` is in the scope.
+    pub fn includes(&self, node_id: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::After(after) => node_id > *after,
+            Self::Nodes(ids) => ids.iter().any(|id| id == node_id),
+        }
+    }
+}
+
 /// What the Edge session needs from the node registry.
 pub trait EdgeRegistry {
-    /// A status snapshot of the nodes in `node_ids` (all when empty), whose encoding
-    /// fits in `max_encoded_len` bytes: when it would not, it holds complete nodes
-    /// only and sets `truncated`. `edge_id` and `observed_at_unix_ms` are filled in.
+    /// A status snapshot of the nodes in `scope`, in id order, whose encoding fits in
+    /// `max_encoded_len` bytes: when it would not, it holds complete nodes only and
+    /// sets `truncated`. `edge_id` and `observed_at_unix_ms` are filled in.
     fn snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
     ) -> EdgeStatusResponse;
@@ -73,12 +107,12 @@ pub trait EdgeRegistry {
     fn encode_snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
         out: &mut Vec<u8>,
     ) {
-        let mut response = self.snapshot(edge_id, node_ids, observed_at_unix_ms, max_encoded_len);
+        let mut response = self.snapshot(edge_id, scope, observed_at_unix_ms, max_encoded_len);
         if response.edge_id != edge_id {
             edge_id.clone_into(&mut response.edge_id);
         }
@@ -116,7 +150,7 @@ impl EdgeRegistry for () {
     fn snapshot(
         &self,
         edge_id: &str,
-        _node_ids: &[String],
+        _scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         _max_encoded_len: usize,
     ) -> EdgeStatusResponse {
@@ -133,7 +167,7 @@ impl EdgeRegistry for () {
     fn encode_snapshot(
         &self,
         edge_id: &str,
-        _node_ids: &[String],
+        _scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         _max_encoded_len: usize,
         out: &mut Vec<u8>,
@@ -162,35 +196,47 @@ impl EdgeRegistry for NodeRegistry {
     fn snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
     ) -> EdgeStatusResponse {
-        NodeRegistry::snapshot(
-            self,
-            edge_id,
-            observed_at_unix_ms,
-            node_ids,
-            max_encoded_len,
-        )
+        match scope {
+            StatusScope::After(after) => {
+                self.snapshot_after(edge_id, observed_at_unix_ms, after, max_encoded_len)
+            }
+            StatusScope::Nodes(ids) => {
+                NodeRegistry::snapshot(self, edge_id, observed_at_unix_ms, ids, max_encoded_len)
+            }
+            _ => NodeRegistry::snapshot::<&str>(
+                self,
+                edge_id,
+                observed_at_unix_ms,
+                &[],
+                max_encoded_len,
+            ),
+        }
     }
 
     fn encode_snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
         out: &mut Vec<u8>,
     ) {
-        NodeRegistry::encode_snapshot(
-            self,
-            edge_id,
-            observed_at_unix_ms,
-            node_ids,
-            max_encoded_len,
-            out,
-        );
+        let (at, budget) = (observed_at_unix_ms, max_encoded_len);
+        match scope {
+            StatusScope::After(after) => {
+                self.encode_snapshot_after(edge_id, at, after, budget, out);
+            }
+            StatusScope::Nodes(ids) => {
+                NodeRegistry::encode_snapshot(self, edge_id, at, ids, budget, out);
+            }
+            _ => {
+                NodeRegistry::encode_snapshot::<&str>(self, edge_id, at, &[], budget, out);
+            }
+        }
     }
 
     /// Its configs are checked against the protocol's caps when configured, and its encoder

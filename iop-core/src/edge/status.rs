@@ -1,5 +1,6 @@
 //! The Edge's status answers (PROTOCOL.md §4.3): one `status_response` per request,
-//! from the registry's snapshot (§5), in node-id order, with at most 10 000 nodes and
+//! from the registry's snapshot (§5) of the nodes asked for (`node_ids`, or every node
+//! after `start_after_node_id`), in node-id order, with at most 10 000 nodes and
 //! within the Control Plane's frame limit and decoded-size budget — fewer nodes and
 //! `truncated` set otherwise.
 
@@ -7,7 +8,7 @@ use iop_proto::limits::send;
 use iop_proto::{DecodeLimits, EdgeStatusRequest, Envelope};
 
 use super::link::Edge;
-use super::registry_seam::EdgeRegistry;
+use super::registry_seam::{EdgeRegistry, StatusScope};
 use crate::Instant;
 use crate::registry::STATUS_ENVELOPE_OVERHEAD;
 
@@ -41,7 +42,7 @@ impl<R: EdgeRegistry> Edge<R> {
         let mut head = [0u8; 12];
         let head = iop_proto::encoding::status_response_head(correlation_id, &mut head);
         let (registry, edge_id) = (&self.registry, self.config.edge_id.as_str());
-        let node_ids = request.node_ids.as_slice();
+        let scope = StatusScope::of(&request);
         let checked = registry.encodes_within_limits();
         // The CP's decoder also bounds the heap a frame decodes to (PROTOCOL.md §7). A
         // registry that does not keep to the limits by construction has its bytes
@@ -52,7 +53,7 @@ impl<R: EdgeRegistry> Edge<R> {
             let mut verdict = Fit::Fits;
             let queued = self.outbound.push_with(head, |out| {
                 let start = out.len();
-                registry.encode_snapshot(edge_id, node_ids, unix_ms, budget, out);
+                registry.encode_snapshot(edge_id, scope, unix_ms, budget, out);
                 let body = out.get(start..).unwrap_or_default();
                 verdict = if body.len() > budget {
                     Fit::Overshot
@@ -88,7 +89,7 @@ impl<R: EdgeRegistry> Edge<R> {
         }
         // The registry wrote what the limits cannot carry: send no nodes rather than
         // nothing. Rare, so built as a message.
-        let mut response = registry.snapshot(edge_id, node_ids, unix_ms, 0);
+        let mut response = registry.snapshot(edge_id, scope, unix_ms, 0);
         edge_id.clone_into(&mut response.edge_id);
         response.observed_at_unix_ms = unix_ms;
         response.nodes.clear();

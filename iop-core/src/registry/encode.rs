@@ -244,6 +244,23 @@ impl NodeRegistry {
         .with_len(out.len().saturating_sub(start))
     }
 
+    /// [`encode_snapshot`](Self::encode_snapshot) of every node whose id sorts after
+    /// `start_after` (byte order): the bytes of
+    /// [`snapshot_after`](Self::snapshot_after).
+    pub fn encode_snapshot_after(
+        &self,
+        edge_id: &str,
+        observed_at_unix_ms: u64,
+        start_after: &str,
+        max_encoded_len: usize,
+        out: &mut Vec<u8>,
+    ) -> EncodedSnapshot {
+        let start = out.len();
+        let entries = self.nodes_after(start_after);
+        self.encode_nodes(edge_id, observed_at_unix_ms, entries, max_encoded_len, out)
+            .with_len(out.len().saturating_sub(start))
+    }
+
     fn encode_nodes<'a>(
         &self,
         edge_id: &str,

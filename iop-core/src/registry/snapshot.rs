@@ -75,6 +75,41 @@ impl NodeRegistry {
         }
         response
     }
+
+    /// [`snapshot`](Self::snapshot) of every node whose id sorts after `start_after`
+    /// (byte order): the next page of a truncated answer (PROTOCOL.md §4.3).
+    pub fn snapshot_after(
+        &self,
+        edge_id: &str,
+        observed_at_unix_ms: u64,
+        start_after: &str,
+        max_encoded_len: usize,
+    ) -> EdgeStatusResponse {
+        let mut response = EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            nodes: Vec::new(),
+            observed_at_unix_ms,
+            registry_revision: self.revision,
+            truncated: false,
+        };
+        fill(
+            &mut response,
+            self.nodes_after(start_after),
+            max_encoded_len,
+        );
+        response
+    }
+
+    /// The nodes whose id sorts after `start_after`, in id order.
+    pub(crate) fn nodes_after<'a>(
+        &'a self,
+        start_after: &'a str,
+    ) -> impl Iterator<Item = &'a NodeEntry> + 'a {
+        use std::ops::Bound::{Excluded, Unbounded};
+        self.nodes
+            .range::<str, _>((Excluded(start_after), Unbounded))
+            .map(|(_, e)| e)
+    }
 }
 
 /// Appends node snapshots while they fit; sets `truncated` when one does not.

@@ -454,7 +454,7 @@ impl EdgeRegistry for Naive {
     fn snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: edge::StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
     ) -> iop_proto::EdgeStatusResponse {
@@ -466,7 +466,7 @@ impl EdgeRegistry for Naive {
         };
         let mut used = response.encoded_len() + 2;
         for node in &self.0 {
-            if !node_ids.is_empty() && !node_ids.contains(&node.node_id) {
+            if !scope.includes(&node.node_id) {
                 continue;
             }
             let len = node.encoded_len();
@@ -507,7 +507,10 @@ fn answer<R: EdgeRegistry>(mut edge: Edge<R>, c: &RegistryCase) -> Result<Verdic
         .take(iop_proto::limits::MAX_NODES)
         .cloned()
         .collect();
-    let request = iop_proto::EdgeStatusRequest { node_ids };
+    let request = iop_proto::EdgeStatusRequest {
+        node_ids,
+        ..Default::default()
+    };
     cp.deliver(&mut edge, now, Envelope::correlated(1, request))?;
     let frames = cp.read(&mut edge)?;
     let answers = frames

@@ -33,6 +33,7 @@ impl Decoder<'_> {
                 Id,
                 max_node_ids
             ),
+            2 => string_field!(d, wt, buf, "EdgeStatusRequest", m.start_after_node_id, Id),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }

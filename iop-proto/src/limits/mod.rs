@@ -403,8 +403,11 @@ mod tests {
 
     #[test]
     fn the_largest_control_plane_frame_is_a_full_status_request() {
+        // A Control Plane sends node ids or a page's cursor, never both (the cursor is
+        // ignored beside ids): a page's request is a few hundred bytes.
         let request = EdgeStatusRequest {
             node_ids: (0..MAX_NODES).map(|i| format!("{i:0>128}")).collect(),
+            ..Default::default()
         };
         let len = Envelope::correlated(u64::MAX, request).encoded_len();
         assert_eq!(len, MAX_CONTROL_PLANE_FRAME_LEN);

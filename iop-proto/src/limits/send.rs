@@ -178,13 +178,20 @@ pub fn hello_request(hello: &EdgeHelloRequest) -> Result<(), ExceedsLimit> {
     Ok(())
 }
 
-/// A Control Plane's status request for `node_ids`.
-pub fn status_request<S: AsRef<str>>(node_ids: &[S]) -> Result<(), ExceedsLimit> {
+/// A Control Plane's status request for `node_ids`, after `start_after_node_id`.
+pub fn status_request<S: AsRef<str>>(
+    node_ids: &[S],
+    start_after_node_id: &str,
+) -> Result<(), ExceedsLimit> {
     count("iop.EdgeStatusRequest.node_ids", node_ids.len(), MAX_NODES)?;
     for id in node_ids {
         len("iop.EdgeStatusRequest.node_ids", id.as_ref(), MAX_ID_LEN)?;
     }
-    Ok(())
+    len(
+        "iop.EdgeStatusRequest.start_after_node_id",
+        start_after_node_id,
+        MAX_ID_LEN,
+    )
 }
 
 /// A Control Plane's command request.
@@ -323,8 +330,12 @@ mod tests {
         assert_eq!((err.size, err.limit, err.unit), (65, 64, SizeUnit::Entries));
 
         let ids: Vec<String> = (0..MAX_NODES + 1).map(|i| i.to_string()).collect();
-        assert_eq!(status_request(&ids).unwrap_err().size, MAX_NODES + 1);
-        assert_eq!(status_request(&ids[..MAX_NODES]), Ok(()));
+        assert_eq!(status_request(&ids, "").unwrap_err().size, MAX_NODES + 1);
+        assert_eq!(status_request(&ids[..MAX_NODES], ""), Ok(()));
+        let long = "n".repeat(MAX_ID_LEN + 1);
+        let refused = status_request(&ids[..1], &long).unwrap_err();
+        assert_eq!(refused.field, "iop.EdgeStatusRequest.start_after_node_id");
+        assert_eq!(status_request(&ids[..1], &long[1..]), Ok(()));
     }
 
     #[test]

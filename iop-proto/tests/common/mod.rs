@@ -153,7 +153,12 @@ pub fn node() -> impl Strategy<Value = EdgeNodeSnapshot> {
 }
 
 pub fn status_request() -> impl Strategy<Value = EdgeStatusRequest> {
-    vec(id(), 0..4).prop_map(|node_ids| EdgeStatusRequest { node_ids })
+    (vec(id(), 0..4), prop_oneof![Just(String::new()), id()]).prop_map(
+        |(node_ids, start_after_node_id)| EdgeStatusRequest {
+            node_ids,
+            start_after_node_id,
+        },
+    )
 }
 
 pub fn status_response() -> impl Strategy<Value = EdgeStatusResponse> {

@@ -128,6 +128,8 @@ impl ControlPlane {
             flapping: false,
         });
         self.close(now, conn, CloseReason::Superseded { by_session_id });
+        // Live on the other Control Plane, which counts its load.
+        self.load_session_ended(edge_id, true);
         // Live on the other Control Plane: its commands go on there.
         self.edges.disconnected(slot, now, None);
         self.evict_views();

@@ -83,6 +83,7 @@ impl ControlPlane {
             reason: reason.clone(),
         });
         self.unanswered_on(&session.edge_id, session.session_id);
+        self.load_session_ended(&session.edge_id, false);
         let retention = self.config.edge_command_retention;
         self.edges.disconnected(session.edge, now, retention);
         self.evict_views();

@@ -170,7 +170,9 @@ impl ControlPlane {
             // requests count here, before the new session re-sends them.
             self.unanswered_on(&hello.edge_id, old_session_id);
         }
+        self.load_session_accepted(&hello.edge_id);
         self.resync(now, conn, ResyncCause::NewSession);
+        self.arm_refresh(now, conn);
 
         if !adopted.is_empty() {
             self.join_adopted(&hello.edge_id, adopted);

@@ -4,7 +4,7 @@
 
 use crate::time::Instant;
 
-use super::status::status_received;
+use super::load::StatusInbox;
 use super::{ControlPlane, reindex};
 use crate::cp::error::ConnectionIdInUse;
 use crate::cp::event::CloseReason;
@@ -102,14 +102,34 @@ impl ControlPlane {
         // answer needs only the Edge table beside it); what needs the whole control
         // plane releases the connection, and the next frame looks it up again.
         let received_at = self.config.wall_clock.unix_ms(now);
+        let max_pages = self.config.max_status_pages;
         while let Some(s) = self.conns.get_mut(&conn) {
-            let (edges, events) = (&mut self.edges, &mut self.events);
-            let answered = |answer| status_received(edges, events, conn, received_at, answer);
-            match s.read(&mut input, &self.config, &mut self.io, answered) {
-                None => {
-                    reindex(&mut self.timers, s);
-                    break;
+            let mut inbox = StatusInbox {
+                edges: &mut self.edges,
+                events: &mut self.events,
+                loads: &mut self.loads,
+                stats: &mut self.stats,
+                max_pages,
+                conn,
+                now,
+                received_at_unix_ms: received_at,
+            };
+            // At most one page is asked for at a time per Edge: the last cursor wins.
+            let mut next_page = None;
+            let answered = |answer| {
+                if let Some(page) = inbox.received(answer) {
+                    next_page = Some(page);
                 }
+            };
+            let up = s.read(&mut input, &self.config, &mut self.io, answered);
+            if up.is_none() {
+                reindex(&mut self.timers, s);
+            }
+            if let Some(cursor) = next_page {
+                self.ask_next_page(now, conn, &cursor);
+            }
+            match up {
+                None => break,
                 Some(up) => self.on_session(now, conn, up),
             }
         }
@@ -143,6 +163,7 @@ impl ControlPlane {
 
     /// Fires every timer due at `now`. Extra calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.sample_load(now);
         self.expire_views(now);
         self.abandon_commands(now);
         while let Some(&(at, conn)) = self.timers.first() {
@@ -156,6 +177,9 @@ impl ControlPlane {
             s.unindexed();
             let expired = s.expire(now);
             self.status_timed_out(conn, &expired.status);
+            if expired.refresh && expired.end.is_none() {
+                self.refresh(now, conn);
+            }
             if let Some(reason) = expired.end {
                 self.close(now, conn, reason);
             } else if let Some(silent_for) = expired.unreachable {

@@ -31,6 +31,7 @@ mod enrolment;
 mod hello;
 mod input;
 mod liveness;
+mod load;
 mod node_events;
 mod shutdown;
 mod status;
@@ -73,6 +74,8 @@ pub struct ControlPlane {
     directory: Box<dyn Directory>,
     /// The hellos whose claim the directory deferred.
     claims: claim::Claims,
+    /// The fleet's load.
+    loads: load::Loads,
     last_command_n: u64,
     /// Connections whose hello is not accepted yet (awaited, or claiming).
     pending_hellos: usize,
@@ -104,6 +107,7 @@ impl ControlPlane {
         Ok(Self {
             directory,
             claims: claim::Claims::default(),
+            loads: load::Loads::new(&config),
             config,
             policy,
             conns: ConnTable::default(),
@@ -135,10 +139,15 @@ impl ControlPlane {
             .edges
             .oldest_disconnected()
             .map(|at| at + self.config.disconnected_view_ttl);
-        [conns, views, self.edges.next_abandon()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            conns,
+            views,
+            self.edges.next_abandon(),
+            self.loads.next_sample(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Appends bytes for `conn` to `buf` (about `transmit_chunk` at most per call).

@@ -8,36 +8,43 @@ use iop_proto::limits::send;
 use crate::cp::error::{EdgeAbsent, StatusError};
 use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
 use crate::cp::ids::{ConnectionId, RequestId};
-use crate::cp::session::{EndedSession, StatusAnswer};
-use crate::cp::view::StatusSummary;
+use crate::cp::session::{Ask, EndedSession};
 use crate::ids::validate_id;
 use crate::time::Instant;
 
 use super::{ControlPlane, reindex};
 
 impl ControlPlane {
-    /// The status requests `correlation_ids` of the session on `conn` timed out.
-    pub(super) fn status_timed_out(&mut self, conn: ConnectionId, correlation_ids: &[u64]) {
-        let session = self.conns.get(&conn).and_then(|s| s.established());
-        let Some(session) = session.filter(|_| !correlation_ids.is_empty()) else {
-            return;
-        };
-        let (edge_id, session_id) = (session.edge_id(), session.session_id());
-        for &correlation_id in correlation_ids {
+    /// The status requests `expired` of the session on `conn` timed out: the
+    /// application hears of its own; the control plane's own leave its view as it
+    /// was.
+    pub(super) fn status_timed_out(&mut self, conn: ConnectionId, expired: &[(u64, Ask)]) {
+        for &(correlation_id, ask) in expired {
             self.stats.status_timeouts += 1;
-            self.events.push_back(CpEvent::StatusTimedOut {
-                edge_id: edge_id.to_owned(),
-                request: RequestId {
-                    session_id,
-                    correlation_id,
-                },
-            });
+            if ask.own() {
+                self.own_request_ended(conn, ask);
+                continue;
+            }
+            let session = self.conns.get(&conn).and_then(|s| s.established());
+            if let Some(session) = session {
+                self.events.push_back(CpEvent::StatusTimedOut {
+                    edge_id: session.edge_id().to_owned(),
+                    request: RequestId {
+                        session_id: session.session_id(),
+                        correlation_id,
+                    },
+                });
+            }
         }
     }
 
     /// The session `session` ended with status requests pending: each is abandoned.
     pub(super) fn status_abandoned(&mut self, session: &EndedSession) {
-        for &correlation_id in &session.abandoned {
+        for &(correlation_id, ask) in &session.abandoned {
+            if ask.own() {
+                self.loads.own_pending = self.loads.own_pending.saturating_sub(1);
+                continue;
+            }
             self.events.push_back(CpEvent::StatusAbandoned {
                 edge_id: session.edge_id.clone(),
                 request: RequestId {
@@ -58,12 +65,34 @@ impl ControlPlane {
         node_ids: Vec<String>,
     ) -> Result<RequestId, StatusError> {
         // Within what the Edge decodes (PROTOCOL.md §4.6) before anything is queued.
-        send::status_request(&node_ids)?;
+        send::status_request(&node_ids, "")?;
         for id in &node_ids {
             validate_id("node_id", id).map_err(StatusError::InvalidNodeId)?;
         }
         let conn = self.live_conn_or_absent(edge_id)?;
-        self.issue_status(now, conn, edge_id, &node_ids)
+        let ask = if node_ids.is_empty() {
+            Ask::Full
+        } else {
+            Ask::Nodes
+        };
+        self.issue_status(now, conn, edge_id, ask, &node_ids, "")
+    }
+
+    /// Asks `edge_id` for its nodes after `start_after_node_id` (PROTOCOL.md §4.3), to
+    /// page a truncated answer oneself; the outcome is as for
+    /// [`request_status`](Self::request_status). The Control Plane pages the answers
+    /// to its own and to the application's full requests into the Edge's load view
+    /// ([`edge_load`](Self::edge_load)) without this.
+    pub fn request_status_after(
+        &mut self,
+        now: Instant,
+        edge_id: &str,
+        start_after_node_id: &str,
+    ) -> Result<RequestId, StatusError> {
+        send::status_request::<&str>(&[], start_after_node_id)?;
+        validate_id("node_id", start_after_node_id).map_err(StatusError::InvalidNodeId)?;
+        let conn = self.live_conn_or_absent(edge_id)?;
+        self.issue_status(now, conn, edge_id, Ask::Nodes, &[], start_after_node_id)
     }
 
     /// Issues a status request on the session of `conn`, the live one of `edge_id`.
@@ -72,13 +101,23 @@ impl ControlPlane {
         now: Instant,
         conn: ConnectionId,
         edge_id: &str,
+        ask: Ask,
         node_ids: &[String],
+        start_after: &str,
     ) -> Result<RequestId, StatusError> {
         let (timeout, limit) = (self.config.status_timeout, self.config.max_inflight_status);
         let not_connected = || StatusError::from(EdgeAbsent::not_connected(edge_id));
         let s = self.conns.get_mut(&conn).ok_or_else(not_connected)?;
         let issued = s
-            .request_status(now, node_ids, timeout, limit, &mut self.io)?
+            .request_status(
+                now,
+                ask,
+                node_ids,
+                start_after,
+                timeout,
+                limit,
+                &mut self.io,
+            )?
             .ok_or_else(not_connected)?;
         if issued.slow_peer {
             // Its end abandons the request: the application hears of it as of any
@@ -108,7 +147,8 @@ impl ControlPlane {
             entry.stale();
         }
         let request = if self.config.auto_status_on_resync {
-            self.issue_status(now, conn, &edge_id, &[]).ok()
+            self.issue_status(now, conn, &edge_id, Ask::Full, &[], "")
+                .ok()
         } else {
             None
         };
@@ -119,44 +159,4 @@ impl ControlPlane {
             request,
         });
     }
-}
-
-/// PROTOCOL.md §4.3: a status answer on `conn` updates the view of its Edge (when
-/// `conn` carries the Edge's live session) and becomes [`CpEvent::StatusReceived`].
-#[inline]
-pub(super) fn status_received(
-    edges: &mut crate::cp::edges::EdgeTable,
-    events: &mut std::collections::VecDeque<CpEvent>,
-    conn: ConnectionId,
-    received_at_unix_ms: u64,
-    answer: StatusAnswer,
-) {
-    let StatusAnswer {
-        edge,
-        session_id,
-        correlation_id,
-        fresh,
-        response,
-    } = answer;
-    if let Some(entry) = edges.live_at(edge, conn) {
-        let summary = StatusSummary {
-            session_id,
-            registry_revision: response.registry_revision,
-            observed_at_unix_ms: response.observed_at_unix_ms,
-            received_at_unix_ms,
-            node_count: response.nodes.len(),
-            connected_nodes: response.nodes.iter().filter(|n| n.connected).count(),
-            truncated: response.truncated,
-        };
-        entry.status_answered(summary, fresh);
-    }
-    // The response's `edge_id` is the session's (checked): the event carries it in the
-    // response only, which saves a copy of the id per status.
-    events.push_back(CpEvent::StatusReceived {
-        request: RequestId {
-            session_id,
-            correlation_id,
-        },
-        response,
-    });
 }

@@ -31,9 +31,10 @@ impl ControlPlane {
     }
 
     pub(super) fn forget_oldest(&mut self, reason: ForgetReason) {
-        let Some(entry) = self.edges.remove_oldest_disconnected() else {
+        let Some(mut entry) = self.edges.remove_oldest_disconnected() else {
             return;
         };
+        self.load_forgotten(&mut entry);
         self.stats.views_forgotten += 1;
         let (edge_id, unfinished_commands) = entry.forgotten();
         self.events.push_back(CpEvent::EdgeForgotten {
@@ -47,7 +48,9 @@ impl ControlPlane {
     /// connected.
     pub fn forget_edge(&mut self, edge_id: &str) -> bool {
         if self.edges.get(edge_id).is_some_and(|e| e.live().is_none()) {
-            self.edges.remove(edge_id);
+            if let Some(mut entry) = self.edges.remove(edge_id) {
+                self.load_forgotten(&mut entry);
+            }
             return true;
         }
         false

@@ -9,6 +9,7 @@ use crate::cp::config::{CpConfig, ms_u32};
 use crate::cp::edges::EdgeSlot;
 use crate::cp::event::CloseReason;
 
+use super::event::Ask;
 use super::{Io, Session, Stage};
 
 /// What a connection's end leaves for the control plane.
@@ -26,8 +27,9 @@ pub(crate) struct EndedSession {
     pub(crate) edge_id: String,
     pub(crate) edge: EdgeSlot,
     pub(crate) session_id: u64,
-    /// Its status requests still pending, now abandoned, oldest first.
-    pub(crate) abandoned: Vec<u64>,
+    /// Its status requests still pending, now abandoned, oldest first, with what each
+    /// asked for.
+    pub(crate) abandoned: Vec<(u64, Ask)>,
 }
 
 impl Session {

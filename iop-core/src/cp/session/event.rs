@@ -54,23 +54,53 @@ pub(crate) enum Read {
     Answered(StatusAnswer),
 }
 
+/// What a status request asks for, and for whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// The application's, for some nodes.
+    Nodes,
+    /// The application's (or a resync point's), for every node: the first page of a
+    /// view.
+    Full,
+    /// The control plane's own periodic refresh of its view, for every node.
+    Refresh,
+    /// The control plane's own next page of a truncated answer, after a cursor.
+    Page,
+}
+
+impl Ask {
+    /// The control plane asked for itself: no event tells the application of it.
+    pub(crate) fn own(self) -> bool {
+        matches!(self, Self::Refresh | Self::Page)
+    }
+
+    /// It asked for every node from the first: the first page of a view.
+    pub(crate) fn first_page(self) -> bool {
+        matches!(self, Self::Full | Self::Refresh)
+    }
+}
+
 /// A status answer of an accepted session.
 #[derive(Debug)]
 pub(crate) struct StatusAnswer {
     pub(crate) edge: EdgeSlot,
     pub(crate) session_id: u64,
     pub(crate) correlation_id: u64,
-    /// It answers a full status requested since the latest resync point, and is not
-    /// truncated: the view is fresh.
-    pub(crate) fresh: bool,
+    /// What its request asked for.
+    pub(crate) ask: Ask,
+    /// Its request was issued since the latest resync point: a complete view that
+    /// starts with it is fresh.
+    pub(crate) since_resync: bool,
     pub(crate) response: EdgeStatusResponse,
 }
 
 /// What a session's timers found due.
 #[derive(Debug, Default)]
 pub(crate) struct Expired {
-    /// Status requests that timed out, oldest first.
-    pub(crate) status: Vec<u64>,
+    /// Status requests that timed out, oldest first, with what each asked for.
+    pub(crate) status: Vec<(u64, Ask)>,
+    /// The control plane's own refresh of the Edge's view is due.
+    pub(crate) refresh: bool,
     /// The Edge went silent for this long: it is unreachable now.
     pub(crate) unreachable: Option<Duration>,
     /// The connection must end (hello or liveness timeout).

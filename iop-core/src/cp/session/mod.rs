@@ -40,7 +40,7 @@ use super::ids::ConnectionId;
 
 pub(crate) use close::EndedSession;
 use event::Read;
-pub(crate) use event::{Acceptance, FromSession, Rejection, StatusAnswer};
+pub(crate) use event::{Acceptance, Ask, FromSession, Rejection, StatusAnswer};
 use status::StatusBook;
 use timer::{Timer, Timers};
 

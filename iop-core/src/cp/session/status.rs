@@ -1,7 +1,9 @@
 //! Status of one session (PROTOCOL.md §4.3): requests out, with correlation ids from 1
 //! and a deadline each; answers in, matched to their request (late ones counted and
 //! dropped, never-issued ids and a wrong `edge_id` protocol errors); expiry. Each
-//! request ends in exactly one answer, timeout or abandonment.
+//! request ends in exactly one answer, timeout or abandonment, and remembers what it
+//! was for ([`Ask`]): the application's, or the control plane's own refresh and pages
+//! of its view.
 
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use crate::cp::event::{CloseReason, ProtocolViolation};
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 
-use super::event::{FromSession, Read, StatusAnswer};
+use super::event::{Ask, FromSession, Read, StatusAnswer};
 use super::timer::Timer;
 use super::{Io, Session, Stage, protocol_error};
 
@@ -26,15 +28,18 @@ pub(crate) struct Issued {
 }
 
 impl Session {
-    /// Issues a status request for `node_ids` (empty: every node) and queues it;
-    /// `None` when no session is established here. On a full outbound buffer the
-    /// request stays issued and `slow_peer` is set: the caller closes the connection,
-    /// which abandons it (`StatusAbandoned`), since the peer's slowness is an event,
-    /// not the application's error.
+    /// Issues a status request for `node_ids` (empty: every node, after `start_after`
+    /// when it is not empty) and queues it; `None` when no session is established
+    /// here. On a full outbound buffer the request stays issued and `slow_peer` is
+    /// set: the caller closes the connection, which abandons it (`StatusAbandoned`),
+    /// since the peer's slowness is an event, not the application's error.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn request_status(
         &mut self,
         now: Instant,
+        ask: Ask,
         node_ids: &[String],
+        start_after: &str,
         timeout: Duration,
         limit: usize,
         io: &mut Io,
@@ -42,16 +47,15 @@ impl Session {
         let Stage::Established(session) = &mut self.stage else {
             return Ok(None);
         };
-        let full = node_ids.is_empty();
         let correlation_id = session
             .status
-            .issue(now, timeout, limit, full)
+            .issue(now, timeout, limit, ask)
             .ok_or(StatusError::TooManyInFlight { limit })?;
         let session_id = session.session_id;
         let deadline = session.status.next_deadline();
         // Written straight from the ids: no envelope to build and drop.
         let encode = |max, dst: &mut Vec<u8>| {
-            encode_status_request_frame(correlation_id, node_ids, max, dst)
+            encode_status_request_frame(correlation_id, node_ids, start_after, max, dst)
         };
         let slow_peer = match self.queue_encoded(encode, io) {
             Ok(()) => false,
@@ -90,23 +94,34 @@ impl Session {
                 ProtocolViolation::StatusEdgeIdMismatch,
             ))));
         }
-        let full = match session.status.take(correlation_id) {
-            Correlation::Pending { full } => full,
+        let ask = match session.status.take(correlation_id) {
+            Correlation::Pending { ask } => ask,
             Correlation::Late | Correlation::NeverIssued => {
                 return Some(Read::Up(FromSession::LateStatus));
             }
         };
         self.timers
             .set_opt(Timer::Status, session.status.next_deadline());
-        // A truncated answer is partial: it never counts as the fresh view.
-        let fresh = full && !response.truncated && correlation_id >= session.fresh_floor;
         Some(Read::Answered(StatusAnswer {
             edge: session.edge,
             session_id: session.session_id,
             correlation_id,
-            fresh,
+            ask,
+            since_resync: correlation_id >= session.fresh_floor,
             response,
         }))
+    }
+
+    /// Arms the control plane's own refresh of the Edge's view at `at`.
+    pub(crate) fn refresh_at(&mut self, at: Instant) {
+        if self.established().is_some() {
+            self.timers.set(Timer::Refresh, at);
+        }
+    }
+
+    /// Whether one of the control plane's own requests is pending on this session.
+    pub(crate) fn own_status_pending(&self) -> bool {
+        self.established().is_some_and(|s| s.status.own_pending())
     }
 
     /// A resync point: only a full status requested from now on makes the view fresh.
@@ -117,7 +132,7 @@ impl Session {
     }
 
     /// The requests whose deadline passed at `now`, oldest first.
-    pub(super) fn expire_status(&mut self, now: Instant) -> Vec<u64> {
+    pub(super) fn expire_status(&mut self, now: Instant) -> Vec<(u64, Ask)> {
         let Stage::Established(session) = &mut self.stage else {
             return Vec::new();
         };
@@ -131,8 +146,8 @@ impl Session {
 /// How a status response's correlation id relates to what this session issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Correlation {
-    /// Issued and still pending; `full` when it asked for every node.
-    Pending { full: bool },
+    /// Issued and still pending, asking for `ask`.
+    Pending { ask: Ask },
     /// Issued but no longer pending (timed out): late.
     Late,
     /// Never issued on this session (0, or above the last issued): a protocol error.
@@ -148,8 +163,7 @@ const RETAINED_SLOTS: usize = 4;
 struct Pending {
     id: u64,
     deadline: Instant,
-    /// It asked for every node.
-    full: bool,
+    ask: Ask,
 }
 
 /// The status requests of one session.
@@ -170,7 +184,7 @@ impl StatusBook {
         now: Instant,
         timeout: Duration,
         limit: usize,
-        full: bool,
+        ask: Ask,
     ) -> Option<u64> {
         if self.pending.len() >= limit {
             return None;
@@ -179,7 +193,7 @@ impl StatusBook {
         self.pending.push(Pending {
             id: self.last_issued,
             deadline: now + timeout,
-            full,
+            ask,
         });
         Some(self.last_issued)
     }
@@ -219,7 +233,7 @@ impl StatusBook {
             return Correlation::NeverIssued;
         }
         match self.remove(id) {
-            Some(p) => Correlation::Pending { full: p.full },
+            Some(p) => Correlation::Pending { ask: p.ask },
             None => Correlation::Late,
         }
     }
@@ -230,12 +244,12 @@ impl StatusBook {
     }
 
     /// Removes and returns the requests whose deadline has passed, oldest first.
-    pub(super) fn expire(&mut self, now: Instant) -> Vec<u64> {
-        let expired: Vec<u64> = self
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<(u64, Ask)> {
+        let expired: Vec<(u64, Ask)> = self
             .pending
             .iter()
             .filter(|p| p.deadline <= now)
-            .map(|p| p.id)
+            .map(|p| (p.id, p.ask))
             .collect();
         if !expired.is_empty() {
             self.pending.retain(|p| p.deadline > now);
@@ -245,11 +259,16 @@ impl StatusBook {
     }
 
     /// Removes and returns every pending request.
-    pub(super) fn abandon_all(&mut self) -> Vec<u64> {
+    pub(super) fn abandon_all(&mut self) -> Vec<(u64, Ask)> {
         std::mem::take(&mut self.pending)
             .into_iter()
-            .map(|p| p.id)
+            .map(|p| (p.id, p.ask))
             .collect()
+    }
+
+    /// Whether one of the control plane's own requests is pending.
+    pub(super) fn own_pending(&self) -> bool {
+        self.pending.iter().any(|p| p.ask.own())
     }
 
     /// The earliest deadline.
@@ -266,14 +285,19 @@ mod tests {
     fn ids_start_at_one_and_classify() {
         let mut b = StatusBook::default();
         let t = Duration::from_secs(1);
-        assert_eq!(b.issue(Instant::ZERO, t, 2, true), Some(1));
-        assert_eq!(b.issue(Instant::ZERO, t, 2, false), Some(2));
-        assert_eq!(b.issue(Instant::ZERO, t, 2, false), None);
+        assert_eq!(b.issue(Instant::ZERO, t, 2, Ask::Full), Some(1));
+        assert_eq!(b.issue(Instant::ZERO, t, 2, Ask::Refresh), Some(2));
+        assert!(b.own_pending());
+        assert_eq!(b.issue(Instant::ZERO, t, 2, Ask::Nodes), None);
         assert_eq!(b.take(0), Correlation::NeverIssued);
         assert_eq!(b.take(3), Correlation::NeverIssued);
-        assert_eq!(b.take(1), Correlation::Pending { full: true });
+        assert_eq!(b.take(1), Correlation::Pending { ask: Ask::Full });
         assert_eq!(b.take(1), Correlation::Late);
-        assert_eq!(b.expire(Instant::from_millis(1000)), vec![2]);
+        assert_eq!(
+            b.expire(Instant::from_millis(1000)),
+            vec![(2, Ask::Refresh)]
+        );
+        assert!(!b.own_pending());
         assert_eq!(b.take(2), Correlation::Late);
         assert_eq!(b.next_deadline(), None);
     }
@@ -283,17 +307,17 @@ mod tests {
         let mut b = StatusBook::default();
         let t = Duration::from_secs(1);
         for _ in 0..10 {
-            let id = b.issue(Instant::ZERO, t, 64, true).unwrap();
-            assert_eq!(b.take(id), Correlation::Pending { full: true });
+            let id = b.issue(Instant::ZERO, t, 64, Ask::Full).unwrap();
+            assert_eq!(b.take(id), Correlation::Pending { ask: Ask::Full });
         }
         assert!(b.pending.capacity() <= RETAINED_SLOTS);
         let ids: Vec<u64> = (0..20)
-            .map(|_| b.issue(Instant::ZERO, t, 64, false).unwrap())
+            .map(|_| b.issue(Instant::ZERO, t, 64, Ask::Nodes).unwrap())
             .collect();
         assert_eq!(b.next_deadline(), Some(Instant::ZERO + t));
         // Out of order, as responses may come.
         for id in ids.iter().rev() {
-            assert_eq!(b.take(*id), Correlation::Pending { full: false });
+            assert_eq!(b.take(*id), Correlation::Pending { ask: Ask::Nodes });
         }
         assert_eq!(b.pending.capacity(), 0);
         assert_eq!(b.take(ids[3]), Correlation::Late);

@@ -18,6 +18,8 @@ pub(super) enum Timer {
     Liveness = 2,
     /// The oldest pending status request times out.
     Status = 3,
+    /// The control plane's own refresh of the Edge's view is due.
+    Refresh = 4,
 }
 
 impl TimerSlot for Timer {
@@ -27,7 +29,7 @@ impl TimerSlot for Timer {
 }
 
 /// One optional deadline per [`Timer`].
-pub(super) type Timers = TimerTable<Timer, 4>;
+pub(super) type Timers = TimerTable<Timer, 5>;
 
 impl Session {
     /// Applies every timer due at `now` and stops them: what the control plane must
@@ -40,6 +42,7 @@ impl Session {
             if self.timers.is_expired(Timer::Status, now) {
                 expired.status = self.expire_status(now);
             }
+            expired.refresh = self.timers.is_expired(Timer::Refresh, now);
             if self.timers.is_expired(Timer::Liveness, now) {
                 expired.end = Some(CloseReason::HeartbeatTimeout);
             } else if self.timers.is_expired(Timer::Unreachable, now) {

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use crate::edge::{
-    Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, Target, TargetLevel,
-    Transmit,
+    Edge, EdgeConfig, EdgeEvent, EdgeRegistry, LifecycleEvent, Selector, StatusScope, Target,
+    TargetLevel, Transmit,
 };
 use crate::proto::{
     self, Body, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeHelloRequest,
@@ -60,7 +60,7 @@ impl EdgeRegistry for FakeRegistry {
     fn snapshot(
         &self,
         edge_id: &str,
-        node_ids: &[String],
+        scope: StatusScope<'_>,
         observed_at_unix_ms: u64,
         max_encoded_len: usize,
     ) -> EdgeStatusResponse {
@@ -72,7 +72,7 @@ impl EdgeRegistry for FakeRegistry {
             truncated: false,
         };
         for (id, labels) in &self.nodes {
-            if !node_ids.is_empty() && !node_ids.contains(id) {
+            if !scope.includes(id) {
                 continue;
             }
             response.nodes.push(EdgeNodeSnapshot {

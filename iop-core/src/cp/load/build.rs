@@ -1,0 +1,280 @@
+//! Assembling an [`EdgeLoad`] from the pages of one status answer (PROTOCOL.md §4.3):
+//! the first page starts a [`LoadBuild`], each next one, asked for after the last node
+//! id received, adds its nodes, and the last (not truncated) finishes it. A page that
+//! does not start after that id comes from an Edge older than `start_after_node_id`,
+//! which answered from its first node again: the build is given up, the view partial.
+
+use iop_proto::{EdgeNodeSnapshot, EdgeStatusResponse, ProviderHealth, ProviderStatus};
+
+use super::edge::{EdgeLoad, Name, NodeRec, ProviderRec, Run};
+use super::totals::ProviderPart;
+
+/// Distinct label and model names a build shares within an Edge (looked up by a linear
+/// scan, so kept small); past it each is stored again.
+const SHARED_NAMES: usize = 16;
+
+/// Why a page could not be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PageRefused {
+    /// Its nodes do not start after the cursor (an Edge that ignores
+    /// `start_after_node_id`), or are not in id order.
+    NotAfterCursor,
+    /// The view would pass the pages a view may take.
+    TooManyPages,
+}
+
+/// An [`EdgeLoad`] being assembled from pages.
+#[derive(Debug)]
+pub(crate) struct LoadBuild {
+    /// The session whose answers these are.
+    pub(crate) session_id: u64,
+    /// The first page was asked for since the latest resync point: once complete, the
+    /// view is fresh.
+    pub(crate) since_resync: bool,
+    names: String,
+    nodes: Vec<NodeRec>,
+    providers: Vec<ProviderRec>,
+    labels: Vec<(Name, Name)>,
+    models: Vec<Name>,
+    shared: Vec<Name>,
+    revision: u64,
+    observed_at_unix_ms: u64,
+    pages: u32,
+    /// The last node id added: the next page starts after it.
+    cursor: String,
+    /// Every node came after the one before it (PROTOCOL.md §4.3: node-id order).
+    in_order: bool,
+}
+
+impl LoadBuild {
+    /// A build whose first page is `first`.
+    pub(crate) fn start(first: &EdgeStatusResponse, session_id: u64, since_resync: bool) -> Self {
+        let mut build = Self {
+            session_id,
+            since_resync,
+            names: String::new(),
+            nodes: Vec::with_capacity(first.nodes.len()),
+            providers: Vec::new(),
+            labels: Vec::new(),
+            models: Vec::new(),
+            shared: Vec::new(),
+            revision: first.registry_revision,
+            observed_at_unix_ms: first.observed_at_unix_ms,
+            pages: 1,
+            cursor: String::new(),
+            in_order: true,
+        };
+        for node in &first.nodes {
+            build.add_node(node);
+        }
+        build
+    }
+
+    /// The nodes so far came in id order: a next page can start after the last.
+    pub(crate) fn in_order(&self) -> bool {
+        self.in_order
+    }
+
+    /// The node id the next page must start after.
+    pub(crate) fn cursor(&self) -> &str {
+        &self.cursor
+    }
+
+    /// Adds the next page, asked for after [`cursor`](Self::cursor); at most
+    /// `max_pages` pages in all.
+    pub(crate) fn append(
+        &mut self,
+        page: &EdgeStatusResponse,
+        max_pages: u32,
+    ) -> Result<(), PageRefused> {
+        if self.pages >= max_pages {
+            return Err(PageRefused::TooManyPages);
+        }
+        if page
+            .nodes
+            .first()
+            .is_some_and(|n| n.node_id.as_str() <= self.cursor.as_str())
+        {
+            return Err(PageRefused::NotAfterCursor);
+        }
+        for node in &page.nodes {
+            self.add_node(node);
+        }
+        self.pages += 1;
+        if self.in_order {
+            Ok(())
+        } else {
+            Err(PageRefused::NotAfterCursor)
+        }
+    }
+
+    fn add_node(&mut self, node: &EdgeNodeSnapshot) {
+        if !self.nodes.is_empty() && node.node_id.as_str() <= self.cursor.as_str() {
+            self.in_order = false;
+        }
+        node.node_id.clone_into(&mut self.cursor);
+        let id = self.name(&node.node_id);
+        let labels_at = self.labels.len();
+        for (k, v) in &node.labels {
+            let pair = (self.shared_name(k), self.shared_name(v));
+            self.labels.push(pair);
+        }
+        let providers_at = self.providers.len();
+        for p in &node.provider_snapshots {
+            let id = self.name(&p.provider_id);
+            let models_at = self.models.len();
+            for m in &p.models {
+                let m = self.shared_name(m);
+                self.models.push(m);
+            }
+            let offline = p.health == ProviderHealth::Offline as i32
+                || p.status == ProviderStatus::Unavailable as i32;
+            let numbers = [
+                p.capacity,
+                p.in_flight,
+                p.queued,
+                p.long_context_capacity,
+                p.long_context_in_flight,
+                p.long_context_queued,
+            ];
+            self.providers.push(ProviderRec {
+                id,
+                models: run(models_at, self.models.len()),
+                part: ProviderPart {
+                    offline,
+                    eligible: p.admission_eligible && !offline,
+                    numbers,
+                    last_online: [p.capacity, p.long_context_capacity],
+                },
+                category: small(p.category),
+                status: small(p.status),
+                health: small(p.health),
+                online_at_unix_ms: 0,
+            });
+        }
+        self.nodes.push(NodeRec {
+            id,
+            labels: run(labels_at, self.labels.len()),
+            providers: run(providers_at, self.providers.len()),
+            state: node.state,
+        });
+    }
+
+    fn name(&mut self, s: &str) -> Name {
+        let at = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push_str(s);
+        Name {
+            at,
+            len: u16::try_from(s.len()).unwrap_or(u16::MAX),
+        }
+    }
+
+    /// A label or model name, stored once per Edge while few are distinct.
+    fn shared_name(&mut self, s: &str) -> Name {
+        let names = &self.names;
+        let found = self.shared.iter().find(|n| {
+            let at = n.at as usize;
+            names.get(at..at + usize::from(n.len)) == Some(s)
+        });
+        if let Some(n) = found {
+            return *n;
+        }
+        let n = self.name(s);
+        if self.shared.len() < SHARED_NAMES {
+            self.shared.push(n);
+        }
+        n
+    }
+
+    /// The view, confirmed at `received_at_unix_ms`. A provider offline now keeps the
+    /// capacity it last reported online in `previous` (the Edge's view before this
+    /// one); one online now is seen online at `received_at_unix_ms`.
+    pub(crate) fn finish(self, previous: Option<&EdgeLoad>, received_at_unix_ms: u64) -> EdgeLoad {
+        let mut nodes = self.nodes;
+        if !self.in_order {
+            // One page out of order (a careless Edge): kept, sorted for lookups.
+            let names = &self.names;
+            nodes.sort_by(|a, b| name_in(names, a.id).cmp(name_in(names, b.id)));
+        }
+        let mut load = EdgeLoad {
+            names: self.names.into_boxed_str(),
+            nodes: nodes.into_boxed_slice(),
+            providers: self.providers.into_boxed_slice(),
+            labels: self.labels.into_boxed_slice(),
+            models: self.models.into_boxed_slice(),
+            revision: self.revision,
+            observed_at_unix_ms: self.observed_at_unix_ms,
+            received_at_unix_ms,
+            pages: self.pages,
+        };
+        carry_last_online(&mut load, previous, received_at_unix_ms);
+        load
+    }
+}
+
+/// Gives each provider of `load` its last-online capacity: its own numbers when it is
+/// online now, else what `previous` remembered for the same node and provider id.
+fn carry_last_online(load: &mut EdgeLoad, previous: Option<&EdgeLoad>, now_unix_ms: u64) {
+    let EdgeLoad {
+        names,
+        nodes,
+        providers,
+        ..
+    } = load;
+    for node in nodes.iter() {
+        let node_id = name_in(names, node.id);
+        let before = previous.and_then(|p| find_node(p, node_id));
+        for rec in providers
+            .get_mut(node.providers.range())
+            .unwrap_or_default()
+        {
+            if !rec.part.offline {
+                rec.online_at_unix_ms = now_unix_ms;
+                continue;
+            }
+            let provider_id = name_in(names, rec.id);
+            let remembered = before.and_then(|(p, n)| {
+                p.providers
+                    .get(n.providers.range())?
+                    .iter()
+                    .find(|r| p.name(r.id) == provider_id)
+            });
+            match remembered {
+                Some(r) if r.online_at_unix_ms != 0 => {
+                    rec.part.last_online = r.part.last_online;
+                    rec.online_at_unix_ms = r.online_at_unix_ms;
+                }
+                _ => rec.part.last_online = [0, 0],
+            }
+        }
+    }
+}
+
+/// The node `node_id` of `load` (nodes are in id order).
+fn find_node<'a>(load: &'a EdgeLoad, node_id: &str) -> Option<(&'a EdgeLoad, &'a NodeRec)> {
+    let at = load
+        .nodes
+        .binary_search_by(|n| load.name(n.id).cmp(node_id))
+        .ok()?;
+    Some((load, load.nodes.get(at)?))
+}
+
+fn name_in(names: &str, name: Name) -> &str {
+    let at = name.at as usize;
+    names
+        .get(at..at + usize::from(name.len))
+        .unwrap_or_default()
+}
+
+fn run(from: usize, to: usize) -> Run {
+    Run {
+        at: u32::try_from(from).unwrap_or(u32::MAX),
+        len: u32::try_from(to - from).unwrap_or(0),
+    }
+}
+
+/// An enum's wire value in a byte (the values of §3 are small; others read as 255 and
+/// then as unspecified).
+fn small(v: i32) -> u8 {
+    u8::try_from(v).unwrap_or(u8::MAX)
+}

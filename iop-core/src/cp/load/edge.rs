@@ -1,0 +1,324 @@
+//! [`EdgeLoad`]: one Edge's nodes and providers as its latest complete status showed
+//! them, kept compact — every name of the Edge in one string, the records fixed-size
+//! indexes into it — since a Control Plane keeps one for each of up to 20 000 Edges
+//! (BENCHMARKS.md gives the bytes per Edge).
+
+use iop_proto::{NodeState, ProviderCategory, ProviderHealth, ProviderStatus};
+
+use super::totals::{LoadTotals, ProviderPart};
+
+/// A name within an [`EdgeLoad`]'s string table (names are at most 128 bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Name {
+    pub(crate) at: u32,
+    pub(crate) len: u16,
+}
+
+/// A run of records in one of an [`EdgeLoad`]'s tables.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) at: u32,
+    pub(crate) len: u32,
+}
+
+impl Run {
+    pub(crate) fn range(self) -> std::ops::Range<usize> {
+        self.at as usize..self.at as usize + self.len as usize
+    }
+}
+
+/// One node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeRec {
+    pub(crate) id: Name,
+    pub(crate) labels: Run,
+    pub(crate) providers: Run,
+    pub(crate) state: i32,
+}
+
+/// One provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProviderRec {
+    pub(crate) id: Name,
+    pub(crate) models: Run,
+    pub(crate) part: ProviderPart,
+    pub(crate) category: u8,
+    pub(crate) status: u8,
+    pub(crate) health: u8,
+    /// When it last reported online (Unix ms; 0: never seen online here).
+    pub(crate) online_at_unix_ms: u64,
+}
+
+/// One Edge's load: its nodes and providers as its latest complete status (all its
+/// pages) showed them, with the capacity of each offline provider as it last reported
+/// it online. Read it with [`nodes`](Self::nodes) and [`totals`](Self::totals).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeLoad {
+    pub(crate) names: Box<str>,
+    pub(crate) nodes: Box<[NodeRec]>,
+    pub(crate) providers: Box<[ProviderRec]>,
+    pub(crate) labels: Box<[(Name, Name)]>,
+    pub(crate) models: Box<[Name]>,
+    pub(crate) revision: u64,
+    pub(crate) observed_at_unix_ms: u64,
+    pub(crate) received_at_unix_ms: u64,
+    pub(crate) pages: u32,
+}
+
+impl EdgeLoad {
+    /// The Edge's `registry_revision` of this view.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// When the Edge built it (its wall clock, Unix ms).
+    pub fn observed_at_unix_ms(&self) -> u64 {
+        self.observed_at_unix_ms
+    }
+
+    /// When the Control Plane last confirmed it — its last page arrived, or a later
+    /// refresh found the Edge's revision unchanged (Control Plane wall clock, Unix ms):
+    /// the view is as old as now minus this.
+    pub fn received_at_unix_ms(&self) -> u64 {
+        self.received_at_unix_ms
+    }
+
+    /// Status responses it was assembled from (more than 1: a truncated answer,
+    /// paged with `start_after_node_id`, PROTOCOL.md §4.3).
+    pub fn pages(&self) -> u32 {
+        self.pages
+    }
+
+    /// Its nodes, in id order.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeLoad<'_>> {
+        self.nodes
+            .iter()
+            .map(move |rec| NodeLoad { load: self, rec })
+    }
+
+    /// Its providers, node by node.
+    pub fn providers(&self) -> impl ExactSizeIterator<Item = ProviderLoad<'_>> {
+        self.providers
+            .iter()
+            .map(move |rec| ProviderLoad { load: self, rec })
+    }
+
+    /// Its nodes' states, counted.
+    pub fn node_states(&self) -> NodeStates {
+        let mut states = NodeStates::default();
+        for n in self.nodes.iter() {
+            states.count(n.state, 1);
+        }
+        states
+    }
+
+    /// The sums over its providers, the Edge connected.
+    pub fn totals(&self) -> LoadTotals {
+        let mut t = LoadTotals::default();
+        for p in self.providers.iter() {
+            t.add(&p.part);
+        }
+        t
+    }
+
+    pub(crate) fn name(&self, name: Name) -> &str {
+        let at = name.at as usize;
+        self.names
+            .get(at..at + usize::from(name.len))
+            .unwrap_or_default()
+    }
+}
+
+/// Nodes counted by state (PROTOCOL.md §5: CONFIGURED, PENDING, READY, DISCONNECTED;
+/// `other` for a state this Control Plane does not know).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeStates {
+    /// Configured, never connected.
+    pub configured: u64,
+    /// Connected, not dispatch-ready yet.
+    pub pending: u64,
+    /// Dispatch-ready.
+    pub ready: u64,
+    /// Their last owner connection closed.
+    pub disconnected: u64,
+    /// Any other value.
+    pub other: u64,
+}
+
+impl NodeStates {
+    pub(crate) fn count(&mut self, state: i32, n: u64) {
+        self.apply(state, n, u64::wrapping_add);
+    }
+
+    pub(crate) fn uncount(&mut self, state: i32, n: u64) {
+        self.apply(state, n, u64::wrapping_sub);
+    }
+
+    fn apply(&mut self, state: i32, n: u64, op: fn(u64, u64) -> u64) {
+        let slot = match NodeState::try_from(state) {
+            Ok(NodeState::Configured) => &mut self.configured,
+            Ok(NodeState::Pending) => &mut self.pending,
+            Ok(NodeState::Ready) => &mut self.ready,
+            Ok(NodeState::Disconnected) => &mut self.disconnected,
+            _ => &mut self.other,
+        };
+        *slot = op(*slot, n);
+    }
+
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: &NodeStates) {
+        self.configured += other.configured;
+        self.pending += other.pending;
+        self.ready += other.ready;
+        self.disconnected += other.disconnected;
+        self.other += other.other;
+    }
+
+    /// Nodes counted.
+    pub fn total(&self) -> u64 {
+        self.configured + self.pending + self.ready + self.disconnected + self.other
+    }
+}
+
+/// One node of an [`EdgeLoad`].
+#[derive(Debug, Clone, Copy)]
+pub struct NodeLoad<'a> {
+    load: &'a EdgeLoad,
+    rec: &'a NodeRec,
+}
+
+impl<'a> NodeLoad<'a> {
+    /// Its id.
+    pub fn node_id(&self) -> &'a str {
+        self.load.name(self.rec.id)
+    }
+
+    /// Its state (`Unspecified` for a value this Control Plane does not know).
+    pub fn state(&self) -> NodeState {
+        NodeState::try_from(self.rec.state).unwrap_or(NodeState::Unspecified)
+    }
+
+    /// Its labels, by key.
+    pub fn labels(&self) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
+        let load = self.load;
+        load.labels
+            .get(self.rec.labels.range())
+            .unwrap_or_default()
+            .iter()
+            .map(move |(k, v)| (load.name(*k), load.name(*v)))
+    }
+
+    /// Its providers.
+    pub fn providers(&self) -> impl ExactSizeIterator<Item = ProviderLoad<'a>> + 'a {
+        let load = self.load;
+        load.providers
+            .get(self.rec.providers.range())
+            .unwrap_or_default()
+            .iter()
+            .map(move |rec| ProviderLoad { load, rec })
+    }
+}
+
+/// One provider of an [`EdgeLoad`], as its node last reported it.
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderLoad<'a> {
+    load: &'a EdgeLoad,
+    rec: &'a ProviderRec,
+}
+
+impl<'a> ProviderLoad<'a> {
+    /// Its id, unique within its node.
+    pub fn provider_id(&self) -> &'a str {
+        self.load.name(self.rec.id)
+    }
+
+    /// Its category.
+    pub fn category(&self) -> ProviderCategory {
+        ProviderCategory::try_from(i32::from(self.rec.category))
+            .unwrap_or(ProviderCategory::Unspecified)
+    }
+
+    /// Its availability.
+    pub fn status(&self) -> ProviderStatus {
+        ProviderStatus::try_from(i32::from(self.rec.status)).unwrap_or(ProviderStatus::Unspecified)
+    }
+
+    /// Its health.
+    pub fn health(&self) -> ProviderHealth {
+        ProviderHealth::try_from(i32::from(self.rec.health)).unwrap_or(ProviderHealth::Unspecified)
+    }
+
+    /// Offline: reported OFFLINE (or UNAVAILABLE), its numbers all zero (§5.2).
+    pub fn is_offline(&self) -> bool {
+        self.rec.part.offline
+    }
+
+    /// Admission-eligible (§5.2).
+    pub fn admission_eligible(&self) -> bool {
+        self.rec.part.eligible
+    }
+
+    /// `capacity`.
+    pub fn capacity(&self) -> u32 {
+        self.rec.part.numbers[0]
+    }
+
+    /// `in_flight`.
+    pub fn in_flight(&self) -> u32 {
+        self.rec.part.numbers[1]
+    }
+
+    /// `queued`.
+    pub fn queued(&self) -> u32 {
+        self.rec.part.numbers[2]
+    }
+
+    /// `long_context_capacity`.
+    pub fn long_context_capacity(&self) -> u32 {
+        self.rec.part.numbers[3]
+    }
+
+    /// `long_context_in_flight`.
+    pub fn long_context_in_flight(&self) -> u32 {
+        self.rec.part.numbers[4]
+    }
+
+    /// `long_context_queued`.
+    pub fn long_context_queued(&self) -> u32 {
+        self.rec.part.numbers[5]
+    }
+
+    /// The capacity and long-context capacity it last reported while online, and when
+    /// (Unix ms); `None` if this Control Plane never saw it online. Kept by the Control
+    /// Plane, never sent on the wire (PROTOCOL.md §5.2: offline providers report zero).
+    pub fn last_online(&self) -> Option<LastOnline> {
+        (self.rec.online_at_unix_ms != 0).then_some(LastOnline {
+            capacity: self.rec.part.last_online[0],
+            long_context_capacity: self.rec.part.last_online[1],
+            at_unix_ms: self.rec.online_at_unix_ms,
+        })
+    }
+
+    /// The models it serves.
+    pub fn models(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
+        let load = self.load;
+        load.models
+            .get(self.rec.models.range())
+            .unwrap_or_default()
+            .iter()
+            .map(move |m| load.name(*m))
+    }
+}
+
+/// What a provider last reported while online ([`ProviderLoad::last_online`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LastOnline {
+    /// Its `capacity` then.
+    pub capacity: u32,
+    /// Its `long_context_capacity` then.
+    pub long_context_capacity: u32,
+    /// When (the Control Plane's wall clock, Unix ms).
+    pub at_unix_ms: u64,
+}

@@ -1,0 +1,279 @@
+//! [`FleetLoad`]: the totals of every Edge's view, by provider category, by model and
+//! by node label, kept as views come and go — each change adds the new view's part
+//! and takes back the old one's — so that reading them costs nothing however many
+//! Edges there are.
+
+use std::collections::BTreeMap;
+
+use iop_proto::ProviderCategory;
+
+use super::edge::{EdgeLoad, NodeStates};
+use super::totals::{LoadTotals, ProviderPart};
+
+/// How an Edge's view counts in the fleet's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// Not at all: no view, or the Edge is live on another Control Plane.
+    #[default]
+    No,
+    /// As it reported: it has a live session here.
+    Live,
+    /// Every provider offline at the capacity it last reported online: the Edge is
+    /// disconnected (and not known to be live elsewhere).
+    Offline,
+}
+
+/// Totals of a group of providers, and how many members (providers of a model, nodes
+/// of a label) put them there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Tally {
+    totals: LoadTotals,
+    members: u64,
+}
+
+/// The fleet's load: every view this Control Plane holds, summed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetLoad {
+    total: LoadTotals,
+    by_category: [LoadTotals; 4],
+    by_model: BTreeMap<Box<str>, Tally>,
+    by_label: BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>>,
+    nodes: NodeStates,
+    nodes_offline: u64,
+    edges_live: u64,
+    edges_offline: u64,
+}
+
+impl FleetLoad {
+    /// Every provider.
+    pub fn total(&self) -> &LoadTotals {
+        &self.total
+    }
+
+    /// By provider category, each category once (empty ones included).
+    pub fn by_category(&self) -> impl Iterator<Item = (ProviderCategory, &LoadTotals)> {
+        [
+            ProviderCategory::Unspecified,
+            ProviderCategory::Cli,
+            ProviderCategory::Api,
+            ProviderCategory::LocalInference,
+        ]
+        .into_iter()
+        .zip(self.by_category.iter())
+    }
+
+    /// By model, in name order; a provider serving several models counts in each.
+    pub fn by_model(&self) -> impl Iterator<Item = (&str, &LoadTotals)> {
+        self.by_model.iter().map(|(m, t)| (&**m, &t.totals))
+    }
+
+    /// By node label `(key, value)`, in order; a node's providers count under each of
+    /// its labels.
+    pub fn by_label(&self) -> impl Iterator<Item = (&str, &str, &LoadTotals)> {
+        self.by_label
+            .iter()
+            .flat_map(|(k, values)| values.iter().map(move |(v, t)| (&**k, &**v, &t.totals)))
+    }
+
+    /// The nodes of the Edges connected here, by state.
+    pub fn nodes(&self) -> &NodeStates {
+        &self.nodes
+    }
+
+    /// Nodes of the disconnected Edges counted offline.
+    pub fn nodes_offline(&self) -> u64 {
+        self.nodes_offline
+    }
+
+    /// Edges counted as they reported (connected here, with a view).
+    pub fn edges_live(&self) -> u64 {
+        self.edges_live
+    }
+
+    /// Edges counted offline (disconnected, with a view, not live elsewhere).
+    pub fn edges_offline(&self) -> u64 {
+        self.edges_offline
+    }
+
+    /// Adds `load`'s part, counted `how`.
+    pub(crate) fn count(&mut self, load: &EdgeLoad, how: Counted) {
+        self.apply(load, how, true);
+    }
+
+    /// Takes back `load`'s part, counted `how` when it was added.
+    pub(crate) fn uncount(&mut self, load: &EdgeLoad, how: Counted) {
+        self.apply(load, how, false);
+    }
+
+    fn apply(&mut self, load: &EdgeLoad, how: Counted, add: bool) {
+        let op: fn(u64, u64) -> u64 = if add {
+            u64::wrapping_add
+        } else {
+            u64::wrapping_sub
+        };
+        match how {
+            Counted::No => return,
+            Counted::Live => self.edges_live = op(self.edges_live, 1),
+            Counted::Offline => self.edges_offline = op(self.edges_offline, 1),
+        }
+        for node in load.nodes.iter() {
+            match (how, add) {
+                (Counted::Live, true) => self.nodes.count(node.state, 1),
+                (Counted::Live, false) => self.nodes.uncount(node.state, 1),
+                _ => self.nodes_offline = op(self.nodes_offline, 1),
+            }
+            let labels = load.labels.get(node.labels.range()).unwrap_or_default();
+            for (k, v) in labels {
+                if let Some(t) = label_tally(&mut self.by_label, load.name(*k), load.name(*v)) {
+                    t.members = op(t.members, 1);
+                }
+            }
+            let providers = load
+                .providers
+                .get(node.providers.range())
+                .unwrap_or_default();
+            for p in providers {
+                let part = match how {
+                    Counted::Offline => ProviderPart {
+                        offline: true,
+                        eligible: false,
+                        numbers: [0; 6],
+                        last_online: p.part.last_online,
+                    },
+                    _ => p.part,
+                };
+                let apply = |t: &mut LoadTotals| {
+                    if add {
+                        t.add(&part);
+                    } else {
+                        t.sub(&part);
+                    }
+                };
+                apply(&mut self.total);
+                if let Some(t) = self.by_category.get_mut(usize::from(p.category)) {
+                    apply(t);
+                }
+                for m in load.models.get(p.models.range()).unwrap_or_default() {
+                    if let Some(t) = model_tally(&mut self.by_model, load.name(*m)) {
+                        t.members = op(t.members, 1);
+                        apply(&mut t.totals);
+                    }
+                }
+                for (k, v) in labels {
+                    if let Some(t) = label_tally(&mut self.by_label, load.name(*k), load.name(*v)) {
+                        apply(&mut t.totals);
+                    }
+                }
+            }
+        }
+        if !add {
+            self.by_model.retain(|_, t| t.members != 0);
+            self.by_label.retain(|_, values| {
+                values.retain(|_, t| t.members != 0);
+                !values.is_empty()
+            });
+        }
+    }
+
+    /// Adds another fleet's totals (another replica's), for a cluster's whole.
+    pub fn merge(&mut self, other: &FleetLoad) {
+        self.total.merge(&other.total);
+        for (mine, theirs) in self.by_category.iter_mut().zip(other.by_category.iter()) {
+            mine.merge(theirs);
+        }
+        for (m, t) in &other.by_model {
+            let mine = self.by_model.entry(m.clone()).or_default();
+            mine.totals.merge(&t.totals);
+            mine.members += t.members;
+        }
+        for (k, values) in &other.by_label {
+            let mine = self.by_label.entry(k.clone()).or_default();
+            for (v, t) in values {
+                let tally = mine.entry(v.clone()).or_default();
+                tally.totals.merge(&t.totals);
+                tally.members += t.members;
+            }
+        }
+        self.nodes.merge(&other.nodes);
+        self.nodes_offline += other.nodes_offline;
+        self.edges_live += other.edges_live;
+        self.edges_offline += other.edges_offline;
+    }
+
+    /// A fleet from parts read elsewhere (another replica's answer), to
+    /// [`merge`](Self::merge) into one's own for reading: the totals, by category (in
+    /// [`by_category`](Self::by_category)'s order), by model and by label.
+    pub fn from_parts(parts: FleetParts) -> Self {
+        let tally = |totals: LoadTotals| Tally {
+            totals,
+            members: totals.providers.max(1),
+        };
+        let mut by_label: BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>> = BTreeMap::new();
+        for (k, v, t) in parts.by_label {
+            by_label
+                .entry(k.into_boxed_str())
+                .or_default()
+                .insert(v.into_boxed_str(), tally(t));
+        }
+        Self {
+            total: parts.total,
+            by_category: parts.by_category,
+            by_model: parts
+                .by_model
+                .into_iter()
+                .map(|(m, t)| (m.into_boxed_str(), tally(t)))
+                .collect(),
+            by_label,
+            nodes: parts.nodes,
+            nodes_offline: parts.nodes_offline,
+            edges_live: parts.edges_live,
+            edges_offline: parts.edges_offline,
+        }
+    }
+}
+
+/// The parts of a [`FleetLoad`] read from outside (see [`FleetLoad::from_parts`]).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct FleetParts {
+    /// Every provider.
+    pub total: LoadTotals,
+    /// By category: unspecified, CLI, API, local inference.
+    pub by_category: [LoadTotals; 4],
+    /// By model.
+    pub by_model: Vec<(String, LoadTotals)>,
+    /// By node label.
+    pub by_label: Vec<(String, String, LoadTotals)>,
+    /// The nodes of live Edges by state.
+    pub nodes: NodeStates,
+    /// Nodes of Edges counted offline.
+    pub nodes_offline: u64,
+    /// Edges counted live.
+    pub edges_live: u64,
+    /// Edges counted offline.
+    pub edges_offline: u64,
+}
+
+/// The tally of `model`, made if new (a name is allocated only then).
+fn model_tally<'a>(map: &'a mut BTreeMap<Box<str>, Tally>, model: &str) -> Option<&'a mut Tally> {
+    if !map.contains_key(model) {
+        map.insert(model.into(), Tally::default());
+    }
+    map.get_mut(model)
+}
+
+/// The tally of label `key=value`, made if new.
+fn label_tally<'a>(
+    map: &'a mut BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>>,
+    key: &str,
+    value: &str,
+) -> Option<&'a mut Tally> {
+    if !map.contains_key(key) {
+        map.insert(key.into(), BTreeMap::new());
+    }
+    let values = map.get_mut(key)?;
+    if !values.contains_key(value) {
+        values.insert(value.into(), Tally::default());
+    }
+    values.get_mut(value)
+}

@@ -1,0 +1,405 @@
+//! The fleet's load as the Control Plane sees it (PROTOCOL.md §4.3, §5.2), from real
+//! Edges whose numbers are known: totals by category, model and label, what is
+//! offline at the capacity it last had online, the periodic refresh and its bound,
+//! truncated answers paged with `start_after_node_id` (and an Edge that ignores it),
+//! and the history of it all.
+
+use std::time::Duration;
+
+use iop_core::cp::load::LoadTotals;
+use iop_core::cp::{CpConfig, CpEvent, Reachability};
+use iop_core::edge::EdgeConfig;
+use iop_core::proto::{
+    Body, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, NodeState, ProviderCategory as Wire,
+    ProviderHealth, ProviderSnapshot, ProviderStatus,
+};
+use iop_core::registry::{
+    Candidate, LeaseKind, NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig,
+};
+use iop_core::testing::scripted::edges::*;
+use iop_core::testing::{NetConfig, Pair};
+
+/// Node `i` of a registry: `gpu-i` in zone `zone`, with a local `llama` provider of
+/// capacity 4 (long-context 2) and an API `gpt` provider of capacity 10.
+fn node(i: usize, zone: &str) -> NodeConfig {
+    NodeConfig::new(format!("gpu-{i}"))
+        .with_label("zone", zone)
+        .with_provider(
+            ProviderConfig::new("llama", ProviderCategory::LocalInference, 4, 2)
+                .with_model("llama-3"),
+        )
+        .with_provider(ProviderConfig::new("gpt", ProviderCategory::Api, 10, 0).with_model("gpt-4"))
+}
+
+/// A registry of `nodes` nodes in `zone`, each READY.
+fn registry(nodes: usize, zone: &str) -> NodeRegistry {
+    let mut reg = NodeRegistry::new();
+    for i in 0..nodes {
+        let _ = reg.configure(node(i, zone), 0).unwrap();
+        let generation = reg.connect(&format!("gpu-{i}"), 1).unwrap();
+        let _ = reg.mark_ready(&format!("gpu-{i}"), generation, 2);
+    }
+    reg
+}
+
+fn config() -> CpConfig {
+    let mut c = CpConfig::default();
+    // Wall-clock time = simulated time, from a round origin.
+    c.wall_clock = iop_core::WallClock::new(1_700_000_000_000);
+    c
+}
+
+fn pair(c: CpConfig) -> Pair {
+    Pair::new(0, c, NetConfig::default()).unwrap()
+}
+
+#[test]
+fn the_fleet_sums_its_edges_by_category_model_and_label_and_counts_the_offline_at_their_last_capacity()
+ {
+    let mut p = pair(config());
+    p.add_edge(EdgeConfig::new("edge-a", 1), registry(2, "eu-1"))
+        .unwrap();
+    p.add_edge(EdgeConfig::new("edge-b", 2), registry(1, "us-1"))
+        .unwrap();
+    p.advance(Duration::from_millis(50));
+    let fleet = p.cp.fleet_load();
+    // 3 nodes × (4 + 10) capacity, nothing held, everything eligible.
+    assert_eq!(fleet.edges_live(), 2);
+    assert_eq!(fleet.nodes().ready, 3);
+    let t = *fleet.total();
+    assert_eq!(
+        (t.providers, t.capacity, t.in_flight, t.available),
+        (6, 42, 0, 42)
+    );
+    assert_eq!(t.long_context_capacity, 6);
+
+    // Load on edge-a: two leases (one long-context) and a queued request on llama.
+    {
+        let mut reg = p.edges[0].edge.registry_mut();
+        let _a = reg.admit("gpu-0", "llama", LeaseKind::Normal).unwrap();
+        let _b = reg.admit("gpu-0", "llama", LeaseKind::LongContext).unwrap();
+        let _q = reg
+            .enqueue(LeaseKind::Normal, vec![Candidate::new("gpu-1", "llama")])
+            .unwrap();
+        // And gpu-1's API provider goes offline: it reports zeros from now on.
+        assert!(reg.set_provider_online("gpu-1", "gpt", false).unwrap());
+    }
+    let refresh = p.cp.config().status_refresh.unwrap();
+    p.advance(refresh * 2);
+    let fleet = p.cp.fleet_load();
+    let t = *fleet.total();
+    assert_eq!((t.in_flight, t.long_context_in_flight, t.queued), (2, 1, 1));
+    // gpu-1/gpt is offline: its 10 no longer count, but count offline.
+    assert_eq!(
+        (t.capacity, t.offline_capacity, t.providers_offline),
+        (32, 10, 1)
+    );
+    assert_eq!(t.available, 32 - 2);
+    let by_category: Vec<(Wire, u64)> = fleet.by_category().map(|(c, t)| (c, t.capacity)).collect();
+    assert!(by_category.contains(&(Wire::LocalInference, 12)));
+    assert!(by_category.contains(&(Wire::Api, 20)));
+    let models: Vec<(&str, u64, u64)> = fleet
+        .by_model()
+        .map(|(m, t)| (m, t.capacity, t.offline_capacity))
+        .collect();
+    assert_eq!(models, [("gpt-4", 20, 10), ("llama-3", 12, 0)]);
+    let zones: Vec<(&str, &str, u64, u64)> = fleet
+        .by_label()
+        .map(|(k, v, t)| (k, v, t.capacity, t.in_flight))
+        .collect();
+    assert_eq!(zones, [("zone", "eu-1", 18, 2), ("zone", "us-1", 14, 0)]);
+
+    // The Edge's own view says when it saw the offline provider online, and with what.
+    let load = p.cp.edge_load("edge-a").unwrap();
+    let gpt = load
+        .nodes()
+        .find(|n| n.node_id() == "gpu-1")
+        .and_then(|n| n.providers().find(|p| p.provider_id() == "gpt"))
+        .unwrap();
+    assert!(gpt.is_offline());
+    assert_eq!(gpt.capacity(), 0, "offline reports zero (§5.2)");
+    assert_eq!(gpt.last_online().map(|l| l.capacity), Some(10));
+    assert_eq!(load.totals().offline_capacity, 10);
+
+    // edge-b disconnects: all of its capacity is offline now, none of it live.
+    p.crash(1, true);
+    p.advance(Duration::from_millis(10));
+    assert_eq!(
+        p.cp.edge("edge-b").unwrap().reachability,
+        Reachability::Disconnected
+    );
+    let fleet = p.cp.fleet_load();
+    assert_eq!((fleet.edges_live(), fleet.edges_offline()), (1, 1));
+    let t = *fleet.total();
+    assert_eq!((t.capacity, t.offline_capacity), (18, 10 + 14));
+    assert_eq!(fleet.nodes().ready, 2);
+    assert_eq!(fleet.nodes_offline(), 1);
+    // Forgotten, it counts for nothing.
+    assert!(p.cp.forget_edge("edge-b"));
+    let t = *p.cp.fleet_load().total();
+    assert_eq!((t.capacity, t.offline_capacity, t.providers), (18, 10, 4));
+    assert!(
+        p.monitor().violations().is_empty(),
+        "{:?}",
+        p.monitor().violations()
+    );
+}
+
+#[test]
+fn every_connected_edge_is_refreshed_on_its_own_and_an_unchanged_revision_is_not_merged() {
+    let mut p = pair(config());
+    for i in 0..20 {
+        p.add_edge(
+            EdgeConfig::new(format!("edge-{i:02}"), i),
+            registry(1, "eu-1"),
+        )
+        .unwrap();
+    }
+    p.advance(Duration::from_millis(50));
+    let period = p.cp.config().status_refresh.unwrap();
+    let before = p.cp.stats();
+    let events = p.cp_events.len();
+    p.advance(period * 3);
+    let after = p.cp.stats();
+    // About three refreshes each, the first half a period to one and a half on.
+    let refreshes = after.status_refreshes - before.status_refreshes;
+    assert!((40..=60).contains(&refreshes), "{refreshes} refreshes");
+    // Nothing changed on the Edges: no view was merged again.
+    assert_eq!(after.status_unchanged - before.status_unchanged, refreshes);
+    // The application asked for none of them, and heard of none.
+    assert!(
+        !p.cp_events[events..]
+            .iter()
+            .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
+    );
+    // Each view says how old it is: confirmed within the last period.
+    let now_unix = p.cp.config().wall_clock.unix_ms(p.now);
+    for v in p.cp.edges() {
+        let load = p.cp.edge_load(&v.edge_id).unwrap();
+        assert!(now_unix - load.received_at_unix_ms() <= period.as_millis() as u64 * 3 / 2);
+    }
+}
+
+#[test]
+fn refreshes_in_flight_are_bounded_over_all_edges() {
+    // Scripted Edges that never answer a status: every refresh stays in flight until
+    // it times out.
+    let mut c = config();
+    c.max_refreshes_in_flight = 4;
+    c.status_timeout = Duration::from_secs(30);
+    let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let mut conns = Vec::new();
+    for i in 0..10 {
+        let (conn, _) = t.enrol(&format!("edge-{i}"), &[]);
+        conns.push(conn);
+    }
+    let period = t.cp.config().status_refresh.unwrap();
+    t.advance(period * 2);
+    let mut own = 0;
+    for conn in &conns {
+        // The resync's own request (id 1) was the application's; later ones are
+        // refreshes.
+        own += status_requests(&t.take_frames(*conn))
+            .iter()
+            .filter(|id| **id > 1)
+            .count();
+    }
+    assert_eq!(own, 4, "at most 4 of the control plane's own in flight");
+    assert!(t.cp.stats().status_refreshes_deferred > 0);
+}
+
+/// A response of `ids`' nodes, `truncated` when more are left.
+fn page(
+    correlation_id: u64,
+    edge_id: &str,
+    revision: u64,
+    ids: &[&str],
+    truncated: bool,
+) -> Envelope {
+    let node = |id: &str| EdgeNodeSnapshot {
+        node_id: id.into(),
+        connected: true,
+        state: NodeState::Ready as i32,
+        provider_snapshots: vec![ProviderSnapshot {
+            provider_id: "p".into(),
+            category: Wire::Cli as i32,
+            status: ProviderStatus::Available as i32,
+            health: ProviderHealth::Healthy as i32,
+            capacity: 2,
+            admission_eligible: true,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Envelope::correlated(
+        correlation_id,
+        EdgeStatusResponse {
+            edge_id: edge_id.into(),
+            nodes: ids.iter().map(|id| node(id)).collect(),
+            registry_revision: revision,
+            truncated,
+            ..Default::default()
+        },
+    )
+}
+
+/// The `start_after_node_id` of every status request in `frames`, by correlation id.
+fn page_requests(frames: &[Envelope]) -> Vec<(u64, String)> {
+    frames
+        .iter()
+        .filter_map(|f| match &f.body {
+            Some(Body::StatusRequest(r)) => Some((f.correlation_id, r.start_after_node_id.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_truncated_answer_is_paged_after_its_last_node_into_one_fresh_view() {
+    let mut t = harness_with(config(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let (conn, _) = t.hello_with(hello("edge-1", &[]));
+    assert_eq!(page_requests(&t.take_frames(conn)), [(1, String::new())]);
+    t.send(conn, page(1, "edge-1", 7, &["a", "b"], true));
+    assert_eq!(page_requests(&t.take_frames(conn)), [(2, "b".to_owned())]);
+    assert!(!t.cp.edge("edge-1").unwrap().fresh, "a page is not a view");
+    assert!(t.cp.edge_load("edge-1").is_none());
+    t.send(conn, page(2, "edge-1", 7, &["c"], true));
+    assert_eq!(page_requests(&t.take_frames(conn)), [(3, "c".to_owned())]);
+    t.send(conn, page(3, "edge-1", 7, &["d", "e"], false));
+    assert!(t.take_frames(conn).is_empty(), "the last page");
+    let view = t.cp.edge("edge-1").unwrap();
+    assert!(view.fresh, "every page came: the view is fresh");
+    let summary = view.last_status.clone().unwrap();
+    assert_eq!((summary.node_count, summary.truncated), (5, false));
+    let load = t.cp.edge_load("edge-1").unwrap();
+    let ids: Vec<&str> = load.nodes().map(|n| n.node_id()).collect();
+    assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    assert_eq!(load.pages(), 3);
+    assert_eq!(t.cp.fleet_load().total().capacity, 10);
+    assert_eq!(t.cp.stats().status_pages, 2);
+    // Only the application's own request was heard of: the first page.
+    let received = t
+        .take_events()
+        .into_iter()
+        .filter(|e| matches!(e, CpEvent::StatusReceived { .. }))
+        .count();
+    assert_eq!(received, 1);
+
+    // The next refresh finds the revision unchanged on its first page: no paging.
+    let (id, after) = loop {
+        t.advance(Duration::from_secs(1));
+        if let Some(request) = page_requests(&t.take_frames(conn)).pop() {
+            break request;
+        }
+        assert!(t.now.as_millis() < 60_000, "no refresh came");
+    };
+    assert_eq!((id, after.as_str()), (4, ""));
+    t.send(conn, page(id, "edge-1", 7, &["a", "b"], true));
+    assert!(page_requests(&t.take_frames(conn)).is_empty());
+    assert_eq!(t.cp.stats().status_unchanged, 1);
+    assert_eq!(t.cp.edge_load("edge-1").unwrap().nodes().len(), 5);
+}
+
+#[test]
+fn an_edge_that_ignores_the_cursor_leaves_the_view_partial_and_paging_stops() {
+    let mut t = harness_with(config(), iop_core::cp::EnrolmentPolicy::AcceptAny);
+    let (conn, _) = t.hello_with(hello("edge-1", &[]));
+    t.take_frames(conn);
+    t.send(conn, page(1, "edge-1", 3, &["a", "b"], true));
+    assert_eq!(page_requests(&t.take_frames(conn)), [(2, "b".to_owned())]);
+    // An Edge older than start_after_node_id: from the first node again.
+    t.send(conn, page(2, "edge-1", 3, &["a", "b"], true));
+    assert!(
+        t.take_frames(conn).is_empty(),
+        "no page asked for after that"
+    );
+    assert!(t.cp.edge_load_partial("edge-1"));
+    assert!(t.cp.edge_load("edge-1").is_none());
+    assert!(!t.cp.edge("edge-1").unwrap().fresh);
+    assert_eq!(t.cp.stats().status_views_partial, 1);
+    assert!(t.monitor().violations().is_empty());
+}
+
+#[test]
+fn a_view_is_paged_with_real_edges_whose_status_does_not_fit_a_frame() {
+    // A frame limit a few nodes fill: each answer is truncated.
+    let mut c = config();
+    c.max_frame_len = 256 * 1024;
+    let mut p = pair(c);
+    let mut reg = NodeRegistry::new();
+    for i in 0..1_200 {
+        let mut n = NodeConfig::new(format!("node-{i:04}")).with_label("zone", "eu-1");
+        for j in 0..8 {
+            n = n.with_provider(
+                ProviderConfig::new(format!("p{j}"), ProviderCategory::Cli, 1, 0)
+                    .with_model(format!("model-with-a-long-name-{j:02}")),
+            );
+        }
+        let _ = reg.configure(n, 0).unwrap();
+    }
+    p.add_edge(EdgeConfig::new("edge-1", 1), reg).unwrap();
+    p.advance(Duration::from_millis(100));
+    let load = p.cp.edge_load("edge-1").expect("a complete view");
+    assert!(load.pages() > 1, "{} pages", load.pages());
+    assert_eq!(load.nodes().len(), 1_200);
+    assert!(p.cp.edge("edge-1").unwrap().fresh);
+    assert_eq!(p.cp.fleet_load().total().providers, 9_600);
+    assert!(
+        p.monitor().violations().is_empty(),
+        "{:?}",
+        p.monitor().violations()
+    );
+}
+
+#[test]
+fn the_history_samples_the_fleet_and_each_edge_at_wall_clock_multiples() {
+    let mut p = pair(config());
+    p.add_edge(EdgeConfig::new("edge-a", 1), registry(2, "eu-1"))
+        .unwrap();
+    p.advance(Duration::from_millis(50));
+    p.advance(Duration::from_secs(60));
+    let every = p.cp.config().fleet_history_interval.as_millis() as u64;
+    let samples: Vec<_> = p.cp.fleet_history().samples().copied().collect();
+    assert!(
+        (5..=7).contains(&samples.len()),
+        "{} samples",
+        samples.len()
+    );
+    for s in &samples {
+        assert_eq!(s.at_unix_ms % every, 0);
+        assert_eq!(s.totals.capacity, 28);
+        assert_eq!(s.edges_live, 1);
+    }
+    // Per Edge, every two minutes.
+    p.advance(Duration::from_secs(300));
+    let h = p.cp.edge_history("edge-a").unwrap();
+    let edge_samples: Vec<_> = h.samples().collect();
+    assert!((2..=3).contains(&edge_samples.len()), "{edge_samples:?}");
+    assert!(
+        edge_samples
+            .iter()
+            .all(|s| s.capacity == 28 && s.in_flight == 0)
+    );
+    assert_eq!(h.providers(), 4);
+    assert!(h.uses(0).all(|u| u == Some(0.0)));
+    // The ring is bounded: an hour of 10 s samples.
+    p.advance(Duration::from_secs(7_200));
+    assert_eq!(p.cp.fleet_history().samples().len(), 360);
+    assert!(p.cp.edge_history("edge-a").unwrap().samples().len() <= 30);
+}
+
+#[test]
+fn an_edge_live_elsewhere_counts_for_nothing_here() {
+    let mut p = pair(config());
+    p.add_edge(EdgeConfig::new("edge-a", 1), registry(1, "eu-1"))
+        .unwrap();
+    p.advance(Duration::from_millis(50));
+    p.crash(0, true);
+    p.advance(Duration::from_millis(10));
+    assert_eq!(p.cp.fleet_load().total().offline_capacity, 14);
+    // A cluster's records say another Control Plane holds it now.
+    assert!(p.cp.load_elsewhere("edge-a"));
+    assert_eq!(*p.cp.fleet_load().total(), LoadTotals::default());
+    assert_eq!(p.cp.fleet_load().edges_offline(), 0);
+    assert!(!p.cp.load_elsewhere("nobody"));
+}
