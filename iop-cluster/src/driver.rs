@@ -78,6 +78,10 @@ impl<R: Runtime> Sessions for Core<'_, R> {
     fn live(&self, edge_id: &str, session_id: u64) -> bool {
         self.0.session_live(edge_id, session_id)
     }
+
+    fn elsewhere(&mut self, edge_id: &str) {
+        self.0.load_elsewhere(edge_id);
+    }
 }
 
 /// What the tasks share.

@@ -48,6 +48,7 @@ use crate::liveness::{Liveness, LivenessError, Renewal};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::StoreError;
 use crate::route::{self, Router, ViewEncoder};
+use crate::route_load::{LoadEncoder, LoadQuery};
 use crate::stats::ClusterStats;
 
 /// Why a replica could not start.
@@ -75,6 +76,7 @@ pub struct Replica {
     store: NatsStore,
     holder: HolderRef,
     views: Arc<OnceLock<ViewEncoder>>,
+    loads: Arc<OnceLock<LoadEncoder>>,
     router: Router,
     commands: CommandLog,
     claims: JoinHandle<()>,
@@ -128,6 +130,7 @@ impl Replica {
             iop_driver::iop_core::Instant::ZERO,
         )));
         let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
+        let loads: Arc<OnceLock<LoadEncoder>> = Arc::default();
         let bucket = crate::commands::open_bucket(&js, &config).await?;
         let (commands, command_tasks) = CommandLog::start(
             bucket,
@@ -152,6 +155,7 @@ impl Replica {
             cp: cp.clone(),
             holder: holder.clone(),
             views: views.clone(),
+            loads: loads.clone(),
             commands: commands.clone(),
             stats: stats.clone(),
             permits: Arc::new(tokio::sync::Semaphore::new(
@@ -212,6 +216,7 @@ impl Replica {
             store,
             holder,
             views,
+            loads,
             router,
             commands,
             claims,
@@ -250,6 +255,16 @@ impl Replica {
         + 'static,
     ) {
         let _ = self.views.set(Box::new(encoder));
+    }
+
+    /// Answers other replicas' load queries (this replica's share of the fleet's load
+    /// and its history, an Edge's history) with `encoder`'s JSON (the admin API's
+    /// shape); until it is set, they get none. Set once: a second call is ignored.
+    pub fn serve_load(
+        &self,
+        encoder: impl Fn(LoadQuery<'_>) -> Option<serde_json::Value> + Send + Sync + 'static,
+    ) {
+        let _ = self.loads.set(Box::new(encoder));
     }
 
     /// Publishes this Control Plane's events of `kinds` on the fleet's stream, as

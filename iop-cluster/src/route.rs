@@ -31,12 +31,13 @@ use crate::key::edge_key;
 use crate::nats::NatsStore;
 use crate::ownership::OwnershipStore;
 pub use crate::route_error::{RouteError, RouteErrorKind};
+use crate::route_load::{LoadEncoder, LoadQuery};
 
-const KIND: &str = "Iop-Kind";
+pub(crate) const KIND: &str = "Iop-Kind";
 const EDGE: &str = "Iop-Edge-Id";
 const SESSION: &str = "Iop-Session-Id";
 const WAIT: &str = "Iop-Wait-Ms";
-const ERROR: &str = "Iop-Error";
+pub(crate) const ERROR: &str = "Iop-Error";
 const COMMAND_ID: &str = "Iop-Command-Id";
 
 /// Turns a view into the JSON a replica answers view requests with.
@@ -59,12 +60,12 @@ pub struct RoutedCommand {
 /// Reaches any Edge of the cluster through the replica that holds it. Cloneable.
 #[derive(Clone)]
 pub struct Router {
-    client: async_nats::Client,
+    pub(crate) client: async_nats::Client,
     js: async_nats::jetstream::Context,
     store: NatsStore,
     me: String,
-    timeout: Duration,
-    holder: HolderRef,
+    pub(crate) timeout: Duration,
+    pub(crate) holder: HolderRef,
     stats: Arc<crate::ClusterStats>,
     commands: crate::CommandLog,
 }
@@ -166,7 +167,7 @@ impl Router {
         }))
     }
 
-    async fn call(
+    pub(crate) async fn call(
         &self,
         kind: &str,
         edge_id: &str,
@@ -363,6 +364,7 @@ pub(crate) struct Server<R: Runtime> {
     pub(crate) cp: ControlPlaneHandle<R>,
     pub(crate) holder: HolderRef,
     pub(crate) views: Arc<OnceLock<ViewEncoder>>,
+    pub(crate) loads: Arc<OnceLock<LoadEncoder>>,
     pub(crate) commands: crate::CommandLog,
     pub(crate) stats: Arc<crate::ClusterStats>,
     /// One per request being answered ([`ClusterConfig::max_routed_requests`](crate::ClusterConfig::max_routed_requests)).
@@ -457,6 +459,22 @@ fn own_views<R: Runtime>(server: &Server<R>, after: &str) -> (Vec<u8>, Option<St
     (serde_json::to_vec(&views).unwrap_or_default(), next)
 }
 
+/// This replica's answer to a load query, as its load encoder writes it.
+fn own_load<R: Runtime>(
+    server: &Server<R>,
+    query: LoadQuery<'_>,
+) -> Result<(HeaderMap, Vec<u8>), RouteError> {
+    let encode = server
+        .loads
+        .get()
+        .ok_or_else(|| RouteError::unavailable("this replica serves no load"))?;
+    let json = encode(query).unwrap_or(serde_json::Value::Null);
+    Ok((
+        HeaderMap::new(),
+        serde_json::to_vec(&json).unwrap_or_default(),
+    ))
+}
+
 async fn answer<R: Runtime>(
     server: &Server<R>,
     message: &async_nats::Message,
@@ -470,6 +488,11 @@ async fn answer<R: Runtime>(
             headers.insert(AFTER, next.as_str());
         }
         return Ok((headers, page));
+    }
+    for query in [LoadQuery::Fleet, LoadQuery::FleetHistory] {
+        if get(KIND).as_deref() == Some(query.kind()) {
+            return own_load(server, query);
+        }
     }
     let edge_id = get(EDGE).unwrap_or_default();
     let session_id: u64 = get(SESSION).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -522,6 +545,8 @@ async fn answer<R: Runtime>(
             headers.insert(COMMAND_ID, command_id.as_str());
             Ok((headers, response.encode_to_vec()))
         }
+        Some("edge-history") => own_load(server, LoadQuery::EdgeHistory(&edge_id)),
+        Some("edge-load") => own_load(server, LoadQuery::Edge(&edge_id)),
         Some("view") => {
             let view = server
                 .cp

@@ -111,6 +111,7 @@ fn the_fleet_sums_its_edges_by_category_model_and_label_and_counts_the_offline_a
 
     // The Edge's own view says when it saw the offline provider online, and with what.
     let load = p.cp.edge_load("edge-a").unwrap();
+    assert_eq!(load.edge_id(), "edge-a");
     let gpt = load
         .nodes()
         .find(|n| n.node_id() == "gpu-1")

@@ -116,9 +116,9 @@ pub use iop_driver::{
     CancelError, Clock, CommandContext, CommandFailure, CommandJournal, CommandRecord,
     CommandResult, CommandUpdate, ConnectedError, DialError, DirectoryFactory, EdgeSession,
     HandlerFuture, JobEdge, JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture,
-    NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats,
-    WaitForEdgeError, process_seed,
+    LoadView, NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError,
+    ServerConfig, StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError,
+    TlsStats, WaitForEdgeError, process_seed,
 };
 
 /// A running Control Plane on tokio.

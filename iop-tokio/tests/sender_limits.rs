@@ -1,5 +1,5 @@
 //! PROTOCOL.md §4.3 and §4.6 through the tokio runtime: an Edge with more nodes than one
-//! status carries, paged by id; a handler result the Control Plane could not take,
+//! status carries, paged after its last node and by id; a handler result the Control Plane could not take,
 //! replaced by a FAILED that says why; a progress report over the limits refused to
 //! the handler.
 
@@ -22,7 +22,7 @@ fn node_id(i: usize) -> String {
 }
 
 #[tokio::test]
-async fn ten_thousand_and_fifty_nodes_are_truncated_then_paged_by_id() {
+async fn ten_thousand_and_fifty_nodes_are_paged_after_the_last_node_and_by_id() {
     let server = ControlPlaneServer::bind(localhost(), fast_server())
         .await
         .unwrap();
@@ -41,17 +41,28 @@ async fn ten_thousand_and_fifty_nodes_are_truncated_then_paged_by_id() {
     })
     .await;
 
-    // Every node: the first 10 000 in id order, marked partial; the view is not fresh.
+    // Every node: 10 000 in id order, then the page after the last of them
+    // (`start_after_node_id`), merged into one complete answer.
     let all = bounded("status", cp.request_status("edge-big", vec![]))
         .await
         .unwrap();
-    assert_eq!(all.nodes.len(), 10_000);
-    assert!(all.truncated);
+    assert!(!all.truncated);
     let ids: Vec<String> = all.nodes.iter().map(|n| n.node_id.clone()).collect();
-    assert_eq!(ids, (0..10_000).map(node_id).collect::<Vec<_>>());
-    let view = cp.edge("edge-big").unwrap();
-    assert!(!view.fresh, "a truncated status is not the fresh view");
-    assert!(view.last_status.unwrap().truncated);
+    assert_eq!(ids, (0..NODES).map(node_id).collect::<Vec<_>>());
+    // The Control Plane paged the session's automatic status the same way: its view
+    // of the Edge is complete and fresh.
+    bounded("a fresh, complete view", async {
+        while !cp.edge("edge-big").is_some_and(|v| v.fresh) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (load, partial) = cp.edge_load("edge-big").unwrap();
+    assert_eq!(
+        (load.nodes().len(), load.pages(), partial),
+        (NODES, 2, false)
+    );
+    assert!(!cp.edge("edge-big").unwrap().last_status.unwrap().truncated);
 
     // The rest by id, since the nodes come in id order.
     let rest: Vec<String> = (10_000..NODES).map(node_id).collect();

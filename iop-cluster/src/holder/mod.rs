@@ -60,6 +60,9 @@ pub trait Sessions {
     fn lose(&mut self, edge_id: &str, session_id: u64, by: u64) -> bool;
     /// Whether session `session_id` of `edge_id` is live.
     fn live(&self, edge_id: &str, session_id: u64) -> bool;
+    /// Another replica holds `edge_id` now: a view of it here (of an earlier session)
+    /// no longer counts in this replica's share of the fleet's load.
+    fn elsewhere(&mut self, _edge_id: &str) {}
 }
 
 /// The notice that tells a replica it lost an Edge (`iop.cluster.<replica>.superseded`).
@@ -415,6 +418,16 @@ impl Holder {
         let ours_live = record
             .as_ref()
             .is_some_and(|r| r.live && r.replica == self.me);
+        if record
+            .as_ref()
+            .is_some_and(|r| r.live && r.replica != self.me)
+            && self
+                .fleet
+                .get(edge_id)
+                .is_none_or(|c| revision > c.revision)
+        {
+            core.elsewhere(edge_id);
+        }
         let current = Current { record, revision };
         if let Some(rebuild) = &mut self.rebuild
             && rebuild.get(edge_id).is_none_or(|c| revision > c.revision)

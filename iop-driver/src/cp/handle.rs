@@ -2,19 +2,16 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::Poll;
 
 use iop_core::cp::{
     ClaimAnswer, ClaimError, CommandSpec, CommandState, ConnectionId, CpEvent, CpEventKind,
     CpStats, EdgeView, EnrolmentPolicy, RevokeError,
 };
-use iop_core::proto::EdgeStatusResponse;
 
 use super::book::CommandRecord;
 use super::config::TlsStats;
-use super::error::{CancelError, SendCommandError, StatusRequestError, TlsReloadError};
+use super::error::{CancelError, SendCommandError, TlsReloadError};
 use super::state::CpShared;
-use super::status_wait::StatusReply;
 use super::tracker::CommandTracker;
 use crate::Runtime;
 use crate::notice::Subscription;
@@ -78,9 +75,6 @@ impl SubscribeOptions {
         self.kinds & (1 << (kind as u32)) != 0
     }
 }
-
-/// Requests a named-node status may add to its pages for nodes an answer left out.
-const MAX_EXTRA_PAGES: usize = 16;
 
 /// A cloneable handle to a running [`ControlPlaneServer`](super::ControlPlaneServer).
 ///
@@ -162,99 +156,6 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// TLS handshake counters and the last failure (all zero without TLS).
     pub fn tls_stats(&self) -> TlsStats {
         lock(&self.shared.state).tls_stats.clone()
-    }
-
-    /// Asks `edge_id` for the status of `node_ids` (empty = every node) and waits for
-    /// the answer, at most the core's `status_timeout` per request.
-    ///
-    /// An Edge answers at most 10 000 nodes per status, in id order, and fewer when
-    /// they would not fit a frame (PROTOCOL.md §4.3). Named nodes are paged: more than
-    /// 10 000 ids go out as several requests, and the ids an answer left out are
-    /// asked for again, until every named node came or a page brought none (at most
-    /// `ceil(n / 10 000) + 16` requests); the pages are merged into one response in id
-    /// order. For every node (`node_ids` empty) a truncated answer is returned as it
-    /// is, `truncated` set: the wire has no way to ask for "the nodes after this
-    /// one", so the caller pages with the ids it knows. Either way `truncated` on the
-    /// result means the view is partial.
-    pub async fn request_status(
-        &self,
-        edge_id: &str,
-        node_ids: Vec<String>,
-    ) -> Result<EdgeStatusResponse, StatusRequestError> {
-        if node_ids.is_empty() {
-            return self.request_status_page(edge_id, node_ids).await;
-        }
-        let mut wanted: Vec<String> = node_ids;
-        wanted.sort_unstable();
-        wanted.dedup();
-        let pages = wanted.len().div_ceil(iop_core::limits::MAX_NODES);
-        let mut merged: Option<EdgeStatusResponse> = None;
-        let mut left: &[String] = &wanted;
-        let mut retry: Vec<String> = Vec::new();
-        let mut stalled = false;
-        for _ in 0..pages + MAX_EXTRA_PAGES {
-            let page: Vec<String> = if retry.is_empty() {
-                let (page, rest) = left.split_at(left.len().min(iop_core::limits::MAX_NODES));
-                left = rest;
-                page.to_vec()
-            } else {
-                std::mem::take(&mut retry)
-            };
-            if page.is_empty() {
-                break;
-            }
-            let answer = self.request_status_page(edge_id, page.clone()).await?;
-            if answer.truncated && !answer.nodes.is_empty() {
-                // Asked by name: the ones left out are known, ask for them next.
-                let got: std::collections::BTreeSet<&str> =
-                    answer.nodes.iter().map(|n| n.node_id.as_str()).collect();
-                retry = page
-                    .iter()
-                    .filter(|id| !got.contains(id.as_str()))
-                    .cloned()
-                    .collect();
-            }
-            // Not even one node fits a frame: asking again would bring nothing.
-            stalled = answer.truncated && answer.nodes.is_empty();
-            merged = Some(match merged {
-                None => answer,
-                Some(mut m) => {
-                    m.observed_at_unix_ms = m.observed_at_unix_ms.min(answer.observed_at_unix_ms);
-                    m.registry_revision = answer.registry_revision;
-                    m.nodes.extend(answer.nodes);
-                    m
-                }
-            });
-            if stalled {
-                break;
-            }
-        }
-        let mut merged = merged.unwrap_or_default();
-        merged.nodes.sort_by(|a, b| a.node_id.cmp(&b.node_id));
-        // Partial when a named node may be missing: a page never asked, ids left out
-        // and not asked again within the bound, or a page that brought none.
-        merged.truncated = stalled || !left.is_empty() || !retry.is_empty();
-        Ok(merged)
-    }
-
-    /// One status request: at most 10 000 node ids.
-    async fn request_status_page(
-        &self,
-        edge_id: &str,
-        node_ids: Vec<String>,
-    ) -> Result<EdgeStatusResponse, StatusRequestError> {
-        // This task's waker, registered with the request in the same lock, so the
-        // answer can never arrive unseen.
-        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-        let request = self.shared.with_direct(|state, now| {
-            if state.stopped {
-                return Err(StatusRequestError::Stopped);
-            }
-            let request = state.cp.request_status(now, edge_id, node_ids)?;
-            state.status_waiters.insert(request, waker);
-            Ok(request)
-        })?;
-        StatusReply::new(&self.shared, request).await
     }
 
     /// Sends a command to `edge_id` (with a generated id) and returns its tracker.

@@ -3,21 +3,62 @@
 //! ([`iop_cluster::Router`]); without a cluster, or for an Edge this Control Plane
 //! holds, everything stays local.
 
+use std::collections::HashMap;
+
 use iop_core::cp::{EdgeView, Reachability};
+use iop_tokio::LoadView;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::{AdminState, json as shape};
+use super::{AdminState, json as shape, load_json};
 
-/// An Edge's view, with the replica holding its live session in a cluster.
+/// An Edge's view, with the replica holding its live session in a cluster and a
+/// summary of its load (`load`) when it has one.
 pub(super) fn local_view(s: &AdminState, v: &EdgeView) -> Value {
+    let load = s.cp.edge_load(&v.edge_id);
+    view_with_load(
+        s.replica_id.as_deref(),
+        v,
+        load.as_ref().map(|(l, p)| (&**l, *p)),
+    )
+}
+
+/// An Edge's view as this replica lists it: the view, the replica holding its live
+/// session (`replica`), and its load's summary (`load`).
+pub fn view_with_load(
+    replica: Option<&str>,
+    v: &EdgeView,
+    load: Option<(&iop_core::cp::load::EdgeLoad, bool)>,
+) -> Value {
     let mut out = shape::edge_view(v);
-    if let (Some(replica), Some(obj)) = (&s.replica_id, out.as_object_mut())
-        && v.reachability != Reachability::Disconnected
-    {
-        obj.insert("replica".into(), Value::String(replica.clone()));
+    if let Some(obj) = out.as_object_mut() {
+        if let Some(replica) = replica
+            && v.reachability != Reachability::Disconnected
+        {
+            obj.insert("replica".into(), Value::String(replica.to_owned()));
+        }
+        if let Some((load, partial)) = load {
+            obj.insert("load".into(), load_json::edge_load_summary(load, partial));
+        }
     }
     out
+}
+
+/// Every view of this Control Plane, with their loads' summaries (the loads taken
+/// once for all of them).
+pub(super) fn local_views(s: &AdminState) -> Vec<Value> {
+    let loads: HashMap<String, LoadView> =
+        s.cp.edge_loads()
+            .into_iter()
+            .map(|l| (l.load.edge_id().to_owned(), l))
+            .collect();
+    s.cp.edges()
+        .iter()
+        .map(|v| {
+            let load = loads.get(&v.edge_id).map(|l| (&*l.load, l.partial));
+            view_with_load(s.replica_id.as_deref(), v, load)
+        })
+        .collect()
 }
 
 /// Whether this Control Plane holds a live session of `edge_id`.
@@ -36,18 +77,28 @@ fn session_of(view: &Value) -> u64 {
 /// Every Edge known here, and every Edge another replica holds (its view replacing
 /// a disconnected one here; of two live ones, the newer session's).
 pub(super) async fn edges(s: &AdminState) -> Vec<Value> {
-    let mut all: Vec<Value> = s.cp.edges().iter().map(|v| local_view(s, v)).collect();
+    let mut all = local_views(s);
     let Some(router) = &s.router else {
         return all;
     };
+    let mut at: HashMap<String, usize> = all
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v["edgeId"].as_str().unwrap_or_default().to_owned(), i))
+        .collect();
     for remote in router.remote_views().await {
         let id = remote["edgeId"].as_str().unwrap_or_default().to_owned();
-        match all.iter_mut().find(|v| v["edgeId"] == id.as_str()) {
+        match at.get(&id).and_then(|i| all.get_mut(*i)) {
             Some(mine) if mine["connected"] == true && session_of(mine) >= session_of(&remote) => {}
             Some(mine) => *mine = remote,
-            None => all.push(remote),
+            None => {
+                at.insert(id, all.len());
+                all.push(remote);
+            }
         }
     }
+    // In Edge id order, as the list pages by it.
+    all.sort_by(|a, b| a["edgeId"].as_str().cmp(&b["edgeId"].as_str()));
     all
 }
 

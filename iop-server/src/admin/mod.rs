@@ -2,9 +2,12 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /v1/edges` | `{"edges": [view...]}` every Edge known, connected or not; with `--cluster` every replica's, unless `?scope=local` (this replica's own only) |
-//! | `GET /v1/edges/{edge_id}` | one Edge's view (404 unknown) |
-//! | `GET /v1/edges/{edge_id}/status` | a live status round trip: the Edge's `EdgeStatusResponse` (`?nodes=a,b` for some nodes) |
+//! | `GET /v1/edges` | `{"edges": [view...], "total"}` every Edge known, connected or not, each with a summary of its load (`load`); with `--cluster` every replica's, unless `?scope=local` (this replica's own only); a page of them with `?limit=N&after=ID` (`next` when more follow), filtered by `?state=connected,unreachable,disconnected` and `?q=TEXT` |
+//! | `GET /v1/edges/{edge_id}` | one Edge's view (404 unknown), with its load's nodes and providers (`loadView`) and its age (`loadAgeMs`) |
+//! | `GET /v1/edges/{edge_id}/status` | a live status round trip: the Edge's `EdgeStatusResponse` (`?nodes=a,b` for some nodes; every node paged together) |
+//! | `GET /v1/edges/{edge_id}/history` | the Edge's totals over the last hour, a sample per 2 min, and each provider's use |
+//! | `GET /v1/fleet/load` | the fleet's load now: capacity, in flight, queued, long-context numbers, room and offline capacity, in total, by category, model and label; nodes by state (with `--cluster` every replica's share summed, unless `?scope=local`) |
+//! | `GET /v1/fleet/history` | the fleet's totals over the last hour, a sample per 10 s |
 //! | `POST /v1/edges/{edge_id}/commands` | body `{"operation", "targetSelector", "metadata", "timeoutMs"}` (snake_case names accepted too): sends the command, waits for the Edge's answer, returns `{"commandId", "edgeId", "response"}` |
 //! | `GET /v1/commands/{command_id}` | the command's response, every event so far, latest phase, outcome |
 //! | `POST /v1/commands/{command_id}/cancel` | asks the Edge to stop the command (`command.cancel`, PROTOCOL.md §4.4), waits for its answer to the cancellation, returns `{"commandId" (the cancellation's: the target's id with `.cancel`), "edgeId", "cancels", "response"}`; 409 `already_finished` (with its `record`), 422 `not_cancellable` |
@@ -29,10 +32,13 @@ pub mod access;
 pub use jobs::JobBook;
 mod cancel;
 pub mod dashboard;
+mod edges;
 mod error;
 mod fleet;
 mod jobs;
 mod json;
+mod load;
+mod load_json;
 mod metrics;
 mod routes;
 pub mod serve;
@@ -43,7 +49,9 @@ use std::time::Duration;
 
 pub use access::{AdminAccess, AdminTokens, Role};
 pub use error::ApiError;
+pub use fleet::view_with_load;
 pub use json::{STREAM_KINDS, command_record, command_response, cp_event, edge_view, stream_kind};
+pub use load::load_encoder;
 pub use metrics::{AdminGauges, AdminMetrics, Histogram, render as render_metrics, render_cluster};
 pub use routes::router;
 pub use tokens::TokenBook;

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::time::Instant;
 
 use axum::Json;
 use axum::Router;
@@ -28,9 +27,15 @@ use iop_tokio::{Notice, SubscribeOptions};
 pub fn router(state: AdminState) -> Router {
     let access = state.access.clone();
     Router::new()
-        .route("/v1/edges", get(list_edges))
-        .route("/v1/edges/{edge_id}", get(get_edge))
-        .route("/v1/edges/{edge_id}/status", get(edge_status))
+        .route("/v1/edges", get(super::edges::list_edges))
+        .route("/v1/edges/{edge_id}", get(super::edges::get_edge))
+        .route("/v1/edges/{edge_id}/status", get(super::edges::edge_status))
+        .route(
+            "/v1/edges/{edge_id}/history",
+            get(super::load::edge_history),
+        )
+        .route("/v1/fleet/load", get(super::load::fleet_load))
+        .route("/v1/fleet/history", get(super::load::fleet_history))
         // The body rules sit on the handler of the one method that takes a body, so
         // that a method a route does not have is a plain 405.
         .route(
@@ -87,87 +92,6 @@ async fn openapi() -> Response {
 
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
-}
-
-async fn list_edges(
-    State(s): State<AdminState>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
-    let edges = match query.get("scope").map(String::as_str) {
-        None | Some("fleet") => fleet::edges(&s).await,
-        // What this Control Plane itself knows, without asking the other replicas.
-        Some("local") => {
-            s.cp.edges()
-                .iter()
-                .map(|v| fleet::local_view(&s, v))
-                .collect()
-        }
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "scope {other:?}: use fleet (every replica's Edges, the default) or local"
-            )));
-        }
-    };
-    Ok(Json(json!({ "edges": edges })))
-}
-
-async fn get_edge(
-    State(s): State<AdminState>,
-    Path(edge_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    fleet::edge(&s, &edge_id)
-        .await?
-        .map(Json)
-        .ok_or_else(|| ApiError::unknown_edge(&edge_id))
-}
-
-async fn edge_status(
-    State(s): State<AdminState>,
-    Path(edge_id): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
-    let nodes: Vec<String> = query
-        .get("nodes")
-        .map(|n| {
-            n.split(',')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(router) = s
-        .router
-        .as_ref()
-        .filter(|_| !fleet::held_here(&s, &edge_id))
-    {
-        // Held by another replica, or by none (answered at once).
-        return match router.status(&edge_id, nodes).await {
-            Ok(status) => Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null))),
-            Err(e)
-                if e.kind == RouteErrorKind::Absent(Absence::NotConnected)
-                    && s.cp.edge(&edge_id).is_none() =>
-            {
-                Err(ApiError::unknown_edge(&edge_id))
-            }
-            Err(e) => Err(ApiError::from_route(&edge_id, &e)),
-        };
-    }
-    if s.cp.edge(&edge_id).is_none() {
-        return Err(ApiError::unknown_edge(&edge_id));
-    }
-    let started = Instant::now();
-    let result = s.cp.request_status(&edge_id, nodes).await;
-    let took = started.elapsed();
-    match result {
-        Ok(status) => {
-            s.metrics.status_ok.observe(took);
-            Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null)))
-        }
-        Err(e) => {
-            s.metrics.status_failed.observe(took);
-            Err(ApiError::from_status(&edge_id, &e))
-        }
-    }
 }
 
 async fn post_command(

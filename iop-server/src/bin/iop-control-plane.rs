@@ -120,6 +120,13 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     status_timeout_ms: u64,
 
+    /// How often every connected Edge's status is refreshed, in ms, so that the fleet's
+    /// load (dashboard, /v1/fleet/load, /metrics) stays this fresh: each Edge at a phase
+    /// of its own within the period, at most 256 refreshes in flight at once. At least
+    /// 1000; 0: never (views then change only when someone asks for a status).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    status_refresh_ms: u64,
+
     /// Connections held at once (pending hellos included); past it a new connection
     /// gets `GoAway{OVERLOADED}` with a retry-after of 10 s and is closed.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
@@ -344,6 +351,8 @@ fn run(args: Args) -> Result<(), Failure> {
         Duration::from_millis(args.heartbeat_interval_ms.clamp(1_000, 60_000));
     config.cp.hello_timeout = Duration::from_millis(args.hello_timeout_ms);
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
+    config.cp.status_refresh =
+        (args.status_refresh_ms > 0).then(|| Duration::from_millis(args.status_refresh_ms));
     if cluster.is_none() {
         config.cp.edge_command_retention = (args.edge_command_retention_ms > 0)
             .then(|| Duration::from_millis(args.edge_command_retention_ms));
@@ -429,13 +438,14 @@ async fn serve(
     if let Some(replica) = &replica {
         // Other replicas list this one's Edges in the admin API's shape.
         let id = replica.replica_id().to_owned();
+        let cp = server.handle();
         replica.serve_views(move |v| {
-            let mut view = admin::edge_view(v);
-            if let Some(obj) = view.as_object_mut() {
-                obj.insert("replica".into(), serde_json::Value::String(id.clone()));
-            }
-            view
+            let load = cp.edge_load(&v.edge_id);
+            let load = load.as_ref().map(|(l, partial)| (&**l, *partial));
+            admin::view_with_load(Some(&id), v, load)
         });
+        // And answer for their share of the fleet's load.
+        replica.serve_load(admin::load_encoder(server.handle()));
     }
     tracing::info!(edges = %server.local_addr(), admin = %admin_bound, "control plane listening");
     let mut out = std::io::stdout().lock();

@@ -5,6 +5,7 @@
 //! kept as views come and go, and samples of them over time.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use iop_proto::EdgeStatusResponse;
@@ -246,7 +247,8 @@ fn fold(
                     && v.revision() == response.registry_revision
             }) {
                 stats.status_unchanged += 1;
-                view.received_at_unix_ms = received_at_unix_ms;
+                // Copied only when a reader holds the view at this very moment.
+                Arc::make_mut(view).received_at_unix_ms = received_at_unix_ms;
                 let states = view.node_states();
                 return Fold::Complete {
                     fresh: since_resync,
@@ -278,7 +280,7 @@ fn fold(
         return Fold::NextPage(cursor);
     }
     let fresh = build.since_resync;
-    let view: EdgeLoad = build.finish(state.view.as_ref(), received_at_unix_ms);
+    let view: EdgeLoad = build.finish(state.view.as_deref(), received_at_unix_ms);
     let (nodes, connected) = (view.nodes().len(), view.node_states().ready as usize);
     let how = if state.elsewhere {
         Counted::No
@@ -500,8 +502,20 @@ impl ControlPlane {
     }
 
     /// The view of `edge_id`'s load: its latest complete status. `None` until one came.
-    pub fn edge_load(&self, edge_id: &str) -> Option<&EdgeLoad> {
+    pub fn edge_load(&self, edge_id: &str) -> Option<&Arc<EdgeLoad>> {
         self.edges.get(edge_id)?.load()?.view.as_ref()
+    }
+
+    /// Every Edge's view of its load, in Edge id order, with whether it counts live
+    /// (its Edge connected here) and whether it is partial (see
+    /// [`edge_load_partial`](Self::edge_load_partial)): cheap to take (shared views),
+    /// to read outside a lock.
+    pub fn edge_loads(&self) -> impl Iterator<Item = (&Arc<EdgeLoad>, bool, bool)> {
+        self.edges.values().filter_map(|e| {
+            let state = e.load()?;
+            let live = state.counted == Counted::Live;
+            Some((state.view.as_ref()?, live, state.partial))
+        })
     }
 
     /// Whether `edge_id`'s latest full answer could not be made a complete view (its

@@ -26,6 +26,7 @@ pub(crate) enum PageRefused {
 /// An [`EdgeLoad`] being assembled from pages.
 #[derive(Debug)]
 pub(crate) struct LoadBuild {
+    edge_id: Name,
     /// The session whose answers these are.
     pub(crate) session_id: u64,
     /// The first page was asked for since the latest resync point: once complete, the
@@ -50,6 +51,7 @@ impl LoadBuild {
     /// A build whose first page is `first`.
     pub(crate) fn start(first: &EdgeStatusResponse, session_id: u64, since_resync: bool) -> Self {
         let mut build = Self {
+            edge_id: Name::default(),
             session_id,
             since_resync,
             names: String::new(),
@@ -64,6 +66,7 @@ impl LoadBuild {
             cursor: String::new(),
             in_order: true,
         };
+        build.edge_id = build.name(&first.edge_id);
         for node in &first.nodes {
             build.add_node(node);
         }
@@ -197,6 +200,7 @@ impl LoadBuild {
             nodes.sort_by(|a, b| name_in(names, a.id).cmp(name_in(names, b.id)));
         }
         let mut load = EdgeLoad {
+            edge_id: self.edge_id,
             names: self.names.into_boxed_str(),
             nodes: nodes.into_boxed_slice(),
             providers: self.providers.into_boxed_slice(),

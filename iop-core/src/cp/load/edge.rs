@@ -54,6 +54,7 @@ pub(crate) struct ProviderRec {
 /// it online. Read it with [`nodes`](Self::nodes) and [`totals`](Self::totals).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeLoad {
+    pub(crate) edge_id: Name,
     pub(crate) names: Box<str>,
     pub(crate) nodes: Box<[NodeRec]>,
     pub(crate) providers: Box<[ProviderRec]>,
@@ -66,6 +67,11 @@ pub struct EdgeLoad {
 }
 
 impl EdgeLoad {
+    /// The Edge whose view this is.
+    pub fn edge_id(&self) -> &str {
+        self.name(self.edge_id)
+    }
+
     /// The Edge's `registry_revision` of this view.
     pub fn revision(&self) -> u64 {
         self.revision

@@ -14,6 +14,8 @@
 //! [`fleet_history`](super::ControlPlane::fleet_history) and
 //! [`edge_history`](super::ControlPlane::edge_history).
 
+use std::sync::Arc;
+
 mod build;
 mod edge;
 mod fleet;
@@ -31,8 +33,9 @@ pub use totals::LoadTotals;
 /// never answered a full status costs a pointer).
 #[derive(Debug, Default)]
 pub(crate) struct LoadState {
-    /// The latest complete view.
-    pub(crate) view: Option<EdgeLoad>,
+    /// The latest complete view, shared with readers that render it outside the
+    /// Control Plane's lock.
+    pub(crate) view: Option<Arc<EdgeLoad>>,
     /// How `view` counts in the fleet's totals now.
     pub(crate) counted: Counted,
     /// A view being paged together.
@@ -65,7 +68,7 @@ impl LoadState {
             fleet.uncount(old, self.counted);
         }
         fleet.count(&view, how);
-        self.view = Some(view);
+        self.view = Some(Arc::new(view));
         self.counted = how;
         self.partial = false;
     }

@@ -1,0 +1,192 @@
+//! The Edges: the list (paged, filtered), one Edge's view with its load, and a live
+//! status round trip to it.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use iop_cluster::{LoadQuery, RouteErrorKind};
+use iop_core::cp::Absence;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::{AdminState, fleet, load_json};
+
+/// The most Edges one page of the list holds.
+pub(super) const MAX_EDGE_PAGE: usize = 1_000;
+
+/// `GET /v1/edges`: every Edge, or one page of them (`limit`, `after`: the last Edge id
+/// of the page before), of those in a state (`state=connected,unreachable`) or whose
+/// id, version, metadata or replica holds a text (`q`, any case); `total` counts the
+/// Edges that pass the filters, `next` is the id to ask `after` when more follow.
+pub(super) async fn list_edges(
+    State(s): State<AdminState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = match query.get("limit") {
+        None => None,
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if (1..=MAX_EDGE_PAGE).contains(&n) => Some(n),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "limit {n:?}: a number from 1 to {MAX_EDGE_PAGE}"
+                )));
+            }
+        },
+    };
+    let states: Vec<&str> = match query.get("state") {
+        None => Vec::new(),
+        Some(list) => {
+            let states: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+            if let Some(bad) = states
+                .iter()
+                .find(|s| !["connected", "unreachable", "disconnected"].contains(s))
+            {
+                return Err(ApiError::bad_request(format!(
+                    "state {bad:?}: use connected, unreachable or disconnected"
+                )));
+            }
+            states
+        }
+    };
+    let text = query.get("q").map(|q| q.to_lowercase()).unwrap_or_default();
+    let after = query.get("after").map(String::as_str).unwrap_or_default();
+    let all = match query.get("scope").map(String::as_str) {
+        None | Some("fleet") => fleet::edges(&s).await,
+        // What this Control Plane itself knows, without asking the other replicas.
+        Some("local") => fleet::local_views(&s),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "scope {other:?}: use fleet (every replica's Edges, the default) or local"
+            )));
+        }
+    };
+    let matching: Vec<Value> = all
+        .into_iter()
+        .filter(|v| states.is_empty() || states.contains(&state_of(v)))
+        .filter(|v| text.is_empty() || mentions(v, &text))
+        .collect();
+    let total = matching.len();
+    let mut page: Vec<Value> = matching
+        .into_iter()
+        .filter(|v| v["edgeId"].as_str().unwrap_or_default() > after)
+        .collect();
+    let mut next = None;
+    if let Some(limit) = limit
+        && page.len() > limit
+    {
+        page.truncate(limit);
+        next = page.last().map(|v| v["edgeId"].clone());
+    }
+    let mut out = json!({ "edges": page, "total": total });
+    if let (Some(next), Some(o)) = (next, out.as_object_mut()) {
+        o.insert("next".into(), next);
+    }
+    Ok(Json(out))
+}
+
+/// An Edge's reachability as the list's `state` filter names it.
+fn state_of(view: &Value) -> &'static str {
+    match view["reachability"].as_str() {
+        Some("CONNECTED") => "connected",
+        Some("UNREACHABLE") => "unreachable",
+        _ => "disconnected",
+    }
+}
+
+/// Whether an Edge's id, version, metadata or replica holds `text` (lower case).
+fn mentions(view: &Value, text: &str) -> bool {
+    let holds = |v: &Value| v.as_str().is_some_and(|s| s.to_lowercase().contains(text));
+    holds(&view["edgeId"])
+        || holds(&view["softwareVersion"])
+        || holds(&view["replica"])
+        || view["metadata"].as_object().is_some_and(|m| {
+            m.iter()
+                .any(|(k, v)| k.to_lowercase().contains(text) || holds(v))
+        })
+}
+
+/// `GET /v1/edges/{edge_id}`: the view (with its load's summary, `load`), its load's
+/// nodes and providers (`loadView`) and how old that is (`loadAgeMs`).
+pub(super) async fn get_edge(
+    State(s): State<AdminState>,
+    Path(edge_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let mut view = fleet::edge(&s, &edge_id)
+        .await?
+        .ok_or_else(|| ApiError::unknown_edge(&edge_id))?;
+    let load = match s.cp.edge_load(&edge_id) {
+        Some((load, partial)) if fleet::held_here(&s, &edge_id) || s.router.is_none() => {
+            Some(load_json::edge_load(&load, partial))
+        }
+        local => match &s.router {
+            // Held by another replica: its view of the load, else the last one here.
+            Some(router) => match router.edge_load(LoadQuery::Edge(&edge_id)).await {
+                Ok(Some(remote)) => Some(remote),
+                _ => local.map(|(load, partial)| load_json::edge_load(&load, partial)),
+            },
+            None => local.map(|(load, partial)| load_json::edge_load(&load, partial)),
+        },
+    };
+    if let (Some(load), Some(o)) = (load, view.as_object_mut()) {
+        if let Some(at) = load["receivedAtUnixMs"].as_u64() {
+            o.insert(
+                "loadAgeMs".into(),
+                super::load::unix_ms().saturating_sub(at).into(),
+            );
+        }
+        o.insert("loadView".into(), load);
+    }
+    Ok(Json(view))
+}
+
+/// `GET /v1/edges/{edge_id}/status`: a live status round trip.
+pub(super) async fn edge_status(
+    State(s): State<AdminState>,
+    Path(edge_id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let nodes: Vec<String> = query
+        .get("nodes")
+        .map(|n| {
+            n.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(router) = s
+        .router
+        .as_ref()
+        .filter(|_| !fleet::held_here(&s, &edge_id))
+    {
+        // Held by another replica, or by none (answered at once).
+        return match router.status(&edge_id, nodes).await {
+            Ok(status) => Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null))),
+            Err(e)
+                if e.kind == RouteErrorKind::Absent(Absence::NotConnected)
+                    && s.cp.edge(&edge_id).is_none() =>
+            {
+                Err(ApiError::unknown_edge(&edge_id))
+            }
+            Err(e) => Err(ApiError::from_route(&edge_id, &e)),
+        };
+    }
+    if s.cp.edge(&edge_id).is_none() {
+        return Err(ApiError::unknown_edge(&edge_id));
+    }
+    let started = Instant::now();
+    let result = s.cp.request_status(&edge_id, nodes).await;
+    let took = started.elapsed();
+    match result {
+        Ok(status) => {
+            s.metrics.status_ok.observe(took);
+            Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null)))
+        }
+        Err(e) => {
+            s.metrics.status_failed.observe(took);
+            Err(ApiError::from_status(&edge_id, &e))
+        }
+    }
+}
