@@ -31,10 +31,15 @@ fn server() -> ServerConfig {
 /// An Edge `edge_id` of `nodes` READY nodes in `zone`, each with a local `llama`
 /// provider (capacity 4) and an API `gpt` one (capacity 10).
 async fn edge(cp: &Cp, edge_id: &str, nodes: usize, zone: &str) -> EdgeHandle {
+    edge_serving(cp, edge_id, nodes, zone, "gpt-4").await
+}
+
+/// [`edge`], its API provider serving `model`.
+async fn edge_serving(cp: &Cp, edge_id: &str, nodes: usize, zone: &str, model: &str) -> EdgeHandle {
     let handle = EdgeClient::new(EdgeConfig::new(edge_id, 5))
         .connect(cp.edges())
         .unwrap();
-    let zone = zone.to_owned();
+    let (zone, model) = (zone.to_owned(), model.to_owned());
     handle.with_registry(move |reg: &mut NodeRegistry, now| {
         for i in 0..nodes {
             let node = NodeConfig::new(format!("gpu-{i:04}"))
@@ -44,7 +49,8 @@ async fn edge(cp: &Cp, edge_id: &str, nodes: usize, zone: &str) -> EdgeHandle {
                         .with_model("llama-3"),
                 )
                 .with_provider(
-                    ProviderConfig::new("gpt", ProviderCategory::Api, 10, 0).with_model("gpt-4"),
+                    ProviderConfig::new("gpt", ProviderCategory::Api, 10, 0)
+                        .with_model(model.clone()),
                 );
             let _ = reg.configure(node, now).unwrap();
             reg.connect_ready(&format!("gpu-{i:04}"), now).unwrap();
@@ -240,4 +246,40 @@ async fn the_list_of_edges_pages_and_filters() {
         e.shutdown().await;
     }
     cp.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_every_provider_until_the_series_cap_then_each_edge_then_the_fleet() {
+    for (cap, detail) in [(50_000, 2), (20, 1), (5, 0)] {
+        let cp = Cp::start_with(server(), |s| s.metrics_max_series = cap).await;
+        let a = edge(&cp, "edge-a", 2, "eu-1").await;
+        // A model name a peer could write to break the exposition's quoting.
+        let b = edge_serving(&cp, "edge-b", 1, "us-1", r#"gpt "4" \ mini"#).await;
+        cp.get_until("three nodes ready", "/v1/fleet/load", |v| v["nodes"]["ready"] == 3)
+            .await;
+        let m = cp.get("/metrics").await;
+        let has = |line: &str| m.body.lines().any(|l| l == line);
+        // The fleet's totals, whatever the cap.
+        assert!(has(r#"iop_fleet_capacity{category="local_inference"} 12"#), "{}", m.body);
+        assert!(has(r#"iop_fleet_model_capacity{model="gpt-4"} 20"#), "{}", m.body);
+        assert!(has(r#"iop_fleet_model_capacity{model="gpt \"4\" \\ mini"} 10"#), "{}", m.body);
+        assert!(has(r#"iop_fleet_label_capacity{label="zone",value="eu-1"} 28"#));
+        assert!(has(r#"iop_fleet_nodes{state="ready"} 3"#));
+        assert!(has(&format!("iop_metrics_fleet_detail {detail}")), "{}", m.body);
+        let edge_line = r#"iop_edge_capacity{edge="edge-a"} 28"#;
+        let provider_line = r#"iop_provider_capacity{edge="edge-a",node="gpu-0000",provider="llama",category="local_inference"} 4"#;
+        let node_line = r#"iop_node_state{edge="edge-b",node="gpu-0000",state="ready"} 1"#;
+        assert_eq!(has(edge_line), detail >= 1, "cap {cap}");
+        assert_eq!(has(provider_line) && has(node_line), detail == 2, "cap {cap}");
+        // 2 Edges × 4 series; 6 providers × 9 and 3 nodes.
+        let dropped = match detail {
+            2 => 0,
+            1 => 6 * 9 + 3,
+            _ => 2 * 4 + 6 * 9 + 3,
+        };
+        assert!(has(&format!("iop_metrics_series_dropped {dropped}")), "{}", m.body);
+        a.shutdown().await;
+        b.shutdown().await;
+        cp.stop().await;
+    }
 }

@@ -280,10 +280,15 @@ fn admin_api_end_to_end_over_the_binaries() {
     );
     assert_eq!(get(admin, "/v1/nowhere").status, 404);
 
-    // Metrics: the counters and the status latency histogram.
+    // Metrics (OpenMetrics): the counters, the status latency histogram, the fleet.
     let metrics = get(admin, "/metrics");
     assert_eq!(metrics.status, 200);
-    assert!(metrics.content_type.starts_with("text/plain"));
+    assert!(
+        metrics
+            .content_type
+            .starts_with("application/openmetrics-text; version=1.0.0")
+    );
+    assert!(metrics.body.ends_with("# EOF\n"), "{}", metrics.body);
     for needle in [
         "iop_edges_connected 1",
         "iop_edges_known 1",
@@ -294,6 +299,9 @@ fn admin_api_end_to_end_over_the_binaries() {
         "iop_protocol_errors_total 0",
         "# TYPE iop_admin_status_request_duration_seconds histogram",
         "iop_admin_status_request_duration_seconds_count{result=\"ok\"} 3",
+        "iop_fleet_edges{counted=\"live\"} 1",
+        "iop_metrics_fleet_detail 2",
+        "iop_edge_capacity{edge=\"edge-1\"}",
     ] {
         assert!(
             metrics.body.contains(needle),

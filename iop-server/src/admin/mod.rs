@@ -15,7 +15,7 @@
 //! | `GET /v1/jobs/{job_id}` | the summary (`state`, `stopped`, `progress`) and a page of per-Edge runs (`?after=EDGE&limit=N`, `next`) |
 //! | `POST /v1/jobs/{job_id}/cancel` | no more Edges start, the running commands are cancelled |
 //! | `GET /v1/events` | server-sent events: `edge_connected`, `edge_disconnected`, `edge_unreachable`, `edge_reachable`, `edge_superseded`, `node_event`, `command_event`, `command_undeliverable`, `command_abandoned`, `edge_forgotten`, `job_progress` (`?kinds=node_event,command_event` for some), then `lagged` and the end if the client reads too slowly; with `--cluster` each event's `id` is its place on the fleet's stream, and `Last-Event-ID` (or `?since=ID`) resumes after it, `missed` first saying how many the stream no longer holds |
-//! | `GET /metrics` | Prometheus text |
+//! | `GET /metrics` | OpenMetrics text: the protocol's counters, the fleet's load by category, model and label, each Edge's and each provider's numbers while under `--metrics-max-series` |
 //! | `GET /` | the fleet dashboard, a page over this API ([`dashboard`]) |
 //! | `GET /healthz` | `{"status": "ok"}` (503 `draining` once draining); with `--cluster` also `"cluster": "ok"`, `"degraded"` (the engine is unreachable: this replica serves its Edges, refuses new ones `OVERLOADED`) or `"fenced"` (another process runs with this `--replica-id`: this one decides no more claims) |
 //!
@@ -40,6 +40,7 @@ mod json;
 mod load;
 mod load_json;
 mod metrics;
+mod metrics_fleet;
 mod routes;
 pub mod serve;
 mod tokens;
@@ -52,7 +53,10 @@ pub use error::ApiError;
 pub use fleet::view_with_load;
 pub use json::{STREAM_KINDS, command_record, command_response, cp_event, edge_view, stream_kind};
 pub use load::load_encoder;
-pub use metrics::{AdminGauges, AdminMetrics, Histogram, render as render_metrics, render_cluster};
+pub use metrics::{
+    AdminGauges, AdminMetrics, CONTENT_TYPE as METRICS_CONTENT_TYPE, Histogram, Scrape,
+    render as render_metrics,
+};
 pub use routes::router;
 pub use tokens::TokenBook;
 
@@ -61,6 +65,9 @@ pub const OPENAPI: &str = routes::OPENAPI;
 pub use serve::AdminServerConfig;
 
 use iop_tokio::ControlPlaneHandle;
+
+/// The default of [`AdminState::metrics_max_series`].
+pub const DEFAULT_METRICS_MAX_SERIES: usize = 50_000;
 
 /// Event streams (`GET /v1/events`) open at once, past which a new one is 503.
 pub const MAX_EVENT_STREAMS: usize = 64;
@@ -96,6 +103,10 @@ pub struct AdminState {
     pub warnings: Vec<String>,
     /// The jobs started through `POST /v1/jobs`.
     pub jobs: Arc<JobBook>,
+    /// The most per-Edge and per-provider series `/metrics` shows
+    /// (`--metrics-max-series`); past it the per-provider ones go, then the per-Edge
+    /// ones.
+    pub metrics_max_series: usize,
 }
 
 impl AdminState {
@@ -119,6 +130,7 @@ impl AdminState {
             cluster_stats: None,
             warnings: Vec::new(),
             jobs: Arc::new(JobBook::default()),
+            metrics_max_series: DEFAULT_METRICS_MAX_SERIES,
         }
     }
 }

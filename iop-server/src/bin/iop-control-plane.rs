@@ -159,6 +159,12 @@ struct Args {
     #[arg(long)]
     metrics_public: bool,
 
+    /// The most per-Edge and per-provider series /metrics shows: past it the
+    /// per-provider series are left out, then the per-Edge ones (the fleet's totals by
+    /// category, model and label always stay), and `iop_metrics_fleet_detail` says so.
+    #[arg(long, value_name = "N", default_value_t = admin::DEFAULT_METRICS_MAX_SERIES)]
+    metrics_max_series: usize,
+
     /// Admin connections held at once; past it a new one is closed at once.
     #[arg(long, value_name = "N", default_value_t = 256)]
     admin_max_connections: usize,
@@ -388,7 +394,13 @@ fn run(args: Args) -> Result<(), Failure> {
         listen,
         admin_addr,
         config,
-        (access, admin_config, admin_tls, admin_warnings),
+        (
+            access,
+            admin_config,
+            admin_tls,
+            admin_warnings,
+            args.metrics_max_series,
+        ),
         reloadable,
         cluster,
     ))
@@ -398,11 +410,12 @@ async fn serve(
     listen: SocketAddr,
     admin_addr: SocketAddr,
     config: ServerConfig,
-    (access, admin_config, admin_tls, admin_warnings): (
+    (access, admin_config, admin_tls, admin_warnings, metrics_max_series): (
         AdminAccess,
         AdminServerConfig,
         Option<admin::serve::AdminTls>,
         Vec<String>,
+        usize,
     ),
     reloadable: Reloadable,
     cluster: Option<(ClusterArgs, ClusterConfig)>,
@@ -432,6 +445,7 @@ async fn serve(
         .map_err(|e| Failure::Runtime(format!("admin listener: {e}")))?;
     let mut state = AdminState::with_access(server.handle(), access);
     state.warnings = admin_warnings;
+    state.metrics_max_series = metrics_max_series;
     state.replica_id = replica.as_ref().map(|r| r.replica_id().to_owned());
     state.router = replica.as_ref().map(|r| r.router());
     state.cluster_stats = replica.as_ref().map(|r| r.stats());

@@ -17,12 +17,18 @@ pub struct Cp {
 
 impl Cp {
     pub async fn start(config: ServerConfig) -> Self {
+        Self::start_with(config, |_| {}).await
+    }
+
+    /// [`start`](Self::start), the admin state changed by `tweak` first.
+    pub async fn start_with(config: ServerConfig, tweak: impl FnOnce(&mut AdminState)) -> Self {
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse().unwrap(), config)
             .await
             .unwrap();
         let handle = server.handle();
         let mut state = AdminState::new(handle.clone());
         state.command_answer_timeout = Duration::from_secs(10);
+        tweak(&mut state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin = listener.local_addr().unwrap();
         let http = tokio::spawn(axum::serve(listener, admin::router(state)).into_future());

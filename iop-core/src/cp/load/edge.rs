@@ -206,7 +206,7 @@ impl<'a> NodeLoad<'a> {
     }
 
     /// Its labels, by key.
-    pub fn labels(&self) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
+    pub fn labels(self) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
         let load = self.load;
         load.labels
             .get(self.rec.labels.range())
@@ -216,7 +216,7 @@ impl<'a> NodeLoad<'a> {
     }
 
     /// Its providers.
-    pub fn providers(&self) -> impl ExactSizeIterator<Item = ProviderLoad<'a>> + 'a {
+    pub fn providers(self) -> impl ExactSizeIterator<Item = ProviderLoad<'a>> + 'a {
         let load = self.load;
         load.providers
             .get(self.rec.providers.range())
@@ -307,7 +307,7 @@ impl<'a> ProviderLoad<'a> {
     }
 
     /// The models it serves.
-    pub fn models(&self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
+    pub fn models(self) -> impl ExactSizeIterator<Item = &'a str> + 'a {
         let load = self.load;
         load.models
             .get(self.rec.models.range())
