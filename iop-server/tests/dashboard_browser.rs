@@ -1,9 +1,11 @@
 //! The fleet dashboard in a real browser: `iop-control-plane` with an admin token and
 //! two `iop-edge --simulate`, and a headless Chromium that asks for the token, shows
+//! the fleet's load (its totals as the API gives them, charts of its last samples) and
 //! both Edges and their nodes, sends `node.drain` from the form and follows it to
-//! SUCCEEDED, sees a node drop (its providers zeroed) and come back, and cancels a
-//! drain waiting for a lease from its Cancel button. It saves a
-//! screenshot (`IOP_BLESS=1` also writes it to `docs/dashboard.png`, the README's).
+//! SUCCEEDED, sees a node drop (its providers zeroed, when they were last online) and
+//! come back, and cancels a drain waiting for a lease from its Cancel button. It saves
+//! screenshots (`IOP_BLESS=1` also writes them to `docs/dashboard.png` and
+//! `docs/dashboard-fleet.png`, the README's).
 
 mod cli_support;
 
@@ -44,7 +46,19 @@ fn timeline_reached(operation: &str, phase: &str) -> String {
 fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return() {
     let browser = Browser::start(1280, 800);
     let tokens = secret_file("admin-tokens", &format!("{TOKEN} operate\n"));
-    let cp = control_plane(&["--admin-token-file", tokens.to_str().unwrap()]);
+    // The load refreshed and sampled every second, so that the charts fill quickly.
+    let cp = control_plane(&[
+        "--admin-token-file",
+        tokens.to_str().unwrap(),
+        "--status-refresh-ms",
+        "1000",
+        "--fleet-history-interval-ms",
+        "1000",
+        "--edge-history-interval-ms",
+        "1000",
+        "--load-history-ms",
+        "60000",
+    ]);
     let sim = ["--simulate", "--simulate-interval-ms", "100"];
     let _a = edge(
         cp.edges,
@@ -87,8 +101,54 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
             .to_string()
             .contains(TOKEN)
     );
+    // The fleet's load: the capacity the page shows is the API's, and each chart drew a
+    // point for each sample the page was given (a few seconds of them).
+    let shown = browser.wait(
+        "the fleet's capacity as the API gives it",
+        "const t = sessionStorage.getItem('iop-admin-token');
+         const shown = document.querySelector('#load-totals [data-field=capacity]');
+         if (!shown) return false;
+         const x = new XMLHttpRequest();
+         x.open('GET', '/v1/fleet/load', false);
+         x.setRequestHeader('Authorization', 'Bearer ' + t);
+         x.send();
+         const api = JSON.parse(x.responseText).total.capacity;
+         return api > 0 && shown.textContent === api.toLocaleString('en-US') && api;",
+    );
+    assert!(shown.as_u64().unwrap() > 0, "{shown}");
+    let drawn = browser.wait(
+        "charts of at least three samples",
+        "const box = document.getElementById('load-charts');
+         const n = Number(box.dataset.samples || 0);
+         const charts = [...box.querySelectorAll('svg.chart')];
+         if (n < 3 || charts.length !== 4) return false;
+         const counts = charts.map(c => c.querySelector('polyline').getAttribute('points').trim().split(/\\s+/).length);
+         return counts.every(c => c === n) && charts.every(c => Number(c.dataset.points) === n) && n;",
+    );
+    assert!(drawn.as_u64().unwrap() >= 3, "{drawn}");
+    let categories = browser.js(
+        "return [...document.querySelectorAll('#load-categories tbody tr')].map(r => r.dataset.group)",
+        json!([]),
+    );
+    assert!(
+        categories.as_array().unwrap().contains(&json!("local_inference")),
+        "{categories}"
+    );
+    let bar = browser.js(
+        "const b = document.querySelector('#load-totals svg.loadbar');
+         return b && b.getAttribute('aria-label')",
+        json!([]),
+    );
+    assert!(
+        bar.as_str().unwrap().contains("capacity"),
+        "the whole fleet's bar says what it shows: {bar}"
+    );
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    browser.screenshot(&shots.join("dashboard-fleet.png"));
+    let fleet_shot = shots.join("dashboard-fleet.png");
+    // Tall enough for the totals, the charts and the Edges.
+    browser.resize(1280, 1160);
+    browser.screenshot(&fleet_shot);
+    browser.resize(1280, 800);
     let live = browser.wait(
         "the event stream",
         "return document.getElementById('live').textContent === 'live'",
@@ -173,6 +233,19 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
              && p.map(x => x.dataset.status + '/' + x.dataset.health).join(',');",
     );
     assert_eq!(zeroed, json!("UNAVAILABLE/OFFLINE,UNAVAILABLE/OFFLINE"));
+    // ... and says when each was last online, with what; the others have a sparkline of
+    // their last samples.
+    browser.wait(
+        "cpu-1's providers last seen online",
+        "const r = document.querySelector('#nodes tr[data-node=\"cpu-1\"]');
+         return r && r.querySelectorAll('.last-online').length === 2
+             && [...r.querySelectorAll('.last-online')].every(p => /last seen online .* with capacity [1-9]/.test(p.textContent))",
+    );
+    browser.wait(
+        "gpu-1's providers with sparklines",
+        "const r = document.querySelector('#nodes tr[data-node=\"gpu-1\"]');
+         return r && r.querySelectorAll('svg.sparkline').length === 2",
+    );
     let screenshot = shots.join("dashboard.png");
     browser.js("window.scrollTo(0, 0)", json!([]));
     browser.screenshot(&screenshot);
@@ -267,8 +340,10 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
     browser.screenshot(&shots.join("dashboard-phone-events.png"));
 
     if std::env::var_os("IOP_BLESS").is_some() {
-        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/dashboard.png");
-        std::fs::copy(&screenshot, docs).expect("write docs/dashboard.png");
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+        std::fs::copy(&screenshot, docs.join("dashboard.png")).expect("write docs/dashboard.png");
+        std::fs::copy(&fleet_shot, docs.join("dashboard-fleet.png"))
+            .expect("write docs/dashboard-fleet.png");
     }
 }
 

@@ -19,11 +19,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 /// The paths the dashboard serves, without a token: the page and its assets.
-pub const PATHS: [&str; 5] = [
+pub const PATHS: [&str; 7] = [
     "/",
     "/ui/app.js",
     "/ui/api.js",
     "/ui/views.js",
+    "/ui/fleet.js",
+    "/ui/charts.js",
     "/ui/style.css",
 ];
 
@@ -31,6 +33,8 @@ const INDEX: &str = include_str!("dashboard/index.html");
 const APP_JS: &str = include_str!("dashboard/app.js");
 const API_JS: &str = include_str!("dashboard/api.js");
 const VIEWS_JS: &str = include_str!("dashboard/views.js");
+const FLEET_JS: &str = include_str!("dashboard/fleet.js");
+const CHARTS_JS: &str = include_str!("dashboard/charts.js");
 const STYLE: &str = include_str!("dashboard/style.css");
 
 /// What the page may load and reach: this origin only.
@@ -53,6 +57,14 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/ui/views.js",
             get(|| asset("text/javascript; charset=utf-8", VIEWS_JS)),
+        )
+        .route(
+            "/ui/fleet.js",
+            get(|| asset("text/javascript; charset=utf-8", FLEET_JS)),
+        )
+        .route(
+            "/ui/charts.js",
+            get(|| asset("text/javascript; charset=utf-8", CHARTS_JS)),
         )
         .route(
             "/ui/style.css",

@@ -127,6 +127,20 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     status_refresh_ms: u64,
 
+    /// How often the fleet's totals are sampled for its history (/v1/fleet/history,
+    /// the dashboard's charts), in ms; the history holds the last --load-history-ms.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    fleet_history_interval_ms: u64,
+
+    /// How often each Edge's totals are sampled (/v1/edges/{id}/history), in ms.
+    #[arg(long, value_name = "N", default_value_t = 120_000)]
+    edge_history_interval_ms: u64,
+
+    /// How far back the fleet's and each Edge's history reach, in ms (at most 10 000
+    /// samples each; 0: no history).
+    #[arg(long, value_name = "N", default_value_t = 3_600_000)]
+    load_history_ms: u64,
+
     /// Connections held at once (pending hellos included); past it a new connection
     /// gets `GoAway{OVERLOADED}` with a retry-after of 10 s and is closed.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
@@ -359,6 +373,9 @@ fn run(args: Args) -> Result<(), Failure> {
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
     config.cp.status_refresh =
         (args.status_refresh_ms > 0).then(|| Duration::from_millis(args.status_refresh_ms));
+    config.cp.fleet_history_interval = Duration::from_millis(args.fleet_history_interval_ms);
+    config.cp.edge_history_interval = Duration::from_millis(args.edge_history_interval_ms);
+    config.cp.load_history = Duration::from_millis(args.load_history_ms);
     if cluster.is_none() {
         config.cp.edge_command_retention = (args.edge_command_retention_ms > 0)
             .then(|| Duration::from_millis(args.edge_command_retention_ms));

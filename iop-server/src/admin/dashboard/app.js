@@ -1,17 +1,21 @@
-// The dashboard: the fleet, one Edge's nodes and providers, commands and events, kept
-// live from `/v1/events` plus a status round trip whenever an event says an Edge's
-// nodes changed.
+// The dashboard: the fleet's load and its Edges, one Edge's nodes and providers,
+// commands and events, kept live from `/v1/events` plus a status round trip whenever
+// an event says an Edge's nodes changed, and the load re-read every few seconds.
 
 import { ApiError, request, setToken, streamEvents, token } from "./api.js";
 import {
-  commandItem, edgeSummary, eventRow, eventText, fleetMatches, fleetRows, h,
-  nodeRows, selectorChoices,
+  firstPage, loadLoad, loadPage, nextPage, previousPage, renderFleet, renderLoad,
+} from "./fleet.js";
+import {
+  commandItem, edgeSummary, eventRow, eventText, h, nodeRows, selectorChoices,
 } from "./views.js";
 
 const $ = (id) => document.getElementById(id);
 
-/** Rows the fleet table shows at most (filter to see others). */
-const FLEET_ROWS = 500;
+/** How often the fleet page re-reads the load, its last hour and the page of Edges. */
+const FLEET_EVERY_MS = 5000;
+/** How often an open Edge view re-reads its last hour. */
+const HISTORY_EVERY_MS = 10000;
 /** Events kept for the events view. */
 const EVENTS_KEPT = 500;
 /** Commands whose timelines are kept. */
@@ -20,7 +24,12 @@ const COMMANDS_KEPT = 200;
 const STATUS_EVERY_MS = 5000;
 
 const state = {
-  edges: new Map(), // edgeId → view
+  edges: new Map(), // edgeId → view (of the page shown, and of Edges opened)
+  page: { ids: [], total: 0, next: "" }, // the page of the Edge list shown
+  pager: { after: "", back: [] }, // where it starts, and where the pages before did
+  load: null, // the fleet's load (`/v1/fleet/load`)
+  history: null, // its last hour (`/v1/fleet/history`)
+  edgeHistory: new Map(), // edgeId → its last hour (`/v1/edges/{id}/history`)
   status: new Map(), // edgeId → last EdgeStatusResponse
   commands: new Map(), // commandId → { commandId, edgeId, operation, selector, response, events }
   events: [], // newest first: { name, edgeId, text, at }
@@ -88,10 +97,18 @@ $("forget").addEventListener("click", () => {
 // ---- data ----------------------------------------------------------------------
 
 async function loadEdges() {
-  const body = await request("GET", "/v1/edges");
-  state.edges = new Map(body.edges.map((v) => [v.edgeId, v]));
-  renderFleet();
+  await loadPage(state);
   if (state.route.view === "edge") renderEdgeSummary();
+}
+
+async function loadEdgeHistory(edgeId) {
+  try {
+    state.edgeHistory.set(edgeId, await request("GET", `/v1/edges/${encodeURIComponent(edgeId)}/history`));
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return failed(e);
+    state.edgeHistory.delete(edgeId);
+  }
+  if (isOpen(edgeId)) renderNodes();
 }
 
 async function loadEdge(edgeId) {
@@ -101,8 +118,11 @@ async function loadEdge(edgeId) {
     if (e instanceof ApiError && e.status === 404) state.edges.delete(edgeId);
     else throw e;
   }
-  renderFleet();
-  if (state.route.view === "edge" && state.route.edgeId === edgeId) renderEdgeSummary();
+  if (state.page.ids.includes(edgeId)) renderFleet(state);
+  if (state.route.view === "edge" && state.route.edgeId === edgeId) {
+    renderEdgeSummary();
+    renderNodes();
+  }
 }
 
 /** Status round trips in flight for Edges not on screen (the fleet's node counts). */
@@ -154,6 +174,7 @@ const isOpen = (edgeId) => state.route.view === "edge" && state.route.edgeId ===
 function onEvent(name, d) {
   if (name === "reload") {
     loadEdges().catch(failed);
+    loadLoad(state).catch(failed);
     if (state.route.view === "edge") loadStatus(state.route.edgeId);
     return;
   }
@@ -169,7 +190,14 @@ function onEvent(name, d) {
   }
   // Whatever changes an Edge's nodes or session: re-read its view, and its status
   // while it is open or shown in the fleet (debounced per Edge).
-  if (name.startsWith("edge_")) debounce(`edge:${edgeId}`, 200, () => loadEdge(edgeId).catch(failed));
+  if (name.startsWith("edge_")) {
+    if (state.page.ids.includes(edgeId) || isOpen(edgeId)) {
+      debounce(`edge:${edgeId}`, 200, () => loadEdge(edgeId).catch(failed));
+    } else if (state.route.view === "fleet") {
+      // An Edge not on the page: the page (its count, its order) may have changed.
+      debounce("page", 500, () => loadPage(state).catch(failed));
+    }
+  }
   if (name === "node_event" || name === "edge_connected" || name === "edge_reachable") {
     debounce(`status:${edgeId}`, 300, () => loadStatus(edgeId));
   }
@@ -195,21 +223,6 @@ function stopStream() {
 
 // ---- views ---------------------------------------------------------------------
 
-function renderFleet() {
-  const text = $("fleet-text").value.trim();
-  const wanted = $("fleet-state").value;
-  const all = [...state.edges.values()].sort((a, b) => a.edgeId.localeCompare(b.edgeId));
-  const shown = all.filter((v) => fleetMatches(v, text, wanted));
-  const replica = all.some((v) => v.replica);
-  for (const th of document.querySelectorAll("[data-replica]")) th.hidden = !replica;
-  $("fleet").tBodies[0].replaceChildren(...fleetRows(shown.slice(0, FLEET_ROWS), replica));
-  const count = (r) => all.filter((v) => v.reachability === r).length;
-  $("fleet-summary").textContent =
-    `${all.length} edges: ${count("CONNECTED")} connected, ${count("UNREACHABLE")} unreachable, ` +
-    `${count("DISCONNECTED")} disconnected` +
-    (shown.length > FLEET_ROWS ? ` · showing ${FLEET_ROWS} of ${shown.length} matches` : ` · ${shown.length} shown`);
-}
-
 function renderEdgeSummary() {
   const v = state.edges.get(state.route.edgeId);
   $("edge-title").textContent = `Edge ${state.route.edgeId}`;
@@ -224,9 +237,22 @@ function renderEdgeSummary() {
   }
 }
 
+/** What the Control Plane keeps of each provider of the open Edge: its last hour's
+ * use and what it last had online. */
+function providerExtras(edgeId) {
+  const view = state.edges.get(edgeId);
+  const history = state.edgeHistory.get(edgeId);
+  return (nodeId, providerId) => {
+    const node = view && view.loadView && view.loadView.nodes.find((n) => n.nodeId === nodeId);
+    const p = node && node.providers.find((x) => x.providerId === providerId);
+    const h = history && history.providers.find((x) => x.nodeId === nodeId && x.providerId === providerId);
+    return { lastOnline: p && p.lastOnline, uses: h ? h.uses : [] };
+  };
+}
+
 function renderNodes() {
   const status = state.status.get(state.route.edgeId);
-  $("nodes").tBodies[0].replaceChildren(...(status ? nodeRows(status) : []));
+  $("nodes").tBodies[0].replaceChildren(...(status ? nodeRows(status, providerExtras(state.route.edgeId)) : []));
   $("selectors").replaceChildren(
     ...selectorChoices(status).map(([value, label]) => h("option", { value, label })),
   );
@@ -253,8 +279,10 @@ for (const name of [
 ]) {
   $("events-kind").append(h("option", { value: name, text: name }));
 }
-$("fleet-text").addEventListener("input", renderFleet);
-$("fleet-state").addEventListener("change", renderFleet);
+$("fleet-text").addEventListener("input", () => debounce("filter", 250, () => firstPage(state).catch(failed)));
+$("fleet-state").addEventListener("change", () => firstPage(state).catch(failed));
+$("fleet-next").addEventListener("click", () => nextPage(state).catch(failed));
+$("fleet-prev").addEventListener("click", () => previousPage(state).catch(failed));
 $("events-text").addEventListener("input", renderEvents);
 $("events-kind").addEventListener("change", renderEvents);
 for (const f of ["fleet-filter", "events-filter"]) $(f).addEventListener("submit", (ev) => ev.preventDefault());
@@ -336,10 +364,14 @@ $("commands").addEventListener("click", async (ev) => {
 // ---- routing -------------------------------------------------------------------
 
 let statusTimer = null;
+let historyTimer = null;
+let fleetTimer = null;
 
 function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   clearInterval(statusTimer);
+  clearInterval(historyTimer);
+  clearInterval(fleetTimer);
   notice("");
   if (hash.startsWith("/edge/")) {
     const edgeId = decodeURIComponent(hash.slice(6));
@@ -351,7 +383,9 @@ function route() {
     renderNodes();
     renderCommands();
     loadEdge(edgeId).then(() => loadStatus(edgeId)).catch(failed);
+    loadEdgeHistory(edgeId);
     statusTimer = setInterval(() => loadStatus(edgeId), STATUS_EVERY_MS);
+    historyTimer = setInterval(() => loadEdgeHistory(edgeId), HISTORY_EVERY_MS);
     $("edge-title").focus();
   } else if (hash === "/events") {
     state.route = { view: "events" };
@@ -361,7 +395,14 @@ function route() {
   } else {
     state.route = { view: "fleet" };
     show("fleet-view");
-    renderFleet();
+    renderFleet(state);
+    renderLoad(state);
+    const refresh = () => {
+      loadLoad(state).catch(failed);
+      loadPage(state).catch(failed);
+    };
+    refresh();
+    fleetTimer = setInterval(refresh, FLEET_EVERY_MS);
   }
 }
 

@@ -1,4 +1,7 @@
 // Rendering: data from the admin API into the document, always as text (never markup).
+
+import { short, sparkline } from "./charts.js";
+
 // JSON follows the protobuf mapping: fields at their default (false, 0, "") are left
 // out, enums are names, 64-bit integers are strings.
 
@@ -44,26 +47,22 @@ function reachBadge(reachability) {
   return badge(reachability.toLowerCase(), `reach-${reachability.toLowerCase()}`);
 }
 
-/** Whether `view` passes the fleet filter (`text` in its id, version or operations). */
-export function fleetMatches(view, text, state) {
-  if (state && view.reachability !== state) return false;
-  if (!text) return true;
-  const hay = [view.edgeId, view.softwareVersion, ...(view.operations || [])].join(" ").toLowerCase();
-  return hay.includes(text.toLowerCase());
-}
-
 /** The fleet table's body: one row per Edge of `views` (already filtered). */
 export function fleetRows(views, showReplica) {
   return views.map((v) => {
     const s = v.lastStatus;
     const nodes = s ? `${s.connectedNodes || 0} / ${s.nodeCount || 0}${s.truncated ? "+" : ""}` : "—";
     const link = h("a", { href: `#/edge/${encodeURIComponent(v.edgeId)}`, text: v.edgeId });
+    const l = v.load;
     return h(
       "tr",
       { data: { edge: v.edgeId, reachability: v.reachability } },
       h("th", { scope: "row" }, link),
       h("td", {}, reachBadge(v.reachability)),
       h("td", { class: "num", data: { field: "nodes" }, text: nodes }),
+      h("td", { class: "num", data: { field: "capacity" }, text: l ? short(l.capacity) : "—" }),
+      h("td", { class: "num", data: { field: "inFlight" }, text: l ? short(l.inFlight) : "—" }),
+      h("td", { class: "num", data: { field: "queued" }, text: l ? short(l.queued) : "—" }),
       h("td", { class: "num", text: v.connected ? v.sessionId : "—" }),
       h("td", { text: v.softwareVersion || "—" }),
       h("td", { class: "ops", text: (v.operations || []).join(", ") || "—" }),
@@ -97,7 +96,15 @@ function gauge(label, value, max, extra) {
   );
 }
 
-function provider(p) {
+/** How long ago `unixMs` was, in words. */
+export function ago(unixMs) {
+  const s = Math.max(0, Math.round((Date.now() - num(unixMs)) / 1000));
+  if (s < 90) return `${s} s ago`;
+  if (s < 5400) return `${Math.round(s / 60)} min ago`;
+  return `${Math.round(s / 3600)} h ago`;
+}
+
+function provider(p, extra) {
   const n = {
     capacity: num(p.capacity),
     inFlight: num(p.inFlight),
@@ -136,11 +143,24 @@ function provider(p) {
     gauge("in flight", n.inFlight, n.capacity),
     gauge("queued", n.queued, 0),
     gauge("long context", n.lcInFlight, n.lcCapacity, `· ${n.lcQueued} queued`),
+    extra && extra.uses && extra.uses.length
+      ? h("div", { class: "gauge" }, h("span", { class: "gauge-label", text: "last hour" }), sparkline(p.providerId, extra.uses))
+      : null,
+    extra && extra.lastOnline && health === "OFFLINE"
+      ? h("p", {
+        class: "muted last-online",
+        text: `last seen online ${ago(extra.lastOnline.atUnixMs)} with capacity ${extra.lastOnline.capacity}`,
+      })
+      : null,
   );
 }
 
-/** The nodes table's body from an `EdgeStatusResponse`. */
-export function nodeRows(status) {
+/**
+ * The nodes table's body from an `EdgeStatusResponse`; `extra(nodeId, providerId)`
+ * gives what the Control Plane keeps of a provider beside it (its last hour's use,
+ * what it last had online).
+ */
+export function nodeRows(status, extra = () => null) {
   return (status.nodes || []).map((n) => {
     const state = enumName(n.state, "NODE_STATE_");
     const labels = Object.entries(n.labels || {}).map(([k, v]) => h("span", { class: "chip", text: `${k}=${v}` }));
@@ -153,7 +173,7 @@ export function nodeRows(status) {
       h("td", { class: "num", text: n.generation || "0" }),
       h("td", {}, labels.length ? labels : "—"),
       h("td", { text: (n.config && n.config.revision) || "—" }),
-      h("td", {}, h("ul", { class: "providers" }, (n.providerSnapshots || []).map(provider))),
+      h("td", {}, h("ul", { class: "providers" }, (n.providerSnapshots || []).map((p) => provider(p, extra(n.nodeId, p.providerId))))),
     );
   });
 }
