@@ -151,6 +151,10 @@ fn a_full_command_lifecycle_surfaces_in_order() {
     assert_eq!(st.answer, CommandAnswer::Accepted);
     assert_eq!(st.outcome, Some(CommandOutcome::Finished(Succeeded)));
     assert_eq!(st.last_sequence, 5);
+    // Counted once, however many events it took.
+    let stats = t.cp.stats();
+    assert_eq!((stats.commands_issued, stats.commands_succeeded), (1, 1));
+    assert_eq!((stats.commands_failed, stats.commands_rejected), (0, 0));
 }
 
 #[test]
@@ -169,6 +173,7 @@ fn a_rejection_is_final() {
         t.cp.command("edge-1", "c1").unwrap().outcome,
         Some(CommandOutcome::Rejected(CommandRejectReason::Busy))
     );
+    assert_eq!(t.cp.stats().commands_rejected, 1);
 }
 
 #[test]

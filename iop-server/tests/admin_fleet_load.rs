@@ -255,29 +255,57 @@ async fn metrics_show_every_provider_until_the_series_cap_then_each_edge_then_th
         let a = edge(&cp, "edge-a", 2, "eu-1").await;
         // A model name a peer could write to break the exposition's quoting.
         let b = edge_serving(&cp, "edge-b", 1, "us-1", r#"gpt "4" \ mini"#).await;
-        cp.get_until("three nodes ready", "/v1/fleet/load", |v| v["nodes"]["ready"] == 3)
-            .await;
+        cp.get_until("three nodes ready", "/v1/fleet/load", |v| {
+            v["nodes"]["ready"] == 3
+        })
+        .await;
         let m = cp.get("/metrics").await;
         let has = |line: &str| m.body.lines().any(|l| l == line);
         // The fleet's totals, whatever the cap.
-        assert!(has(r#"iop_fleet_capacity{category="local_inference"} 12"#), "{}", m.body);
-        assert!(has(r#"iop_fleet_model_capacity{model="gpt-4"} 20"#), "{}", m.body);
-        assert!(has(r#"iop_fleet_model_capacity{model="gpt \"4\" \\ mini"} 10"#), "{}", m.body);
-        assert!(has(r#"iop_fleet_label_capacity{label="zone",value="eu-1"} 28"#));
+        assert!(
+            has(r#"iop_fleet_capacity{category="local_inference"} 12"#),
+            "{}",
+            m.body
+        );
+        assert!(
+            has(r#"iop_fleet_model_capacity{model="gpt-4"} 20"#),
+            "{}",
+            m.body
+        );
+        assert!(
+            has(r#"iop_fleet_model_capacity{model="gpt \"4\" \\ mini"} 10"#),
+            "{}",
+            m.body
+        );
+        assert!(has(
+            r#"iop_fleet_label_capacity{label="zone",value="eu-1"} 28"#
+        ));
         assert!(has(r#"iop_fleet_nodes{state="ready"} 3"#));
-        assert!(has(&format!("iop_metrics_fleet_detail {detail}")), "{}", m.body);
+        assert!(
+            has(&format!("iop_metrics_fleet_detail {detail}")),
+            "{}",
+            m.body
+        );
         let edge_line = r#"iop_edge_capacity{edge="edge-a"} 28"#;
         let provider_line = r#"iop_provider_capacity{edge="edge-a",node="gpu-0000",provider="llama",category="local_inference"} 4"#;
         let node_line = r#"iop_node_state{edge="edge-b",node="gpu-0000",state="ready"} 1"#;
         assert_eq!(has(edge_line), detail >= 1, "cap {cap}");
-        assert_eq!(has(provider_line) && has(node_line), detail == 2, "cap {cap}");
+        assert_eq!(
+            has(provider_line) && has(node_line),
+            detail == 2,
+            "cap {cap}"
+        );
         // 2 Edges × 4 series; 6 providers × 9 and 3 nodes.
         let dropped = match detail {
             2 => 0,
             1 => 6 * 9 + 3,
             _ => 2 * 4 + 6 * 9 + 3,
         };
-        assert!(has(&format!("iop_metrics_series_dropped {dropped}")), "{}", m.body);
+        assert!(
+            has(&format!("iop_metrics_series_dropped {dropped}")),
+            "{}",
+            m.body
+        );
         a.shutdown().await;
         b.shutdown().await;
         cp.stop().await;

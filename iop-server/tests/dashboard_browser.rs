@@ -131,7 +131,10 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
         json!([]),
     );
     assert!(
-        categories.as_array().unwrap().contains(&json!("local_inference")),
+        categories
+            .as_array()
+            .unwrap()
+            .contains(&json!("local_inference")),
         "{categories}"
     );
     let bar = browser.js(

@@ -75,4 +75,32 @@ pub struct CpStats {
     pub status_views_partial: u64,
     /// Full answers whose `registry_revision` was the view's: nothing to merge.
     pub status_unchanged: u64,
+    /// Commands taken for an Edge (sent, or held for their record first).
+    pub commands_issued: u64,
+    /// Commands the Edge rejected.
+    pub commands_rejected: u64,
+    /// Commands that ended SUCCEEDED.
+    pub commands_succeeded: u64,
+    /// Commands that ended FAILED on the Edge.
+    pub commands_failed: u64,
+    /// Commands that ended CANCELLED.
+    pub commands_cancelled: u64,
+    /// Commands that ended TIMED_OUT.
+    pub commands_timed_out: u64,
+}
+
+impl CpStats {
+    /// Counts how a command ended, by the outcome an answer of the Edge brought.
+    pub(crate) fn command_ended(&mut self, outcome: Option<&super::CommandOutcome>) {
+        use iop_proto::CommandPhase as P;
+        let counter = match outcome {
+            Some(super::CommandOutcome::Rejected(_)) => &mut self.commands_rejected,
+            Some(super::CommandOutcome::Finished(P::Succeeded)) => &mut self.commands_succeeded,
+            Some(super::CommandOutcome::Finished(P::Failed)) => &mut self.commands_failed,
+            Some(super::CommandOutcome::Finished(P::Cancelled)) => &mut self.commands_cancelled,
+            Some(super::CommandOutcome::Finished(P::TimedOut)) => &mut self.commands_timed_out,
+            _ => return,
+        };
+        *counter += 1;
+    }
 }

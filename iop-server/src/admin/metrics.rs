@@ -177,6 +177,28 @@ impl Collector for Scrape {
         for (name, help, value) in protocol_counters(s) {
             counter(&mut e, name, help, value)?;
         }
+        counter(
+            &mut e,
+            "iop_commands_issued",
+            "Commands taken for an Edge (sent, or held for their record first).",
+            s.commands_issued,
+        )?;
+        let finished = e.encode_descriptor(
+            "iop_commands_finished",
+            "Commands ended by the Edge's answer, by outcome (rejected, succeeded, failed, cancelled, timed_out); lost, undeliverable and abandoned ones have counters of their own.",
+            None,
+            MetricType::Counter,
+        );
+        let mut finished = finished?;
+        for (outcome, value) in [
+            ("rejected", s.commands_rejected),
+            ("succeeded", s.commands_succeeded),
+            ("failed", s.commands_failed),
+            ("cancelled", s.commands_cancelled),
+            ("timed_out", s.commands_timed_out),
+        ] {
+            ConstCounter::new(value).encode(finished.encode_family(&[("outcome", outcome)])?)?;
+        }
         self.encode_latencies(&mut e)?;
         if let Some(c) = &self.cluster {
             encode_cluster(&mut e, c)?;

@@ -39,6 +39,7 @@ impl ControlPlane {
             Ok(ResponseEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(ResponseEffect::Repeat) => {}
             Ok(ResponseEffect::First(outcome)) => {
+                self.stats.command_ended(outcome.as_ref());
                 self.events.push_back(CpEvent::CommandResponded {
                     edge_id,
                     session_id,
@@ -68,6 +69,7 @@ impl ControlPlane {
             Ok(EventEffect::Unknown) => self.stats.unknown_command_ids += 1,
             Ok(EventEffect::Duplicate) => self.stats.duplicate_command_events += 1,
             Ok(EventEffect::New(outcome)) => {
+                self.stats.command_ended(outcome.as_ref());
                 self.events.push_back(CpEvent::CommandEvent {
                     edge_id,
                     session_id,

@@ -100,6 +100,7 @@ impl ControlPlane {
             }));
         }
         self.last_command_n = next_n;
+        self.stats.commands_issued += 1;
         if let Some(entry) = self.edges.get_mut(edge_id) {
             entry.commands_mut().insert(request, true);
         }
