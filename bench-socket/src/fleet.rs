@@ -218,7 +218,7 @@ pub fn server_config(cluster: Option<&iop_cluster::ClusterConfig>) -> ServerConf
     let mut config = ServerConfig::new(iop_tokio::EnrolmentPolicy::AcceptAny);
     config.max_pending_hellos_per_ip = config.cp.max_pending_hellos;
     if let Some(cluster) = cluster {
-        cluster.configure(&mut config.cp);
+        cluster.configure(&mut config);
     }
     config
 }

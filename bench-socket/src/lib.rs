@@ -7,10 +7,13 @@
 //! `BENCHMARKS.md`.
 #![forbid(unsafe_code)]
 
+pub mod browser;
 pub mod core_floor;
 pub mod echo;
 pub mod fleet;
 pub mod grpc;
+pub mod http;
+pub mod loaded;
 pub mod ours;
 pub mod process;
 pub mod runtimes;

@@ -121,6 +121,22 @@ fn the_fleet_sums_its_edges_by_category_model_and_label_and_counts_the_offline_a
     assert_eq!(gpt.capacity(), 0, "offline reports zero (§5.2)");
     assert_eq!(gpt.last_online().map(|l| l.capacity), Some(10));
     assert_eq!(load.totals().offline_capacity, 10);
+    // Compact: its names once, fixed-size records for 2 nodes and 4 providers.
+    let names: usize = load
+        .nodes()
+        .map(|n| {
+            n.node_id().len()
+                + n.labels().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+                + n.providers()
+                    .map(|p| p.provider_id().len() + p.models().map(str::len).sum::<usize>())
+                    .sum::<usize>()
+        })
+        .sum();
+    assert!(
+        (names..names + 512).contains(&load.heap_bytes()),
+        "{} heap bytes for {names} bytes of names",
+        load.heap_bytes()
+    );
 
     // edge-b disconnects: all of its capacity is offline now, none of it live.
     p.crash(1, true);

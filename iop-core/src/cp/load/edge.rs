@@ -95,6 +95,17 @@ impl EdgeLoad {
         self.pages
     }
 
+    /// Bytes it holds on the heap besides itself: its names and tables (what a
+    /// Control Plane pays per Edge for the view; BENCHMARKS.md measures it).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of_val;
+        size_of_val(&*self.names)
+            + size_of_val(&*self.nodes)
+            + size_of_val(&*self.providers)
+            + size_of_val(&*self.labels)
+            + size_of_val(&*self.models)
+    }
+
     /// Its nodes, in id order.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = NodeLoad<'_>> {
         self.nodes

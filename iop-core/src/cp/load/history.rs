@@ -198,6 +198,11 @@ impl EdgeHistory {
         })
     }
 
+    /// Bytes its rings hold on the heap besides itself.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.totals) + self.uses.len()
+    }
+
     /// The providers sampled (the Edge's view's, node by node, when last sampled).
     pub fn providers(&self) -> usize {
         usize::from(self.providers)
@@ -260,6 +265,8 @@ mod tests {
             h.samples().map(|s| s.capacity).collect::<Vec<_>>(),
             [6, 7, 8]
         );
+        // Three slots of three u32 totals, and one byte per provider per slot.
+        assert_eq!(h.heap_bytes(), 3 * 12 + 3);
     }
 
     #[test]
