@@ -189,6 +189,7 @@
 pub use iop_proto as proto;
 
 pub mod cancel;
+pub mod checks;
 pub mod cp;
 pub mod edge;
 pub mod ids;

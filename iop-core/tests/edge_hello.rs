@@ -219,7 +219,7 @@ fn unexpected_messages_are_protocol_errors() {
     h.deliver(Envelope::correlated(1, EdgeStatusRequest::default()));
     assert_protocol_error(
         &mut h,
-        ProtocolViolation::Unexpected(BodyKind::StatusRequest),
+        ProtocolViolation::BeforeHelloAnswer(BodyKind::StatusRequest),
     );
 
     // An empty body before the hello.

@@ -47,6 +47,26 @@ const LOCAL: &[(&str, &str)] = &[
         "a provider's use in a sample of an Edge's load history",
     ),
     ("MAX_BODY", "the admin HTTP API's request bodies"),
+    (
+        "MAX_EDGE_PAGE",
+        "a page of the admin HTTP API's list of Edges",
+    ),
+    (
+        "DEFAULT_METRICS_MAX_SERIES",
+        "the per-Edge and per-provider series /metrics shows",
+    ),
+    (
+        "MAX_KEYS",
+        "keys per level of a replica's share of the fleet's load, between replicas",
+    ),
+    (
+        "MAX_DEPTH",
+        "nesting of a replica's share of the fleet's load, between replicas",
+    ),
+    (
+        "MAX_SAMPLES",
+        "samples of one history answer of the admin HTTP API",
+    ),
     ("MAX_ANSWER", "the admin API's answers as iopctl reads them"),
     (
         "MAX_EVENT",

@@ -3,15 +3,14 @@
 //! `PROTOCOL.md §n` reference in the repository names a section it has, and none
 //! cites the normative source the document was written from instead.
 //!
-//! After changing the limits table, `IOP_BLESS=1 cargo test -p iop-tests --test
-//! protocol_doc` rewrites the table in `PROTOCOL.md`; review the diff.
+//! So are its two tables of checks (§11), `iop_core::checks`.
+//!
+//! After changing the limits table or the checks, `IOP_BLESS=1 cargo test -p iop-tests
+//! --test protocol_doc` rewrites the tables in `PROTOCOL.md`; review the diff.
 
 use std::path::{Path, PathBuf};
 
 use iop_driver::iop_core::proto::limits;
-
-const BEGIN: &str = "<!-- limits:begin -->\n";
-const END: &str = "<!-- limits:end -->";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -21,7 +20,7 @@ fn protocol() -> String {
     std::fs::read_to_string(root().join("PROTOCOL.md")).unwrap()
 }
 
-/// The table as `PROTOCOL.md` must write it.
+/// The limits table as `PROTOCOL.md` must write it.
 fn rendered_table() -> String {
     let mut out = String::from("| constant | value | what |\n|---|---:|---|\n");
     for row in limits::TABLE {
@@ -33,28 +32,52 @@ fn rendered_table() -> String {
     out
 }
 
-#[test]
-fn the_limits_table_is_the_codes() {
+/// Checks that the block between `<!-- {marker}:begin -->` and `<!-- {marker}:end -->`
+/// is `wanted`, or writes it there under `IOP_BLESS`.
+fn block_is(marker: &str, wanted: &str, source: &str) {
+    let (begin, end) = (
+        format!("<!-- {marker}:begin -->\n"),
+        format!("<!-- {marker}:end -->"),
+    );
     let doc = protocol();
-    let start = doc.find(BEGIN).expect("limits:begin marker") + BEGIN.len();
-    let end = doc.find(END).expect("limits:end marker");
-    let written = &doc[start..end];
-    let wanted = rendered_table();
+    let start = doc.find(&begin).unwrap_or_else(|| panic!("{begin} marker")) + begin.len();
+    let stop = doc.find(&end).unwrap_or_else(|| panic!("{end} marker"));
+    let written = &doc[start..stop];
     if written == wanted {
         return;
     }
     if std::env::var_os("IOP_BLESS").is_some() {
-        let updated = format!("{}{}{}", &doc[..start], wanted, &doc[end..]);
+        let updated = format!("{}{}{}", &doc[..start], wanted, &doc[stop..]);
         std::fs::write(root().join("PROTOCOL.md"), updated).unwrap();
         return;
     }
     for (w, t) in written.lines().zip(wanted.lines()) {
-        assert_eq!(w, t, "PROTOCOL.md §7 differs from iop_proto::limits::TABLE");
+        assert_eq!(w, t, "PROTOCOL.md's {marker} table differs from {source}");
     }
     assert_eq!(
         written.lines().count(),
         wanted.lines().count(),
-        "PROTOCOL.md §7 has a different number of rows than iop_proto::limits::TABLE"
+        "PROTOCOL.md's {marker} table has a different number of rows than {source}"
+    );
+}
+
+#[test]
+fn the_limits_table_is_the_codes() {
+    block_is("limits", &rendered_table(), "iop_proto::limits::TABLE");
+}
+
+#[test]
+fn the_check_tables_are_the_codes() {
+    use iop_driver::iop_core::checks;
+    block_is(
+        "checks-cp",
+        &checks::table(checks::CONTROL_PLANE),
+        "iop_core::checks::CONTROL_PLANE",
+    );
+    block_is(
+        "checks-edge",
+        &checks::table(checks::EDGE),
+        "iop_core::checks::EDGE",
     );
 }
 

@@ -177,6 +177,35 @@ pub enum ProtocolViolation {
     },
 }
 
+impl ProtocolViolation {
+    /// The check it fails: an id of [`checks::CONTROL_PLANE`](crate::checks::CONTROL_PLANE)
+    /// (PROTOCOL.md §11).
+    pub fn rule(&self) -> &'static str {
+        use crate::checks::{Checker, frame_rule};
+        match self {
+            Self::Frame(e) => frame_rule(Checker::ControlPlane, e),
+            Self::BeforeHello(_) => "cp.hello.first",
+            Self::SecondHello => "cp.hello.second",
+            Self::WrongDirection(_) => "cp.direction",
+            Self::NeverIssuedCorrelationId(_) => "cp.status.never_issued",
+            Self::StatusEdgeIdMismatch => "cp.status.edge_id",
+            Self::NodeEventEdgeIdMismatch => "cp.node_event.edge_id",
+            Self::NodeEventSequence { .. } => "cp.node_event.sequence",
+            Self::UnsolicitedCommandResponse { .. } => "cp.command.response_unsolicited",
+            Self::ContradictoryCommandResponse { .. } => "cp.command.response_contradicts",
+            Self::CommandEventBeforeResponse { .. } => "cp.command.event_before_response",
+            Self::CommandEventAfterRejection { .. } => "cp.command.event_after_rejection",
+            Self::CommandEventOrder { rule, .. } => match rule {
+                CommandOrderRule::SequenceOrder => "cp.command.event_sequence",
+                CommandOrderRule::FirstNotAccepted => "cp.command.event_first_not_accepted",
+                CommandOrderRule::UnknownPhase => "cp.command.event_phase",
+                CommandOrderRule::PhaseBackwards => "cp.command.event_backwards",
+                CommandOrderRule::AfterTerminal => "cp.command.event_after_terminal",
+            },
+        }
+    }
+}
+
 /// The command event rules of PROTOCOL.md §4.4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

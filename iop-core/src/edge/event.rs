@@ -125,9 +125,13 @@ pub enum ProtocolViolation {
     /// A frame could not be decoded.
     #[error("bad frame: {0}")]
     Frame(#[from] FrameError),
-    /// A message the CP never sends to an Edge, or not at this point.
+    /// A message the CP never sends to an Edge (a second hello response included).
     #[error("unexpected {0} from the CP")]
     Unexpected(BodyKind),
+    /// A message other than the hello response or a `GoAway` before the hello was
+    /// answered.
+    #[error("{0} from the CP before the hello was answered")]
+    BeforeHelloAnswer(BodyKind),
     /// A frame with no known body before the hello was answered.
     #[error("empty or unknown body before the hello was answered")]
     EmptyBeforeHello,
@@ -139,6 +143,21 @@ pub enum ProtocolViolation {
     /// events could not be sent under it.
     #[error("CP accepted with a frame limit of {0} bytes, too small to answer it")]
     FrameLimitTooSmall(u32),
+}
+
+impl ProtocolViolation {
+    /// The check it fails: an id of [`checks::EDGE`](crate::checks::EDGE) (PROTOCOL.md
+    /// §11).
+    pub fn rule(&self) -> &'static str {
+        use crate::checks::{Checker, frame_rule};
+        match self {
+            Self::Frame(e) => frame_rule(Checker::Edge, e),
+            Self::Unexpected(_) => "edge.direction",
+            Self::BeforeHelloAnswer(_) | Self::EmptyBeforeHello => "edge.hello.unexpected",
+            Self::ProtocolVersion(_) => "edge.hello.version",
+            Self::FrameLimitTooSmall(_) => "edge.hello.frame_limit",
+        }
+    }
 }
 
 /// Why [`Edge::handle_connected`](super::Edge::handle_connected) was refused.

@@ -381,7 +381,7 @@ impl<R: EdgeRegistry> Edge<R> {
             None if awaiting => self.protocol_error(now, ProtocolViolation::EmptyBeforeHello),
             None => self.stats.ignored_frames += 1,
             Some(body) if awaiting => {
-                self.protocol_error(now, ProtocolViolation::Unexpected(body.kind()))
+                self.protocol_error(now, ProtocolViolation::BeforeHelloAnswer(body.kind()))
             }
             Some(Body::HeartbeatAck(_)) => {}
             Some(Body::StatusRequest(request)) => {
