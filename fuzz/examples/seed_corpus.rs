@@ -1,5 +1,5 @@
 //! Regenerates the committed seed corpus `fuzz/corpus/<target>/` from the golden
-//! vectors in `iop-proto/tests/vectors/golden.txt`:
+//! vectors in `proto/iop/golden.txt`:
 //!
 //! ```sh
 //! cargo run --manifest-path fuzz/Cargo.toml --example seed_corpus
@@ -16,7 +16,7 @@ use iop_fuzz::seeds::{self, Seed};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let golden = fs::read_to_string(root.join("../iop-proto/tests/vectors/golden.txt"))?;
+    let golden = fs::read_to_string(root.join("../proto/iop/golden.txt"))?;
     let vectors = seeds::parse_golden(&golden)?;
     for (target, seeds) in seeds::all(&vectors) {
         let dir = root.join("corpus").join(target);

@@ -180,6 +180,59 @@ fn field(msg: Msg, number: u64) -> Option<Field> {
     })
 }
 
+/// Every message the walk knows, for [`field_caps`].
+const MESSAGES: [Msg; 14] = [
+    Msg::Envelope,
+    Msg::HelloRequest,
+    Msg::HelloResponse,
+    Msg::StatusRequest,
+    Msg::StatusResponse,
+    Msg::NodeSnapshot,
+    Msg::ConfigSummary,
+    Msg::Provider,
+    Msg::CommandRequest,
+    Msg::CommandResponse,
+    Msg::CommandEvent,
+    Msg::NodeEvent,
+    Msg::GoAway,
+    Msg::Scalars,
+];
+
+/// Every field the walk bounds, with its caps under `limits`, in schema order: the
+/// table the walk itself reads, written out.
+pub(crate) fn field_caps(limits: &DecodeLimits) -> Vec<crate::limits::FieldCap> {
+    use crate::limits::FieldCap;
+    let scan = Scan::new(limits, 0);
+    let mut caps = Vec::new();
+    for msg in MESSAGES {
+        for number in 1..MAX_FIELD as u64 {
+            let Some(f) = field(msg, number) else {
+                continue;
+            };
+            let cap = |field, max_items, max_bytes| FieldCap {
+                field,
+                max_items,
+                max_bytes,
+            };
+            match f {
+                Field::Msg(_) => {}
+                Field::Str(name, class) => caps.push(cap(name, None, Some(scan.max_len(class)))),
+                Field::Bytes(name) => caps.push(cap(name, None, Some(scan.max_len(Class::Text)))),
+                Field::RepStr(name, class, c) => {
+                    caps.push(cap(name, Some(scan.cap(c)), Some(scan.max_len(class))));
+                }
+                Field::RepMsg(name, _, c, _) => caps.push(cap(name, Some(scan.cap(c)), None)),
+                Field::Map(name, key, value) => {
+                    caps.push(cap(name, Some(limits.max_map_entries), None));
+                    caps.push(cap(key, None, Some(scan.max_len(Class::Id))));
+                    caps.push(cap(value, None, Some(scan.max_len(Class::Text))));
+                }
+            }
+        }
+    }
+    caps
+}
+
 /// One pass over a frame: the limits, the budget, and the running estimate.
 pub(crate) struct Scan<'l> {
     limits: &'l DecodeLimits,

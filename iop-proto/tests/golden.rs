@@ -1,4 +1,4 @@
-//! Golden frame vectors: `tests/vectors/golden.txt` is the reference.
+//! Golden frame vectors: `proto/iop/golden.txt`, beside the schema, is the reference.
 //!
 //! Each vector is built here in Rust; the test asserts that decoding the file's frame
 //! gives that message and that encoding the message gives the file's bytes. To
@@ -303,7 +303,7 @@ fn wire(vector: &Vector) -> (Vec<u8>, Option<Vec<u8>>) {
 }
 
 fn path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/golden.txt")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto/iop/golden.txt")
 }
 
 const HEADER: &str = "\
@@ -396,7 +396,7 @@ fn golden_vectors_match_the_reference_file() {
         std::fs::create_dir_all(path().parent().unwrap()).unwrap();
         std::fs::write(path(), render(&vectors)).unwrap();
     }
-    let text = std::fs::read_to_string(path()).expect("tests/vectors/golden.txt exists");
+    let text = std::fs::read_to_string(path()).expect("proto/iop/golden.txt exists");
     let parsed = parse(&text);
 
     let file_names: Vec<&str> = parsed.iter().map(|p| p.name.as_str()).collect();

@@ -116,6 +116,27 @@ pub mod heap;
 pub mod send;
 
 pub use decode::{DecodeLimits, LimitError, check_envelope};
+
+/// The caps a decoder holds one field of the schema to (PROTOCOL.md §7): past any of
+/// them a frame is a protocol error. [`field_caps`] lists every field with a cap;
+/// `proto/iop/limits.toml` writes the same list for other languages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldCap {
+    /// `iop.Message.field` (a map's key and value as `.key` and `.value`).
+    pub field: &'static str,
+    /// Elements of a repeated field, entries of a map.
+    pub max_items: Option<u32>,
+    /// Bytes of a string or bytes field, of each element of a repeated one, of a map
+    /// key or value.
+    pub max_bytes: Option<u32>,
+}
+
+/// Every field a decoder bounds under [`DecodeLimits::SPEC`], in schema order (the
+/// table [`check_envelope`] walks with). Fields not listed are scalars or messages,
+/// bounded by the caps of what they hold.
+pub fn field_caps() -> Vec<FieldCap> {
+    crate::scan::field_caps(&DecodeLimits::SPEC)
+}
 pub use send::{ExceedsLimit, SizeUnit};
 
 /// Default frame body limit once the hello is accepted: 4 MiB. Each side's default
