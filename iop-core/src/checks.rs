@@ -147,7 +147,7 @@ pub const CONTROL_PLANE: &[Check] = &[
     cp("cp.hello.first", "4.1", "the first frame is not `hello_request` (an empty or unknown body included)", ProtocolError),
     counted(cp("cp.hello.timeout", "4.1", "no hello within `hello_timeout` (10 s)", GoAway(GoAwayReason::HelloTimeout)), "hello_timeouts"),
     counted(cp("cp.hello.empty_id", "4.1", "`edge_id` empty or only whitespace", HelloRejected(H::EmptyEdgeId)), "hello_rejections"),
-    counted(cp("cp.hello.invalid", "4.1", "`edge_id` outside `[A-Za-z0-9._-]{1,128}`, `protocol_version` 0, a hello cap of §7 passed (operations, metadata, `software_version`, `inflight_command_ids`), an empty operation, metadata key or inflight id", HelloRejected(H::InvalidHello)), "hello_rejections"),
+    counted(cp("cp.hello.invalid", "4.1", "`edge_id` outside `[A-Za-z0-9._-]{1,128}`, `protocol_version` 0, over 16 metadata entries, a metadata value over 256 bytes, a `software_version` over 128 bytes, an empty operation, metadata key or inflight id (more operations or inflight ids than the frame's caps is a protocol error)", HelloRejected(H::InvalidHello)), "hello_rejections"),
     counted(cp("cp.hello.version", "4.1", "no common protocol version: min(Edge's, CP's highest) below the CP's lowest", HelloRejected(H::UnsupportedProtocolVersion)), "hello_rejections"),
     counted(cp("cp.hello.unknown_edge", "4.1", "the enrolment policy does not know `edge_id`", HelloRejected(H::UnknownEdge)), "hello_rejections"),
     counted(cp("cp.hello.credential", "4.1", "the credential is not the one enrolled (compared in constant time)", HelloRejected(H::BadCredential)), "hello_rejections"),

@@ -1,5 +1,5 @@
 //! `scripts/test.sh` runs the ignored tests of iop-server's single-file test targets
-//! as the ones that need nats-server or a browser: each of them must say so, or a
+//! as the ones that need nats-server, a browser or Python's protobuf: each of them must say so, or a
 //! slow or broken test ignored for another reason would run there (and a tool test
 //! ignored under another wording would be missed by a reader of `cargo test`).
 
@@ -8,6 +8,7 @@ use std::path::Path;
 const REASONS: &[&str] = &[
     "#[ignore = \"needs nats-server 2.10+: scripts/test.sh runs it\"]",
     "#[ignore = \"needs Chromium and chromedriver: scripts/test.sh runs it\"]",
+    "#[ignore = \"needs Python with protobuf and grpcio-tools: scripts/test.sh runs it\"]",
 ];
 
 #[test]

@@ -402,7 +402,8 @@ impl<R: Runtime> ControlPlaneHandle<R> {
 
     /// Graceful shutdown: stops accepting, sends `GoAway{SHUTDOWN}` to every connection,
     /// waits up to `shutdown_grace` for them to flush and close, then drops the rest.
-    /// Pending status requests fail with [`StatusRequestError::Abandoned`], trackers
+    /// Pending status requests fail with
+    /// [`StatusRequestError::Abandoned`](super::StatusRequestError::Abandoned), trackers
     /// and subscriptions end. Idempotent; returns once every connection is gone.
     pub async fn shutdown(&self) {
         super::shutdown::shutdown(&self.shared).await;

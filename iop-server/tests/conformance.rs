@@ -1,0 +1,47 @@
+//! `iop-conformance` passes this repository's own binaries: every case against
+//! `iop-edge` (dialling the tester) and against `iop-control-plane` (the tester's
+//! Edges dialling it), none skipped.
+
+mod cli_support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cli_support::{control_plane, edge};
+use iop_conformance::wire::Listener;
+use iop_conformance::{Report, Verdict, control_plane as cp_mode, edge as edge_mode};
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/edge.toml")
+}
+
+fn assert_all_passed(report: &Report, cases: usize) {
+    let lines: Vec<String> = report.results.iter().map(ToString::to_string).collect();
+    assert_eq!(report.results.len(), cases, "{}", lines.join("\n"));
+    assert!(
+        report.results.iter().all(|r| r.verdict == Verdict::Pass),
+        "{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn the_control_plane_passes_every_case() {
+    let cp = control_plane(&["--hello-timeout-ms", "2000"]);
+    let report = cp_mode::run(cp_mode::CpOptions::new(cp.edges), |_| {});
+    assert_all_passed(&report, cp_mode::CASES.len());
+}
+
+#[test]
+fn the_edge_passes_every_case() {
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _edge = edge(addr, "conformance-edge", &examples(), &[]);
+    let mut opts = edge_mode::EdgeOptions::new(addr);
+    opts.edge_id = Some("conformance-edge".into());
+    // The node addresses of examples/edge.toml, which never leave the Edge (§5.4).
+    opts.secrets = vec!["10.0.0.5:7000".into(), "10.0.0.6:7000".into()];
+    opts.dial_timeout = Duration::from_secs(40);
+    let report = edge_mode::run_on(listener, opts, &mut |_| {}).unwrap();
+    assert_all_passed(&report, edge_mode::CASES.len());
+}
