@@ -199,8 +199,12 @@ class Edge:
                 node_id=n["id"], connected=ready, state=pb.NODE_STATE_READY if ready else pb.NODE_STATE_DISCONNECTED,
                 generation=1, labels=n.get("labels", {}), provider_snapshots=providers,
                 config=pb.NodeConfigSummary(revision="1", provider_ids=[p["id"] for p in n["providers"]])))
-        self.send(correlation_id=correlation_id, status_response=pb.EdgeStatusResponse(
-            edge_id=self.edge_id, nodes=nodes, observed_at_unix_ms=int(time.time() * 1000), registry_revision=1))
+        resp = pb.EdgeStatusResponse(edge_id=self.edge_id, nodes=nodes,
+                                     observed_at_unix_ms=int(time.time() * 1000), registry_revision=1)
+        while resp.ByteSize() + 16 > self.peer_max and resp.nodes:  # fit the peer's frame (§4.3)
+            del resp.nodes[-1]
+            resp.truncated = True
+        self.send(correlation_id=correlation_id, status_response=resp)
 
     # ---- commands (§4.4, §6) ----------------------------------------------------------
     def reject(self, command_id, reason, message):

@@ -199,7 +199,7 @@ pub(super) fn replay(t: &mut Tester) -> CaseOutcome {
             hello.inflight_command_ids
         );
     }
-    t.accept(&mut conn, &hello, iop_proto::limits::DEFAULT_MAX_FRAME_LEN);
+    t.accept(&mut conn, &hello, super::MAX_FRAME_LEN);
     let began = Instant::now();
     let id = req.command_id.clone();
     let replayed = conn.expect(ANSWER, |env| match &env.body {

@@ -15,7 +15,7 @@ use crate::wire::frame;
 fn redial_gap(t: &mut Tester) -> Result<Duration, NotPassed> {
     let ended = t.last_end;
     let (mut conn, hello, at) = t.dial()?;
-    t.accept(&mut conn, &hello, iop_proto::limits::DEFAULT_MAX_FRAME_LEN);
+    t.accept(&mut conn, &hello, super::MAX_FRAME_LEN);
     t.ended(conn, Instant::now());
     Ok(at.saturating_duration_since(ended))
 }

@@ -55,6 +55,11 @@ impl EdgeOptions {
     }
 }
 
+/// The frame limit the tester announces: the least a Control Plane may (64 KiB), so
+/// that an Edge with many nodes must truncate its status to fit (§4.3), and any frame
+/// over it is one the Edge must not send (§4.6).
+pub(crate) const MAX_FRAME_LEN: u32 = iop_proto::limits::MIN_MAX_FRAME_LEN;
+
 /// The heartbeat interval the tester gives every session.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(1);
 /// A session longer than this outlived the Edge's liveness window.
@@ -123,7 +128,7 @@ impl Tester {
             ..Default::default()
         };
         let _ = conn.send(&Envelope::new(response));
-        conn.accept_frames(iop_proto::limits::DEFAULT_MAX_FRAME_LEN);
+        conn.accept_frames(max_frame_len);
         conn.keep_alive(Keepalive::Ack);
     }
 
@@ -131,7 +136,7 @@ impl Tester {
     pub(crate) fn session(&mut self) -> Result<&mut Conn, NotPassed> {
         if self.live.is_none() {
             let (mut conn, hello, _) = self.dialled()?;
-            self.accept(&mut conn, &hello, iop_proto::limits::DEFAULT_MAX_FRAME_LEN);
+            self.accept(&mut conn, &hello, MAX_FRAME_LEN);
             self.live = Some((conn, Instant::now()));
         }
         match self.live.as_mut() {
@@ -173,7 +178,7 @@ impl Tester {
     /// Holds a session past the Edge's liveness window, so that its backoff resets.
     fn refresh(&mut self) -> Result<(), NotPassed> {
         let (mut conn, hello, _) = self.dial()?;
-        self.accept(&mut conn, &hello, iop_proto::limits::DEFAULT_MAX_FRAME_LEN);
+        self.accept(&mut conn, &hello, MAX_FRAME_LEN);
         let began = Instant::now();
         let held = conn.idle(HEALTHY + Duration::from_millis(200));
         self.ended(conn, began);
