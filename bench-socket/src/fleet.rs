@@ -110,19 +110,23 @@ pub fn run_named_edges(
                 }
             }
         }
-        // Until the parent goes away.
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            while std::io::stdin()
-                .read_line(&mut sink)
-                .map(|n| n > 0)
-                .unwrap_or(false)
-            {}
-        })
-        .await;
+        until_parent_goes().await;
         drop(held);
         Ok(())
     })
+}
+
+/// Returns when standard input closes: the parent ended, or dropped its [`Role`].
+pub async fn until_parent_goes() {
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut sink = String::new();
+        while std::io::stdin()
+            .read_line(&mut sink)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {}
+    })
+    .await;
 }
 
 /// A child process of this bench: a Control Plane or an Edge fleet.

@@ -97,16 +97,7 @@ pub fn run_edges(n: usize, addr: SocketAddr, prefix: &str, churning: bool) -> Re
                 }
             }
         });
-        // Until the parent goes away.
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            while std::io::stdin()
-                .read_line(&mut sink)
-                .map(|n| n > 0)
-                .unwrap_or(false)
-            {}
-        })
-        .await;
+        fleet::until_parent_goes().await;
         churner.abort();
         Ok(())
     })

@@ -96,15 +96,14 @@ pub struct Check {
     pub counter: Option<&'static str>,
 }
 
-const fn cp(
-    id: &'static str,
-    section: &'static str,
-    what: &'static str,
+const fn check(
+    checker: Checker,
+    (id, section, what): (&'static str, &'static str, &'static str),
     outcome: Outcome,
 ) -> Check {
     Check {
         id,
-        checker: Checker::ControlPlane,
+        checker,
         section,
         what,
         outcome,
@@ -112,20 +111,12 @@ const fn cp(
     }
 }
 
-const fn edge(
-    id: &'static str,
-    section: &'static str,
-    what: &'static str,
-    outcome: Outcome,
-) -> Check {
-    Check {
-        id,
-        checker: Checker::Edge,
-        section,
-        what,
-        outcome,
-        counter: None,
-    }
+const fn cp(id: &'static str, section: &'static str, what: &'static str, o: Outcome) -> Check {
+    check(Checker::ControlPlane, (id, section, what), o)
+}
+
+const fn edge(id: &'static str, section: &'static str, what: &'static str, o: Outcome) -> Check {
+    check(Checker::Edge, (id, section, what), o)
 }
 
 const fn counted(mut check: Check, counter: &'static str) -> Check {

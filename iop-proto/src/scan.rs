@@ -532,22 +532,7 @@ mod tests {
     use super::*;
     use crate::limits::heap::vec_bytes;
 
-    const ALL: [Msg; 14] = [
-        Msg::Envelope,
-        Msg::HelloRequest,
-        Msg::HelloResponse,
-        Msg::StatusRequest,
-        Msg::StatusResponse,
-        Msg::NodeSnapshot,
-        Msg::ConfigSummary,
-        Msg::Provider,
-        Msg::CommandRequest,
-        Msg::CommandResponse,
-        Msg::CommandEvent,
-        Msg::NodeEvent,
-        Msg::GoAway,
-        Msg::Scalars,
-    ];
+    const ALL: [Msg; 14] = MESSAGES;
 
     /// `vec_growth` is the difference of `vec_bytes` it stands for.
     #[test]

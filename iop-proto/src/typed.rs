@@ -57,6 +57,22 @@ impl<E> From<E> for WireEnum<E> {
     }
 }
 
+impl ProviderSnapshot {
+    /// Its six numbers of PROTOCOL.md §5.2, in field order: `capacity`, `in_flight`,
+    /// `queued`, `long_context_capacity`, `long_context_in_flight`,
+    /// `long_context_queued` (all zero while the provider is offline).
+    pub fn numbers(&self) -> [u32; 6] {
+        [
+            self.capacity,
+            self.in_flight,
+            self.queued,
+            self.long_context_capacity,
+            self.long_context_in_flight,
+            self.long_context_queued,
+        ]
+    }
+}
+
 impl crate::CommandPhase {
     /// SUCCEEDED, FAILED, CANCELLED or TIMED_OUT: a command's last phase (PROTOCOL.md
     /// §4.4).
@@ -160,5 +176,19 @@ mod tests {
             WireEnum::from(NodeState::Ready),
             WireEnum::<NodeState>::from_wire(3)
         );
+    }
+
+    #[test]
+    fn a_providers_numbers_are_in_field_order() {
+        let p = ProviderSnapshot {
+            capacity: 1,
+            in_flight: 2,
+            queued: 3,
+            long_context_capacity: 4,
+            long_context_in_flight: 5,
+            long_context_queued: 6,
+            ..Default::default()
+        };
+        assert_eq!(p.numbers(), [1, 2, 3, 4, 5, 6]);
     }
 }

@@ -267,15 +267,7 @@ fn edges(n: usize, prefix: &str, addrs: &[String]) -> Result<(), BoxError> {
                 .connect(addrs[0])?;
             held.push(edge);
         }
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            while std::io::stdin()
-                .read_line(&mut sink)
-                .map(|n| n > 0)
-                .unwrap_or(false)
-            {}
-        })
-        .await;
+        fleet::until_parent_goes().await;
         drop(held);
         Ok(())
     })

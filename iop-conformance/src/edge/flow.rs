@@ -103,14 +103,7 @@ pub(super) fn status(t: &mut Tester) -> CaseOutcome {
     for n in &r.nodes {
         for p in &n.provider_snapshots {
             providers += 1;
-            let numbers = [
-                p.capacity,
-                p.in_flight,
-                p.queued,
-                p.long_context_capacity,
-                p.long_context_in_flight,
-                p.long_context_queued,
-            ];
+            let numbers = p.numbers();
             let offline =
                 p.health() == ProviderHealth::Offline || p.status() == ProviderStatus::Unavailable;
             if offline && (numbers.iter().any(|n| *n != 0) || p.admission_eligible) {

@@ -131,14 +131,7 @@ pub(super) fn check(reg: &NodeRegistry, model: &Model) {
         assert_eq!(pids, want, "{}: providers", node.node_id);
         for p in &node.provider_snapshots {
             let pm = &m.providers[&p.provider_id];
-            let numbers = [
-                p.capacity,
-                p.in_flight,
-                p.queued,
-                p.long_context_capacity,
-                p.long_context_in_flight,
-                p.long_context_queued,
-            ];
+            let numbers = p.numbers();
             if !ready || pm.offline {
                 assert_eq!(p.status, ProviderStatus::Unavailable as i32);
                 assert_eq!(p.health, ProviderHealth::Offline as i32);

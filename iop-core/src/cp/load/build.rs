@@ -132,14 +132,7 @@ impl LoadBuild {
             }
             let offline = p.health == ProviderHealth::Offline as i32
                 || p.status == ProviderStatus::Unavailable as i32;
-            let numbers = [
-                p.capacity,
-                p.in_flight,
-                p.queued,
-                p.long_context_capacity,
-                p.long_context_in_flight,
-                p.long_context_queued,
-            ];
+            let numbers = p.numbers();
             self.providers.push(ProviderRec {
                 id,
                 models: run(models_at, self.models.len()),

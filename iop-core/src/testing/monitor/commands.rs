@@ -143,28 +143,12 @@ impl Monitor {
             CpEvent::CommandLost {
                 edge_id,
                 command_id,
-            } => {
-                let key = (edge_id.clone(), command_id.clone());
-                let t = self.commands.entry(key).or_default();
-                let ended = t.ended;
-                t.ended = true;
-                if ended {
-                    self.fail(at_ms, format!("{command_id}: lost after it ended"));
-                }
-            }
+            } => self.ends_once(at_ms, edge_id, command_id, "lost"),
             CpEvent::CommandAbandoned {
                 edge_id,
                 command_id,
                 ..
-            } => {
-                let key = (edge_id.clone(), command_id.clone());
-                let t = self.commands.entry(key).or_default();
-                let ended = t.ended;
-                t.ended = true;
-                if ended {
-                    self.fail(at_ms, format!("{command_id}: abandoned after it ended"));
-                }
-            }
+            } => self.ends_once(at_ms, edge_id, command_id, "abandoned"),
             CpEvent::CommandUndeliverable {
                 edge_id,
                 command_id,
@@ -189,6 +173,19 @@ impl Monitor {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl Monitor {
+    /// The Control Plane ended `command_id` (`how`): a command ends once.
+    fn ends_once(&mut self, at_ms: u64, edge_id: &str, command_id: &str, how: &str) {
+        let key = (edge_id.to_owned(), command_id.to_owned());
+        let t = self.commands.entry(key).or_default();
+        let ended = t.ended;
+        t.ended = true;
+        if ended {
+            self.fail(at_ms, format!("{command_id}: {how} after it ended"));
         }
     }
 }

@@ -16,14 +16,7 @@ pub fn snapshot_problems(s: &EdgeStatusResponse) -> Vec<String> {
         for p in &n.provider_snapshots {
             let id = format!("{}/{}", n.node_id, p.provider_id);
             if p.health == ProviderHealth::Offline as i32 {
-                let numbers = [
-                    p.capacity,
-                    p.in_flight,
-                    p.queued,
-                    p.long_context_capacity,
-                    p.long_context_in_flight,
-                    p.long_context_queued,
-                ];
+                let numbers = p.numbers();
                 if numbers.iter().any(|x| *x != 0) || p.admission_eligible {
                     out.push(format!("{id}: offline but reports {numbers:?}"));
                 }
