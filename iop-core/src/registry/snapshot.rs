@@ -47,8 +47,9 @@ impl NodeRegistry {
     /// The response's encoded length stays within `max_encoded_len`, and it holds at
     /// most [`MAX_NODES`] (10 000) nodes: nodes are added in id order while the next
     /// one fits; when one is left out, `truncated` is set and the nodes present are
-    /// complete (a Control Plane asks for the rest by id). (If not even an empty response fits, the response
-    /// has no nodes.) Pass `usize::MAX` for no budget.
+    /// complete (a Control Plane asks for the rest with `start_after_node_id`, answered
+    /// by [`snapshot_after`](Self::snapshot_after)). (If not even an empty response fits,
+    /// the response has no nodes.) Pass `usize::MAX` for no budget.
     pub fn snapshot<S: AsRef<str>>(
         &self,
         edge_id: &str,
@@ -56,13 +57,7 @@ impl NodeRegistry {
         node_ids: &[S],
         max_encoded_len: usize,
     ) -> EdgeStatusResponse {
-        let mut response = EdgeStatusResponse {
-            edge_id: edge_id.to_owned(),
-            nodes: Vec::new(),
-            observed_at_unix_ms,
-            registry_revision: self.revision,
-            truncated: false,
-        };
+        let mut response = self.empty_response(edge_id, observed_at_unix_ms);
         if node_ids.is_empty() {
             response.nodes.reserve_exact(self.nodes.len());
             fill(&mut response, self.nodes.values(), max_encoded_len);
@@ -76,6 +71,17 @@ impl NodeRegistry {
         response
     }
 
+    /// A response of no node yet, at this registry's revision.
+    fn empty_response(&self, edge_id: &str, observed_at_unix_ms: u64) -> EdgeStatusResponse {
+        EdgeStatusResponse {
+            edge_id: edge_id.to_owned(),
+            nodes: Vec::new(),
+            observed_at_unix_ms,
+            registry_revision: self.revision,
+            truncated: false,
+        }
+    }
+
     /// [`snapshot`](Self::snapshot) of every node whose id sorts after `start_after`
     /// (byte order): the next page of a truncated answer (PROTOCOL.md §4.3).
     pub fn snapshot_after(
@@ -85,13 +91,7 @@ impl NodeRegistry {
         start_after: &str,
         max_encoded_len: usize,
     ) -> EdgeStatusResponse {
-        let mut response = EdgeStatusResponse {
-            edge_id: edge_id.to_owned(),
-            nodes: Vec::new(),
-            observed_at_unix_ms,
-            registry_revision: self.revision,
-            truncated: false,
-        };
+        let mut response = self.empty_response(edge_id, observed_at_unix_ms);
         fill(
             &mut response,
             self.nodes_after(start_after),

@@ -31,6 +31,20 @@ export function short(n) {
 const hhmm = (ms) => new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 
 /**
+ * An `<svg>` figure of class `cls`, read by screen readers as `text` (its label and
+ * title) and reachable with the keyboard; `data` are its `data-*` attributes.
+ */
+function figure(cls, text, { width, height, sized = true }, data, ...children) {
+  const size = sized ? { width, height } : {};
+  return svg(
+    "svg",
+    { class: cls, viewBox: `0 0 ${width} ${height}`, ...size, role: "img", tabindex: 0, "aria-label": text, ...data },
+    svg("title", { text }),
+    ...children,
+  );
+}
+
+/**
  * A line chart of `series` (each `{ name, cls, points: [[atUnixMs, value], ...] }`),
  * titled `title`. The points it drew are counted in `data-points`.
  */
@@ -64,18 +78,8 @@ export function lineChart(title, series, { width = 320, height = 120 } = {}) {
     all.length ? svg("text", { class: "tick", x: pad.l, y: height - 4, text: hhmm(t0) }) : null,
     all.length ? svg("text", { class: "tick", x: width - pad.r, y: height - 4, "text-anchor": "end", text: hhmm(t1) }) : null,
   ];
-  return svg(
-    "svg",
-    {
-      class: "chart",
-      viewBox: `0 0 ${width} ${height}`,
-      role: "img",
-      tabindex: 0,
-      "aria-label": label,
-      "data-chart": title,
-      "data-points": all.length,
-    },
-    svg("title", { text: label }),
+  return figure("chart", label, { width, height, sized: false },
+    { "data-chart": title, "data-points": all.length },
     axis,
     lines,
   );
@@ -92,21 +96,8 @@ export function loadBar(label, { capacity, inFlight, queued }, { width = 220, he
   const scale = Math.max(cap, held + waiting, 1);
   const w = (v) => ((v / scale) * width).toFixed(1);
   const text = `${label}: ${short(held)} in flight and ${short(waiting)} queued of ${short(cap)} capacity`;
-  return svg(
-    "svg",
-    {
-      class: "loadbar",
-      viewBox: `0 0 ${width} ${height}`,
-      width,
-      height,
-      role: "img",
-      tabindex: 0,
-      "aria-label": text,
-      "data-capacity": cap,
-      "data-in-flight": held,
-      "data-queued": waiting,
-    },
-    svg("title", { text }),
+  return figure("loadbar", text, { width, height },
+    { "data-capacity": cap, "data-in-flight": held, "data-queued": waiting },
     svg("rect", { class: "bar-capacity", x: 0, y: 0, width: w(cap), height }),
     svg("rect", { class: "bar-in-flight", x: 0, y: 0, width: w(held), height }),
     svg("rect", { class: "bar-queued", x: w(held), y: height / 4, width: w(waiting), height: height / 2 }),
@@ -133,19 +124,7 @@ export function sparkline(label, uses, { width = 120, height = 22 } = {}) {
   const last = uses.length ? uses[uses.length - 1] : null;
   const now = last === null || last === undefined ? "offline now" : `${Math.round(last * 100)} % now`;
   const text = `${label} use over the last hour: ${now}`;
-  return svg(
-    "svg",
-    {
-      class: "sparkline",
-      viewBox: `0 0 ${width} ${height}`,
-      width,
-      height,
-      role: "img",
-      tabindex: 0,
-      "aria-label": text,
-      "data-points": uses.length,
-    },
-    svg("title", { text }),
+  return figure("sparkline", text, { width, height }, { "data-points": uses.length },
     svg("line", { class: "axis", x1: 0, x2: width, y1: height - 1, y2: height - 1 }),
     runs.map((r) => (r.length === 1
       ? svg("circle", { class: "line", cx: r[0].split(",")[0], cy: r[0].split(",")[1], r: 1.5 })
