@@ -75,6 +75,10 @@ struct CpArgs {
     /// accept them: an enrolment policy that accepts any valid id).
     #[arg(long, default_value = "conformance")]
     edge_id_prefix: String,
+    /// An iop admin API (HOST:PORT, plain HTTP, no token) through which the tester has
+    /// the Control Plane send commands, for the command cases (skipped without it).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
     #[command(flatten)]
     common: Common,
 }
@@ -145,6 +149,7 @@ fn main() -> ExitCode {
             }
             let mut opts = control_plane::CpOptions::new(args.target);
             opts.edge_id_prefix = args.edge_id_prefix;
+            opts.admin = args.admin;
             opts.only = args.common.only.clone();
             let report = control_plane::run(opts, print);
             finish(

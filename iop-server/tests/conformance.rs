@@ -28,7 +28,10 @@ fn assert_all_passed(report: &Report, cases: usize) {
 #[test]
 fn the_control_plane_passes_every_case() {
     let cp = control_plane(&["--hello-timeout-ms", "2000"]);
-    let report = cp_mode::run(cp_mode::CpOptions::new(cp.edges), |_| {});
+    let mut opts = cp_mode::CpOptions::new(cp.edges);
+    // The command cases ask for commands through the binary's admin API.
+    opts.admin = Some(cp.admin);
+    let report = cp_mode::run(opts, |_| {});
     assert_all_passed(&report, cp_mode::CASES.len());
 }
 

@@ -2,12 +2,15 @@
 
 use std::time::{Duration, Instant};
 
+use iop_proto::CommandPhase::{self, Accepted, Running, Succeeded};
 use iop_proto::{
     Body, EdgeCommandResponse, EdgeHelloRequest, EdgeNodeEvent, EdgeStatusRequest,
     EdgeStatusResponse, Envelope, GoAwayReason, Heartbeat, HeartbeatAck, HelloRejectReason,
     NodeEventKind, PROTOCOL_VERSION,
 };
 
+use super::commands::Say::{Event, Response};
+use super::commands::{kept, refused};
 use super::{ANSWER, Tester, accepted_then, closes, interval, tolerated};
 use crate::report::{CaseOutcome, NotPassed};
 use crate::wire::{Keepalive, frame, unix_ms};
@@ -217,6 +220,38 @@ fn status_edge_id(t: &mut Tester) -> CaseOutcome {
     closes(t, conn, "an answer naming another Edge")
 }
 
+/// Events lost (a gap in `node_event` sequences) make the Control Plane ask for a
+/// fresh status (§4.5): the one it asks at the session's start is answered first.
+fn gap(t: &mut Tester) -> CaseOutcome {
+    let name = "event-gap";
+    let (mut conn, _) = t.open(name)?;
+    let edge_id = t.hello(name).edge_id;
+    let answer = |conn: &mut crate::wire::Conn, correlation_id| {
+        let r = EdgeStatusResponse {
+            edge_id: edge_id.clone(),
+            registry_revision: 1,
+            ..Default::default()
+        };
+        let _ = conn.send(&Envelope::correlated(correlation_id, r));
+    };
+    let asked = |env: &Envelope| match &env.body {
+        Some(Body::StatusRequest(_)) => Some(env.correlation_id),
+        _ => None,
+    };
+    let Ok(first) = conn.expect(ANSWER, asked) else {
+        t.keep(conn);
+        skip!("the Control Plane sent no status request at the session's start");
+    };
+    answer(&mut conn, first);
+    let _ = conn.send(&Envelope::new(event(t, name, None, 3)));
+    let again = conn.expect(ANSWER, asked);
+    t.keep(conn);
+    match again {
+        Ok(_) => Ok("sequence 1 then 3: a fresh status was asked for".into()),
+        Err(e) => fail!("sequence 1 then 3, and no status request: {e}"),
+    }
+}
+
 fn node_event(t: &mut Tester, name: &str, events: &[EdgeNodeEvent], what: &str) -> CaseOutcome {
     let bytes: Vec<u8> = events
         .iter()
@@ -369,6 +404,7 @@ pub(super) fn body(t: &mut Tester, id: &str) -> CaseOutcome {
                 "node event sequence 2 twice",
             )
         }
+        "cp.node_event.gap" => gap(t),
         "cp.command.unknown_id" => {
             let r = EdgeCommandResponse {
                 command_id: "conformance-never-sent".into(),
@@ -382,6 +418,81 @@ pub(super) fn body(t: &mut Tester, id: &str) -> CaseOutcome {
                 "a response for an unknown command",
             )
         }
+        "cp.flow.command" => kept(
+            t,
+            "cmd-flow",
+            &[Response(true), Event(1, Accepted), Event(2, Succeeded)],
+            "response, ACCEPTED, SUCCEEDED",
+        ),
+        "cp.command.event_before_response" => refused(
+            t,
+            "cmd-early",
+            &[Event(1, Accepted)],
+            "ACCEPTED before the response",
+        ),
+        "cp.command.response_unsolicited" => refused(
+            t,
+            "cmd-twice",
+            &[Response(true), Response(true)],
+            "a second response",
+        ),
+        "cp.command.event_after_rejection" => refused(
+            t,
+            "cmd-rejected",
+            &[Response(false), Event(1, Accepted)],
+            "an event after a rejection",
+        ),
+        "cp.command.event_first_not_accepted" => refused(
+            t,
+            "cmd-first",
+            &[Response(true), Event(1, Running)],
+            "event 1 RUNNING",
+        ),
+        "cp.command.event_phase" => refused(
+            t,
+            "cmd-phase",
+            &[Response(true), Event(1, CommandPhase::Unspecified)],
+            "phase UNSPECIFIED",
+        ),
+        "cp.command.event_sequence" => refused(
+            t,
+            "cmd-sequence",
+            &[
+                Response(true),
+                Event(1, Accepted),
+                Event(3, Running),
+                Event(2, Running),
+            ],
+            "sequence 3 then 2",
+        ),
+        "cp.command.event_backwards" => refused(
+            t,
+            "cmd-backwards",
+            &[
+                Response(true),
+                Event(1, Accepted),
+                Event(2, Running),
+                Event(3, Accepted),
+            ],
+            "RUNNING then ACCEPTED",
+        ),
+        "cp.command.event_after_terminal" => refused(
+            t,
+            "cmd-terminal",
+            &[
+                Response(true),
+                Event(1, Accepted),
+                Event(2, Succeeded),
+                Event(3, Running),
+            ],
+            "an event after SUCCEEDED",
+        ),
+        "cp.command.event_duplicate" => kept(
+            t,
+            "cmd-duplicate",
+            &[Response(true), Event(1, Accepted), Event(1, Accepted)],
+            "ACCEPTED twice",
+        ),
         "cp.hello.duplicate" => duplicate(t),
         "cp.liveness" => liveness(t),
         "cp.hello.timeout" => hello_timeout(t),

@@ -3,6 +3,7 @@
 //! any valid id (an enrolment policy for trials).
 
 mod cases;
+mod commands;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -25,6 +26,9 @@ pub struct CpOptions {
     pub edge_id_prefix: String,
     /// Cases to run: those whose id starts with one of these (all when empty).
     pub only: Vec<String>,
+    /// An iop admin API (plain HTTP, no token) through which the tester has the
+    /// Control Plane send commands; the command cases are skipped without one.
+    pub admin: Option<SocketAddr>,
 }
 
 impl CpOptions {
@@ -34,6 +38,7 @@ impl CpOptions {
             target,
             edge_id_prefix: "conformance".into(),
             only: Vec::new(),
+            admin: None,
         }
     }
 }
@@ -131,9 +136,64 @@ pub const CASES: &[Case] = &[
         "a node event sequence repeated is a protocol error",
     ),
     case(
+        "cp.node_event.gap",
+        "4.5",
+        "a gap in node event sequences makes the Control Plane ask for a fresh status",
+    ),
+    case(
         "cp.command.unknown_id",
         "4.4",
         "a response for an unknown command is counted and dropped",
+    ),
+    case(
+        "cp.flow.command",
+        "4.4",
+        "a command's response then events ACCEPTED, SUCCEEDED are taken (needs --admin)",
+    ),
+    case(
+        "cp.command.event_before_response",
+        "4.4",
+        "an event before the command's response is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.response_unsolicited",
+        "4.4",
+        "a second response is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_after_rejection",
+        "4.4",
+        "an event of a rejected command is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_first_not_accepted",
+        "4.4",
+        "event 1 RUNNING is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_phase",
+        "4.4",
+        "an UNSPECIFIED phase is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_sequence",
+        "4.4",
+        "sequence 3 then 2 is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_backwards",
+        "4.4",
+        "RUNNING then ACCEPTED is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_after_terminal",
+        "4.4",
+        "an event after SUCCEEDED is a protocol error (needs --admin)",
+    ),
+    case(
+        "cp.command.event_duplicate",
+        "4.4",
+        "an event repeated is counted and dropped (needs --admin)",
     ),
     case(
         "cp.hello.duplicate",

@@ -12,12 +12,13 @@ use crate::fail;
 use crate::report::{CaseOutcome, NotPassed};
 use crate::wire::frame;
 
-fn redial_gap(t: &mut Tester) -> Result<Duration, NotPassed> {
-    let ended = t.last_end;
+/// The time from `sent` (just before the tester sent what carried `retry_after_ms`:
+/// the Edge cannot have read it sooner) to the Edge's next dial.
+fn redial_gap(t: &mut Tester, sent: Instant) -> Result<Duration, NotPassed> {
     let (mut conn, hello, at) = t.dial()?;
     t.accept(&mut conn, &hello, super::MAX_FRAME_LEN);
     t.ended(conn, Instant::now());
-    Ok(at.saturating_duration_since(ended))
+    Ok(at.saturating_duration_since(sent))
 }
 
 const RETRY_AFTER_MS: u32 = 2_000;
@@ -28,9 +29,10 @@ pub(super) fn go_away(t: &mut Tester) -> CaseOutcome {
         message: "conformance".into(),
         retry_after_ms: RETRY_AFTER_MS,
     };
+    let sent = Instant::now();
     t.send(&Envelope::new(g))?;
     t.hang_up();
-    let gap = redial_gap(t)?;
+    let gap = redial_gap(t, sent)?;
     if gap < Duration::from_millis(u64::from(RETRY_AFTER_MS)) {
         fail!("dialled again after {} ms", gap.as_millis());
     }
@@ -46,9 +48,10 @@ pub(super) fn rejected(t: &mut Tester) -> CaseOutcome {
         retry_after_ms: RETRY_AFTER_MS,
         ..Default::default()
     };
+    let sent = Instant::now();
     let _ = conn.send(&Envelope::new(response));
     t.ended(conn, Instant::now());
-    let gap = redial_gap(t)?;
+    let gap = redial_gap(t, sent)?;
     if gap < Duration::from_millis(u64::from(RETRY_AFTER_MS)) {
         fail!("dialled again after {} ms", gap.as_millis());
     }

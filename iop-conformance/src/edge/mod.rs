@@ -73,8 +73,6 @@ pub(crate) struct Tester {
     live: Option<(Conn, Instant)>,
     /// The latest hello.
     pub(crate) hello: Option<EdgeHelloRequest>,
-    /// When the tester last saw a session end.
-    pub(crate) last_end: Instant,
     short_sessions: u32,
     next_session_id: u64,
     /// Frames the Edge sent that the protocol refuses, over the whole run.
@@ -156,11 +154,9 @@ impl Tester {
     /// A session that began at `began` is over (`conn` dropped: closed here if the
     /// Edge has not).
     pub(crate) fn ended(&mut self, mut conn: Conn, began: Instant) {
-        let end = Instant::now();
         conn.finish(Duration::from_millis(500));
         self.absorb(&mut conn);
         drop(conn);
-        self.last_end = end;
         if began.elapsed() < HEALTHY {
             self.short_sessions += 1;
         } else {
@@ -237,7 +233,6 @@ pub fn run_on(
         opts,
         live: None,
         hello: None,
-        last_end: Instant::now(),
         short_sessions: 0,
         next_session_id: 0,
         refused: Vec::new(),
