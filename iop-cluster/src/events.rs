@@ -307,7 +307,9 @@ pub async fn fleet_events(
         .clone();
     let (deliver_policy, missed) = match after {
         None => (consumer::DeliverPolicy::New, None),
-        Some(seen) if seen >= state.last_sequence => (consumer::DeliverPolicy::New, None),
+        // Resuming at the stream's end still starts by sequence, never "new": an
+        // event published between the info above and the consumer below is one the
+        // subscriber has not seen (the engine starts a later sequence at the end).
         Some(seen) => {
             let start = (seen + 1).max(state.first_sequence);
             let missed = state.first_sequence.saturating_sub(seen + 1);
