@@ -17,9 +17,14 @@ use crate::signal::{Signal, lock};
 /// control traffic of an idle or chatty session — heartbeats, acks, status requests
 /// and small answers — fits in it.
 const SMALL_READ: usize = 256;
-/// Bytes read per `poll_read` while a large frame streams in: a heap buffer taken
-/// when a small read came back full, released once a read does not fill it (the
-/// socket is drained), so an idle connection holds none.
+/// Bytes read per `poll_read` into a heap buffer taken when a small read came back
+/// full: first this many (a status answer of a few nodes fits), four times more on
+/// each read that fills it, up to [`LARGE_READ`]; released once a read does not fill
+/// it (the socket is drained), so an idle connection holds none. Starting small
+/// keeps a few-KiB answer off the allocator's page-sized path (a zeroed 64 KiB
+/// buffer costs page faults each time it is taken).
+const FIRST_HEAP_READ: usize = 4 * 1024;
+/// The most bytes read per `poll_read`, while a large frame streams in.
 const LARGE_READ: usize = 64 * 1024;
 /// Bytes pulled from the core before writing them out.
 pub(crate) const PULL_BATCH: usize = 64 * 1024;
@@ -237,7 +242,7 @@ where
     // Set when the core ended the connection with bytes still pending here.
     let mut stall_at: Option<std::time::Instant> = None;
     let mut sleep: Option<(std::time::Instant, Sleep)> = None;
-    // The large read buffer, while data streams in (see `LARGE_READ`).
+    // The large read buffer, while data streams in (see `FIRST_HEAP_READ`).
     let mut large: Vec<u8> = Vec::new();
     // The core may have output: after an input (bytes, a timeout), a wake-up, and at
     // the start. Not after a write alone: output queued by anyone else comes with a
@@ -393,9 +398,15 @@ where
                 need_pull = !pulled;
                 core_called = true;
                 unflushed |= wrote;
-                if filled && large.is_empty() {
-                    large = vec![0; LARGE_READ];
-                } else if !filled && !large.is_empty() {
+                if filled {
+                    let grown = match large.len() {
+                        0 => FIRST_HEAP_READ,
+                        n => (n * 4).min(LARGE_READ),
+                    };
+                    if grown > large.len() {
+                        large = vec![0; grown];
+                    }
+                } else if !large.is_empty() {
                     large = Vec::new();
                 }
             }

@@ -256,3 +256,58 @@ fn what_a_claimant_cannot_write_the_driver_writes_first_in_order() {
     assert_eq!(ended, Ended::ByCore);
     assert_eq!(stream.taken(), b"hello world, bye");
 }
+
+/// A core that records the size of every read it is handed.
+struct Reads {
+    sizes: std::sync::Mutex<Vec<usize>>,
+    bytes: std::sync::Mutex<Vec<u8>>,
+    close_after: usize,
+}
+impl ConnCore for Reads {
+    fn handle_bytes(&self, bytes: &[u8], _: Option<&mut Vec<u8>>) -> Option<Pull> {
+        self.sizes.lock().unwrap().push(bytes.len());
+        self.bytes.lock().unwrap().extend_from_slice(bytes);
+        None
+    }
+    fn pull(&self, _: &mut Vec<u8>, _: usize) -> Pull {
+        if self.bytes.lock().unwrap().len() >= self.close_after {
+            Pull::Close
+        } else {
+            Pull::Idle
+        }
+    }
+    fn deadline(&self) -> Option<std::time::Instant> {
+        None
+    }
+    fn handle_timeout(&self) {}
+    fn aborted(&self) -> bool {
+        false
+    }
+    fn closed(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn reads_grow_from_the_stack_buffer_to_the_largest_while_they_fill() {
+    // 200 KiB waiting: a small read, then heap reads of 4, 16 and 64 KiB, then the
+    // largest until the rest is shorter.
+    let input: Vec<u8> = (0..200 * 1024).map(|i| (i % 251) as u8).collect();
+    let core = Reads {
+        sizes: Default::default(),
+        bytes: Default::default(),
+        close_after: input.len(),
+    };
+    let mut wire = Wire::new(futures_lite::io::Cursor::new(input.clone()));
+    let wake = Signal::new();
+    futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
+    assert_eq!(*core.bytes.lock().unwrap(), input, "every byte, in order");
+    let sizes = core.sizes.lock().unwrap().clone();
+    let mut expected = vec![SMALL_READ, FIRST_HEAP_READ, 4 * FIRST_HEAP_READ, LARGE_READ];
+    let mut left = input.len() - expected.iter().sum::<usize>();
+    while left > 0 {
+        expected.push(left.min(LARGE_READ));
+        left -= left.min(LARGE_READ);
+    }
+    assert_eq!(sizes, expected);
+}
