@@ -216,9 +216,10 @@ impl<S> WireAccess<S> for &Mutex<Wire<S>> {
 }
 
 enum Step {
-    /// Bytes were read; `filled` when they filled the buffer (more may be
+    /// `read` bytes were read; `filled` when they filled the buffer (more may be
     /// waiting), `pulled` when the core's output was pulled with them (all of it).
     Read {
+        read: usize,
         filled: bool,
         pulled: bool,
         wrote: bool,
@@ -242,8 +243,11 @@ where
     // Set when the core ended the connection with bytes still pending here.
     let mut stall_at: Option<std::time::Instant> = None;
     let mut sleep: Option<(std::time::Instant, Sleep)> = None;
-    // The large read buffer, while data streams in (see `FIRST_HEAP_READ`).
+    // The heap read buffer, while data streams in (see `FIRST_HEAP_READ`), and the
+    // size it starts at: the least that held the last read from it, so a connection
+    // that streams large frames in bursts takes the largest buffer at once.
     let mut large: Vec<u8> = Vec::new();
+    let mut heap_start = FIRST_HEAP_READ;
     // The core may have output: after an input (bytes, a timeout), a wake-up, and at
     // the start. Not after a write alone: output queued by anyone else comes with a
     // wake-up (the signal keeps it), so pulling then would only find nothing.
@@ -366,6 +370,7 @@ where
                             wrote = n > 0;
                         }
                         Some(Step::Read {
+                            read: n,
                             filled: n == buf.len(),
                             pulled: pulled.is_some() && w.out.len() < PULL_BATCH,
                             wrote,
@@ -391,6 +396,7 @@ where
         .await;
         match step {
             Step::Read {
+                read,
                 filled,
                 pulled,
                 wrote,
@@ -400,13 +406,17 @@ where
                 unflushed |= wrote;
                 if filled {
                     let grown = match large.len() {
-                        0 => FIRST_HEAP_READ,
+                        0 => heap_start,
                         n => (n * 4).min(LARGE_READ),
                     };
                     if grown > large.len() {
                         large = vec![0; grown];
                     }
                 } else if !large.is_empty() {
+                    heap_start = FIRST_HEAP_READ;
+                    while heap_start < read {
+                        heap_start *= 4;
+                    }
                     large = Vec::new();
                 }
             }

@@ -311,3 +311,65 @@ fn reads_grow_from_the_stack_buffer_to_the_largest_while_they_fill() {
     }
     assert_eq!(sizes, expected);
 }
+
+/// A stream whose reads stop at the end of each burst, as a socket's do when the
+/// peer's bytes arrive in parts; nothing to write to.
+struct Bursts(std::collections::VecDeque<Vec<u8>>);
+impl AsyncRead for Bursts {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let Some(burst) = self.0.front_mut() else {
+            return Poll::Ready(Ok(0));
+        };
+        let n = burst.len().min(buf.len());
+        buf[..n].copy_from_slice(&burst[..n]);
+        burst.drain(..n);
+        if burst.is_empty() {
+            self.0.pop_front();
+        }
+        Poll::Ready(Ok(n))
+    }
+}
+impl AsyncWrite for Bursts {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        b: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Ok(b.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[test]
+fn a_burst_after_a_large_one_starts_at_the_size_the_last_read_needed() {
+    let (a, b, c) = (30_000, 100_000, 1_000);
+    let core = Reads {
+        sizes: Default::default(),
+        bytes: Default::default(),
+        close_after: a + b + c,
+    };
+    let bursts = [a, b, c].map(|n| vec![7u8; n]).into_iter().collect();
+    let mut wire = Wire::new(Bursts(bursts));
+    let wake = Signal::new();
+    futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
+    let sizes = core.sizes.lock().unwrap().clone();
+    let (s, h) = (SMALL_READ, FIRST_HEAP_READ);
+    // The first burst ends with a read of 9 264 bytes from the 64 KiB buffer, so the
+    // second's heap reads start at 16 KiB; it ends with one of 17 824, so the third's
+    // would start at 64 KiB (its 744 bytes after the small read fit in any).
+    let rest_a = a - s - h - 4 * h;
+    let rest_b = b - s - 4 * h - LARGE_READ;
+    assert_eq!(
+        sizes,
+        [s, h, 4 * h, rest_a, s, 4 * h, LARGE_READ, rest_b, s, c - s]
+    );
+}
