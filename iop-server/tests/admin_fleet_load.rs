@@ -225,6 +225,10 @@ async fn the_list_of_edges_pages_and_filters() {
     let last = cp.get("/v1/edges?limit=3&after=edge-5").await.json();
     assert_eq!(ids(&last), ["edge-6"]);
     assert!(last.get("next").is_none());
+    // A page that ends exactly at the last Edge says nothing follows.
+    let full = cp.get("/v1/edges?limit=3&after=edge-3").await.json();
+    assert_eq!(ids(&full), ["edge-4", "edge-5", "edge-6"]);
+    assert!(full.get("next").is_none(), "{full}");
     let some = cp.get("/v1/edges?q=EDGE-4").await.json();
     assert_eq!(ids(&some), ["edge-4"]);
     assert_eq!(

@@ -60,6 +60,16 @@ fn an_edge_moves_between_replica_processes_with_increasing_session_ids() {
         .unwrap_or_else(|| panic!("cp-b does not list edge-1: {listed}"));
     assert_eq!(entry["replica"], "cp-a");
     assert_eq!(entry["sessionId"], s1.to_string());
+    // Filtered by the replica holding it, on either replica: a remote view on cp-b,
+    // cp-a's own on cp-a.
+    for (admin, text, total) in [
+        (b.admin, "CP-A", 1),
+        (a.admin, "cp-a", 1),
+        (b.admin, "cp-b", 0),
+    ] {
+        let found = get(admin, &format!("/v1/edges?state=connected&q={text}")).json();
+        assert_eq!(found["total"], total, "{text}: {found}");
+    }
     // cp-b's own: nothing (it never held edge-1).
     let own = get(b.admin, "/v1/edges?scope=local").json();
     assert_eq!(own["edges"], serde_json::json!([]), "{own}");

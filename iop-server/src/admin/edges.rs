@@ -55,56 +55,39 @@ pub(super) async fn list_edges(
     let all = match query.get("scope").map(String::as_str) {
         None | Some("fleet") => fleet::edges(&s).await,
         // What this Control Plane itself knows, without asking the other replicas.
-        Some("local") => fleet::local_views(&s),
+        Some("local") => fleet::local_edges(&s),
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "scope {other:?}: use fleet (every replica's Edges, the default) or local"
             )));
         }
     };
-    let matching: Vec<Value> = all
+    // Filtered and paged on the views; only the page is written as JSON.
+    let replica = s.replica_id.as_deref();
+    let matching = all
         .into_iter()
-        .filter(|v| states.is_empty() || states.contains(&state_of(v)))
-        .filter(|v| text.is_empty() || mentions(v, &text))
-        .collect();
-    let total = matching.len();
-    let mut page: Vec<Value> = matching
-        .into_iter()
-        .filter(|v| v["edgeId"].as_str().unwrap_or_default() > after)
-        .collect();
+        .filter(|v| states.is_empty() || states.contains(&v.state()))
+        .filter(|v| text.is_empty() || v.mentions(&text, replica));
+    let mut total = 0;
+    let mut page = Vec::new();
     let mut next = None;
-    if let Some(limit) = limit
-        && page.len() > limit
-    {
-        page.truncate(limit);
-        next = page.last().map(|v| v["edgeId"].clone());
+    for edge in matching {
+        total += 1;
+        if edge.edge_id() <= after {
+            continue;
+        }
+        if limit.is_some_and(|limit| page.len() == limit) {
+            // The page is full and more follow.
+            next = page.last().map(|v: &Value| v["edgeId"].clone());
+            continue;
+        }
+        page.push(edge.render(&s));
     }
     let mut out = json!({ "edges": page, "total": total });
     if let (Some(next), Some(o)) = (next, out.as_object_mut()) {
         o.insert("next".into(), next);
     }
     Ok(Json(out))
-}
-
-/// An Edge's reachability as the list's `state` filter names it.
-fn state_of(view: &Value) -> &'static str {
-    match view["reachability"].as_str() {
-        Some("CONNECTED") => "connected",
-        Some("UNREACHABLE") => "unreachable",
-        _ => "disconnected",
-    }
-}
-
-/// Whether an Edge's id, version, metadata or replica holds `text` (lower case).
-fn mentions(view: &Value, text: &str) -> bool {
-    let holds = |v: &Value| v.as_str().is_some_and(|s| s.to_lowercase().contains(text));
-    holds(&view["edgeId"])
-        || holds(&view["softwareVersion"])
-        || holds(&view["replica"])
-        || view["metadata"].as_object().is_some_and(|m| {
-            m.iter()
-                .any(|(k, v)| k.to_lowercase().contains(text) || holds(v))
-        })
 }
 
 /// `GET /v1/edges/{edge_id}`: the view (with its load's summary, `load`), its load's

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use iop_core::cp::{EdgeView, Reachability};
-use iop_tokio::LoadView;
 use serde_json::Value;
 
 use super::error::ApiError;
@@ -44,21 +43,114 @@ pub fn view_with_load(
     out
 }
 
-/// Every view of this Control Plane, with their loads' summaries (the loads taken
-/// once for all of them).
-pub(super) fn local_views(s: &AdminState) -> Vec<Value> {
-    let loads: HashMap<String, LoadView> =
-        s.cp.edge_loads()
-            .into_iter()
-            .map(|l| (l.load.edge_id().to_owned(), l))
-            .collect();
-    s.cp.edges()
-        .iter()
-        .map(|v| {
-            let load = loads.get(&v.edge_id).map(|l| (&*l.load, l.partial));
-            view_with_load(s.replica_id.as_deref(), v, load)
-        })
-        .collect()
+/// One Edge of the fleet's list: this replica's own view, whose JSON is built only
+/// when it is shown ([`FleetEdge::render`]), or another replica's, which came as JSON.
+/// Listing 20 000 Edges filters and pages these, not 20 000 JSON documents.
+pub(super) enum FleetEdge {
+    /// A view this Control Plane holds.
+    Local(EdgeView),
+    /// The view of the replica holding the Edge's live session.
+    Remote(Value),
+}
+
+impl FleetEdge {
+    /// The Edge's id.
+    pub(super) fn edge_id(&self) -> &str {
+        match self {
+            Self::Local(v) => &v.edge_id,
+            Self::Remote(v) => v["edgeId"].as_str().unwrap_or_default(),
+        }
+    }
+
+    /// Whether a session of the Edge is live (connected or unreachable).
+    pub(super) fn connected(&self) -> bool {
+        match self {
+            Self::Local(v) => v.reachability != Reachability::Disconnected,
+            Self::Remote(v) => v["connected"] == true,
+        }
+    }
+
+    /// The Edge's reachability as the list's `state` filter names it.
+    pub(super) fn state(&self) -> &'static str {
+        let reachability = match self {
+            Self::Local(v) => v.reachability,
+            Self::Remote(v) => match v["reachability"].as_str() {
+                Some("CONNECTED") => Reachability::Connected,
+                Some("UNREACHABLE") => Reachability::Unreachable,
+                _ => Reachability::Disconnected,
+            },
+        };
+        match reachability {
+            Reachability::Connected => "connected",
+            Reachability::Unreachable => "unreachable",
+            _ => "disconnected",
+        }
+    }
+
+    fn session(&self) -> u64 {
+        match self {
+            Self::Local(v) => v.session_id,
+            Self::Remote(v) => v["sessionId"]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+        }
+    }
+
+    /// The software version its hello announced.
+    pub(super) fn software_version(&self) -> &str {
+        match self {
+            Self::Local(v) => &v.software_version,
+            Self::Remote(v) => v["softwareVersion"].as_str().unwrap_or_default(),
+        }
+    }
+
+    /// One value of its hello metadata.
+    pub(super) fn metadata(&self, key: &str) -> Option<&str> {
+        match self {
+            Self::Local(v) => v.metadata(key),
+            Self::Remote(v) => v["metadata"][key].as_str(),
+        }
+    }
+
+    /// Whether its id, version, metadata (keys or values) or the replica holding it
+    /// holds `text` (lower case; `replica` is this one's id).
+    pub(super) fn mentions(&self, text: &str, replica: Option<&str>) -> bool {
+        let holds = |s: &str| s.to_lowercase().contains(text);
+        let pairs: Box<dyn Iterator<Item = (&str, &str)>> = match self {
+            Self::Local(v) => Box::new(v.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            Self::Remote(v) => Box::new(
+                v["metadata"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or_default())),
+            ),
+        };
+        let holder = match self {
+            Self::Local(_) => replica.filter(|_| self.connected()),
+            Self::Remote(v) => v["replica"].as_str(),
+        };
+        holds(self.edge_id())
+            || holds(self.software_version())
+            || holder.is_some_and(holds)
+            || pairs.into_iter().any(|(k, v)| holds(k) || holds(v))
+    }
+
+    /// The Edge as the list shows it (a local view with its load's summary).
+    pub(super) fn render(self, s: &AdminState) -> Value {
+        match self {
+            Self::Local(v) => local_view(s, &v),
+            Self::Remote(v) => v,
+        }
+    }
+}
+
+/// Every view of this Control Plane, in Edge id order (as the list pages by it).
+pub(super) fn local_edges(s: &AdminState) -> Vec<FleetEdge> {
+    let mut all: Vec<FleetEdge> = s.cp.edges().into_iter().map(FleetEdge::Local).collect();
+    all.sort_unstable_by(|a, b| a.edge_id().cmp(b.edge_id()));
+    all
 }
 
 /// Whether this Control Plane holds a live session of `edge_id`.
@@ -67,38 +159,30 @@ pub(super) fn held_here(s: &AdminState, edge_id: &str) -> bool {
         .is_some_and(|v| v.reachability != Reachability::Disconnected)
 }
 
-fn session_of(view: &Value) -> u64 {
-    view["sessionId"]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Every Edge known here, and every Edge another replica holds (its view replacing
-/// a disconnected one here; of two live ones, the newer session's).
-pub(super) async fn edges(s: &AdminState) -> Vec<Value> {
-    let mut all = local_views(s);
+/// a disconnected one here; of two live ones, the newer session's), in Edge id order.
+pub(super) async fn edges(s: &AdminState) -> Vec<FleetEdge> {
     let Some(router) = &s.router else {
-        return all;
+        return local_edges(s);
     };
+    let mut all: Vec<FleetEdge> = s.cp.edges().into_iter().map(FleetEdge::Local).collect();
     let mut at: HashMap<String, usize> = all
         .iter()
         .enumerate()
-        .map(|(i, v)| (v["edgeId"].as_str().unwrap_or_default().to_owned(), i))
+        .map(|(i, v)| (v.edge_id().to_owned(), i))
         .collect();
     for remote in router.remote_views().await {
-        let id = remote["edgeId"].as_str().unwrap_or_default().to_owned();
-        match at.get(&id).and_then(|i| all.get_mut(*i)) {
-            Some(mine) if mine["connected"] == true && session_of(mine) >= session_of(&remote) => {}
+        let remote = FleetEdge::Remote(remote);
+        match at.get(remote.edge_id()).and_then(|i| all.get_mut(*i)) {
+            Some(mine) if mine.connected() && mine.session() >= remote.session() => {}
             Some(mine) => *mine = remote,
             None => {
-                at.insert(id, all.len());
+                at.insert(remote.edge_id().to_owned(), all.len());
                 all.push(remote);
             }
         }
     }
-    // In Edge id order, as the list pages by it.
-    all.sort_by(|a, b| a["edgeId"].as_str().cmp(&b["edgeId"].as_str()));
+    all.sort_unstable_by(|a, b| a.edge_id().cmp(b.edge_id()));
     all
 }
 

@@ -185,24 +185,17 @@ async fn select(s: &AdminState, selector: &EdgeSelector) -> (Vec<String>, HashSe
     let views = fleet::edges(s).await;
     let live: HashSet<String> = views
         .iter()
-        .filter(|v| v["connected"] == true)
-        .filter_map(|v| v["edgeId"].as_str().map(str::to_owned))
+        .filter(|v| v.connected())
+        .map(|v| v.edge_id().to_owned())
         .collect();
     let ids = match selector {
         EdgeSelector::Ids(ids) => ids.clone(),
-        selector => {
-            let mut ids: Vec<String> = views
-                .iter()
-                .filter(|v| {
-                    let id = v["edgeId"].as_str().unwrap_or_default();
-                    let version = v["softwareVersion"].as_str().unwrap_or_default();
-                    selector.matches(id, version, |k| v["metadata"][k].as_str())
-                })
-                .filter_map(|v| v["edgeId"].as_str().map(str::to_owned))
-                .collect();
-            ids.sort();
-            ids
-        }
+        // In Edge id order, as `fleet::edges` lists them.
+        selector => views
+            .iter()
+            .filter(|v| selector.matches(v.edge_id(), v.software_version(), |k| v.metadata(k)))
+            .map(|v| v.edge_id().to_owned())
+            .collect(),
     };
     (ids, live)
 }
