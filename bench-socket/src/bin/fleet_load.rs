@@ -6,12 +6,13 @@
 //!   Edge's status on the default period (10 s), against the same fleet with
 //!   `status_refresh` off (the baseline). Every Edge's leases change once a period,
 //!   so each refresh merges a new view.
-//! - **Memory**: heap (a counting allocator) and RSS growth per Edge with the load
+//! - **Memory**: heap (jemalloc's count of allocated bytes) and RSS growth per Edge with the load
 //!   history on (30 samples per Edge, as the default hour at 2 min) against it off;
 //!   the difference is the history. The load views' own bytes
 //!   (`EdgeLoad::heap_bytes`) and the rings' (`EdgeHistory::heap_bytes`) are summed.
-//! - **Reads**: `GET /v1/fleet/load` and `/metrics` (the default series cap and none)
-//!   timed from another process, against `GET /healthz` on the same server.
+//! - **Reads**: `GET /v1/fleet/load`, a page of `/v1/edges` (unfiltered and filtered)
+//!   and `/metrics` (the default series cap and none) timed from another process,
+//!   against `GET /healthz` on the same server.
 //! - **Dashboard**: a headless Chromium opens the fleet page and filters the list,
 //!   at 10 000 Edges against 100 (the baseline).
 //!
@@ -24,7 +25,6 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
-use std::alloc::System as SystemAlloc;
 use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -38,10 +38,17 @@ use iop_bench_socket::{Row, Table, http};
 use iop_server::admin::{self, AdminState};
 use iop_tokio::{ControlPlaneHandle, ControlPlaneServer};
 use serde_json::json;
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
+/// jemalloc, as `iop-control-plane` allocates; its statistics count the heap.
 #[global_allocator]
-static GLOBAL: &StatsAlloc<SystemAlloc> = &INSTRUMENTED_SYSTEM;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Bytes the process holds allocated now (jemalloc's `stats.allocated`).
+fn heap_bytes() -> Result<usize, BoxError> {
+    let jemalloc = |e: tikv_jemalloc_ctl::Error| format!("jemalloc statistics: {e}");
+    tikv_jemalloc_ctl::epoch::advance().map_err(jemalloc)?;
+    Ok(tikv_jemalloc_ctl::stats::allocated::read().map_err(jemalloc)?)
+}
 
 const CONNECT_BOUND: Duration = Duration::from_secs(180);
 /// After every view is in: the enrolment burst and its first refreshes are over.
@@ -88,6 +95,8 @@ struct Running {
     _edges: Role,
     admin: SocketAddr,
     admin_unlimited: SocketAddr,
+    /// How many Edges it runs.
+    edges: usize,
 }
 
 fn start(setup: Setup) -> Result<Running, BoxError> {
@@ -122,6 +131,7 @@ fn start(setup: Setup) -> Result<Running, BoxError> {
         _edges: edges,
         admin,
         admin_unlimited,
+        edges: setup.edges,
     })
 }
 
@@ -295,6 +305,24 @@ fn reads(table: &mut Table, run: &Running) -> Result<(), BoxError> {
         "≤ 50 ms",
         Some(load_p95 <= FLEET_LOAD_GOAL_MS),
     ));
+    // The dashboard's first page of the list, and a text filter matching ten Edges.
+    for (path, what) in [
+        ("/v1/edges?limit=100".to_owned(), "first page of 100"),
+        (
+            format!("/v1/edges?limit=100&q={}", ten_of(run.edges)),
+            "filtered to 10",
+        ),
+    ] {
+        let (ms, p95, size) = time(run.admin, &path, 20)?;
+        table.push(Row::new(
+            format!("GET /v1/edges, {what} ({size} B; median, p95 of 20)"),
+            format!("{ms:.2} ms, {p95:.2} ms"),
+            format!("{health:.2} ms, {health_p95:.2} ms (/healthz)"),
+            format!("{:.1}", ms / health),
+            "—",
+            None,
+        ));
+    }
     for (addr, what) in [
         (run.admin, "default cap of 50 000 series"),
         (run.admin_unlimited, "no cap"),
@@ -372,7 +400,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
         let cp = server.handle();
         let admin = serve_admin(&cp, admin::DEFAULT_METRICS_MAX_SERIES).await?;
         let unlimited = serve_admin(&cp, usize::MAX).await?;
-        let (rss0, region) = (rss_bytes(), Region::new(GLOBAL));
+        let (rss0, heap0) = (rss_bytes(), heap_bytes()?);
         report("addr", server.local_addr());
         report("admin", admin);
         report("admin-unlimited", unlimited);
@@ -422,9 +450,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                     );
                 }
                 Some("mem") => {
-                    let change = region.change();
-                    let heap = change.bytes_allocated as isize - change.bytes_deallocated as isize
-                        + change.bytes_reallocated;
+                    let heap = heap_bytes()?.saturating_sub(heap0);
                     let rss = rss_bytes().saturating_sub(rss0);
                     let loads = cp.edge_loads();
                     let views: usize = loads.iter().map(|v| v.load.heap_bytes()).sum();
@@ -434,7 +460,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                         .map(|h| h.heap_bytes())
                         .sum();
                     drop(loads);
-                    report("mem", format!("{} {rss} {views} {rings}", heap.max(0)));
+                    report("mem", format!("{heap} {rss} {views} {rings}"));
                 }
                 _ => {}
             }
