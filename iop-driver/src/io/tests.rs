@@ -45,21 +45,38 @@ impl Runtime for Patient {
     fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
 }
 
-/// Echo core: every byte read is written back; closes after `close_after` bytes.
+/// A core that records every read it is handed and, when `echo`, writes each byte
+/// back; closes after `close_after` bytes.
 struct Echo {
     pending: std::sync::Mutex<Vec<u8>>,
-    seen: std::sync::Mutex<usize>,
+    reads: std::sync::Mutex<Vec<usize>>,
+    bytes: std::sync::Mutex<Vec<u8>>,
     close_after: usize,
+    echo: bool,
+}
+impl Echo {
+    fn new(close_after: usize, echo: bool) -> Self {
+        Self {
+            pending: Default::default(),
+            reads: Default::default(),
+            bytes: Default::default(),
+            close_after,
+            echo,
+        }
+    }
 }
 impl ConnCore for Echo {
     fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
-        self.pending.lock().unwrap().extend_from_slice(bytes);
-        *self.seen.lock().unwrap() += bytes.len();
+        if self.echo {
+            self.pending.lock().unwrap().extend_from_slice(bytes);
+        }
+        self.reads.lock().unwrap().push(bytes.len());
+        self.bytes.lock().unwrap().extend_from_slice(bytes);
         out.map(|out| self.pull(out, PULL_BATCH))
     }
     fn pull(&self, out: &mut Vec<u8>, _limit: usize) -> Pull {
         out.append(&mut self.pending.lock().unwrap());
-        if *self.seen.lock().unwrap() >= self.close_after {
+        if self.bytes.lock().unwrap().len() >= self.close_after {
             Pull::Close
         } else {
             Pull::Idle
@@ -79,11 +96,7 @@ impl ConnCore for Echo {
 
 #[test]
 fn a_connection_driver_holds_little_while_idle() {
-    let core = Echo {
-        pending: Default::default(),
-        seen: Default::default(),
-        close_after: usize::MAX,
-    };
+    let core = Echo::new(usize::MAX, true);
     let mut wire = Wire::new(futures_lite::io::Cursor::new(Vec::new()));
     let wake = Signal::new();
     let fut = drive::<Nop, _, _, _>(&mut wire, &core, &wake);
@@ -94,11 +107,7 @@ fn a_connection_driver_holds_little_while_idle() {
 
 #[test]
 fn bytes_read_are_handed_to_the_core_and_its_output_written() {
-    let core = Echo {
-        pending: Default::default(),
-        seen: Default::default(),
-        close_after: 5,
-    };
+    let core = Echo::new(5, true);
     let mut wire = Wire::new(futures_lite::io::Cursor::new(b"hello".to_vec()));
     let wake = Signal::new();
     let ended = futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
@@ -257,52 +266,17 @@ fn what_a_claimant_cannot_write_the_driver_writes_first_in_order() {
     assert_eq!(stream.taken(), b"hello world, bye");
 }
 
-/// A core that records the size of every read it is handed.
-struct Reads {
-    sizes: std::sync::Mutex<Vec<usize>>,
-    bytes: std::sync::Mutex<Vec<u8>>,
-    close_after: usize,
-}
-impl ConnCore for Reads {
-    fn handle_bytes(&self, bytes: &[u8], _: Option<&mut Vec<u8>>) -> Option<Pull> {
-        self.sizes.lock().unwrap().push(bytes.len());
-        self.bytes.lock().unwrap().extend_from_slice(bytes);
-        None
-    }
-    fn pull(&self, _: &mut Vec<u8>, _: usize) -> Pull {
-        if self.bytes.lock().unwrap().len() >= self.close_after {
-            Pull::Close
-        } else {
-            Pull::Idle
-        }
-    }
-    fn deadline(&self) -> Option<std::time::Instant> {
-        None
-    }
-    fn handle_timeout(&self) {}
-    fn aborted(&self) -> bool {
-        false
-    }
-    fn closed(&self) -> bool {
-        false
-    }
-}
-
 #[test]
 fn reads_grow_from_the_stack_buffer_to_the_largest_while_they_fill() {
     // 200 KiB waiting: a small read, then heap reads of 4, 16 and 64 KiB, then the
     // largest until the rest is shorter.
     let input: Vec<u8> = (0..200 * 1024).map(|i| (i % 251) as u8).collect();
-    let core = Reads {
-        sizes: Default::default(),
-        bytes: Default::default(),
-        close_after: input.len(),
-    };
+    let core = Echo::new(input.len(), false);
     let mut wire = Wire::new(futures_lite::io::Cursor::new(input.clone()));
     let wake = Signal::new();
     futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
     assert_eq!(*core.bytes.lock().unwrap(), input, "every byte, in order");
-    let sizes = core.sizes.lock().unwrap().clone();
+    let sizes = core.reads.lock().unwrap().clone();
     let mut expected = vec![SMALL_READ, FIRST_HEAP_READ, 4 * FIRST_HEAP_READ, LARGE_READ];
     let mut left = input.len() - expected.iter().sum::<usize>();
     while left > 0 {
@@ -352,16 +326,12 @@ impl AsyncWrite for Bursts {
 #[test]
 fn a_burst_after_a_large_one_starts_at_the_size_the_last_read_needed() {
     let (a, b, c) = (30_000, 100_000, 1_000);
-    let core = Reads {
-        sizes: Default::default(),
-        bytes: Default::default(),
-        close_after: a + b + c,
-    };
+    let core = Echo::new(a + b + c, false);
     let bursts = [a, b, c].map(|n| vec![7u8; n]).into_iter().collect();
     let mut wire = Wire::new(Bursts(bursts));
     let wake = Signal::new();
     futures_lite::future::block_on(drive::<Nop, _, _, _>(&mut wire, &core, &wake));
-    let sizes = core.sizes.lock().unwrap().clone();
+    let sizes = core.reads.lock().unwrap().clone();
     let (s, h) = (SMALL_READ, FIRST_HEAP_READ);
     // The first burst ends with a read of 9 264 bytes from the 64 KiB buffer, so the
     // second's heap reads start at 16 KiB; it ends with one of 17 824, so the third's
