@@ -329,6 +329,51 @@ fn a_job_drains_the_gpu_nodes_of_a_fleet_a_few_edges_at_a_time() {
     cli_support::wait_until("edge-5 disconnected", || {
         (cli_support::get(cp.admin, "/v1/edges/edge-5").json()["connected"] == false).then_some(())
     });
+    // The list a page at a time, and filtered.
+    let rows = |o: &Output| -> Vec<String> {
+        stdout(o)
+            .lines()
+            .filter(|l| l.starts_with("edge-"))
+            .map(|l| l.split_whitespace().next().unwrap().to_owned())
+            .collect()
+    };
+    let page = ctl(cp.admin, &["edges", "--state", "connected", "--limit", "2"]);
+    assert_eq!(code(&page), 0, "{}", stderr(&page));
+    assert_eq!(rows(&page), ["edge-0", "edge-1"]);
+    assert!(
+        stdout(&page).contains("2 of 5 Edges; more: --after edge-1"),
+        "{}",
+        stdout(&page)
+    );
+    let next = ctl(
+        cp.admin,
+        &[
+            "edges",
+            "--state",
+            "connected",
+            "--limit",
+            "2",
+            "--after",
+            "edge-1",
+        ],
+    );
+    assert_eq!(rows(&next), ["edge-2", "edge-3"]);
+    let gone = ctl(cp.admin, &["edges", "--state", "disconnected,unreachable"]);
+    assert_eq!(rows(&gone), ["edge-5"]);
+    // The whole of what the filter keeps: no count line.
+    assert!(!stdout(&gone).contains(" of "), "{}", stdout(&gone));
+    let found = ctl(cp.admin, &["edges", "-q", "EDGE-4", "-o", "json"]);
+    let found: serde_json::Value = serde_json::from_slice(&found.stdout).unwrap();
+    assert_eq!(
+        (
+            found["total"].as_u64(),
+            found["edges"][0]["edgeId"].as_str()
+        ),
+        (Some(1), Some("edge-4"))
+    );
+    let bad = ctl(cp.admin, &["edges", "--state", "asleep"]);
+    assert_eq!(code(&bad), 2, "a usage error: {}", stderr(&bad));
+    assert!(stderr(&bad).contains("asleep"), "{}", stderr(&bad));
     // Its progress, as a script following the event stream sees it.
     let (follower, progress) = cli_support::follow_events(cp.admin, "job_progress");
     let run = [

@@ -68,6 +68,23 @@ enum Subcommands {
         /// Keep watching: print the list again on every Edge's change.
         #[arg(short, long)]
         watch: bool,
+        /// Only Edges in these states (connected, unreachable, disconnected).
+        #[arg(
+            long,
+            value_name = "STATE",
+            value_delimiter = ',',
+            value_parser = ["connected", "unreachable", "disconnected"]
+        )]
+        state: Vec<String>,
+        /// Only Edges whose id, version, metadata or replica holds this text.
+        #[arg(short = 'q', long, value_name = "TEXT")]
+        query: Option<String>,
+        /// At most this many Edges (a page; the admin API allows 1 to 1000).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Edges after this id (the `more:` line of the page before).
+        #[arg(long, value_name = "EDGE")]
+        after: Option<String>,
     },
     /// One Edge's view: state, session, version, operations, metadata.
     Edge {
@@ -248,7 +265,21 @@ fn run(args: Args) -> Result<u8, CtlError> {
         .map_err(|e| CtlError::Usage(format!("cannot start: {e}")))?;
     runtime.block_on(async {
         match args.command {
-            Subcommands::Edges { watch } => ctl::run_edges(&admin, out, watch).await,
+            Subcommands::Edges {
+                watch,
+                state,
+                query,
+                limit,
+                after,
+            } => {
+                let filter = ctl::EdgeFilter {
+                    states: state,
+                    query,
+                    limit,
+                    after,
+                };
+                ctl::run_edges(&admin, out, watch, &filter).await
+            }
             Subcommands::Edge { edge_id } => ctl::run_edge(&admin, out, &edge_id).await,
             Subcommands::Status { edge_id, nodes } => {
                 ctl::run_status(&admin, out, &edge_id, &nodes).await

@@ -69,9 +69,49 @@ pub(super) fn ok(reply: Reply) -> Result<Value, CtlError> {
     }
 }
 
-/// `iopctl edges [-w]`: every Edge; with `watch`, again on every change of one.
-pub async fn run_edges(admin: &Admin, out: Output, watch: bool) -> Exit {
-    let list = get(admin, "/v1/edges").await?;
+/// Which Edges `iopctl edges` lists: the admin API's filters (`state`, `q`) and one
+/// page of them (`limit`, `after`); none of them, every Edge.
+#[derive(Debug, Clone, Default)]
+pub struct EdgeFilter {
+    /// Reachabilities to keep (`connected`, `unreachable`, `disconnected`).
+    pub states: Vec<String>,
+    /// A text the Edge's id, version, metadata or replica holds.
+    pub query: Option<String>,
+    /// Edges per page.
+    pub limit: Option<usize>,
+    /// Edges after this id (the page before's last).
+    pub after: Option<String>,
+}
+
+impl EdgeFilter {
+    /// `GET /v1/edges` with this filter's query.
+    fn path(&self) -> String {
+        let mut query = Vec::new();
+        if !self.states.is_empty() {
+            let states: Vec<String> = self.states.iter().map(|s| segment(s)).collect();
+            query.push(format!("state={}", states.join(",")));
+        }
+        if let Some(q) = &self.query {
+            query.push(format!("q={}", segment(q)));
+        }
+        if let Some(limit) = self.limit {
+            query.push(format!("limit={limit}"));
+        }
+        if let Some(after) = &self.after {
+            query.push(format!("after={}", segment(after)));
+        }
+        match query.is_empty() {
+            true => "/v1/edges".into(),
+            false => format!("/v1/edges?{}", query.join("&")),
+        }
+    }
+}
+
+/// `iopctl edges [-w] [FILTER]`: the Edges (or a page of those the filter keeps);
+/// with `watch`, again on every change of one.
+pub async fn run_edges(admin: &Admin, out: Output, watch: bool, filter: &EdgeFilter) -> Exit {
+    let path = filter.path();
+    let list = get(admin, &path).await?;
     if !show_edges(&list, out) || !watch {
         return Ok(0);
     }
@@ -85,7 +125,7 @@ pub async fn run_edges(admin: &Admin, out: Output, watch: bool) -> Exit {
         if event.name == "lagged" {
             continue;
         }
-        let list = get(admin, "/v1/edges").await?;
+        let list = get(admin, &path).await?;
         let shown = match out {
             Output::Table => emit("\n") && show_edges(&list, out),
             Output::Json => emit(&format!("{}\n", list)),
@@ -101,7 +141,18 @@ pub async fn run_edges(admin: &Admin, out: Output, watch: bool) -> Exit {
 
 fn show_edges(list: &Value, out: Output) -> bool {
     match out {
-        Output::Table => emit(&render::edges(list)),
+        Output::Table => {
+            let shown = list["edges"].as_array().map_or(0, Vec::len);
+            let total = list["total"].as_u64().unwrap_or(shown as u64);
+            let mut text = render::edges(list);
+            // A page or a filter: say how many of how many, and where the next starts.
+            if let Some(next) = list["next"].as_str() {
+                text.push_str(&format!("{shown} of {total} Edges; more: --after {next}\n"));
+            } else if shown as u64 != total {
+                text.push_str(&format!("{shown} of {total} Edges\n"));
+            }
+            emit(&text)
+        }
         Output::Json => emit_json(list),
     }
 }

@@ -17,8 +17,8 @@ mod render;
 mod sse;
 
 pub use commands::{
-    EventsArgs, Output, SendArgs, run_cancel, run_command, run_edge, run_edges, run_events,
-    run_send, run_status,
+    EdgeFilter, EventsArgs, Output, SendArgs, run_cancel, run_command, run_edge, run_edges,
+    run_events, run_send, run_status,
 };
 pub use http::{Admin, AdminUrl, Reply};
 pub use job::{JobArgs, run_job, run_job_cancel, run_job_get};
