@@ -7,22 +7,12 @@ mod cli_support;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cli_support::{control_plane, edge};
+use cli_support::{assert_all_passed, control_plane, edge};
 use iop_conformance::wire::Listener;
-use iop_conformance::{Report, Verdict, control_plane as cp_mode, edge as edge_mode};
+use iop_conformance::{control_plane as cp_mode, edge as edge_mode};
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/edge.toml")
-}
-
-fn assert_all_passed(report: &Report, cases: usize) {
-    let lines: Vec<String> = report.results.iter().map(ToString::to_string).collect();
-    assert_eq!(report.results.len(), cases, "{}", lines.join("\n"));
-    assert!(
-        report.results.iter().all(|r| r.verdict == Verdict::Pass),
-        "{}",
-        lines.join("\n")
-    );
 }
 
 #[test]

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cli_support::{Proc, temp_path};
+use cli_support::{Proc, assert_all_passed, temp_path};
+use iop_conformance::edge;
 use iop_conformance::wire::Listener;
-use iop_conformance::{Verdict, edge};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -64,18 +64,7 @@ fn the_python_edge_passes_every_case() {
     opts.dial_timeout = Duration::from_secs(40);
     let report = edge::run_on(listener, opts, &mut |_| {}).unwrap();
     let _ = std::fs::remove_dir_all(&pb);
-    let lines: Vec<String> = report.results.iter().map(ToString::to_string).collect();
-    assert_eq!(
-        report.results.len(),
-        edge::CASES.len(),
-        "{}",
-        lines.join("\n")
-    );
-    assert!(
-        report.results.iter().all(|r| r.verdict == Verdict::Pass),
-        "{}",
-        lines.join("\n")
-    );
+    assert_all_passed(&report, edge::CASES.len());
 }
 
 #[test]

@@ -374,3 +374,18 @@ pub fn follow_events(
     std::thread::sleep(Duration::from_millis(300));
     (follower, events)
 }
+
+/// Asserts that a conformance run ran `cases` cases and passed every one (none failed
+/// or skipped), printing every case's line when not.
+pub fn assert_all_passed(report: &iop_conformance::Report, cases: usize) {
+    let lines: Vec<String> = report.results.iter().map(ToString::to_string).collect();
+    assert_eq!(report.results.len(), cases, "{}", lines.join("\n"));
+    assert!(
+        report
+            .results
+            .iter()
+            .all(|r| r.verdict == iop_conformance::Verdict::Pass),
+        "{}",
+        lines.join("\n")
+    );
+}
