@@ -69,20 +69,21 @@ pub(super) async fn list_edges(
         .filter(|v| states.is_empty() || states.contains(&v.state()))
         .filter(|v| text.is_empty() || v.mentions(&text, replica));
     let mut total = 0;
-    let mut page = Vec::new();
-    let mut next = None;
+    let mut page: Vec<Value> = Vec::new();
+    let mut more = false;
     for edge in matching {
         total += 1;
         if edge.edge_id() <= after {
             continue;
         }
         if limit.is_some_and(|limit| page.len() == limit) {
-            // The page is full and more follow.
-            next = page.last().map(|v: &Value| v["edgeId"].clone());
-            continue;
+            more = true;
+        } else {
+            page.push(edge.render(&s));
         }
-        page.push(edge.render(&s));
     }
+    // The page is full and more follow: the next starts after its last Edge.
+    let next = page.last().filter(|_| more).map(|v| v["edgeId"].clone());
     let mut out = json!({ "edges": page, "total": total });
     if let (Some(next), Some(o)) = (next, out.as_object_mut()) {
         o.insert("next".into(), next);

@@ -117,24 +117,23 @@ impl FleetEdge {
     /// holds `text` (lower case; `replica` is this one's id).
     pub(super) fn mentions(&self, text: &str, replica: Option<&str>) -> bool {
         let holds = |s: &str| s.to_lowercase().contains(text);
-        let pairs: Box<dyn Iterator<Item = (&str, &str)>> = match self {
-            Self::Local(v) => Box::new(v.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-            Self::Remote(v) => Box::new(
-                v["metadata"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (k.as_str(), v.as_str().unwrap_or_default())),
+        let (holder, in_metadata) = match self {
+            Self::Local(v) => (
+                replica.filter(|_| self.connected()),
+                v.metadata.iter().any(|(k, v)| holds(k) || holds(v)),
             ),
-        };
-        let holder = match self {
-            Self::Local(_) => replica.filter(|_| self.connected()),
-            Self::Remote(v) => v["replica"].as_str(),
+            Self::Remote(v) => (
+                v["replica"].as_str(),
+                v["metadata"].as_object().is_some_and(|m| {
+                    m.iter()
+                        .any(|(k, v)| holds(k) || v.as_str().is_some_and(holds))
+                }),
+            ),
         };
         holds(self.edge_id())
             || holds(self.software_version())
             || holder.is_some_and(holds)
-            || pairs.into_iter().any(|(k, v)| holds(k) || holds(v))
+            || in_metadata
     }
 
     /// The Edge as the list shows it (a local view with its load's summary).
@@ -162,10 +161,10 @@ pub(super) fn held_here(s: &AdminState, edge_id: &str) -> bool {
 /// Every Edge known here, and every Edge another replica holds (its view replacing
 /// a disconnected one here; of two live ones, the newer session's), in Edge id order.
 pub(super) async fn edges(s: &AdminState) -> Vec<FleetEdge> {
+    let mut all = local_edges(s);
     let Some(router) = &s.router else {
-        return local_edges(s);
+        return all;
     };
-    let mut all: Vec<FleetEdge> = s.cp.edges().into_iter().map(FleetEdge::Local).collect();
     let mut at: HashMap<String, usize> = all
         .iter()
         .enumerate()

@@ -100,9 +100,10 @@ impl EdgeFilter {
         if let Some(after) = &self.after {
             query.push(format!("after={}", segment(after)));
         }
-        match query.is_empty() {
-            true => "/v1/edges".into(),
-            false => format!("/v1/edges?{}", query.join("&")),
+        if query.is_empty() {
+            "/v1/edges".into()
+        } else {
+            format!("/v1/edges?{}", query.join("&"))
         }
     }
 }
