@@ -481,7 +481,8 @@ async fn answer<R: Runtime>(
 ) -> Result<(HeaderMap, Vec<u8>), RouteError> {
     let headers = message.headers.clone().unwrap_or_default();
     let get = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
-    if get(KIND).as_deref() == Some("views") {
+    let kind = get(KIND).unwrap_or_default();
+    if kind == "views" {
         let (page, next) = own_views(server, &get(AFTER).unwrap_or_default());
         let mut headers = HeaderMap::new();
         if let Some(next) = next {
@@ -489,12 +490,12 @@ async fn answer<R: Runtime>(
         }
         return Ok((headers, page));
     }
-    for query in [LoadQuery::Fleet, LoadQuery::FleetHistory] {
-        if get(KIND).as_deref() == Some(query.kind()) {
-            return own_load(server, query);
-        }
-    }
     let edge_id = get(EDGE).unwrap_or_default();
+    // The fleet's load is this replica's share, whoever holds which Edge.
+    let load = LoadQuery::from_kind(&kind, &edge_id);
+    if let Some(query @ (LoadQuery::Fleet | LoadQuery::FleetHistory)) = load {
+        return own_load(server, query);
+    }
     let session_id: u64 = get(SESSION).and_then(|s| s.parse().ok()).unwrap_or(0);
     // Only the session the caller read from the record, and only while it is live here.
     let live = held_session(&server.holder, &edge_id) == Some(session_id)
@@ -504,8 +505,8 @@ async fn answer<R: Runtime>(
     if !live {
         return Err(RouteError::not_connected(&edge_id));
     }
-    match get(KIND).as_deref() {
-        Some("status") => {
+    match kind.as_str() {
+        "status" => {
             let request = EdgeStatusRequest::decode(message.payload.clone())
                 .map_err(|e| RouteError::new(RouteErrorKind::BadRequest, e.to_string()))?;
             let status = server
@@ -515,7 +516,7 @@ async fn answer<R: Runtime>(
                 .map_err(|e| RouteError::from_status(&e))?;
             Ok((HeaderMap::new(), status.encode_to_vec()))
         }
-        Some("command") => {
+        "command" => {
             let request = EdgeCommandRequest::decode(message.payload.clone())
                 .map_err(|e| RouteError::new(RouteErrorKind::BadRequest, e.to_string()))?;
             // The asking replica's wait, never past this one's bound.
@@ -545,9 +546,7 @@ async fn answer<R: Runtime>(
             headers.insert(COMMAND_ID, command_id.as_str());
             Ok((headers, response.encode_to_vec()))
         }
-        Some("edge-history") => own_load(server, LoadQuery::EdgeHistory(&edge_id)),
-        Some("edge-load") => own_load(server, LoadQuery::Edge(&edge_id)),
-        Some("view") => {
+        "view" => {
             let view = server
                 .cp
                 .edge(&edge_id)
@@ -563,9 +562,13 @@ async fn answer<R: Runtime>(
                 serde_json::to_vec(&json).unwrap_or_default(),
             ))
         }
-        _ => Err(RouteError::new(
-            RouteErrorKind::BadRequest,
-            "unknown request kind",
-        )),
+        _ => match load {
+            // An Edge's load, from the replica holding its live session.
+            Some(query) => own_load(server, query),
+            None => Err(RouteError::new(
+                RouteErrorKind::BadRequest,
+                "unknown request kind",
+            )),
+        },
     }
 }

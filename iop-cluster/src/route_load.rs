@@ -38,6 +38,19 @@ impl LoadQuery<'_> {
             Self::EdgeHistory(_) => "edge-history",
         }
     }
+
+    /// The query a request of `kind` makes (about `edge_id` for an Edge's), if it is
+    /// one.
+    pub(crate) fn from_kind<'a>(kind: &str, edge_id: &'a str) -> Option<LoadQuery<'a>> {
+        [
+            LoadQuery::Fleet,
+            LoadQuery::FleetHistory,
+            LoadQuery::Edge(edge_id),
+            LoadQuery::EdgeHistory(edge_id),
+        ]
+        .into_iter()
+        .find(|q| q.kind() == kind)
+    }
 }
 
 /// Writes this replica's answer to a [`LoadQuery`], `None` when it has none (an Edge
