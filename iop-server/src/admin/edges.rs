@@ -11,7 +11,7 @@ use iop_core::cp::Absence;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::{AdminState, fleet, load_json};
+use super::{AdminState, fleet, load, load_json};
 
 /// The most Edges one page of the list holds.
 pub(super) const MAX_EDGE_PAGE: usize = 1_000;
@@ -52,15 +52,10 @@ pub(super) async fn list_edges(
     };
     let text = query.get("q").map(|q| q.to_lowercase()).unwrap_or_default();
     let after = query.get("after").map(String::as_str).unwrap_or_default();
-    let all = match query.get("scope").map(String::as_str) {
-        None | Some("fleet") => fleet::edges(&s).await,
-        // What this Control Plane itself knows, without asking the other replicas.
-        Some("local") => fleet::local_edges(&s),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "scope {other:?}: use fleet (every replica's Edges, the default) or local"
-            )));
-        }
+    let all = if load::whole_fleet(&query)? {
+        fleet::edges(&s).await
+    } else {
+        fleet::local_edges(&s)
     };
     // Filtered and paged on the views; only the page is written as JSON.
     let replica = s.replica_id.as_deref();
@@ -117,7 +112,7 @@ pub(super) async fn get_edge(
         if let Some(at) = load["receivedAtUnixMs"].as_u64() {
             o.insert(
                 "loadAgeMs".into(),
-                super::load::unix_ms().saturating_sub(at).into(),
+                load::unix_ms().saturating_sub(at).into(),
             );
         }
         o.insert("loadView".into(), load);

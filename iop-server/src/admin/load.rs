@@ -59,13 +59,14 @@ fn own_edge_history(cp: &ControlPlaneHandle, edge_id: &str) -> Option<Value> {
     ))
 }
 
-/// Whether to ask the other replicas: `scope=fleet` (the default) or `local`.
-fn whole_fleet(query: &HashMap<String, String>) -> Result<bool, ApiError> {
+/// Whether to ask the other replicas: `scope=fleet` (the default) or `local` (what
+/// this Control Plane itself knows).
+pub(super) fn whole_fleet(query: &HashMap<String, String>) -> Result<bool, ApiError> {
     match query.get("scope").map(String::as_str) {
         None | Some("fleet") => Ok(true),
         Some("local") => Ok(false),
         Some(other) => Err(ApiError::bad_request(format!(
-            "scope {other:?}: use fleet (every replica's share, the default) or local"
+            "scope {other:?}: use fleet (every replica's, the default) or local"
         ))),
     }
 }
@@ -76,22 +77,16 @@ pub(super) async fn fleet_load(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    let fleet = whole_fleet(&query)?;
     let mut whole = load_json::fleet(&s.cp.fleet_load());
     let mut answered = 1;
     let mut asked = 1;
-    if let Some(router) = s
-        .router
-        .as_ref()
-        .filter(|_| whole_fleet(&query).unwrap_or(true))
-    {
-        whole_fleet(&query)?;
+    if let Some(router) = s.router.as_ref().filter(|_| fleet) {
         asked += router.other_replicas().len();
         for share in router.load_of_others(LoadQuery::Fleet).await {
             load_json::add_shares(&mut whole, &share);
             answered += 1;
         }
-    } else {
-        whole_fleet(&query)?;
     }
     if let Some(o) = whole.as_object_mut() {
         o.insert("asOfUnixMs".into(), unix_ms().into());
