@@ -189,7 +189,10 @@
 pub use iop_proto as proto;
 
 pub mod cancel;
-pub mod checks;
+/// The check catalogue of PROTOCOL.md §11, kept with the schema in `iop-proto`; each
+/// violation of either end names its check ([`cp::ProtocolViolation::rule`],
+/// [`edge::ProtocolViolation::rule`]).
+pub use iop_proto::checks;
 pub mod cp;
 pub mod edge;
 pub mod ids;

@@ -63,6 +63,7 @@
 )]
 
 mod body;
+pub mod checks;
 mod decode;
 pub mod encoding;
 pub mod frame;

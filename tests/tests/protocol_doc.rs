@@ -3,7 +3,7 @@
 //! `PROTOCOL.md §n` reference in the repository names a section it has, and none
 //! cites the normative source the document was written from instead.
 //!
-//! So are its two tables of checks (§11), `iop_core::checks`.
+//! So are its two tables of checks (§11), `iop_proto::checks`.
 //!
 //! After changing the limits table or the checks, `IOP_BLESS=1 cargo test -p iop-tests
 //! --test protocol_doc` rewrites the tables in `PROTOCOL.md`; review the diff.
@@ -68,16 +68,16 @@ fn the_limits_table_is_the_codes() {
 
 #[test]
 fn the_check_tables_are_the_codes() {
-    use iop_driver::iop_core::checks;
+    use iop_driver::iop_core::proto::checks;
     block_is(
         "checks-cp",
         &checks::table(checks::CONTROL_PLANE),
-        "iop_core::checks::CONTROL_PLANE",
+        "iop_proto::checks::CONTROL_PLANE",
     );
     block_is(
         "checks-edge",
         &checks::table(checks::EDGE),
-        "iop_core::checks::EDGE",
+        "iop_proto::checks::EDGE",
     );
 }
 

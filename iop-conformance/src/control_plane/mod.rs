@@ -381,7 +381,7 @@ mod tests {
             if let Err(NotPassed::Fail(d)) = cases::body(&mut t, c.id) {
                 assert!(!d.starts_with("no case"), "{}: {d}", c.id);
             }
-            if let Some(check) = iop_core::checks::find(c.id) {
+            if let Some(check) = iop_proto::checks::find(c.id) {
                 assert_eq!(check.section, c.section, "{}", c.id);
             }
         }

@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn a_case_named_as_a_check_has_its_section() {
         for c in CASES {
-            if let Some(check) = iop_core::checks::find(c.id) {
+            if let Some(check) = iop_proto::checks::find(c.id) {
                 assert_eq!(check.section, c.section, "{}", c.id);
             }
         }
