@@ -172,7 +172,8 @@ impl CpSession {
 
     /// One status exchange: the application asks for a full status (the request is
     /// encoded out), the response `frame` comes in, the `StatusReceived` event goes out
-    /// to the caller. `frame` must carry [`next_correlation_id`](Self::next_correlation_id).
+    /// to the caller (after the Edge's view of its load, `LoadView`, which is pulled
+    /// too). `frame` must carry [`next_correlation_id`](Self::next_correlation_id).
     pub fn status_exchange(&mut self, frame: &[u8]) -> Option<CpEvent> {
         self.now = self.now + Duration::from_millis(1);
         self.out.clear();
@@ -180,7 +181,13 @@ impl CpSession {
         self.last_correlation_id = request.correlation_id;
         self.pull();
         self.input(frame);
-        self.cp.poll_event()
+        let mut received = None;
+        while let Some(event) = self.cp.poll_event() {
+            if matches!(event, CpEvent::StatusReceived { .. }) {
+                received = Some(event);
+            }
+        }
+        received
     }
 
     /// One command's lifecycle: sent (encoded out), then the Edge's `frames` come in

@@ -124,6 +124,11 @@
 //!   processes in memory with a fake clock and faults, an invariant monitor, and a
 //!   seeded simulation (`tests/sim.rs` runs 1 000 seeds).
 //!
+//! This crate holds what PROTOCOL.md specifies, and nothing a fleet builds on top of
+//! it: the fleet's totals by category, model and label, their history and fleet-wide
+//! jobs are the `iop-fleet` crate's, which folds this crate's [`cp::CpEvent`]s (a
+//! complete view of an Edge's load is [`cp::CpEvent::LoadView`]).
+//!
 //! # Where each rule lives
 //!
 //! Every rule of PROTOCOL.md, on either end, is in a file named for it (paths from the
@@ -139,7 +144,7 @@
 //! | §4.1 a burst's `retry_after` | `iop-core/src/cp/control_plane/admission.rs` | `iop-core/src/edge/backoff.rs` |
 //! | §4.2 heartbeat and liveness | `iop-core/src/cp/session/liveness.rs`, `iop-core/src/cp/control_plane/liveness.rs` | `iop-core/src/edge/liveness.rs` |
 //! | §4.3 status | `iop-core/src/cp/session/status.rs`, `iop-core/src/cp/control_plane/status.rs` | `iop-core/src/edge/status.rs`, `iop-core/src/registry/snapshot.rs` |
-//! | §4.3 paging, §5.2 the fleet's load: views, refresh, totals, history | `iop-core/src/cp/control_plane/load.rs`, `iop-core/src/cp/load/build.rs`, `iop-core/src/cp/load/fleet.rs`, `iop-core/src/cp/load/history.rs` | `iop-core/src/registry/snapshot.rs` |
+//! | §4.3 paging into one view of an Edge's load, refresh | `iop-core/src/cp/control_plane/load.rs`, `iop-core/src/cp/load/build.rs`, `iop-core/src/cp/load/edge.rs` | `iop-core/src/registry/snapshot.rs` |
 //! | §4.4 commands: order, phases, idempotency | `iop-core/src/cp/command.rs`, `iop-core/src/cp/control_plane/commands/answers.rs` | `iop-core/src/edge/commands/mod.rs`, `iop-core/src/edge/commands/table.rs` |
 //! | §4.4 commands across sessions: re-send, lost, undeliverable, abandoned | `iop-core/src/cp/control_plane/commands/sessions.rs` | `iop-core/src/edge/commands/table.rs` |
 //! | §4.4 cancellation | `iop-core/src/cancel.rs` | `iop-core/src/cancel.rs` |
@@ -168,7 +173,8 @@
 //!   `Monitor`, the seeded `Sim`), for tests and fuzz targets. No dependency added.
 //!
 //! Without features the crate depends on `iop-proto`, `thiserror`, `sha2` and
-//! `subtle` only: no async runtime, socket or clock crate (`tests/sans_io.rs`).
+//! `subtle` only: no async runtime, socket or clock crate (the workspace's
+//! `tests/tests/sans_io.rs`).
 //!
 //! **Determinism**: identical inputs give identical outputs, bit for bit — ordered
 //! maps only, no clock, no threads, randomness only from a seed in the config. The

@@ -112,11 +112,9 @@ fn the_offered_interval_is_clamped() {
 
 #[test]
 fn poll_timeout_tracks_the_earliest_deadline() {
-    // The connections' deadlines alone: no periodic refresh of the Edges' load, and no
-    // history of it.
+    // The connections' deadlines alone: no periodic refresh of the Edges' load.
     let mut c = cfg();
     c.status_refresh = None;
-    c.load_history = Duration::ZERO;
     let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let start = t.now;
     let _c = t.connect();

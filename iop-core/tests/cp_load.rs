@@ -1,21 +1,19 @@
-//! The fleet's load as the Control Plane sees it (PROTOCOL.md §4.3, §5.2), from real
-//! Edges whose numbers are known: totals by category, model and label, what is
-//! offline at the capacity it last had online, the periodic refresh and its bound,
-//! truncated answers paged with `start_after_node_id` (and an Edge that ignores it),
-//! and the history of it all.
+//! Each Edge's view of its load as the Control Plane keeps it (PROTOCOL.md §4.3,
+//! §5.2): the periodic refresh and its bound, truncated answers paged with
+//! `start_after_node_id` (and an Edge that ignores it), and the
+//! [`CpEvent::LoadView`] each change raises. What a fleet makes of the views is
+//! `iop-fleet`'s (its tests fold these events).
 
 use std::time::Duration;
 
-use iop_core::cp::load::LoadTotals;
-use iop_core::cp::{CpConfig, CpEvent, Reachability};
+use iop_core::cp::load::LoadChange;
+use iop_core::cp::{CpConfig, CpEvent};
 use iop_core::edge::EdgeConfig;
 use iop_core::proto::{
     Body, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, NodeState, ProviderCategory as Wire,
     ProviderHealth, ProviderSnapshot, ProviderStatus,
 };
-use iop_core::registry::{
-    Candidate, LeaseKind, NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig,
-};
+use iop_core::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
 use iop_core::testing::scripted::edges::*;
 use iop_core::testing::{NetConfig, Pair};
 
@@ -54,115 +52,6 @@ fn pair(c: CpConfig) -> Pair {
 }
 
 #[test]
-fn the_fleet_sums_its_edges_by_category_model_and_label_and_counts_the_offline_at_their_last_capacity()
- {
-    let mut p = pair(config());
-    p.add_edge(EdgeConfig::new("edge-a", 1), registry(2, "eu-1"))
-        .unwrap();
-    p.add_edge(EdgeConfig::new("edge-b", 2), registry(1, "us-1"))
-        .unwrap();
-    p.advance(Duration::from_millis(50));
-    let fleet = p.cp.fleet_load();
-    // 3 nodes × (4 + 10) capacity, nothing held, everything eligible.
-    assert_eq!(fleet.edges_live(), 2);
-    assert_eq!(fleet.nodes().ready, 3);
-    let t = *fleet.total();
-    assert_eq!(
-        (t.providers, t.capacity, t.in_flight, t.available),
-        (6, 42, 0, 42)
-    );
-    assert_eq!(t.long_context_capacity, 6);
-
-    // Load on edge-a: two leases (one long-context) and a queued request on llama.
-    {
-        let mut reg = p.edges[0].edge.registry_mut();
-        let _a = reg.admit("gpu-0", "llama", LeaseKind::Normal).unwrap();
-        let _b = reg.admit("gpu-0", "llama", LeaseKind::LongContext).unwrap();
-        let _q = reg
-            .enqueue(LeaseKind::Normal, vec![Candidate::new("gpu-1", "llama")])
-            .unwrap();
-        // And gpu-1's API provider goes offline: it reports zeros from now on.
-        assert!(reg.set_provider_online("gpu-1", "gpt", false).unwrap());
-    }
-    let refresh = p.cp.config().status_refresh.unwrap();
-    p.advance(refresh * 2);
-    let fleet = p.cp.fleet_load();
-    let t = *fleet.total();
-    assert_eq!((t.in_flight, t.long_context_in_flight, t.queued), (2, 1, 1));
-    // gpu-1/gpt is offline: its 10 no longer count, but count offline.
-    assert_eq!(
-        (t.capacity, t.offline_capacity, t.providers_offline),
-        (32, 10, 1)
-    );
-    assert_eq!(t.available, 32 - 2);
-    let by_category: Vec<(Wire, u64)> = fleet.by_category().map(|(c, t)| (c, t.capacity)).collect();
-    assert!(by_category.contains(&(Wire::LocalInference, 12)));
-    assert!(by_category.contains(&(Wire::Api, 20)));
-    let models: Vec<(&str, u64, u64)> = fleet
-        .by_model()
-        .map(|(m, t)| (m, t.capacity, t.offline_capacity))
-        .collect();
-    assert_eq!(models, [("gpt-4", 20, 10), ("llama-3", 12, 0)]);
-    let zones: Vec<(&str, &str, u64, u64)> = fleet
-        .by_label()
-        .map(|(k, v, t)| (k, v, t.capacity, t.in_flight))
-        .collect();
-    assert_eq!(zones, [("zone", "eu-1", 18, 2), ("zone", "us-1", 14, 0)]);
-
-    // The Edge's own view says when it saw the offline provider online, and with what.
-    let load = p.cp.edge_load("edge-a").unwrap();
-    assert_eq!(load.edge_id(), "edge-a");
-    let gpt = load
-        .nodes()
-        .find(|n| n.node_id() == "gpu-1")
-        .and_then(|n| n.providers().find(|p| p.provider_id() == "gpt"))
-        .unwrap();
-    assert!(gpt.is_offline());
-    assert_eq!(gpt.capacity(), 0, "offline reports zero (§5.2)");
-    assert_eq!(gpt.last_online().map(|l| l.capacity), Some(10));
-    assert_eq!(load.totals().offline_capacity, 10);
-    // Compact: its names once, fixed-size records for 2 nodes and 4 providers.
-    let names: usize = load
-        .nodes()
-        .map(|n| {
-            n.node_id().len()
-                + n.labels().map(|(k, v)| k.len() + v.len()).sum::<usize>()
-                + n.providers()
-                    .map(|p| p.provider_id().len() + p.models().map(str::len).sum::<usize>())
-                    .sum::<usize>()
-        })
-        .sum();
-    assert!(
-        (names..names + 512).contains(&load.heap_bytes()),
-        "{} heap bytes for {names} bytes of names",
-        load.heap_bytes()
-    );
-
-    // edge-b disconnects: all of its capacity is offline now, none of it live.
-    p.crash(1, true);
-    p.advance(Duration::from_millis(10));
-    assert_eq!(
-        p.cp.edge("edge-b").unwrap().reachability,
-        Reachability::Disconnected
-    );
-    let fleet = p.cp.fleet_load();
-    assert_eq!((fleet.edges_live(), fleet.edges_offline()), (1, 1));
-    let t = *fleet.total();
-    assert_eq!((t.capacity, t.offline_capacity), (18, 10 + 14));
-    assert_eq!(fleet.nodes().ready, 2);
-    assert_eq!(fleet.nodes_offline(), 1);
-    // Forgotten, it counts for nothing.
-    assert!(p.cp.forget_edge("edge-b"));
-    let t = *p.cp.fleet_load().total();
-    assert_eq!((t.capacity, t.offline_capacity, t.providers), (18, 10, 4));
-    assert!(
-        p.monitor().violations().is_empty(),
-        "{:?}",
-        p.monitor().violations()
-    );
-}
-
-#[test]
 fn every_connected_edge_is_refreshed_on_its_own_and_an_unchanged_revision_is_not_merged() {
     let mut p = pair(config());
     for i in 0..20 {
@@ -189,11 +78,28 @@ fn every_connected_edge_is_refreshed_on_its_own_and_an_unchanged_revision_is_not
             .iter()
             .any(|e| matches!(e, CpEvent::StatusReceived { .. }))
     );
-    // Each view says how old it is: confirmed within the last period.
+    // Each refresh confirmed its Edge's view, and said so: no view was replaced.
+    let changes: Vec<&LoadChange> = p.cp_events[events..]
+        .iter()
+        .filter_map(|e| match e {
+            CpEvent::LoadView { change, .. } => Some(change),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changes.len() as u64, refreshes);
+    assert!(changes.iter().all(|c| **c == LoadChange::Confirmed));
+    // Every Edge confirmed within the last period and a half.
     let now_unix = p.cp.config().wall_clock.unix_ms(p.now);
     for v in p.cp.edges() {
-        let load = p.cp.edge_load(&v.edge_id).unwrap();
-        assert!(now_unix - load.received_at_unix_ms() <= period.as_millis() as u64 * 3 / 2);
+        let last = p.cp_events.iter().rev().find_map(|e| match e {
+            CpEvent::LoadView {
+                edge_id,
+                at_unix_ms,
+                ..
+            } if *edge_id == v.edge_id => Some(*at_unix_ms),
+            _ => None,
+        });
+        assert!(now_unix - last.unwrap() <= period.as_millis() as u64 * 3 / 2);
     }
 }
 
@@ -292,15 +198,24 @@ fn a_truncated_answer_is_paged_after_its_last_node_into_one_fresh_view() {
     let ids: Vec<&str> = load.nodes().map(|n| n.node_id()).collect();
     assert_eq!(ids, ["a", "b", "c", "d", "e"]);
     assert_eq!(load.pages(), 3);
-    assert_eq!(t.cp.fleet_load().total().capacity, 10);
+    assert_eq!(load.providers().map(|p| p.capacity()).sum::<u32>(), 10);
     assert_eq!(t.cp.stats().status_pages, 2);
-    // Only the application's own request was heard of: the first page.
-    let received = t
-        .take_events()
-        .into_iter()
+    // Only the application's own request was heard of: the first page; and the view,
+    // once, when complete.
+    let events = t.take_events();
+    let received = events
+        .iter()
         .filter(|e| matches!(e, CpEvent::StatusReceived { .. }))
         .count();
     assert_eq!(received, 1);
+    let views: Vec<&LoadChange> = events
+        .iter()
+        .filter_map(|e| match e {
+            CpEvent::LoadView { change, .. } => Some(change),
+            _ => None,
+        })
+        .collect();
+    assert!(matches!(views.as_slice(), [LoadChange::Replaced(v)] if v.pages() == 3));
 
     // The next refresh finds the revision unchanged on its first page: no paging.
     let (id, after) = loop {
@@ -315,6 +230,13 @@ fn a_truncated_answer_is_paged_after_its_last_node_into_one_fresh_view() {
     assert!(page_requests(&t.take_frames(conn)).is_empty());
     assert_eq!(t.cp.stats().status_unchanged, 1);
     assert_eq!(t.cp.edge_load("edge-1").unwrap().nodes().len(), 5);
+    assert!(t.take_events().iter().any(|e| matches!(
+        e,
+        CpEvent::LoadView {
+            change: LoadChange::Confirmed,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -334,6 +256,13 @@ fn an_edge_that_ignores_the_cursor_leaves_the_view_partial_and_paging_stops() {
     assert!(t.cp.edge_load("edge-1").is_none());
     assert!(!t.cp.edge("edge-1").unwrap().fresh);
     assert_eq!(t.cp.stats().status_views_partial, 1);
+    assert!(t.take_events().iter().any(|e| matches!(
+        e,
+        CpEvent::LoadView {
+            change: LoadChange::Partial,
+            ..
+        }
+    )));
     assert!(t.monitor().violations().is_empty());
 }
 
@@ -360,63 +289,10 @@ fn a_view_is_paged_with_real_edges_whose_status_does_not_fit_a_frame() {
     assert!(load.pages() > 1, "{} pages", load.pages());
     assert_eq!(load.nodes().len(), 1_200);
     assert!(p.cp.edge("edge-1").unwrap().fresh);
-    assert_eq!(p.cp.fleet_load().total().providers, 9_600);
+    assert_eq!(load.providers().len(), 9_600);
     assert!(
         p.monitor().violations().is_empty(),
         "{:?}",
         p.monitor().violations()
     );
-}
-
-#[test]
-fn the_history_samples_the_fleet_and_each_edge_at_wall_clock_multiples() {
-    let mut p = pair(config());
-    p.add_edge(EdgeConfig::new("edge-a", 1), registry(2, "eu-1"))
-        .unwrap();
-    p.advance(Duration::from_millis(50));
-    p.advance(Duration::from_secs(60));
-    let every = p.cp.config().fleet_history_interval.as_millis() as u64;
-    let samples: Vec<_> = p.cp.fleet_history().samples().copied().collect();
-    assert!(
-        (5..=7).contains(&samples.len()),
-        "{} samples",
-        samples.len()
-    );
-    for s in &samples {
-        assert_eq!(s.at_unix_ms % every, 0);
-        assert_eq!(s.totals.capacity, 28);
-        assert_eq!(s.edges_live, 1);
-    }
-    // Per Edge, every two minutes.
-    p.advance(Duration::from_secs(300));
-    let h = p.cp.edge_history("edge-a").unwrap();
-    let edge_samples: Vec<_> = h.samples().collect();
-    assert!((2..=3).contains(&edge_samples.len()), "{edge_samples:?}");
-    assert!(
-        edge_samples
-            .iter()
-            .all(|s| s.capacity == 28 && s.in_flight == 0)
-    );
-    assert_eq!(h.providers(), 4);
-    assert!(h.uses(0).all(|u| u == Some(0.0)));
-    // The ring is bounded: an hour of 10 s samples.
-    p.advance(Duration::from_secs(7_200));
-    assert_eq!(p.cp.fleet_history().samples().len(), 360);
-    assert!(p.cp.edge_history("edge-a").unwrap().samples().len() <= 30);
-}
-
-#[test]
-fn an_edge_live_elsewhere_counts_for_nothing_here() {
-    let mut p = pair(config());
-    p.add_edge(EdgeConfig::new("edge-a", 1), registry(1, "eu-1"))
-        .unwrap();
-    p.advance(Duration::from_millis(50));
-    p.crash(0, true);
-    p.advance(Duration::from_millis(10));
-    assert_eq!(p.cp.fleet_load().total().offline_capacity, 14);
-    // A cluster's records say another Control Plane holds it now.
-    assert!(p.cp.load_elsewhere("edge-a"));
-    assert_eq!(*p.cp.fleet_load().total(), LoadTotals::default());
-    assert_eq!(p.cp.fleet_load().edges_offline(), 0);
-    assert!(!p.cp.load_elsewhere("nobody"));
 }

@@ -95,9 +95,9 @@ pub use clock::{Clock, process_seed};
 pub use cp::{
     CancelError, CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
     ControlPlaneHandle, ControlPlaneServer, DirectoryFactory, JobEdge, JobLauncher, JobObserver,
-    JobTracker, JournalError, LaunchFuture, LoadView, NoAnswer, RecordLimits, Recording,
-    SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal,
-    TlsReloadError, TlsStats, WaitForEdgeError,
+    JobTracker, JournalError, LaunchFuture, NoAnswer, RecordLimits, Recording, SendCommandError,
+    ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal, TlsReloadError,
+    TlsStats, WaitForEdgeError,
 };
 pub use edge::{
     CommandContext, CommandResult, ConnectedError, DialError, EdgeClient, EdgeHandle, EdgeSession,
@@ -108,3 +108,4 @@ pub use rate_log::RateLog;
 pub use runtime::{LISTEN_BACKLOG, Runtime};
 
 pub use iop_core;
+pub use iop_fleet;

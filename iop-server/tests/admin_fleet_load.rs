@@ -20,9 +20,9 @@ fn server() -> ServerConfig {
     c.cp.heartbeat_interval = Duration::from_secs(1);
     // Fresh views within a second; samples every second for a minute.
     c.cp.status_refresh = Some(Duration::from_secs(1));
-    c.cp.fleet_history_interval = Duration::from_secs(1);
-    c.cp.edge_history_interval = Duration::from_secs(1);
-    c.cp.load_history = Duration::from_secs(60);
+    c.fleet.fleet_history_interval = Duration::from_secs(1);
+    c.fleet.edge_history_interval = Duration::from_secs(1);
+    c.fleet.load_history = Duration::from_secs(60);
     // Small enough that the big Edge's status takes several pages.
     c.cp.max_frame_len = 256 * 1024;
     c

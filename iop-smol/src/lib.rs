@@ -108,6 +108,7 @@ pub use runtime::Smol;
 pub use iop_driver::iop_core as core;
 pub use iop_driver::iop_core::cp::{CpConfig, DuplicatePolicy, EnrolmentPolicy};
 pub use iop_driver::iop_core::edge::EdgeConfig;
+pub use iop_driver::iop_fleet as fleet;
 pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
     CancelError, Clock, CommandContext, CommandFailure, CommandJournal, CommandRecord,

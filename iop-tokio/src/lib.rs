@@ -111,14 +111,15 @@ pub use runtime::Tokio;
 pub use iop_driver::iop_core as core;
 pub use iop_driver::iop_core::cp::{CpConfig, DuplicatePolicy, EnrolmentPolicy};
 pub use iop_driver::iop_core::edge::EdgeConfig;
+pub use iop_driver::iop_fleet as fleet;
 pub use iop_driver::tls::{self, ClientTls, HandshakeError, HandshakeFailure, ServerTls};
 pub use iop_driver::{
     CancelError, Clock, CommandContext, CommandFailure, CommandJournal, CommandRecord,
     CommandResult, CommandUpdate, ConnectedError, DialError, DirectoryFactory, EdgeSession,
     HandlerFuture, JobEdge, JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture,
-    LoadView, NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError,
-    ServerConfig, StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError,
-    TlsStats, WaitForEdgeError, process_seed,
+    NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError, ServerConfig,
+    StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats,
+    WaitForEdgeError, process_seed,
 };
 
 /// A running Control Plane on tokio.

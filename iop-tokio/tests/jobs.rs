@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use iop_tokio::core::cp::{
-    CommandSpec, EdgeRun, EdgeSelector, JobSpec, JobStop, OfflinePolicy, Reachability,
-};
+use iop_tokio::core::cp::{CommandSpec, Reachability};
 use iop_tokio::core::edge::TargetLevel;
+use iop_tokio::fleet::{EdgeRun, EdgeSelector, JobSpec, JobStop, OfflinePolicy};
 use iop_tokio::{CommandResult, ControlPlaneHandle, ControlPlaneServer, EdgeClient, EdgeHandle};
 use support::*;
 

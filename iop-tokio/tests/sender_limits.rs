@@ -57,9 +57,10 @@ async fn ten_thousand_and_fifty_nodes_are_paged_after_the_last_node_and_by_id() 
         }
     })
     .await;
-    let (load, partial) = cp.edge_load("edge-big").unwrap();
+    let view = cp.edge_load("edge-big").unwrap();
+    let load = view.load();
     assert_eq!(
-        (load.nodes().len(), load.pages(), partial),
+        (load.nodes().len(), load.pages(), view.partial()),
         (NODES, 2, false)
     );
     assert!(!cp.edge("edge-big").unwrap().last_status.unwrap().truncated);

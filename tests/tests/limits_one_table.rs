@@ -111,6 +111,7 @@ fn limit_constants(root: &Path) -> Vec<(String, usize, String)> {
     for krate in [
         "iop-proto",
         "iop-core",
+        "iop-fleet",
         "iop-driver",
         "iop-tokio",
         "iop-server",

@@ -390,9 +390,9 @@ fn server(args: &[String]) -> Result<(), BoxError> {
     let mut config = fleet::server_config(None);
     config.cp.status_refresh = (refresh > 0).then(|| Duration::from_millis(refresh));
     if let (Ok(history), Ok(interval)) = (args[2].parse::<u64>(), args[3].parse::<u64>()) {
-        config.cp.load_history = Duration::from_millis(history);
-        config.cp.fleet_history_interval = Duration::from_millis(interval);
-        config.cp.edge_history_interval = Duration::from_millis(interval);
+        config.fleet.load_history = Duration::from_millis(history);
+        config.fleet.fleet_history_interval = Duration::from_millis(interval);
+        config.fleet.edge_history_interval = Duration::from_millis(interval);
     }
     let rt = fleet::runtime()?;
     rt.block_on(async {
@@ -408,7 +408,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
         let complete = || {
             cp.edge_loads()
                 .iter()
-                .filter(|v| v.live && v.load.providers().len() == NODES * PROVIDERS)
+                .filter(|v| v.live() && v.load().providers().len() == NODES * PROVIDERS)
                 .count()
         };
         let mut waited = connected;
@@ -453,10 +453,10 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                     let heap = heap_bytes()?.saturating_sub(heap0);
                     let rss = rss_bytes().saturating_sub(rss0);
                     let loads = cp.edge_loads();
-                    let views: usize = loads.iter().map(|v| v.load.heap_bytes()).sum();
+                    let views: usize = loads.iter().map(|v| v.load().heap_bytes() + v.heap_bytes()).sum();
                     let rings: usize = loads
                         .iter()
-                        .filter_map(|v| cp.edge_history(v.load.edge_id()))
+                        .filter_map(|v| cp.edge_history(v.load().edge_id()))
                         .map(|h| h.heap_bytes())
                         .sum();
                     drop(loads);

@@ -10,7 +10,7 @@ use iop_proto::{
 };
 
 use super::command_state::{CommandAnswer, CommandOutcome, CommandState, progress};
-use super::event::{CommandOrderRule, ProtocolViolation};
+use super::{CommandOrderRule, ProtocolViolation};
 
 #[derive(Debug)]
 struct Tracked {

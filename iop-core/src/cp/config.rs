@@ -129,12 +129,6 @@ pub struct CpConfig {
     /// The most status answers (of up to 10 000 nodes each) one Edge's view is paged
     /// together from; past it the view stays partial. Default 10.
     pub max_status_pages: u32,
-    /// How often the fleet's totals are sampled. Default 10 s.
-    pub fleet_history_interval: Duration,
-    /// How often each Edge's totals are sampled. Default 2 min.
-    pub edge_history_interval: Duration,
-    /// How far back the samples of both reach. Default 1 h; zero keeps no samples.
-    pub load_history: Duration,
 }
 
 impl Default for CpConfig {
@@ -176,9 +170,6 @@ impl Default for CpConfig {
             status_refresh: Some(Duration::from_secs(10)),
             max_refreshes_in_flight: 256,
             max_status_pages: 10,
-            fleet_history_interval: Duration::from_secs(10),
-            edge_history_interval: Duration::from_secs(120),
-            load_history: Duration::from_secs(3600),
         }
     }
 }
@@ -218,18 +209,10 @@ pub enum ConfigError {
     /// refused.
     #[error("max_connections and max_pending_hellos must be above 0")]
     ZeroConnections,
-    /// A load interval is under a second or longer than `load_history`, the history
-    /// holds more than `MAX_LOAD_SAMPLES` samples, or `status_refresh` is under a
-    /// second.
-    #[error(
-        "load history: intervals must be 1 s or more and at most load_history, with at most {max} samples, and status_refresh 1 s or more",
-        max = MAX_LOAD_SAMPLES
-    )]
-    LoadHistory,
+    /// `status_refresh` is under a second.
+    #[error("status_refresh must be 1 s or more")]
+    StatusRefresh,
 }
-
-/// The most samples a load history holds (a fleet ring of 10 000 samples is ~1 MiB).
-pub const MAX_LOAD_SAMPLES: u64 = 10_000;
 
 impl CpConfig {
     /// Checks the values that would make the endpoint useless.
@@ -260,18 +243,11 @@ impl CpConfig {
         if self.max_connections == 0 || self.max_pending_hellos == 0 {
             return Err(ConfigError::ZeroConnections);
         }
-        let second = Duration::from_secs(1);
-        let span = self.load_history;
-        let samples = |interval: Duration| span.as_millis() / interval.as_millis().max(1);
-        let fits = |interval: Duration| {
-            interval >= second
-                && interval <= span
-                && samples(interval) <= u128::from(MAX_LOAD_SAMPLES)
-        };
-        let history = span.is_zero()
-            || (fits(self.fleet_history_interval) && fits(self.edge_history_interval));
-        if !history || self.status_refresh.is_some_and(|p| p < second) {
-            return Err(ConfigError::LoadHistory);
+        if self
+            .status_refresh
+            .is_some_and(|p| p < Duration::from_secs(1))
+        {
+            return Err(ConfigError::StatusRefresh);
         }
         Ok(())
     }
@@ -337,29 +313,13 @@ mod tests {
             c.validate(),
             Err(ConfigError::PreHelloLimitTooSmall(64 * 1024))
         );
-        for c in [
-            CpConfig {
-                fleet_history_interval: Duration::from_millis(10),
-                ..d()
-            },
-            CpConfig {
-                edge_history_interval: Duration::from_secs(7200),
-                ..d()
-            },
-            CpConfig {
-                load_history: Duration::from_secs(86_400 * 365),
-                ..d()
-            },
-            CpConfig {
-                status_refresh: Some(Duration::ZERO),
-                ..d()
-            },
-        ] {
-            assert_eq!(c.validate(), Err(ConfigError::LoadHistory));
-        }
+        let c = CpConfig {
+            status_refresh: Some(Duration::ZERO),
+            ..d()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::StatusRefresh));
         let off = CpConfig {
             status_refresh: None,
-            load_history: Duration::ZERO,
             ..d()
         };
         assert_eq!(off.validate(), Ok(()));

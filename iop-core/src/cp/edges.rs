@@ -386,11 +386,6 @@ impl EdgeTable {
     pub(crate) fn values(&self) -> impl Iterator<Item = &EdgeEntry> {
         self.index.values().filter_map(|slot| self.at(*slot))
     }
-
-    /// Every entry, to change, in slot order.
-    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut EdgeEntry> {
-        self.slots.iter_mut().filter_map(|e| e.as_deref_mut())
-    }
 }
 
 #[cfg(test)]

@@ -1,231 +1,12 @@
-//! What the Control Plane tells the application: events and close reasons.
+//! What the Control Plane tells the application: [`CpEvent`]s and their kinds.
 
 use std::time::Duration;
 
+use super::close_reason::CloseReason;
 use super::command_state::CommandOutcome;
 use super::ids::{ConnectionId, RequestId};
-use iop_proto::{
-    BodyKind, EdgeCommandEvent, EdgeCommandResponse, EdgeNodeEvent, EdgeStatusResponse, FrameError,
-    GoAwayReason, HelloRejectReason, WireEnum,
-};
-
-/// Why a connection ended. Each connection ends with exactly one
-/// [`CpEvent::Closed`] carrying one of these.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CloseReason {
-    /// The transport reported EOF or an error (`handle_closed`).
-    TransportClosed,
-    /// The hello was refused with this reason (the response was sent).
-    HelloRejected(HelloRejectReason),
-    /// No hello arrived in time (`GoAway{HELLO_TIMEOUT}` sent).
-    HelloTimeout,
-    /// Nothing was received for the liveness window (`GoAway{HEARTBEAT_TIMEOUT}` sent).
-    HeartbeatTimeout,
-    /// The peer broke the protocol (`GoAway{PROTOCOL_ERROR}` sent).
-    ProtocolError(ProtocolViolation),
-    /// A newer session of the same Edge replaced this one (`GoAway{SUPERSEDED}` sent).
-    Superseded {
-        /// The session that replaced it.
-        by_session_id: u64,
-    },
-    /// The Edge's credential was revoked (`GoAway{CREDENTIAL_REVOKED}` sent).
-    CredentialRevoked,
-    /// The Control Plane shut down (`GoAway{SHUTDOWN}` sent).
-    Shutdown,
-    /// The connection cap was reached (`GoAway{OVERLOADED}` sent).
-    Overloaded,
-    /// The peer read too slowly: its outbound buffer passed the cap. Nothing more is
-    /// sent to it.
-    SlowPeer,
-    /// The Edge sent a `GoAway` (reason as on the wire, message).
-    PeerGoAway {
-        /// The reason (a newer Edge may send one this version does not know).
-        reason: WireEnum<GoAwayReason>,
-        /// The Edge's message.
-        message: String,
-    },
-}
-
-impl std::fmt::Display for CloseReason {
-    /// What ended the connection, in words (for logs and operators).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::TransportClosed => f.write_str("the connection closed"),
-            Self::HelloRejected(r) => write!(f, "hello rejected: {}", r.as_str_name()),
-            Self::HelloTimeout => f.write_str("no hello in time"),
-            Self::HeartbeatTimeout => f.write_str("nothing heard for the liveness window"),
-            Self::ProtocolError(v) => write!(f, "protocol error: {v}"),
-            Self::Superseded { by_session_id } => {
-                write!(f, "superseded by the session with id {by_session_id}")
-            }
-            Self::CredentialRevoked => f.write_str("credential revoked"),
-            Self::Shutdown => f.write_str("the control plane shut down"),
-            Self::Overloaded => f.write_str("overloaded"),
-            Self::SlowPeer => f.write_str("the edge read too slowly"),
-            Self::PeerGoAway { reason, message } if message.is_empty() => {
-                write!(f, "the edge went away: {reason}")
-            }
-            // The Edge's own words, quoted and escaped: a peer's text never forges a
-            // log line.
-            Self::PeerGoAway { reason, message } => {
-                write!(f, "the edge went away: {reason}: {message:?}")
-            }
-        }
-    }
-}
-
-/// Who ended a connection, as [`CloseReason::initiator`] tells it: what a log or a
-/// metric needs to say whether the Edge, this Control Plane's own state, its
-/// operator or the network is behind a close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Initiator {
-    /// The Edge: it said `GoAway`, or it broke a rule the Control Plane enforces (a
-    /// refused hello, silence past a timeout, a protocol error, reading too slowly).
-    Edge,
-    /// The Control Plane's own state: another session of the Edge superseded this
-    /// one, or it is over capacity.
-    ControlPlane,
-    /// The application or operator: a revocation or a shutdown.
-    Operator,
-    /// The transport ended with no word from either side.
-    Transport,
-}
-
-impl CloseReason {
-    /// Who ended the connection (see [`Initiator`]).
-    pub fn initiator(&self) -> Initiator {
-        match self {
-            Self::TransportClosed => Initiator::Transport,
-            Self::HelloRejected(_)
-            | Self::HelloTimeout
-            | Self::HeartbeatTimeout
-            | Self::ProtocolError(_)
-            | Self::SlowPeer
-            | Self::PeerGoAway { .. } => Initiator::Edge,
-            Self::Superseded { .. } | Self::Overloaded => Initiator::ControlPlane,
-            Self::CredentialRevoked | Self::Shutdown => Initiator::Operator,
-        }
-    }
-}
-
-/// A protocol rule the peer broke.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProtocolViolation {
-    /// The byte stream did not decode into frames.
-    #[error("bad frame: {0}")]
-    Frame(FrameError),
-    /// A frame other than the hello came first (`Empty` for an unknown body).
-    #[error("{0} before the hello")]
-    BeforeHello(BodyKind),
-    /// A second hello on an accepted session.
-    #[error("second hello on an accepted session")]
-    SecondHello,
-    /// A frame only the Control Plane sends.
-    #[error("{0} is never sent by an Edge")]
-    WrongDirection(BodyKind),
-    /// A status response with a correlation id never issued on this session.
-    #[error("status response for correlation id {0}, never issued on this session")]
-    NeverIssuedCorrelationId(u64),
-    /// A status response for another Edge.
-    #[error("status response names another edge_id")]
-    StatusEdgeIdMismatch,
-    /// A node event for another Edge.
-    #[error("node event names another edge_id")]
-    NodeEventEdgeIdMismatch,
-    /// A node event with sequence 0 or not above the last one.
-    #[error("node event sequence {got} after {last}")]
-    NodeEventSequence {
-        /// The last sequence seen this session.
-        last: u64,
-        /// The offending sequence.
-        got: u64,
-    },
-    /// A command response when none was awaited for that id on this session.
-    #[error("unsolicited command response for {command_id}")]
-    UnsolicitedCommandResponse {
-        /// The command.
-        command_id: String,
-    },
-    /// A command response contradicting what the Edge said before.
-    #[error("command response for {command_id} contradicts earlier events")]
-    ContradictoryCommandResponse {
-        /// The command.
-        command_id: String,
-    },
-    /// A command event arrived before the command's response.
-    #[error("command event for {command_id} before its response")]
-    CommandEventBeforeResponse {
-        /// The command.
-        command_id: String,
-    },
-    /// A command event for a rejected command.
-    #[error("command event for rejected command {command_id}")]
-    CommandEventAfterRejection {
-        /// The command.
-        command_id: String,
-    },
-    /// A command event broke the phase/sequence rules of PROTOCOL.md §4.4.
-    #[error("command {command_id}: {rule}")]
-    CommandEventOrder {
-        /// The command.
-        command_id: String,
-        /// Which rule.
-        rule: CommandOrderRule,
-    },
-}
-
-impl ProtocolViolation {
-    /// The check it fails: an id of [`checks::CONTROL_PLANE`](crate::checks::CONTROL_PLANE)
-    /// (PROTOCOL.md §11).
-    pub fn rule(&self) -> &'static str {
-        use crate::checks::{Checker, frame_rule};
-        match self {
-            Self::Frame(e) => frame_rule(Checker::ControlPlane, e),
-            Self::BeforeHello(_) => "cp.hello.first",
-            Self::SecondHello => "cp.hello.second",
-            Self::WrongDirection(_) => "cp.direction",
-            Self::NeverIssuedCorrelationId(_) => "cp.status.never_issued",
-            Self::StatusEdgeIdMismatch => "cp.status.edge_id",
-            Self::NodeEventEdgeIdMismatch => "cp.node_event.edge_id",
-            Self::NodeEventSequence { .. } => "cp.node_event.sequence",
-            Self::UnsolicitedCommandResponse { .. } => "cp.command.response_unsolicited",
-            Self::ContradictoryCommandResponse { .. } => "cp.command.response_contradicts",
-            Self::CommandEventBeforeResponse { .. } => "cp.command.event_before_response",
-            Self::CommandEventAfterRejection { .. } => "cp.command.event_after_rejection",
-            Self::CommandEventOrder { rule, .. } => match rule {
-                CommandOrderRule::SequenceOrder => "cp.command.event_sequence",
-                CommandOrderRule::FirstNotAccepted => "cp.command.event_first_not_accepted",
-                CommandOrderRule::UnknownPhase => "cp.command.event_phase",
-                CommandOrderRule::PhaseBackwards => "cp.command.event_backwards",
-                CommandOrderRule::AfterTerminal => "cp.command.event_after_terminal",
-            },
-        }
-    }
-}
-
-/// The command event rules of PROTOCOL.md §4.4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CommandOrderRule {
-    /// Sequence 0, or a sequence below the last one seen (a reordering).
-    #[error("sequence must strictly increase from 1")]
-    SequenceOrder,
-    /// The event with sequence 1 was not ACCEPTED.
-    #[error("sequence 1 must be ACCEPTED")]
-    FirstNotAccepted,
-    /// The phase is UNSPECIFIED or unknown.
-    #[error("phase is unspecified or unknown")]
-    UnknownPhase,
-    /// The phase went backwards, or ACCEPTED repeated.
-    #[error("phase went backwards")]
-    PhaseBackwards,
-    /// Something followed the terminal phase.
-    #[error("event after the terminal phase")]
-    AfterTerminal,
-}
+use super::load::LoadChange;
+use iop_proto::{EdgeCommandEvent, EdgeCommandResponse, EdgeNodeEvent, EdgeStatusResponse};
 
 /// Why the Control Plane's view of an Edge must be rebuilt from a fresh status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +33,8 @@ pub enum ForgetReason {
     Expired,
     /// The oldest of more than `max_disconnected_views` disconnected views.
     Evicted,
+    /// The application asked ([`ControlPlane::forget_edge`](super::ControlPlane::forget_edge)).
+    Asked,
 }
 
 /// Something the application should know. Pull with
@@ -287,6 +70,9 @@ pub enum CpEvent {
         /// True when at least `flap_threshold` supersessions happened within
         /// `flap_window`: likely two live processes sharing one id.
         flapping: bool,
+        /// The new session is on another Control Plane (a cluster's replica won the
+        /// Edge's ownership record): the Edge is live there, not disconnected.
+        elsewhere: bool,
     },
     /// The view of an Edge is unknown until a fresh status arrives.
     ResyncNeeded {
@@ -334,6 +120,21 @@ pub enum CpEvent {
         request: RequestId,
         /// The response.
         response: EdgeStatusResponse,
+    },
+    /// The Control Plane's view of an Edge's load changed (PROTOCOL.md §4.3): a full
+    /// status (every page of it) made a new one, a refresh confirmed it unchanged, or
+    /// an answer could not be made one. Refreshes the Control Plane makes on its own
+    /// raise only this event; what a fleet makes of the views is `iop-fleet`'s.
+    LoadView {
+        /// The Edge.
+        edge_id: String,
+        /// The session the answer came on.
+        session_id: u64,
+        /// When the answer's last page arrived (the Control Plane's wall clock, Unix
+        /// ms).
+        at_unix_ms: u64,
+        /// What happened to the view.
+        change: LoadChange,
     },
     /// A status request went unanswered for `status_timeout`.
     StatusTimedOut {
@@ -405,8 +206,9 @@ pub enum CpEvent {
         session_ids: Vec<u64>,
     },
     /// The view of a disconnected Edge was forgotten, with its commands: it had been
-    /// disconnected for `disconnected_view_ttl`, or was the oldest of more than
-    /// `max_disconnected_views` (PROTOCOL.md §7). Its unfinished commands end with it.
+    /// disconnected for `disconnected_view_ttl`, was the oldest of more than
+    /// `max_disconnected_views` (PROTOCOL.md §7), or the application asked. Its
+    /// unfinished commands end with it.
     EdgeForgotten {
         /// The Edge.
         edge_id: String,
@@ -464,6 +266,8 @@ pub enum CpEventKind {
     EdgeDisconnected,
     /// [`CpEvent::StatusReceived`].
     StatusReceived,
+    /// [`CpEvent::LoadView`].
+    LoadView,
     /// [`CpEvent::StatusTimedOut`].
     StatusTimedOut,
     /// [`CpEvent::StatusAbandoned`].
@@ -490,7 +294,7 @@ pub enum CpEventKind {
 
 impl CpEventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [CpEventKind; 18] = [
+    pub const ALL: [CpEventKind; 19] = [
         CpEventKind::SessionAccepted,
         CpEventKind::EdgeSuperseded,
         CpEventKind::ResyncNeeded,
@@ -498,6 +302,7 @@ impl CpEventKind {
         CpEventKind::EdgeReachable,
         CpEventKind::EdgeDisconnected,
         CpEventKind::StatusReceived,
+        CpEventKind::LoadView,
         CpEventKind::StatusTimedOut,
         CpEventKind::StatusAbandoned,
         CpEventKind::CommandResponded,
@@ -522,6 +327,7 @@ impl CpEventKind {
             CpEventKind::EdgeReachable => "edge_reachable",
             CpEventKind::EdgeDisconnected => "edge_disconnected",
             CpEventKind::StatusReceived => "status_received",
+            CpEventKind::LoadView => "load_view",
             CpEventKind::StatusTimedOut => "status_timed_out",
             CpEventKind::StatusAbandoned => "status_abandoned",
             CpEventKind::CommandResponded => "command_responded",
@@ -559,6 +365,7 @@ impl CpEvent {
             CpEvent::EdgeReachable { .. } => CpEventKind::EdgeReachable,
             CpEvent::EdgeDisconnected { .. } => CpEventKind::EdgeDisconnected,
             CpEvent::StatusReceived { .. } => CpEventKind::StatusReceived,
+            CpEvent::LoadView { .. } => CpEventKind::LoadView,
             CpEvent::StatusTimedOut { .. } => CpEventKind::StatusTimedOut,
             CpEvent::StatusAbandoned { .. } => CpEventKind::StatusAbandoned,
             CpEvent::CommandResponded { .. } => CpEventKind::CommandResponded,
@@ -583,6 +390,7 @@ impl CpEvent {
             | CpEvent::EdgeUnreachable { edge_id, .. }
             | CpEvent::EdgeReachable { edge_id, .. }
             | CpEvent::EdgeDisconnected { edge_id, .. }
+            | CpEvent::LoadView { edge_id, .. }
             | CpEvent::StatusTimedOut { edge_id, .. }
             | CpEvent::StatusAbandoned { edge_id, .. }
             | CpEvent::CommandResponded { edge_id, .. }
@@ -595,25 +403,6 @@ impl CpEvent {
             CpEvent::StatusReceived { response, .. } => Some(&response.edge_id),
             CpEvent::OwnershipClaim(claim) => Some(&claim.edge_id),
             CpEvent::Closed { edge_id, .. } => edge_id.as_deref(),
-        }
-    }
-}
-
-impl CloseReason {
-    /// The `GoAway` the Control Plane sends for this reason, if any.
-    pub(crate) fn go_away(&self) -> Option<GoAwayReason> {
-        match self {
-            CloseReason::HelloTimeout => Some(GoAwayReason::HelloTimeout),
-            CloseReason::HeartbeatTimeout => Some(GoAwayReason::HeartbeatTimeout),
-            CloseReason::ProtocolError(_) => Some(GoAwayReason::ProtocolError),
-            CloseReason::Superseded { .. } => Some(GoAwayReason::Superseded),
-            CloseReason::CredentialRevoked => Some(GoAwayReason::CredentialRevoked),
-            CloseReason::Shutdown => Some(GoAwayReason::Shutdown),
-            CloseReason::Overloaded => Some(GoAwayReason::Overloaded),
-            CloseReason::TransportClosed
-            | CloseReason::HelloRejected(_)
-            | CloseReason::SlowPeer
-            | CloseReason::PeerGoAway { .. } => None,
         }
     }
 }

@@ -102,9 +102,9 @@
 //!   Plane pages it (`start_after_node_id`) into the Edge's [`load`] view, which is
 //!   fresh once every page came. It also refreshes every connected Edge on its own
 //!   ([`CpConfig::status_refresh`], 10 s, at most
-//!   [`CpConfig::max_refreshes_in_flight`] at once), silently: those requests and their
-//!   pages raise no event; the fleet's totals ([`ControlPlane::fleet_load`]) and their
-//!   history follow.
+//!   [`CpConfig::max_refreshes_in_flight`] at once): those requests and their pages
+//!   raise no status event, only [`CpEvent::LoadView`] when a view is made, confirmed
+//!   unchanged, or left partial — what `iop-fleet` folds into the fleet's totals.
 //! * **Sending** (§4.6): [`send_command`](ControlPlane::send_command) and
 //!   [`request_status`](ControlPlane::request_status) refuse what an Edge would refuse
 //!   (`ExceedsLimit`, naming the field), before anything is queued.
@@ -178,6 +178,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod close_reason;
 mod command;
 mod command_state;
 mod config;
@@ -190,17 +191,18 @@ mod error;
 mod event;
 mod identity;
 mod ids;
-mod job;
 pub mod load;
 mod session;
 mod stats;
 mod view;
+mod violation;
 
 pub use crate::limits::INSTANCE_ID_KEY;
 /// The one [`Transmit`] of both ends, here for `cp::` paths.
 pub use crate::transmit::Transmit;
+pub use close_reason::{CloseReason, Initiator};
 pub use command_state::{CommandAnswer, CommandOutcome, CommandSpec, CommandState};
-pub use config::{ConfigError, CpConfig, DuplicatePolicy, MAX_LOAD_SAMPLES};
+pub use config::{ConfigError, CpConfig, DuplicatePolicy};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory, ExternalDirectory, LocalDirectory};
@@ -208,16 +210,10 @@ pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{
     Absence, CommandError, ConnectionIdInUse, EdgeAbsent, Fault, RevokeError, StatusError,
 };
-pub use event::{
-    CloseReason, CommandOrderRule, CpEvent, CpEventKind, ForgetReason, Initiator,
-    ProtocolViolation, ResyncCause,
-};
+pub use event::{CpEvent, CpEventKind, ForgetReason, ResyncCause};
 pub use identity::{NamedPeer, PeerIdentity};
 pub use ids::{ConnectionId, RequestId};
-pub use job::{
-    EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop, MAX_JOB_EDGES,
-    OfflinePolicy,
-};
 pub use session::{ConnBuffers, Session};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};
+pub use violation::{CommandOrderRule, ProtocolViolation};

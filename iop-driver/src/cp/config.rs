@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iop_core::cp::{ConfigError, CpConfig, Directory, EnrolmentPolicy, ExternalDirectory};
+use iop_fleet::{FleetConfig, FleetConfigError};
 
 use super::book::RecordLimits;
 use crate::tls::{HandshakeError, ServerTls};
@@ -34,6 +35,9 @@ pub struct ServerConfig {
     /// `command_id_epoch` (both Unix ns) when left at 0, are filled in from the real clock
     /// at bind.
     pub cp: CpConfig,
+    /// What the server keeps of the fleet's load over time (`iop-fleet`); its
+    /// `wall_clock` is filled in from the real clock at bind.
+    pub fleet: FleetConfig,
     /// Who may connect.
     pub enrolment: EnrolmentPolicy,
     /// How long [`ControlPlaneHandle::shutdown`](crate::ControlPlaneHandle::shutdown) waits for connections to flush their
@@ -121,6 +125,7 @@ impl ServerConfig {
     pub fn new(enrolment: EnrolmentPolicy) -> Self {
         Self {
             cp: CpConfig::default(),
+            fleet: FleetConfig::default(),
             enrolment,
             shutdown_grace: Duration::from_secs(5),
             command_book: 4_096,
@@ -141,6 +146,9 @@ pub enum ServeError {
     /// The configuration is invalid.
     #[error("invalid control plane config: {0}")]
     Config(#[from] ConfigError),
+    /// The fleet's configuration is invalid.
+    #[error("invalid fleet config: {0}")]
+    Fleet(#[from] FleetConfigError),
     /// Binding failed.
     #[error("cannot bind: {0}")]
     Io(#[from] std::io::Error),

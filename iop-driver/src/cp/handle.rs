@@ -287,20 +287,8 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// Edge is unknown or connected. Views are also forgotten on their own, 24 h after
     /// their last session and past 100 000 disconnected Edges (`CpConfig`).
     pub fn forget_edge(&self, edge_id: &str) -> bool {
-        self.shared.with_state(|state| {
-            let unfinished = state.cp.unfinished_commands(edge_id);
-            let forgotten = state.cp.forget_edge(edge_id);
-            if forgotten {
-                for command_id in unfinished {
-                    state.book.push(
-                        &command_id,
-                        crate::CommandUpdate::Forgotten,
-                        Some(iop_core::cp::CommandOutcome::Forgotten),
-                    );
-                }
-            }
-            forgotten
-        })
+        self.shared
+            .with_state(|state| state.cp.forget_edge(edge_id))
     }
 
     /// Ends `edge_id`'s session with `GoAway{CREDENTIAL_REVOKED}` and removes it from

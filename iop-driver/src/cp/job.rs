@@ -1,4 +1,4 @@
-//! Running a fleet-wide job ([`iop_core::cp::Job`]): the core's plan decides which
+//! Running a fleet-wide job ([`iop_fleet::Job`]): the fleet's plan decides which
 //! Edge starts next; this task sends each Edge's command through a [`JobLauncher`],
 //! tells the plan how it ended, looks again for offline Edges, and cancels what runs
 //! when the job is cancelled.
@@ -8,9 +8,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use iop_core::cp::{
-    CommandSpec, EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop, Reachability,
-};
+use iop_core::cp::{CommandSpec, Reachability};
+use iop_fleet::{EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop};
 
 use super::handle::ControlPlaneHandle;
 use crate::Runtime;

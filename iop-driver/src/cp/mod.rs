@@ -29,7 +29,6 @@ pub use error::{CancelError, SendCommandError, StatusRequestError, TlsReloadErro
 pub use handle::{ControlPlaneHandle, SubscribeOptions};
 pub use job::{JobEdge, JobLauncher, JobObserver, JobTracker, LaunchFuture};
 pub use journal::{CommandJournal, JournalError, Recording};
-pub use load::LoadView;
 pub use outcome::{CommandFailure, Terminal};
 pub use server::ControlPlaneServer;
 pub use tracker::CommandTracker;

@@ -42,6 +42,9 @@ impl<R: Runtime> ControlPlaneServer<R> {
         let clock = Clock::new();
         let mut cp_config = config.cp;
         cp_config.wall_clock = clock.wall_clock();
+        let mut fleet_config = config.fleet;
+        fleet_config.wall_clock = cp_config.wall_clock;
+        let fleet = iop_fleet::Fleet::new(fleet_config)?;
         // Fencing epochs that grow across restarts (see CpConfig::session_id_floor):
         // Unix nanoseconds, so even a restart within the same millisecond moves on
         // (a CP would need more sessions than nanoseconds lived to overlap the next).
@@ -69,6 +72,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
         let shared = Arc::new(CpShared::<R> {
             state: Mutex::new(CpState {
                 cp,
+                fleet,
                 conns: HashMap::default(),
                 next_conn: 0,
                 timer_armed: None,

@@ -44,6 +44,8 @@ pub(crate) struct ConnSlot {
 /// Everything under the one lock.
 pub(crate) struct CpState {
     pub(crate) cp: ControlPlane,
+    /// The fleet's load, folded from the core's events.
+    pub(crate) fleet: iop_fleet::Fleet,
     /// Keyed by the driver's own connection counter: ids no peer chooses.
     pub(crate) conns: HashMap<ConnectionId, Arc<ConnSlot>, std::hash::BuildHasherDefault<IdHasher>>,
     pub(super) next_conn: u64,
@@ -161,7 +163,7 @@ impl<R: Runtime> CpShared<R> {
         while let Some(event) = state.cp.poll_event() {
             dispatch(state, event);
         }
-        let next = state.cp.poll_timeout();
+        let next = state.next_deadline();
         let earlier = match (next, state.timer_armed) {
             (Some(n), Some(armed)) => n < armed,
             (Some(_), None) => true,
@@ -179,8 +181,19 @@ impl<R: Runtime> CpShared<R> {
     }
 }
 
+impl CpState {
+    /// The earliest deadline of the core and of the fleet.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        [self.cp.poll_timeout(), self.fleet.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
 fn dispatch(state: &mut CpState, event: CpEvent) {
     crate::log::Log::log(&event);
+    state.fleet.handle_event(&event);
     // With no subscriber for status answers the answer goes to its waiter by value:
     // a full status of 1 000 nodes is ~450 KB decoded, and a deep copy of it (then
     // dropping the original) cost about as much as decoding it.

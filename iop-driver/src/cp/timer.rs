@@ -21,7 +21,7 @@ pub(super) async fn timer_loop<R: Runtime>(shared: Arc<CpShared<R>>) {
     loop {
         let (deadline, done) = {
             let mut state = lock(&shared.state);
-            let next = state.cp.poll_timeout();
+            let next = state.next_deadline();
             state.timer_armed = next;
             (next, state.stopped && state.conns.is_empty())
         };
@@ -47,7 +47,10 @@ pub(super) async fn timer_loop<R: Runtime>(shared: Arc<CpShared<R>>) {
                 .await;
                 if fired {
                     last_wake = Some(std::time::Instant::now());
-                    shared.with(|state, now| state.cp.handle_timeout(now));
+                    shared.with(|state, now| {
+                        state.cp.handle_timeout(now);
+                        state.fleet.handle_timeout(now);
+                    });
                 }
             }
             None => shared.timer.wait().await,

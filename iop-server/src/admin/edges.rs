@@ -96,16 +96,16 @@ pub(super) async fn get_edge(
         .await?
         .ok_or_else(|| ApiError::unknown_edge(&edge_id))?;
     let load = match s.cp.edge_load(&edge_id) {
-        Some((load, partial)) if fleet::held_here(&s, &edge_id) || s.router.is_none() => {
-            Some(load_json::edge_load(&load, partial))
+        Some(load) if fleet::held_here(&s, &edge_id) || s.router.is_none() => {
+            Some(load_json::edge_load(&load))
         }
         local => match &s.router {
             // Held by another replica: its view of the load, else the last one here.
             Some(router) => match router.edge_load(LoadQuery::Edge(&edge_id)).await {
                 Ok(Some(remote)) => Some(remote),
-                _ => local.map(|(load, partial)| load_json::edge_load(&load, partial)),
+                _ => local.map(|load| load_json::edge_load(&load)),
             },
-            None => local.map(|(load, partial)| load_json::edge_load(&load, partial)),
+            None => local.map(|load| load_json::edge_load(&load)),
         },
     };
     if let (Some(load), Some(o)) = (load, view.as_object_mut()) {

@@ -15,11 +15,7 @@ use super::{AdminState, json as shape, load_json};
 /// summary of its load (`load`) when it has one.
 pub(super) fn local_view(s: &AdminState, v: &EdgeView) -> Value {
     let load = s.cp.edge_load(&v.edge_id);
-    view_with_load(
-        s.replica_id.as_deref(),
-        v,
-        load.as_ref().map(|(l, p)| (&**l, *p)),
-    )
+    view_with_load(s.replica_id.as_deref(), v, load.as_ref())
 }
 
 /// An Edge's view as this replica lists it: the view, the replica holding its live
@@ -27,7 +23,7 @@ pub(super) fn local_view(s: &AdminState, v: &EdgeView) -> Value {
 pub fn view_with_load(
     replica: Option<&str>,
     v: &EdgeView,
-    load: Option<(&iop_core::cp::load::EdgeLoad, bool)>,
+    load: Option<&iop_tokio::fleet::LoadView>,
 ) -> Value {
     let mut out = shape::edge_view(v);
     if let Some(obj) = out.as_object_mut() {
@@ -36,8 +32,8 @@ pub fn view_with_load(
         {
             obj.insert("replica".into(), Value::String(replica.to_owned()));
         }
-        if let Some((load, partial)) = load {
-            obj.insert("load".into(), load_json::edge_load_summary(load, partial));
+        if let Some(load) = load {
+            obj.insert("load".into(), load_json::edge_load_summary(load));
         }
     }
     out

@@ -13,11 +13,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::Event;
 use futures_lite::StreamExt;
-use iop_core::cp::{
-    CommandOutcome, CommandSpec, EdgeRun, EdgeSelector, JobProgress, JobSpec, JobStop,
-    OfflinePolicy,
-};
+use iop_core::cp::{CommandOutcome, CommandSpec};
 use iop_core::proto::CommandPhase;
+use iop_tokio::fleet::{EdgeRun, EdgeSelector, JobProgress, JobSpec, JobStop, OfflinePolicy};
 use iop_tokio::{JobLauncher, JobObserver, JobTracker, LaunchFuture, Tokio};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;

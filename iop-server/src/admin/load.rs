@@ -41,7 +41,7 @@ pub fn load_encoder(
         }
         LoadQuery::Edge(edge_id) => cp
             .edge_load(edge_id)
-            .map(|(load, partial)| load_json::edge_load(&load, partial)),
+            .map(|load| load_json::edge_load(&load)),
         LoadQuery::EdgeHistory(edge_id) => own_edge_history(&cp, edge_id),
         _ => None,
     }
@@ -49,12 +49,12 @@ pub fn load_encoder(
 
 fn own_edge_history(cp: &ControlPlaneHandle, edge_id: &str) -> Option<Value> {
     let history = cp.edge_history(edge_id)?;
-    let view = cp.edge_load(edge_id).map(|(l, _)| l);
+    let view = cp.edge_load(edge_id);
     let every = cp.history_intervals().1.as_millis() as u64;
     Some(load_json::edge_history(
         edge_id,
         &history,
-        view.as_deref(),
+        view.as_ref().map(|v| &**v.load()),
         every,
     ))
 }

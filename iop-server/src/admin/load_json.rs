@@ -3,8 +3,9 @@
 //! have one shape, so that the whole is the sum of the shares, number by number
 //! ([`add_shares`]).
 
-use iop_core::cp::load::{EdgeHistory, EdgeLoad, FleetLoad, FleetSample, LoadTotals, NodeStates};
+use iop_core::cp::load::{EdgeLoad, NodeStates};
 use iop_core::proto::ProviderCategory;
+use iop_tokio::fleet::{EdgeHistory, FleetLoad, FleetSample, LoadTotals, LoadView};
 use serde_json::{Map, Value, json};
 
 /// Keys an object another replica sends may have at each level, and how deep it may
@@ -97,7 +98,8 @@ pub(super) fn fleet_history(samples: &[FleetSample], interval_ms: u64) -> Value 
 }
 
 /// An Edge's view of its load: nodes, providers, what the offline ones last had.
-pub(super) fn edge_load(l: &EdgeLoad, partial: bool) -> Value {
+pub(super) fn edge_load(view: &LoadView) -> Value {
+    let l = view.load();
     let nodes: Vec<Value> = l
         .nodes()
         .map(|n| {
@@ -106,8 +108,9 @@ pub(super) fn edge_load(l: &EdgeLoad, partial: bool) -> Value {
                 .map(|(k, v)| (k.to_owned(), Value::from(v)))
                 .collect();
             let providers: Vec<Value> = n
-                .providers()
-                .map(|p| {
+                .provider_indexes()
+                .zip(n.providers())
+                .map(|(i, p)| {
                     let mut v = json!({
                         "providerId": p.provider_id(),
                         "category": category_name(p.category()),
@@ -123,7 +126,7 @@ pub(super) fn edge_load(l: &EdgeLoad, partial: bool) -> Value {
                         "longContextQueued": p.long_context_queued(),
                         "models": p.models().collect::<Vec<_>>(),
                     });
-                    if let (Some(last), Value::Object(o)) = (p.last_online(), &mut v) {
+                    if let (Some(last), Value::Object(o)) = (view.last_online(i), &mut v) {
                         o.insert(
                             "lastOnline".into(),
                             json!({
@@ -148,21 +151,21 @@ pub(super) fn edge_load(l: &EdgeLoad, partial: bool) -> Value {
         "edgeId": l.edge_id(),
         "revision": l.revision().to_string(),
         "observedAtUnixMs": l.observed_at_unix_ms(),
-        "receivedAtUnixMs": l.received_at_unix_ms(),
+        "receivedAtUnixMs": view.received_at_unix_ms(),
         "pages": l.pages(),
-        "partial": partial,
-        "totals": totals(&l.totals()),
+        "partial": view.partial(),
+        "totals": totals(&view.totals()),
         "nodes": nodes,
     })
 }
 
 /// A short summary of an Edge's load, for the list of Edges.
-pub(super) fn edge_load_summary(l: &EdgeLoad, partial: bool) -> Value {
-    let mut v = totals(&l.totals());
+pub(super) fn edge_load_summary(view: &LoadView) -> Value {
+    let mut v = totals(&view.totals());
     if let Value::Object(o) = &mut v {
-        o.insert("receivedAtUnixMs".into(), l.received_at_unix_ms().into());
-        o.insert("partial".into(), partial.into());
-        o.insert("nodesReady".into(), l.node_states().ready.into());
+        o.insert("receivedAtUnixMs".into(), view.received_at_unix_ms().into());
+        o.insert("partial".into(), view.partial().into());
+        o.insert("nodesReady".into(), view.load().node_states().ready.into());
     }
     v
 }

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use iop_cluster::ClusterSnapshot;
 use iop_core::cp::CpStats;
-use iop_core::cp::load::FleetLoad;
-use iop_tokio::LoadView;
+use iop_tokio::fleet::{FleetLoad, LoadView};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric as _, LabelValueEncoder,

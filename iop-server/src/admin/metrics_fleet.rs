@@ -3,8 +3,7 @@
 //! (`--metrics-max-series`, 50 000 by default). Past the cap the per-provider series
 //! go first, then the per-Edge ones, and `iop_metrics_fleet_detail` says what is left.
 
-use iop_core::cp::load::{FleetLoad, LoadTotals};
-use iop_tokio::LoadView;
+use iop_tokio::fleet::{FleetLoad, LastOnline, LoadTotals, LoadView};
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::load_json::category_name;
@@ -34,8 +33,8 @@ pub(super) fn detail(loads: &[LoadView], max_series: usize) -> (Detail, usize) {
     let edge = loads.len() * EDGE_SERIES;
     let provider: usize = loads
         .iter()
-        .filter(|l| l.live)
-        .map(|l| l.load.providers().len() * PROVIDER_SERIES + l.load.nodes().len())
+        .filter(|l| l.live())
+        .map(|l| l.load().providers().len() * PROVIDER_SERIES + l.load().nodes().len())
         .sum();
     if edge + provider <= max_series {
         (Detail::Provider, 0)
@@ -181,22 +180,7 @@ fn encode_totals(e: &mut DescriptorEncoder<'_>, fleet: &FleetLoad) -> Result<(),
 fn encode_edges(e: &mut DescriptorEncoder<'_>, loads: &[LoadView]) -> Result<(), std::fmt::Error> {
     let totals: Vec<(&str, LoadTotals)> = loads
         .iter()
-        .map(|l| {
-            let mut t = l.load.totals();
-            if !l.live {
-                // Disconnected: every provider offline at its last capacity.
-                let providers = t.providers;
-                t = LoadTotals::default();
-                t.providers = providers;
-                t.providers_offline = providers;
-                t.offline_capacity = l
-                    .load
-                    .providers()
-                    .map(|p| u64::from(p.last_online().map_or(0, |o| o.capacity)))
-                    .sum();
-            }
-            (l.load.edge_id(), t)
-        })
+        .map(|l| (l.load().edge_id(), l.counted_totals()))
         .collect();
     let numbers: [Number; EDGE_SERIES] = [
         (
@@ -233,68 +217,73 @@ fn encode_providers(
     e: &mut DescriptorEncoder<'_>,
     loads: &[LoadView],
 ) -> Result<(), std::fmt::Error> {
-    type Read = fn(&iop_core::cp::load::ProviderLoad<'_>) -> u64;
+    type Read = fn(&iop_core::cp::load::ProviderLoad<'_>, Option<LastOnline>) -> u64;
     let numbers: [(&str, &str, Read); PROVIDER_SERIES] = [
         (
             "iop_provider_capacity",
             "A provider's capacity (0 while offline).",
-            |p| p.capacity().into(),
+            |p, _| p.capacity().into(),
         ),
-        ("iop_provider_in_flight", "A provider's leases held.", |p| {
-            p.in_flight().into()
-        }),
+        (
+            "iop_provider_in_flight",
+            "A provider's leases held.",
+            |p, _| p.in_flight().into(),
+        ),
         (
             "iop_provider_queued",
             "Requests queued listing a provider.",
-            |p| p.queued().into(),
+            |p, _| p.queued().into(),
         ),
         (
             "iop_provider_long_context_capacity",
             "A provider's long-context capacity.",
-            |p| p.long_context_capacity().into(),
+            |p, _| p.long_context_capacity().into(),
         ),
         (
             "iop_provider_long_context_in_flight",
             "A provider's long-context leases held.",
-            |p| p.long_context_in_flight().into(),
+            |p, _| p.long_context_in_flight().into(),
         ),
         (
             "iop_provider_long_context_queued",
             "Long-context requests queued listing a provider.",
-            |p| p.long_context_queued().into(),
+            |p, _| p.long_context_queued().into(),
         ),
         (
             "iop_provider_admission_eligible",
             "1 while a provider is admission-eligible.",
-            |p| u64::from(p.admission_eligible()),
+            |p, _| u64::from(p.admission_eligible()),
         ),
-        ("iop_provider_up", "1 while a provider is online.", |p| {
-            u64::from(!p.is_offline())
-        }),
+        (
+            "iop_provider_up",
+            "1 while a provider is online.",
+            |p, _| u64::from(!p.is_offline()),
+        ),
         (
             "iop_provider_last_online_capacity",
             "The capacity a provider last reported while online (kept by the control plane).",
-            |p| p.last_online().map_or(0, |o| o.capacity.into()),
+            |_, last| last.map_or(0, |o| o.capacity.into()),
         ),
     ];
-    let live: Vec<&LoadView> = loads.iter().filter(|l| l.live).collect();
+    let live: Vec<&LoadView> = loads.iter().filter(|l| l.live()).collect();
     for (name, help, read) in numbers {
         gauges(
             e,
             name,
             help,
             live.iter().flat_map(|l| {
-                let edge = l.load.edge_id();
-                l.load.nodes().flat_map(move |n| {
+                let load = l.load();
+                let edge = load.edge_id();
+                load.nodes().flat_map(move |n| {
                     let node = n.node_id();
-                    n.providers().map(move |p| {
+                    n.provider_indexes().zip(n.providers()).map(move |(i, p)| {
                         let labels = [
                             ("edge", Text(edge)),
                             ("node", Text(node)),
                             ("provider", Text(p.provider_id())),
                             ("category", Text(category_name(p.category()))),
                         ];
-                        (labels, read(&p))
+                        (labels, read(&p, l.last_online(i)))
                     })
                 })
             }),
@@ -305,8 +294,8 @@ fn encode_providers(
         "iop_node_state",
         "1 for a node's current state (configured, pending, ready, disconnected).",
         live.iter().flat_map(|l| {
-            let edge = l.load.edge_id();
-            l.load.nodes().map(move |n| {
+            let edge = l.load().edge_id();
+            l.load().nodes().map(move |n| {
                 let state = match n.state() {
                     iop_core::proto::NodeState::Configured => "configured",
                     iop_core::proto::NodeState::Pending => "pending",

@@ -373,9 +373,9 @@ fn run(args: Args) -> Result<(), Failure> {
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
     config.cp.status_refresh =
         (args.status_refresh_ms > 0).then(|| Duration::from_millis(args.status_refresh_ms));
-    config.cp.fleet_history_interval = Duration::from_millis(args.fleet_history_interval_ms);
-    config.cp.edge_history_interval = Duration::from_millis(args.edge_history_interval_ms);
-    config.cp.load_history = Duration::from_millis(args.load_history_ms);
+    config.fleet.fleet_history_interval = Duration::from_millis(args.fleet_history_interval_ms);
+    config.fleet.edge_history_interval = Duration::from_millis(args.edge_history_interval_ms);
+    config.fleet.load_history = Duration::from_millis(args.load_history_ms);
     if cluster.is_none() {
         config.cp.edge_command_retention = (args.edge_command_retention_ms > 0)
             .then(|| Duration::from_millis(args.edge_command_retention_ms));
@@ -472,8 +472,7 @@ async fn serve(
         let cp = server.handle();
         replica.serve_views(move |v| {
             let load = cp.edge_load(&v.edge_id);
-            let load = load.as_ref().map(|(l, partial)| (&**l, *partial));
-            admin::view_with_load(Some(&id), v, load)
+            admin::view_with_load(Some(&id), v, load.as_ref())
         });
         // And answer for their share of the fleet's load.
         replica.serve_load(admin::load_encoder(server.handle()));

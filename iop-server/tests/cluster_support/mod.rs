@@ -64,12 +64,12 @@ pub fn cluster_server(policy: DuplicatePolicy) -> ServerConfig {
     cp.retry_after_duplicate = Duration::from_millis(200);
     cp.retry_after_superseded = Duration::from_secs(30);
     cp.retry_after_overloaded = Duration::from_millis(300);
-    // The load's samples every second, for a minute.
-    cp.fleet_history_interval = Duration::from_secs(1);
-    cp.edge_history_interval = Duration::from_secs(1);
-    cp.load_history = Duration::from_secs(60);
     let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
     config.cp = cp;
+    // The load's samples every second, for a minute.
+    config.fleet.fleet_history_interval = Duration::from_secs(1);
+    config.fleet.edge_history_interval = Duration::from_secs(1);
+    config.fleet.load_history = Duration::from_secs(60);
     config.directory = Some(DirectoryFactory::external());
     config.shutdown_grace = Duration::from_secs(2);
     // Every Edge of a test dials from 127.0.0.1.

@@ -15,8 +15,8 @@ use crate::cp::conn_table::IdHasher;
 use crate::cp::directory::Directory;
 use crate::cp::directory::{ClaimAnswer, ClaimError};
 use crate::cp::enrolment::CredentialHash;
-use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::ConnectionId;
+use crate::cp::{CloseReason, CpEvent};
 
 /// The hellos whose ownership claim the directory deferred, by connection: each
 /// waits here, its session marked as claiming, until the claim is answered or the
@@ -126,10 +126,10 @@ impl ControlPlane {
             new_instance_id: None,
             total_supersessions,
             flapping: false,
+            elsewhere: true,
         });
         self.close(now, conn, CloseReason::Superseded { by_session_id });
-        // Live on the other Control Plane, which counts its load.
-        self.load_session_ended(edge_id, true);
+        self.drop_load_build(edge_id);
         // Live on the other Control Plane: its commands go on there.
         self.edges.disconnected(slot, now, None);
         self.evict_views();

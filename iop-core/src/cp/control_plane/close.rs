@@ -8,9 +8,9 @@ use std::time::Duration;
 use crate::Instant;
 
 use super::ControlPlane;
-use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::ConnectionId;
 use crate::cp::session::EndedSession;
+use crate::cp::{CloseReason, CpEvent};
 
 impl ControlPlane {
     /// Ends `conn`: queues the `GoAway` for `reason` (if any), ends its session, emits
@@ -83,7 +83,7 @@ impl ControlPlane {
             reason: reason.clone(),
         });
         self.unanswered_on(&session.edge_id, session.session_id);
-        self.load_session_ended(&session.edge_id, false);
+        self.drop_load_build(&session.edge_id);
         let retention = self.config.edge_command_retention;
         self.edges.disconnected(session.edge, now, retention);
         self.evict_views();

@@ -2,9 +2,9 @@
 //! revoking an Edge, and replacing the enrolment policy, end the live sessions that no
 //! longer pass it.
 
+use crate::cp::CloseReason;
 use crate::cp::enrolment::EnrolmentPolicy;
 use crate::cp::error::RevokeError;
-use crate::cp::event::CloseReason;
 use crate::cp::ids::ConnectionId;
 use crate::time::Instant;
 

@@ -11,9 +11,9 @@ use crate::time::Instant;
 use super::ControlPlane;
 use crate::cp::directory::Claim;
 use crate::cp::enrolment::CredentialHash;
-use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
 use crate::cp::ids::ConnectionId;
 use crate::cp::session::{Acceptance, Rejection};
+use crate::cp::{CloseReason, CpEvent, ResyncCause};
 use crate::outbound::OutboundError;
 
 use super::claim::PendingHello;
@@ -170,7 +170,7 @@ impl ControlPlane {
             // requests count here, before the new session re-sends them.
             self.unanswered_on(&hello.edge_id, old_session_id);
         }
-        self.load_session_accepted(&hello.edge_id);
+        self.drop_load_build(&hello.edge_id);
         self.resync(now, conn, ResyncCause::NewSession);
         self.arm_refresh(now, conn);
 
@@ -233,6 +233,7 @@ impl ControlPlane {
             new_instance_id,
             total_supersessions: total,
             flapping,
+            elsewhere: false,
         });
         self.close(
             now,

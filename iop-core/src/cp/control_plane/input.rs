@@ -6,8 +6,8 @@ use crate::time::Instant;
 
 use super::load::StatusInbox;
 use super::{ControlPlane, reindex};
+use crate::cp::CloseReason;
 use crate::cp::error::ConnectionIdInUse;
-use crate::cp::event::CloseReason;
 use crate::cp::identity::PeerIdentity;
 use crate::cp::ids::ConnectionId;
 use crate::cp::session::{FromSession, Session};
@@ -111,7 +111,6 @@ impl ControlPlane {
                 stats: &mut self.stats,
                 max_pages,
                 conn,
-                now,
                 received_at_unix_ms: received_at,
             };
             // At most one page is asked for at a time per Edge: the last cursor wins.
@@ -163,7 +162,6 @@ impl ControlPlane {
 
     /// Fires every timer due at `now`. Extra calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.sample_load(now);
         self.expire_views(now);
         self.abandon_commands(now);
         while let Some(&(at, conn)) = self.timers.first() {
@@ -176,7 +174,7 @@ impl ControlPlane {
             };
             s.unindexed();
             let expired = s.expire(now);
-            self.status_timed_out(conn, &expired.status);
+            self.status_timed_out(now, conn, &expired.status);
             if expired.refresh && expired.end.is_none() {
                 self.refresh(now, conn);
             }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::cp::event::CpEvent;
+use crate::cp::CpEvent;
 use crate::cp::ids::ConnectionId;
 
 use super::ControlPlane;

@@ -1,22 +1,18 @@
-//! The fleet's load (PROTOCOL.md §4.3, §5.2): every full status answer folded into
-//! its Edge's view — paged with `start_after_node_id` when truncated, left as it was
-//! when the Edge's `registry_revision` did not move — a refresh of every connected
-//! Edge on a period of its own, bounded in flight over all Edges, the fleet's totals
-//! kept as views come and go, and samples of them over time.
+//! Each Edge's view of its load (PROTOCOL.md §4.3, §5.2): every full status answer
+//! folded into it — paged with `start_after_node_id` when truncated, left as it was
+//! when the Edge's `registry_revision` did not move — and a refresh of every connected
+//! Edge on a period of its own, bounded in flight over all Edges. Each change of a
+//! view is a [`CpEvent::LoadView`].
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use iop_proto::EdgeStatusResponse;
 
-use crate::cp::config::CpConfig;
+use crate::cp::CpEvent;
 use crate::cp::edges::{EdgeEntry, EdgeTable};
-use crate::cp::event::CpEvent;
 use crate::cp::ids::{ConnectionId, RequestId};
-use crate::cp::load::{
-    Counted, EdgeHistory, EdgeLoad, FleetHistory, FleetLoad, FleetSample, LoadBuild,
-};
+use crate::cp::load::{EdgeLoad, LoadBuild, LoadChange};
 use crate::cp::session::{Ask, StatusAnswer};
 use crate::cp::stats::CpStats;
 use crate::cp::view::StatusSummary;
@@ -24,55 +20,10 @@ use crate::time::Instant;
 
 use super::{ControlPlane, reindex};
 
-/// The Control Plane's side of the fleet's load.
-#[derive(Debug)]
-pub(super) struct Loads {
-    pub(super) fleet: FleetLoad,
-    pub(super) history: FleetHistory,
-    /// The Control Plane's own status requests in flight (refreshes and pages).
+/// The Control Plane's own status requests in flight (refreshes and pages).
+#[derive(Debug, Default)]
+pub(super) struct Refreshes {
     pub(super) own_pending: usize,
-    /// The sampling clock: it runs while a view counts in the fleet's totals.
-    next_fleet_sample: Option<Instant>,
-    next_edge_sample: Option<Instant>,
-    fleet_every_ms: u64,
-    edge_every_ms: u64,
-    /// Samples an Edge's ring holds.
-    edge_samples: usize,
-}
-
-impl Loads {
-    pub(super) fn new(config: &CpConfig) -> Self {
-        let samples = |interval: Duration| {
-            (config.load_history.as_millis() / interval.as_millis().max(1)) as usize
-        };
-        Self {
-            fleet: FleetLoad::default(),
-            history: FleetHistory::new(samples(config.fleet_history_interval)),
-            own_pending: 0,
-            next_fleet_sample: None,
-            next_edge_sample: None,
-            fleet_every_ms: millis(config.fleet_history_interval),
-            edge_every_ms: millis(config.edge_history_interval),
-            edge_samples: samples(config.edge_history_interval),
-        }
-    }
-
-    /// The next sample due.
-    pub(super) fn next_sample(&self) -> Option<Instant> {
-        [self.next_fleet_sample, self.next_edge_sample]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// Starts the sampling clock at `now` (Unix ms `unix_ms`) if it is not running:
-    /// a view counts now.
-    fn start_clock(&mut self, now: Instant, unix_ms: u64) {
-        if self.next_fleet_sample.is_none() && self.history.capacity() > 0 {
-            self.next_fleet_sample = Some(next_multiple(now, unix_ms, self.fleet_every_ms));
-            self.next_edge_sample = Some(next_multiple(now, unix_ms, self.edge_every_ms));
-        }
-    }
 }
 
 /// What folding a full answer into a view came to.
@@ -84,6 +35,8 @@ enum Fold {
         fresh: bool,
         nodes: usize,
         connected: usize,
+        /// The new view; `None` when the one held stands.
+        view: Option<Arc<EdgeLoad>>,
     },
     /// Ask for the page after this node id.
     NextPage(String),
@@ -93,16 +46,27 @@ enum Fold {
     Nothing,
 }
 
+impl Fold {
+    /// What the fold did to the Edge's view, if anything.
+    fn change(&self) -> Option<LoadChange> {
+        match self {
+            Fold::Complete { view: Some(v), .. } => Some(LoadChange::Replaced(v.clone())),
+            Fold::Complete { view: None, .. } => Some(LoadChange::Confirmed),
+            Fold::Partial => Some(LoadChange::Partial),
+            Fold::NextPage(_) | Fold::Nothing => None,
+        }
+    }
+}
+
 /// Where a status answer read on one connection goes: the state beside the
 /// connection that an answer changes, borrowed while the connection's bytes are read.
 pub(super) struct StatusInbox<'a> {
     pub(super) edges: &'a mut EdgeTable,
     pub(super) events: &'a mut VecDeque<CpEvent>,
-    pub(super) loads: &'a mut Loads,
+    pub(super) loads: &'a mut Refreshes,
     pub(super) stats: &'a mut CpStats,
     pub(super) max_pages: u32,
     pub(super) conn: ConnectionId,
-    pub(super) now: Instant,
     pub(super) received_at_unix_ms: u64,
 }
 
@@ -138,12 +102,12 @@ impl StatusInbox<'_> {
             session_id,
             response: &response,
         };
-        let (loads, stats, max_pages) = (&mut *self.loads, &mut *self.stats, self.max_pages);
-        let at = (self.now, self.received_at_unix_ms);
+        let (events, stats, max_pages) = (&mut *self.events, &mut *self.stats, self.max_pages);
+        let at = self.received_at_unix_ms;
         let next_page = self
             .edges
             .live_at(edge, self.conn)
-            .and_then(|entry| fold_answer(entry, loads, stats, max_pages, &folded, at));
+            .and_then(|entry| fold_answer(entry, events, stats, max_pages, &folded, at));
         if !ask.own() {
             // The response's `edge_id` is the session's (checked): the event carries
             // it in the response only, which saves a copy of the id per status.
@@ -163,21 +127,22 @@ impl StatusInbox<'_> {
 /// an answer for every node its load — and tells whether to ask for a next page.
 fn fold_answer(
     entry: &mut EdgeEntry,
-    loads: &mut Loads,
+    events: &mut VecDeque<CpEvent>,
     stats: &mut CpStats,
     max_pages: u32,
     a: &Folded<'_>,
-    (now, received_at_unix_ms): (Instant, u64),
+    received_at_unix_ms: u64,
 ) -> Option<String> {
     let (ask, session_id, response) = (a.ask, a.session_id, a.response);
-    let fold = fold(
-        entry,
-        loads,
-        stats,
-        max_pages,
-        a,
-        (now, received_at_unix_ms),
-    );
+    let fold = fold(entry, stats, max_pages, a);
+    if let Some(change) = fold.change() {
+        events.push_back(CpEvent::LoadView {
+            edge_id: entry.view().edge_id.clone(),
+            session_id,
+            at_unix_ms: received_at_unix_ms,
+            change,
+        });
+    }
     let mut summary = StatusSummary {
         session_id,
         registry_revision: response.registry_revision,
@@ -192,6 +157,7 @@ fn fold_answer(
             fresh,
             nodes,
             connected,
+            ..
         } => {
             (
                 summary.node_count,
@@ -224,14 +190,7 @@ fn fold_answer(
     }
 }
 
-fn fold(
-    entry: &mut EdgeEntry,
-    loads: &mut Loads,
-    stats: &mut CpStats,
-    max_pages: u32,
-    a: &Folded<'_>,
-    (now, received_at_unix_ms): (Instant, u64),
-) -> Fold {
+fn fold(entry: &mut EdgeEntry, stats: &mut CpStats, max_pages: u32, a: &Folded<'_>) -> Fold {
     let (ask, since_resync, session_id, response) =
         (a.ask, a.since_resync, a.session_id, a.response);
     let state = entry.load_mut();
@@ -241,19 +200,17 @@ fn fold(
             state.build = None;
             // Same session, same revision: the Edge's registry has not changed since
             // the view, so neither has any page of it.
-            if let Some(view) = state.view.as_mut().filter(|v| {
+            if let Some(view) = state.view.as_ref().filter(|v| {
                 !state.partial
                     && state.session_id == session_id
                     && v.revision() == response.registry_revision
             }) {
                 stats.status_unchanged += 1;
-                // Copied only when a reader holds the view at this very moment.
-                Arc::make_mut(view).received_at_unix_ms = received_at_unix_ms;
-                let states = view.node_states();
                 return Fold::Complete {
                     fresh: since_resync,
                     nodes: view.nodes().len(),
-                    connected: states.ready as usize,
+                    connected: view.node_states().ready as usize,
+                    view: None,
                 };
             }
             let build = LoadBuild::start(response, session_id, since_resync);
@@ -280,20 +237,16 @@ fn fold(
         return Fold::NextPage(cursor);
     }
     let fresh = build.since_resync;
-    let view: EdgeLoad = build.finish(state.view.as_deref(), received_at_unix_ms);
+    let view: Arc<EdgeLoad> = Arc::new(build.finish());
     let (nodes, connected) = (view.nodes().len(), view.node_states().ready as usize);
-    let how = if state.elsewhere {
-        Counted::No
-    } else {
-        Counted::Live
-    };
-    state.replace(&mut loads.fleet, view, how);
+    state.view = Some(view.clone());
+    state.partial = false;
     state.session_id = session_id;
-    loads.start_clock(now, received_at_unix_ms);
     Fold::Complete {
         fresh,
         nodes,
         connected,
+        view: Some(view),
     }
 }
 
@@ -303,7 +256,7 @@ impl ControlPlane {
     pub(super) fn ask_next_page(&mut self, now: Instant, conn: ConnectionId, cursor: &str) {
         self.stats.status_pages += 1;
         if self.issue_own(now, conn, Ask::Page, cursor).is_err() {
-            self.page_lost(conn);
+            self.page_lost(now, conn);
         }
     }
 
@@ -326,7 +279,7 @@ impl ControlPlane {
 
     /// The build on `conn`'s Edge waited for a page that will not come: the view stays
     /// as it was, partial.
-    pub(super) fn page_lost(&mut self, conn: ConnectionId) {
+    pub(super) fn page_lost(&mut self, now: Instant, conn: ConnectionId) {
         let Some(slot) = self
             .conns
             .get(&conn)
@@ -335,24 +288,30 @@ impl ControlPlane {
         else {
             return;
         };
-        if let Some(state) = self
-            .edges
-            .live_at(slot, conn)
-            .and_then(EdgeEntry::load_if_any)
-            .filter(|l| l.build.is_some())
-        {
+        let Some(entry) = self.edges.live_at(slot, conn) else {
+            return;
+        };
+        let edge_id = entry.view().edge_id.clone();
+        if let Some(state) = entry.load_if_any().filter(|l| l.build.is_some()) {
+            let session_id = state.build.as_ref().map_or(0, |b| b.session_id);
             state.build = None;
             state.partial = true;
             self.stats.status_views_partial += 1;
+            self.events.push_back(CpEvent::LoadView {
+                edge_id,
+                session_id,
+                at_unix_ms: self.config.wall_clock.unix_ms(now),
+                change: LoadChange::Partial,
+            });
         }
     }
 
     /// One of the control plane's own requests on `conn` ended unanswered (timed out,
     /// or abandoned with its session).
-    pub(super) fn own_request_ended(&mut self, conn: ConnectionId, ask: Ask) {
+    pub(super) fn own_request_ended(&mut self, now: Instant, conn: ConnectionId, ask: Ask) {
         self.loads.own_pending = self.loads.own_pending.saturating_sub(1);
         if ask == Ask::Page {
-            self.page_lost(conn);
+            self.page_lost(now, conn);
         }
     }
 
@@ -401,121 +360,17 @@ impl ControlPlane {
         }
     }
 
-    /// The Edge's live session on `conn` ended (or moved to another Control Plane,
-    /// `elsewhere`): its view counts offline (or not at all) and a build in progress
-    /// is dropped.
-    pub(super) fn load_session_ended(&mut self, entry_edge_id: &str, elsewhere: bool) {
-        let Some(entry) = self.edges.get_mut(entry_edge_id) else {
-            return;
-        };
-        if let Some(state) = entry.load_if_any() {
-            state.build = None;
-            state.elsewhere = elsewhere;
-            let how = if elsewhere || state.view.is_none() {
-                Counted::No
-            } else {
-                Counted::Offline
-            };
-            state.recount(&mut self.loads.fleet, how);
-        }
-    }
-
-    /// A session of `edge_id` was accepted here: its next complete view counts live.
-    pub(super) fn load_session_accepted(&mut self, edge_id: &str) {
+    /// A session of `edge_id` was accepted, or its live one ended (here, or by moving
+    /// to another Control Plane): a view being paged together is dropped.
+    pub(super) fn drop_load_build(&mut self, edge_id: &str) {
         if let Some(state) = self.edges.get_mut(edge_id).and_then(EdgeEntry::load_if_any) {
-            state.elsewhere = false;
             state.build = None;
         }
-    }
-
-    /// Takes a forgotten Edge's view out of the fleet's totals.
-    pub(super) fn load_forgotten(&mut self, entry: &mut EdgeEntry) {
-        if let Some(state) = entry.load_if_any() {
-            state.withdraw(&mut self.loads.fleet);
-        }
-    }
-
-    /// Another Control Plane holds `edge_id` now (a cluster's ownership records say
-    /// so): its disconnected view here no longer counts its capacity offline, which
-    /// that Control Plane counts live. False, changing nothing, when the Edge has a
-    /// live session here or no view.
-    pub fn load_elsewhere(&mut self, edge_id: &str) -> bool {
-        let Some(entry) = self.edges.get_mut(edge_id) else {
-            return false;
-        };
-        if entry.live().is_some() {
-            return false;
-        }
-        match entry.load_if_any() {
-            Some(state) => {
-                state.elsewhere = true;
-                state.recount(&mut self.loads.fleet, Counted::No);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Samples the fleet's totals, and every Edge's, when due; the clock stops while
-    /// no view counts (a new view starts it again).
-    pub(super) fn sample_load(&mut self, now: Instant) {
-        let loads = &mut self.loads;
-        if loads.next_sample().is_none_or(|at| at > now) {
-            return;
-        }
-        let unix_ms = self.config.wall_clock.unix_ms(now);
-        let fleet = &loads.fleet;
-        if fleet.edges_live() + fleet.edges_offline() == 0 {
-            loads.next_fleet_sample = None;
-            loads.next_edge_sample = None;
-            return;
-        }
-        let (fleet_every, edge_every) = (loads.fleet_every_ms, loads.edge_every_ms);
-        if loads.next_fleet_sample.is_some_and(|at| at <= now) {
-            let sample = FleetSample::new(
-                unix_ms - unix_ms % fleet_every,
-                *fleet.total(),
-                fleet.edges_live(),
-                fleet.edges_offline(),
-            );
-            loads.history.push(sample);
-            loads.next_fleet_sample = Some(next_multiple(now, unix_ms, fleet_every));
-        }
-        if loads.next_edge_sample.is_some_and(|at| at <= now) {
-            let at = unix_ms - unix_ms % edge_every;
-            let capacity = loads.edge_samples;
-            for entry in self.edges.values_mut() {
-                sample_edge(entry, at, capacity, edge_every);
-            }
-            loads.next_edge_sample = Some(next_multiple(now, unix_ms, edge_every));
-        }
-    }
-
-    /// The fleet's load: every view held here, summed.
-    pub fn fleet_load(&self) -> &FleetLoad {
-        &self.loads.fleet
-    }
-
-    /// The fleet's totals over the last `load_history`.
-    pub fn fleet_history(&self) -> &FleetHistory {
-        &self.loads.history
     }
 
     /// The view of `edge_id`'s load: its latest complete status. `None` until one came.
     pub fn edge_load(&self, edge_id: &str) -> Option<&Arc<EdgeLoad>> {
         self.edges.get(edge_id)?.load()?.view.as_ref()
-    }
-
-    /// Every Edge's view of its load, in Edge id order, with whether it counts live
-    /// (its Edge connected here) and whether it is partial (see
-    /// [`edge_load_partial`](Self::edge_load_partial)): cheap to take (shared views),
-    /// to read outside a lock.
-    pub fn edge_loads(&self) -> impl Iterator<Item = (&Arc<EdgeLoad>, bool, bool)> {
-        self.edges.values().filter_map(|e| {
-            let state = e.load()?;
-            let live = state.counted == Counted::Live;
-            Some((state.view.as_ref()?, live, state.partial))
-        })
     }
 
     /// Whether `edge_id`'s latest full answer could not be made a complete view (its
@@ -526,44 +381,6 @@ impl ControlPlane {
             .and_then(|e| e.load())
             .is_some_and(|l| l.partial)
     }
-
-    /// `edge_id`'s totals over the last `load_history`.
-    pub fn edge_history(&self, edge_id: &str) -> Option<&EdgeHistory> {
-        self.edges.get(edge_id)?.load()?.history.as_deref()
-    }
-}
-
-/// Adds `entry`'s sample at `at_unix_ms` to its ring: its view's totals and each
-/// provider's use, or nothing but offline when it is not counted live.
-fn sample_edge(entry: &mut EdgeEntry, at_unix_ms: u64, capacity: usize, every_ms: u64) {
-    let Some(state) = entry.load_if_any() else {
-        return;
-    };
-    let Some(view) = &state.view else {
-        return;
-    };
-    let history = state
-        .history
-        .get_or_insert_with(|| Box::new(EdgeHistory::new(capacity, every_ms)));
-    let live = state.counted == Counted::Live;
-    let totals = if live {
-        view.totals()
-    } else {
-        Default::default()
-    };
-    let uses = view
-        .providers()
-        .map(|p| (live && !p.is_offline()).then(|| (p.capacity(), p.in_flight())));
-    history.push(at_unix_ms, &totals, uses);
-}
-
-/// The instant of the next wall-clock multiple of `every_ms` after `unix_ms` (= `now`).
-fn next_multiple(now: Instant, unix_ms: u64, every_ms: u64) -> Instant {
-    now + Duration::from_millis(every_ms - unix_ms % every_ms)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// A number in `[0, 1)` from `edge_id` and `session_id` (FNV-1a): where in the refresh

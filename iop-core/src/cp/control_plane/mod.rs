@@ -49,12 +49,12 @@ use super::conn_table::ConnTable;
 use super::directory::{Directory, LocalDirectory};
 use super::edges::EdgeTable;
 use super::enrolment::EnrolmentPolicy;
-use super::event::{CloseReason, CpEvent};
 use super::ids::ConnectionId;
 #[cfg(doc)]
 use super::session::FromSession;
 use super::session::{ConnBuffers, Io, Session};
 use super::stats::CpStats;
+use super::{CloseReason, CpEvent};
 use crate::transmit::Transmit;
 
 /// The Control Plane endpoint: every Edge connection's [`Session`], and the view of
@@ -74,8 +74,8 @@ pub struct ControlPlane {
     directory: Box<dyn Directory>,
     /// The hellos whose claim the directory deferred.
     claims: claim::Claims,
-    /// The fleet's load.
-    loads: load::Loads,
+    /// The control plane's own status requests in flight.
+    loads: load::Refreshes,
     last_command_n: u64,
     /// Connections whose hello is not accepted yet (awaited, or claiming).
     pending_hellos: usize,
@@ -107,7 +107,7 @@ impl ControlPlane {
         Ok(Self {
             directory,
             claims: claim::Claims::default(),
-            loads: load::Loads::new(&config),
+            loads: load::Refreshes::default(),
             config,
             policy,
             conns: ConnTable::default(),
@@ -139,15 +139,10 @@ impl ControlPlane {
             .edges
             .oldest_disconnected()
             .map(|at| at + self.config.disconnected_view_ttl);
-        [
-            conns,
-            views,
-            self.edges.next_abandon(),
-            self.loads.next_sample(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [conns, views, self.edges.next_abandon()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Appends bytes for `conn` to `buf` (about `transmit_chunk` at most per call).

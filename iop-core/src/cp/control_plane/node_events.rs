@@ -3,8 +3,8 @@
 
 use iop_proto::EdgeNodeEvent;
 
-use crate::cp::event::{CpEvent, ResyncCause};
 use crate::cp::ids::ConnectionId;
+use crate::cp::{CpEvent, ResyncCause};
 use crate::time::Instant;
 
 use super::ControlPlane;

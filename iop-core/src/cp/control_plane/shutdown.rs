@@ -2,7 +2,7 @@
 //! hellos `DRAINING` with `retry_after_ms` while live sessions go on; shutdown sends
 //! every connection `GoAway{SHUTDOWN}` and refuses later ones the same way.
 
-use crate::cp::event::CloseReason;
+use crate::cp::CloseReason;
 use crate::cp::ids::ConnectionId;
 use crate::time::Instant;
 

@@ -6,9 +6,9 @@
 use iop_proto::limits::send;
 
 use crate::cp::error::{EdgeAbsent, StatusError};
-use crate::cp::event::{CloseReason, CpEvent, ResyncCause};
 use crate::cp::ids::{ConnectionId, RequestId};
 use crate::cp::session::{Ask, EndedSession};
+use crate::cp::{CloseReason, CpEvent, ResyncCause};
 use crate::ids::validate_id;
 use crate::time::Instant;
 
@@ -18,11 +18,16 @@ impl ControlPlane {
     /// The status requests `expired` of the session on `conn` timed out: the
     /// application hears of its own; the control plane's own leave its view as it
     /// was.
-    pub(super) fn status_timed_out(&mut self, conn: ConnectionId, expired: &[(u64, Ask)]) {
+    pub(super) fn status_timed_out(
+        &mut self,
+        now: Instant,
+        conn: ConnectionId,
+        expired: &[(u64, Ask)],
+    ) {
         for &(correlation_id, ask) in expired {
             self.stats.status_timeouts += 1;
             if ask.own() {
-                self.own_request_ended(conn, ask);
+                self.own_request_ended(now, conn, ask);
                 continue;
             }
             let session = self.conns.get(&conn).and_then(|s| s.established());

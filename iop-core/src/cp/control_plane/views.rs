@@ -6,9 +6,9 @@ use crate::time::Instant;
 
 use super::ControlPlane;
 use crate::cp::error::EdgeAbsent;
-use crate::cp::event::{CpEvent, ForgetReason};
 use crate::cp::ids::ConnectionId;
 use crate::cp::view::EdgeView;
+use crate::cp::{CpEvent, ForgetReason};
 
 impl ControlPlane {
     /// Forgets the views whose last session ended `disconnected_view_ttl` ago.
@@ -31,10 +31,9 @@ impl ControlPlane {
     }
 
     pub(super) fn forget_oldest(&mut self, reason: ForgetReason) {
-        let Some(mut entry) = self.edges.remove_oldest_disconnected() else {
+        let Some(entry) = self.edges.remove_oldest_disconnected() else {
             return;
         };
-        self.load_forgotten(&mut entry);
         self.stats.views_forgotten += 1;
         let (edge_id, unfinished_commands) = entry.forgotten();
         self.events.push_back(CpEvent::EdgeForgotten {
@@ -44,13 +43,19 @@ impl ControlPlane {
         });
     }
 
-    /// Forgets a disconnected Edge: its view and its commands. False when unknown or
+    /// Forgets a disconnected Edge: its view and its commands
+    /// ([`CpEvent::EdgeForgotten`], [`ForgetReason::Asked`]). False when unknown or
     /// connected.
     pub fn forget_edge(&mut self, edge_id: &str) -> bool {
-        if self.edges.get(edge_id).is_some_and(|e| e.live().is_none()) {
-            if let Some(mut entry) = self.edges.remove(edge_id) {
-                self.load_forgotten(&mut entry);
-            }
+        if self.edges.get(edge_id).is_some_and(|e| e.live().is_none())
+            && let Some(entry) = self.edges.remove(edge_id)
+        {
+            let (edge_id, unfinished_commands) = entry.forgotten();
+            self.events.push_back(CpEvent::EdgeForgotten {
+                unfinished_commands,
+                edge_id,
+                reason: ForgetReason::Asked,
+            });
             return true;
         }
         false

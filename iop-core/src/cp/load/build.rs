@@ -7,7 +7,6 @@
 use iop_proto::{EdgeNodeSnapshot, EdgeStatusResponse, ProviderHealth, ProviderStatus};
 
 use super::edge::{EdgeLoad, Name, NodeRec, ProviderRec, Run};
-use super::totals::ProviderPart;
 
 /// Distinct label and model names a build shares within an Edge (looked up by a linear
 /// scan, so kept small); past it each is stored again.
@@ -132,20 +131,15 @@ impl LoadBuild {
             }
             let offline = p.health == ProviderHealth::Offline as i32
                 || p.status == ProviderStatus::Unavailable as i32;
-            let numbers = p.numbers();
             self.providers.push(ProviderRec {
                 id,
                 models: run(models_at, self.models.len()),
-                part: ProviderPart {
-                    offline,
-                    eligible: p.admission_eligible && !offline,
-                    numbers,
-                    last_online: [p.capacity, p.long_context_capacity],
-                },
+                numbers: p.numbers(),
+                offline,
+                eligible: p.admission_eligible && !offline,
                 category: small(p.category),
                 status: small(p.status),
                 health: small(p.health),
-                online_at_unix_ms: 0,
             });
         }
         self.nodes.push(NodeRec {
@@ -182,17 +176,15 @@ impl LoadBuild {
         n
     }
 
-    /// The view, confirmed at `received_at_unix_ms`. A provider offline now keeps the
-    /// capacity it last reported online in `previous` (the Edge's view before this
-    /// one); one online now is seen online at `received_at_unix_ms`.
-    pub(crate) fn finish(self, previous: Option<&EdgeLoad>, received_at_unix_ms: u64) -> EdgeLoad {
+    /// The view.
+    pub(crate) fn finish(self) -> EdgeLoad {
         let mut nodes = self.nodes;
         if !self.in_order {
             // One page out of order (a careless Edge): kept, sorted for lookups.
             let names = &self.names;
             nodes.sort_by(|a, b| name_in(names, a.id).cmp(name_in(names, b.id)));
         }
-        let mut load = EdgeLoad {
+        EdgeLoad {
             edge_id: self.edge_id,
             names: self.names.into_boxed_str(),
             nodes: nodes.into_boxed_slice(),
@@ -201,59 +193,9 @@ impl LoadBuild {
             models: self.models.into_boxed_slice(),
             revision: self.revision,
             observed_at_unix_ms: self.observed_at_unix_ms,
-            received_at_unix_ms,
             pages: self.pages,
-        };
-        carry_last_online(&mut load, previous, received_at_unix_ms);
-        load
-    }
-}
-
-/// Gives each provider of `load` its last-online capacity: its own numbers when it is
-/// online now, else what `previous` remembered for the same node and provider id.
-fn carry_last_online(load: &mut EdgeLoad, previous: Option<&EdgeLoad>, now_unix_ms: u64) {
-    let EdgeLoad {
-        names,
-        nodes,
-        providers,
-        ..
-    } = load;
-    for node in nodes.iter() {
-        let node_id = name_in(names, node.id);
-        let before = previous.and_then(|p| find_node(p, node_id));
-        for rec in providers
-            .get_mut(node.providers.range())
-            .unwrap_or_default()
-        {
-            if !rec.part.offline {
-                rec.online_at_unix_ms = now_unix_ms;
-                continue;
-            }
-            let provider_id = name_in(names, rec.id);
-            let remembered = before.and_then(|(p, n)| {
-                p.providers
-                    .get(n.providers.range())?
-                    .iter()
-                    .find(|r| p.name(r.id) == provider_id)
-            });
-            match remembered {
-                Some(r) if r.online_at_unix_ms != 0 => {
-                    rec.part.last_online = r.part.last_online;
-                    rec.online_at_unix_ms = r.online_at_unix_ms;
-                }
-                _ => rec.part.last_online = [0, 0],
-            }
         }
     }
-}
-
-/// The node `node_id` of `load` (nodes are in id order).
-fn find_node<'a>(load: &'a EdgeLoad, node_id: &str) -> Option<(&'a EdgeLoad, &'a NodeRec)> {
-    let at = load
-        .nodes
-        .binary_search_by(|n| load.name(n.id).cmp(node_id))
-        .ok()?;
-    Some((load, load.nodes.get(at)?))
 }
 
 fn name_in(names: &str, name: Name) -> &str {

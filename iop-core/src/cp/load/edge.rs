@@ -5,8 +5,6 @@
 
 use iop_proto::{NodeState, ProviderCategory, ProviderHealth, ProviderStatus};
 
-use super::totals::{LoadTotals, ProviderPart};
-
 /// A name within an [`EdgeLoad`]'s string table (names are at most 128 bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Name {
@@ -41,17 +39,21 @@ pub(crate) struct NodeRec {
 pub(crate) struct ProviderRec {
     pub(crate) id: Name,
     pub(crate) models: Run,
-    pub(crate) part: ProviderPart,
+    /// `capacity, in_flight, queued, long_context_capacity, long_context_in_flight,
+    /// long_context_queued` as reported (zeros when offline, PROTOCOL.md §5.2).
+    pub(crate) numbers: [u32; 6],
+    pub(crate) offline: bool,
+    pub(crate) eligible: bool,
     pub(crate) category: u8,
     pub(crate) status: u8,
     pub(crate) health: u8,
-    /// When it last reported online (Unix ms; 0: never seen online here).
-    pub(crate) online_at_unix_ms: u64,
 }
 
 /// One Edge's load: its nodes and providers as its latest complete status (all its
-/// pages) showed them, with the capacity of each offline provider as it last reported
-/// it online. Read it with [`nodes`](Self::nodes) and [`totals`](Self::totals).
+/// pages) showed them — the Control Plane's view of the Edge that PROTOCOL.md §4.3
+/// pages together. Read it with [`nodes`](Self::nodes) and
+/// [`providers`](Self::providers); what a fleet makes of it (totals, the capacity an
+/// offline provider last had, history) is the `iop-fleet` crate's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeLoad {
     pub(crate) edge_id: Name,
@@ -62,7 +64,6 @@ pub struct EdgeLoad {
     pub(crate) models: Box<[Name]>,
     pub(crate) revision: u64,
     pub(crate) observed_at_unix_ms: u64,
-    pub(crate) received_at_unix_ms: u64,
     pub(crate) pages: u32,
 }
 
@@ -80,13 +81,6 @@ impl EdgeLoad {
     /// When the Edge built it (its wall clock, Unix ms).
     pub fn observed_at_unix_ms(&self) -> u64 {
         self.observed_at_unix_ms
-    }
-
-    /// When the Control Plane last confirmed it — its last page arrived, or a later
-    /// refresh found the Edge's revision unchanged (Control Plane wall clock, Unix ms):
-    /// the view is as old as now minus this.
-    pub fn received_at_unix_ms(&self) -> u64 {
-        self.received_at_unix_ms
     }
 
     /// Status responses it was assembled from (more than 1: a truncated answer,
@@ -113,6 +107,16 @@ impl EdgeLoad {
             .map(move |rec| NodeLoad { load: self, rec })
     }
 
+    /// The node `node_id` (nodes are in id order: a binary search).
+    pub fn node(&self, node_id: &str) -> Option<NodeLoad<'_>> {
+        let at = self
+            .nodes
+            .binary_search_by(|n| self.name(n.id).cmp(node_id))
+            .ok()?;
+        let rec = self.nodes.get(at)?;
+        Some(NodeLoad { load: self, rec })
+    }
+
     /// Its providers, node by node.
     pub fn providers(&self) -> impl ExactSizeIterator<Item = ProviderLoad<'_>> {
         self.providers
@@ -123,19 +127,10 @@ impl EdgeLoad {
     /// Its nodes' states, counted.
     pub fn node_states(&self) -> NodeStates {
         let mut states = NodeStates::default();
-        for n in self.nodes.iter() {
-            states.count(n.state, 1);
+        for n in self.nodes() {
+            states.count(n.state(), 1);
         }
         states
-    }
-
-    /// The sums over its providers, the Edge connected.
-    pub fn totals(&self) -> LoadTotals {
-        let mut t = LoadTotals::default();
-        for p in self.providers.iter() {
-            t.add(&p.part);
-        }
-        t
     }
 
     pub(crate) fn name(&self, name: Name) -> &str {
@@ -164,21 +159,23 @@ pub struct NodeStates {
 }
 
 impl NodeStates {
-    pub(crate) fn count(&mut self, state: i32, n: u64) {
+    /// Counts `n` more nodes in `state`.
+    pub fn count(&mut self, state: NodeState, n: u64) {
         self.apply(state, n, u64::wrapping_add);
     }
 
-    pub(crate) fn uncount(&mut self, state: i32, n: u64) {
+    /// Takes back `n` nodes counted in `state` before.
+    pub fn uncount(&mut self, state: NodeState, n: u64) {
         self.apply(state, n, u64::wrapping_sub);
     }
 
-    fn apply(&mut self, state: i32, n: u64, op: fn(u64, u64) -> u64) {
-        let slot = match NodeState::try_from(state) {
-            Ok(NodeState::Configured) => &mut self.configured,
-            Ok(NodeState::Pending) => &mut self.pending,
-            Ok(NodeState::Ready) => &mut self.ready,
-            Ok(NodeState::Disconnected) => &mut self.disconnected,
-            _ => &mut self.other,
+    fn apply(&mut self, state: NodeState, n: u64, op: fn(u64, u64) -> u64) {
+        let slot = match state {
+            NodeState::Configured => &mut self.configured,
+            NodeState::Pending => &mut self.pending,
+            NodeState::Ready => &mut self.ready,
+            NodeState::Disconnected => &mut self.disconnected,
+            NodeState::Unspecified => &mut self.other,
         };
         *slot = op(*slot, n);
     }
@@ -226,6 +223,12 @@ impl<'a> NodeLoad<'a> {
             .map(move |(k, v)| (load.name(*k), load.name(*v)))
     }
 
+    /// Where its providers stand among [`EdgeLoad::providers`] (which lists every
+    /// node's providers, node by node).
+    pub fn provider_indexes(&self) -> std::ops::Range<usize> {
+        self.rec.providers.range()
+    }
+
     /// Its providers.
     pub fn providers(self) -> impl ExactSizeIterator<Item = ProviderLoad<'a>> + 'a {
         let load = self.load;
@@ -268,53 +271,48 @@ impl<'a> ProviderLoad<'a> {
 
     /// Offline: reported OFFLINE (or UNAVAILABLE), its numbers all zero (§5.2).
     pub fn is_offline(&self) -> bool {
-        self.rec.part.offline
+        self.rec.offline
     }
 
-    /// Admission-eligible (§5.2).
+    /// Admission-eligible (§5.2), and not offline.
     pub fn admission_eligible(&self) -> bool {
-        self.rec.part.eligible
+        self.rec.eligible
+    }
+
+    /// The six numbers of §5.2 as reported: `capacity, in_flight, queued,
+    /// long_context_capacity, long_context_in_flight, long_context_queued`.
+    pub fn numbers(&self) -> [u32; 6] {
+        self.rec.numbers
     }
 
     /// `capacity`.
     pub fn capacity(&self) -> u32 {
-        self.rec.part.numbers[0]
+        self.rec.numbers[0]
     }
 
     /// `in_flight`.
     pub fn in_flight(&self) -> u32 {
-        self.rec.part.numbers[1]
+        self.rec.numbers[1]
     }
 
     /// `queued`.
     pub fn queued(&self) -> u32 {
-        self.rec.part.numbers[2]
+        self.rec.numbers[2]
     }
 
     /// `long_context_capacity`.
     pub fn long_context_capacity(&self) -> u32 {
-        self.rec.part.numbers[3]
+        self.rec.numbers[3]
     }
 
     /// `long_context_in_flight`.
     pub fn long_context_in_flight(&self) -> u32 {
-        self.rec.part.numbers[4]
+        self.rec.numbers[4]
     }
 
     /// `long_context_queued`.
     pub fn long_context_queued(&self) -> u32 {
-        self.rec.part.numbers[5]
-    }
-
-    /// The capacity and long-context capacity it last reported while online, and when
-    /// (Unix ms); `None` if this Control Plane never saw it online. Kept by the Control
-    /// Plane, never sent on the wire (PROTOCOL.md §5.2: offline providers report zero).
-    pub fn last_online(&self) -> Option<LastOnline> {
-        (self.rec.online_at_unix_ms != 0).then_some(LastOnline {
-            capacity: self.rec.part.last_online[0],
-            long_context_capacity: self.rec.part.last_online[1],
-            at_unix_ms: self.rec.online_at_unix_ms,
-        })
+        self.rec.numbers[5]
     }
 
     /// The models it serves.
@@ -326,16 +324,4 @@ impl<'a> ProviderLoad<'a> {
             .iter()
             .map(move |m| load.name(*m))
     }
-}
-
-/// What a provider last reported while online ([`ProviderLoad::last_online`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LastOnline {
-    /// Its `capacity` then.
-    pub capacity: u32,
-    /// Its `long_context_capacity` then.
-    pub long_context_capacity: u32,
-    /// When (the Control Plane's wall clock, Unix ms).
-    pub at_unix_ms: u64,
 }

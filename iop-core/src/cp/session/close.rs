@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use iop_proto::{Envelope, FrameDecoder, GoAwayReason};
 
+use crate::cp::CloseReason;
 use crate::cp::config::{CpConfig, ms_u32};
 use crate::cp::edges::EdgeSlot;
-use crate::cp::event::CloseReason;
 
 use super::event::Ask;
 use super::{Io, Session, Stage};

@@ -12,7 +12,7 @@ use iop_proto::{
 
 use crate::cp::edges::EdgeSlot;
 use crate::cp::enrolment::CredentialHash;
-use crate::cp::event::{CloseReason, ResyncCause};
+use crate::cp::{CloseReason, ResyncCause};
 
 /// From a session to the control plane.
 #[derive(Debug)]

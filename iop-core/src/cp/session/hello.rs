@@ -6,9 +6,9 @@
 use iop_proto::limits::send;
 use iop_proto::{Body, BodyKind, EdgeHelloRequest, EdgeHelloResponse, Envelope, HelloRejectReason};
 
+use crate::cp::ProtocolViolation;
 use crate::cp::config::{CpConfig, ms_u32};
 use crate::cp::edges::EdgeSlot;
-use crate::cp::event::ProtocolViolation;
 use crate::ids::validate_id;
 use crate::outbound::OutboundError;
 use crate::time::Instant;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use iop_proto::{Envelope, Heartbeat, HeartbeatAck};
 
-use crate::cp::event::CloseReason;
+use crate::cp::CloseReason;
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 

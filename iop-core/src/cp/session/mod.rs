@@ -34,9 +34,9 @@ use crate::time::Instant;
 use super::config::CpConfig;
 use super::edges::EdgeSlot;
 use super::enrolment::CredentialHash;
-use super::event::{CloseReason, ProtocolViolation};
 use super::identity::PeerIdentity;
 use super::ids::ConnectionId;
+use super::{CloseReason, ProtocolViolation};
 
 pub(crate) use close::EndedSession;
 use event::Read;

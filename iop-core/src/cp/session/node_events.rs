@@ -4,7 +4,7 @@
 
 use iop_proto::{EdgeNodeEvent, NodeEventKind};
 
-use crate::cp::event::{ProtocolViolation, ResyncCause};
+use crate::cp::{ProtocolViolation, ResyncCause};
 
 use super::event::FromSession;
 use super::{Established, protocol_error};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use iop_proto::{EdgeStatusResponse, encode_status_request_frame};
 
 use crate::cp::error::StatusError;
-use crate::cp::event::{CloseReason, ProtocolViolation};
+use crate::cp::{CloseReason, ProtocolViolation};
 use crate::outbound::OutboundError;
 use crate::time::Instant;
 

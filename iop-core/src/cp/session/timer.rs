@@ -1,6 +1,6 @@
 //! The timers of one connection, and what each does when it comes due.
 
-use crate::cp::event::CloseReason;
+use crate::cp::CloseReason;
 use crate::time::Instant;
 use crate::timer::{TimerSlot, TimerTable};
 

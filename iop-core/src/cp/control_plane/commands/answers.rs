@@ -6,8 +6,8 @@ use iop_proto::{EdgeCommandEvent, EdgeCommandResponse};
 
 use crate::cp::command::{EventEffect, ResponseEffect};
 use crate::cp::edges::EdgeSlot;
-use crate::cp::event::{CloseReason, CpEvent};
 use crate::cp::ids::ConnectionId;
+use crate::cp::{CloseReason, CpEvent};
 use crate::time::Instant;
 
 use super::super::ControlPlane;

@@ -6,7 +6,7 @@
 
 use iop_proto::Envelope;
 
-use crate::cp::event::CpEvent;
+use crate::cp::CpEvent;
 use crate::cp::ids::ConnectionId;
 use crate::time::Instant;
 

@@ -7,7 +7,8 @@
 //! ```
 //! use std::time::Duration;
 //! use iop_core::Instant;
-//! use iop_core::cp::{CommandSpec, Job, JobSpec, OfflinePolicy};
+//! use iop_core::cp::CommandSpec;
+//! use iop_fleet::{Job, JobSpec, OfflinePolicy};
 //!
 //! let spec = JobSpec::new("drain-gpus", CommandSpec::new("node.drain").with_target("label:tier=gpu"))
 //!     .with_max_concurrent(2)
@@ -23,15 +24,15 @@
 //! assert!(job.is_done());
 //! assert_eq!(job.progress().succeeded, 2);
 //! assert_eq!(job.progress().skipped, 1);
-//! # Ok::<(), iop_core::cp::JobError>(())
+//! # Ok::<(), iop_fleet::JobError>(())
 //! ```
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::command_state::CommandSpec;
-use crate::Instant;
-use crate::ids::{IdError, MAX_ID_LEN, validate_id};
+use iop_core::Instant;
+use iop_core::cp::CommandSpec;
+use iop_core::ids::{IdError, MAX_ID_LEN, validate_id};
 
 /// The most Edges one job runs on.
 pub const MAX_JOB_EDGES: usize = 100_000;

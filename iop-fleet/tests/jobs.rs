@@ -1,4 +1,4 @@
-//! The job plan (`iop_core::cp::Job`): concurrency never exceeded, each Edge run once,
+//! The job plan (`iop_fleet::Job`): concurrency never exceeded, each Edge run once,
 //! the failure budget stops launching, offline Edges skipped or waited for, a
 //! cancellation starts nothing more — under every order of outcomes proptest draws.
 
@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use iop_core::Instant;
-use iop_core::cp::{CommandSpec, EdgeRun, Job, JobError, JobSpec, JobStop, OfflinePolicy};
+use iop_core::cp::CommandSpec;
+use iop_fleet::{EdgeRun, Job, JobError, JobSpec, JobStop, OfflinePolicy};
 use proptest::prelude::*;
 
 fn edges(n: usize) -> Vec<String> {
@@ -145,7 +146,7 @@ fn a_job_that_cannot_be_planned_says_why() {
 
 #[test]
 fn edge_selectors_parse_and_match_ids_metadata_and_versions() {
-    use iop_core::cp::EdgeSelector;
+    use iop_fleet::EdgeSelector;
     let meta = |k: &str| (k == "zone").then_some("a");
     assert!("*".parse::<EdgeSelector>().unwrap().matches("x", "1", meta));
     let ids: EdgeSelector = "e1, e2".parse().unwrap();

@@ -5,10 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use iop_proto::ProviderCategory;
+use iop_core::cp::load::NodeStates;
+use iop_core::proto::ProviderCategory;
 
-use super::edge::{EdgeLoad, NodeStates};
-use super::totals::{LoadTotals, ProviderPart};
+use super::totals::LoadTotals;
+use super::view::{LoadView, part};
 
 /// How an Edge's view counts in the fleet's totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,17 +96,17 @@ impl FleetLoad {
         self.edges_offline
     }
 
-    /// Adds `load`'s part, counted `how`.
-    pub(crate) fn count(&mut self, load: &EdgeLoad, how: Counted) {
-        self.apply(load, how, true);
+    /// Adds `view`'s part, counted `how`.
+    pub(crate) fn count(&mut self, view: &LoadView, how: Counted) {
+        self.apply(view, how, true);
     }
 
-    /// Takes back `load`'s part, counted `how` when it was added.
-    pub(crate) fn uncount(&mut self, load: &EdgeLoad, how: Counted) {
-        self.apply(load, how, false);
+    /// Takes back `view`'s part, counted `how` when it was added.
+    pub(crate) fn uncount(&mut self, view: &LoadView, how: Counted) {
+        self.apply(view, how, false);
     }
 
-    fn apply(&mut self, load: &EdgeLoad, how: Counted, add: bool) {
+    fn apply(&mut self, view: &LoadView, how: Counted, add: bool) {
         let op: fn(u64, u64) -> u64 = if add {
             u64::wrapping_add
         } else {
@@ -116,32 +117,21 @@ impl FleetLoad {
             Counted::Live => self.edges_live = op(self.edges_live, 1),
             Counted::Offline => self.edges_offline = op(self.edges_offline, 1),
         }
-        for node in load.nodes.iter() {
+        let offline = how == Counted::Offline;
+        for node in view.load.nodes() {
             match (how, add) {
-                (Counted::Live, true) => self.nodes.count(node.state, 1),
-                (Counted::Live, false) => self.nodes.uncount(node.state, 1),
+                (Counted::Live, true) => self.nodes.count(node.state(), 1),
+                (Counted::Live, false) => self.nodes.uncount(node.state(), 1),
                 _ => self.nodes_offline = op(self.nodes_offline, 1),
             }
-            let labels = load.labels.get(node.labels.range()).unwrap_or_default();
-            for (k, v) in labels {
-                if let Some(t) = label_tally(&mut self.by_label, load.name(*k), load.name(*v)) {
+            for (k, v) in node.labels() {
+                if let Some(t) = label_tally(&mut self.by_label, k, v) {
                     t.members = op(t.members, 1);
                 }
             }
-            let providers = load
-                .providers
-                .get(node.providers.range())
-                .unwrap_or_default();
-            for p in providers {
-                let part = match how {
-                    Counted::Offline => ProviderPart {
-                        offline: true,
-                        eligible: false,
-                        numbers: [0; 6],
-                        last_online: p.part.last_online,
-                    },
-                    _ => p.part,
-                };
+            let first = node.provider_indexes().start;
+            for (i, p) in node.providers().enumerate() {
+                let part = part(&p, view.remembered(first + i), offline);
                 let apply = |t: &mut LoadTotals| {
                     if add {
                         t.add(&part);
@@ -150,17 +140,17 @@ impl FleetLoad {
                     }
                 };
                 apply(&mut self.total);
-                if let Some(t) = self.by_category.get_mut(usize::from(p.category)) {
+                if let Some(t) = self.by_category.get_mut(p.category() as usize) {
                     apply(t);
                 }
-                for m in load.models.get(p.models.range()).unwrap_or_default() {
-                    if let Some(t) = model_tally(&mut self.by_model, load.name(*m)) {
+                for m in p.models() {
+                    if let Some(t) = model_tally(&mut self.by_model, m) {
                         t.members = op(t.members, 1);
                         apply(&mut t.totals);
                     }
                 }
-                for (k, v) in labels {
-                    if let Some(t) = label_tally(&mut self.by_label, load.name(*k), load.name(*v)) {
+                for (k, v) in node.labels() {
+                    if let Some(t) = label_tally(&mut self.by_label, k, v) {
                         apply(&mut t.totals);
                     }
                 }

@@ -1,6 +1,6 @@
-//! iop-core is Sans-IO: no async runtime, socket or clock crate may enter its
-//! dependency tree (clippy's `disallowed-methods` in `iop-core/clippy.toml` covers the
-//! code itself).
+//! iop-core and iop-fleet are Sans-IO: no async runtime, socket or clock crate may
+//! enter their dependency trees (clippy's `disallowed-methods` in each crate's
+//! `clippy.toml` covers the code itself).
 
 use std::process::Command;
 
@@ -16,13 +16,22 @@ const FORBIDDEN: &[&str] = &[
 ];
 
 #[test]
-fn dependency_tree_has_no_runtime_or_io_crate() {
+fn iop_core_depends_on_no_runtime_or_io_crate() {
+    no_runtime_or_io_crate("iop-core");
+}
+
+#[test]
+fn iop_fleet_depends_on_no_runtime_or_io_crate() {
+    no_runtime_or_io_crate("iop-fleet");
+}
+
+fn no_runtime_or_io_crate(package: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args([
             "tree",
             "-p",
-            "iop-core",
+            package,
             "-e",
             "normal,build",
             "--prefix",
@@ -44,12 +53,12 @@ fn dependency_tree_has_no_runtime_or_io_crate() {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert!(crates.contains(&"iop-core"), "unexpected tree: {tree}");
+    assert!(crates.contains(&package), "unexpected tree: {tree}");
     assert!(crates.contains(&"iop-proto"), "unexpected tree: {tree}");
     for bad in FORBIDDEN {
         assert!(
             !crates.contains(bad),
-            "iop-core depends on `{bad}`, which would break Sans-IO:\n{tree}"
+            "{package} depends on `{bad}`, which would break Sans-IO:\n{tree}"
         );
     }
 }

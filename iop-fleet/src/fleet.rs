@@ -1,0 +1,302 @@
+//! [`Fleet`]: the Control Plane's events folded into the fleet's load — each Edge's
+//! view with what the fleet remembers of it, the totals kept as views come and go,
+//! and samples of them over time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iop_core::Instant;
+use iop_core::cp::CpEvent;
+use iop_core::cp::load::{EdgeLoad, LoadChange};
+
+use crate::config::{FleetConfig, FleetConfigError};
+use crate::load::{Counted, EdgeHistory, FleetHistory, FleetLoad, FleetSample, LoadView};
+
+/// What the fleet holds of one Edge with a view.
+#[derive(Debug)]
+struct Entry {
+    view: LoadView,
+    /// How `view` counts in the fleet's totals now.
+    counted: Counted,
+    /// A session of the Edge is live on this Control Plane.
+    connected: bool,
+    /// Another Control Plane holds the Edge now: its view here counts for nothing.
+    elsewhere: bool,
+    history: Option<Box<EdgeHistory>>,
+}
+
+impl Entry {
+    /// Counts the view `how` from now on, taking back how it counted before.
+    fn recount(&mut self, totals: &mut FleetLoad, how: Counted) {
+        totals.uncount(&self.view, self.counted);
+        self.counted = how;
+        self.view.live = how == Counted::Live;
+        totals.count(&self.view, how);
+    }
+}
+
+/// The fleet's load as one Control Plane sees it, Sans-IO: fed the Control Plane's
+/// events ([`handle_event`](Self::handle_event)) and its own deadline
+/// ([`poll_timeout`](Self::poll_timeout), [`handle_timeout`](Self::handle_timeout)),
+/// never reading a clock.
+///
+/// * A new view of an Edge (a full status, [`LoadChange::Replaced`]) replaces its
+///   part in the totals; the capacity each provider last reported online is carried
+///   over from the view before, so that an offline provider still counts in
+///   `offline_capacity`.
+/// * An Edge whose session ends counts offline: every provider at the capacity it last
+///   had online. One whose session moved to another Control Plane (a cluster's
+///   replica) counts for nothing here; that one counts it.
+/// * An Edge the Control Plane forgets is taken out.
+/// * Every `fleet_history_interval` the totals are sampled, every
+///   `edge_history_interval` each Edge's, at wall-clock multiples of the interval.
+#[derive(Debug)]
+pub struct Fleet {
+    config: FleetConfig,
+    edges: BTreeMap<Box<str>, Entry>,
+    totals: FleetLoad,
+    history: FleetHistory,
+    /// The sampling clock: it runs while a view counts in the fleet's totals.
+    next_fleet_sample: Option<Instant>,
+    next_edge_sample: Option<Instant>,
+    fleet_every_ms: u64,
+    edge_every_ms: u64,
+    /// Samples an Edge's ring holds.
+    edge_samples: usize,
+}
+
+impl Fleet {
+    /// A fleet with no Edges, keeping what `config` says (checked by
+    /// [`FleetConfig::validate`]).
+    pub fn new(config: FleetConfig) -> Result<Self, FleetConfigError> {
+        config.validate()?;
+        Ok(Self {
+            history: FleetHistory::new(config.samples(config.fleet_history_interval)),
+            edge_samples: config.samples(config.edge_history_interval),
+            fleet_every_ms: millis(config.fleet_history_interval),
+            edge_every_ms: millis(config.edge_history_interval),
+            config,
+            edges: BTreeMap::new(),
+            totals: FleetLoad::default(),
+            next_fleet_sample: None,
+            next_edge_sample: None,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FleetConfig {
+        &self.config
+    }
+
+    /// Folds one of the Control Plane's events in (those that say nothing of the load
+    /// are ignored).
+    pub fn handle_event(&mut self, event: &CpEvent) {
+        match event {
+            CpEvent::LoadView {
+                edge_id,
+                at_unix_ms,
+                change,
+                ..
+            } => match change {
+                LoadChange::Replaced(load) => self.replaced(edge_id, load, *at_unix_ms),
+                LoadChange::Confirmed => {
+                    if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
+                        e.view.received_at_unix_ms = *at_unix_ms;
+                        e.view.partial = false;
+                    }
+                }
+                LoadChange::Partial => {
+                    if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
+                        e.view.partial = true;
+                    }
+                }
+                _ => {}
+            },
+            CpEvent::SessionAccepted { edge_id, .. } => {
+                if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
+                    e.connected = true;
+                    e.elsewhere = false;
+                }
+            }
+            CpEvent::EdgeDisconnected { edge_id, .. } => {
+                if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
+                    e.connected = false;
+                    e.recount(&mut self.totals, Counted::Offline);
+                }
+            }
+            CpEvent::EdgeSuperseded {
+                edge_id,
+                elsewhere: true,
+                ..
+            } => {
+                // Live on the other Control Plane, which counts its load.
+                if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
+                    e.connected = false;
+                    e.elsewhere = true;
+                    e.recount(&mut self.totals, Counted::No);
+                }
+            }
+            CpEvent::EdgeForgotten { edge_id, .. } => {
+                if let Some(mut e) = self.edges.remove(edge_id.as_str()) {
+                    e.recount(&mut self.totals, Counted::No);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A full status of `edge_id` made the view `load`, at `at_unix_ms`.
+    fn replaced(&mut self, edge_id: &str, load: &Arc<EdgeLoad>, at_unix_ms: u64) {
+        let how = Counted::Live;
+        match self.edges.get_mut(edge_id) {
+            Some(e) => {
+                self.totals.uncount(&e.view, e.counted);
+                e.view = LoadView::new(load.clone(), Some(&e.view), at_unix_ms);
+                e.counted = how;
+                e.connected = true;
+                e.elsewhere = false;
+                self.totals.count(&e.view, how);
+            }
+            None => {
+                let view = LoadView::new(load.clone(), None, at_unix_ms);
+                self.totals.count(&view, how);
+                self.edges.insert(
+                    edge_id.into(),
+                    Entry {
+                        view,
+                        counted: how,
+                        connected: true,
+                        elsewhere: false,
+                        history: None,
+                    },
+                );
+            }
+        }
+        self.start_clock(at_unix_ms);
+    }
+
+    /// Another Control Plane holds `edge_id` now (a cluster's ownership records say
+    /// so): its disconnected view here no longer counts its capacity offline, which
+    /// that Control Plane counts live. False, changing nothing, when the Edge has a
+    /// live session here or no view.
+    pub fn set_elsewhere(&mut self, edge_id: &str) -> bool {
+        match self.edges.get_mut(edge_id) {
+            Some(e) if !e.connected => {
+                e.elsewhere = true;
+                e.recount(&mut self.totals, Counted::No);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The fleet's load: every view held here, summed.
+    pub fn load(&self) -> &FleetLoad {
+        &self.totals
+    }
+
+    /// The fleet's totals over the last `load_history`.
+    pub fn history(&self) -> &FleetHistory {
+        &self.history
+    }
+
+    /// `edge_id`'s view of its load: its latest complete status. `None` until one
+    /// came.
+    pub fn edge(&self, edge_id: &str) -> Option<&LoadView> {
+        self.edges.get(edge_id).map(|e| &e.view)
+    }
+
+    /// Every Edge's view of its load, in Edge id order.
+    pub fn edges(&self) -> impl ExactSizeIterator<Item = &LoadView> {
+        self.edges.values().map(|e| &e.view)
+    }
+
+    /// `edge_id`'s totals over the last `load_history`.
+    pub fn edge_history(&self, edge_id: &str) -> Option<&EdgeHistory> {
+        self.edges.get(edge_id)?.history.as_deref()
+    }
+
+    /// The next sample due, if any: call [`handle_timeout`](Self::handle_timeout)
+    /// then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.next_fleet_sample, self.next_edge_sample]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Samples the fleet's totals, and every Edge's, when due; the clock stops while
+    /// no view counts (a new view starts it again). Extra calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout().is_none_or(|at| at > now) {
+            return;
+        }
+        let unix_ms = self.config.wall_clock.unix_ms(now);
+        let totals = &self.totals;
+        if totals.edges_live() + totals.edges_offline() == 0 {
+            self.next_fleet_sample = None;
+            self.next_edge_sample = None;
+            return;
+        }
+        let (fleet_every, edge_every) = (self.fleet_every_ms, self.edge_every_ms);
+        if self.next_fleet_sample.is_some_and(|at| at <= now) {
+            let sample = FleetSample::new(
+                unix_ms - unix_ms % fleet_every,
+                *totals.total(),
+                totals.edges_live(),
+                totals.edges_offline(),
+            );
+            self.history.push(sample);
+            self.next_fleet_sample = Some(next_multiple(now, unix_ms, fleet_every));
+        }
+        if self.next_edge_sample.is_some_and(|at| at <= now) {
+            let at = unix_ms - unix_ms % edge_every;
+            let capacity = self.edge_samples;
+            for entry in self.edges.values_mut() {
+                sample_edge(entry, at, capacity, edge_every);
+            }
+            self.next_edge_sample = Some(next_multiple(now, unix_ms, edge_every));
+        }
+    }
+
+    /// Starts the sampling clock at `unix_ms` (the wall clock of a view that counts)
+    /// if it is not running.
+    fn start_clock(&mut self, unix_ms: u64) {
+        if self.next_fleet_sample.is_none() && self.history.capacity() > 0 {
+            let origin = self.config.wall_clock.origin_unix_ms;
+            let now = Instant::from_millis(unix_ms.saturating_sub(origin));
+            self.next_fleet_sample = Some(next_multiple(now, unix_ms, self.fleet_every_ms));
+            self.next_edge_sample = Some(next_multiple(now, unix_ms, self.edge_every_ms));
+        }
+    }
+}
+
+/// Adds `entry`'s sample at `at_unix_ms` to its ring: its view's totals and each
+/// provider's use, or nothing but offline when it is not counted live.
+fn sample_edge(entry: &mut Entry, at_unix_ms: u64, capacity: usize, every_ms: u64) {
+    let history = entry
+        .history
+        .get_or_insert_with(|| Box::new(EdgeHistory::new(capacity, every_ms)));
+    let live = entry.counted == Counted::Live;
+    let view = &entry.view;
+    let totals = if live {
+        view.totals()
+    } else {
+        Default::default()
+    };
+    let uses = view
+        .load()
+        .providers()
+        .map(|p| (live && !p.is_offline()).then(|| (p.capacity(), p.in_flight())));
+    history.push(at_unix_ms, &totals, uses);
+}
+
+/// The instant of the next wall-clock multiple of `every_ms` after `unix_ms` (= `now`).
+fn next_multiple(now: Instant, unix_ms: u64, every_ms: u64) -> Instant {
+    now + Duration::from_millis(every_ms - unix_ms % every_ms)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
