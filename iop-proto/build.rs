@@ -1,4 +1,5 @@
-//! Generates the wire types from `proto/iop/control.proto` at build time.
+//! Generates the wire types from `proto/iop/control.proto` at build time, and the
+//! messages replicas exchange from `proto/iop/cluster.proto`.
 //!
 //! `protox` compiles the schema in pure Rust, so no `protoc` binary is needed.
 //! The compiled descriptor set is also written to `OUT_DIR` so tests can check the
@@ -18,8 +19,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         manifest.join("proto")
     };
     let file = proto_root.join("iop/control.proto");
+    let cluster = proto_root.join("iop/cluster.proto");
     println!("cargo:rerun-if-changed={}", file.display());
+    println!("cargo:rerun-if-changed={}", cluster.display());
 
+    // The CP ⇄ Edge wire alone: its descriptor set and JSON mapping.
     let descriptors = protox::compile([&file], [&proto_root])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(
@@ -33,11 +37,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .btree_map(["."])
         .build(&[".iop"])?;
 
+    // Rust types of both schemas (the cluster's imports the wire's).
+    let both = protox::compile([&file, &cluster], [&proto_root])?;
     prost_build::Config::new()
         // Ordered maps: the same message always encodes to the same bytes.
         .btree_map(["."])
         // The hello carries a credential: its Debug is written by hand to redact it.
         .skip_debug(["iop.EdgeHelloRequest"])
-        .compile_fds(descriptors)?;
+        .compile_fds(both)?;
     Ok(())
 }

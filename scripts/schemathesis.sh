@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the admin API against its OpenAPI document (iop-server/src/admin/openapi.json)
+# Checks the admin API against its OpenAPI document (iop-server/src/admin/http/openapi.json)
 # with schemathesis, on a live iop-control-plane with a simulated Edge: no 5xx, every
 # status code, content type and body as documented. Usage: scripts/schemathesis.sh [SECONDS]
 set -euo pipefail

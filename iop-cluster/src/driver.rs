@@ -22,6 +22,7 @@ use crate::nats::NatsStore;
 use crate::ownership::{OwnershipStore, StoreError};
 use crate::record::OwnerRecord;
 use crate::stats::ClusterStats;
+use iop_driver::iop_core::proto::Message as _;
 
 /// A replica's holder, shared by its tasks, its router and its route server.
 pub(crate) type HolderRef = Arc<Mutex<Holder>>;
@@ -316,7 +317,7 @@ impl<R: Runtime> Driver<R> {
     /// Feeds supersede notices to the holder.
     pub(crate) async fn inbox(self: Arc<Self>, mut sub: async_nats::Subscriber) {
         while let Some(message) = sub.next().await {
-            if let Ok(notice) = serde_json::from_slice::<Superseded>(&message.payload) {
+            if let Ok(notice) = Superseded::decode(message.payload.clone()) {
                 self.with(|h, now, core| h.told(now, notice, core));
             }
         }
@@ -366,7 +367,7 @@ impl<R: Runtime> Driver<R> {
 
 /// Tells `replica` it lost an Edge, and again after [`RETELL`].
 async fn tell(client: async_nats::Client, replica: String, notice: Superseded) {
-    let payload: bytes::Bytes = serde_json::to_vec(&notice).unwrap_or_default().into();
+    let payload: bytes::Bytes = notice.encode_to_vec().into();
     let subject = inbox(&replica);
     let _ = client.publish(subject.clone(), payload.clone()).await;
     for after in RETELL {

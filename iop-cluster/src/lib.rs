@@ -97,5 +97,5 @@ pub use nats::{ClusterConfig, NatsStore};
 pub use record::{Current, OwnerRecord};
 pub use replica::{ClusterError, Replica};
 pub use route::{RouteError, RouteErrorKind, RoutedCommand, Router};
-pub use route_load::{LoadEncoder, LoadQuery};
+pub use route_load::LoadQuery;
 pub use stats::{ClusterSnapshot, ClusterStats};

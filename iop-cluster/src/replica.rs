@@ -34,7 +34,7 @@
 //! finds them.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use async_nats::jetstream;
 use iop_driver::iop_core::cp::CpEventKind;
@@ -47,8 +47,7 @@ use crate::holder::Holder;
 use crate::liveness::{Liveness, LivenessError, Renewal};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::StoreError;
-use crate::route::{self, Router, ViewEncoder};
-use crate::route_load::{LoadEncoder, LoadQuery};
+use crate::route::{self, Router};
 use crate::stats::ClusterStats;
 
 /// Why a replica could not start.
@@ -75,8 +74,6 @@ pub struct Replica {
     cp_events: Option<JoinHandle<()>>,
     store: NatsStore,
     holder: HolderRef,
-    views: Arc<OnceLock<ViewEncoder>>,
-    loads: Arc<OnceLock<LoadEncoder>>,
     router: Router,
     commands: CommandLog,
     claims: JoinHandle<()>,
@@ -129,8 +126,6 @@ impl Replica {
             stats.clone(),
             iop_driver::iop_core::Instant::ZERO,
         )));
-        let views: Arc<OnceLock<ViewEncoder>> = Arc::default();
-        let loads: Arc<OnceLock<LoadEncoder>> = Arc::default();
         let bucket = crate::commands::open_bucket(&js, &config).await?;
         let (commands, command_tasks) = CommandLog::start(
             bucket,
@@ -154,8 +149,7 @@ impl Replica {
             client: client.clone(),
             cp: cp.clone(),
             holder: holder.clone(),
-            views: views.clone(),
-            loads: loads.clone(),
+            me: me.clone(),
             commands: commands.clone(),
             stats: stats.clone(),
             permits: Arc::new(tokio::sync::Semaphore::new(
@@ -215,8 +209,6 @@ impl Replica {
             cp_events: None,
             store,
             holder,
-            views,
-            loads,
             router,
             commands,
             claims,
@@ -243,28 +235,6 @@ impl Replica {
     /// Reaches any Edge of the cluster through the replica holding it.
     pub fn router(&self) -> Router {
         self.router.clone()
-    }
-
-    /// Answers other replicas' view requests with `encoder`'s JSON (the admin API's
-    /// shape, say); until it is set, they get none. Set once: a second call is ignored.
-    pub fn serve_views(
-        &self,
-        encoder: impl Fn(&iop_driver::iop_core::cp::EdgeView) -> serde_json::Value
-        + Send
-        + Sync
-        + 'static,
-    ) {
-        let _ = self.views.set(Box::new(encoder));
-    }
-
-    /// Answers other replicas' load queries (this replica's share of the fleet's load
-    /// and its history, an Edge's history) with `encoder`'s JSON (the admin API's
-    /// shape); until it is set, they get none. Set once: a second call is ignored.
-    pub fn serve_load(
-        &self,
-        encoder: impl Fn(LoadQuery<'_>) -> Option<serde_json::Value> + Send + Sync + 'static,
-    ) {
-        let _ = self.loads.set(Box::new(encoder));
     }
 
     /// Publishes this Control Plane's events of `kinds` on the fleet's stream, as

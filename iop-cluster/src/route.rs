@@ -8,21 +8,23 @@
 //! that lost the record and has not closed yet, answers *not connected*, never with
 //! stale data. A replica that is gone has no responder: *not connected* too.
 //!
-//! Headers carry the request's kind, Edge id and expected session; bodies are the wire
-//! messages (protobuf): `EdgeStatusRequest` → `EdgeStatusResponse`,
-//! `EdgeCommandRequest` → `EdgeCommandResponse`. A view is the JSON the replica's
-//! [view encoder](crate::Replica::serve_views) writes. Errors come back as a code and
+//! Headers carry the request's kind, Edge id and expected session, and the version of
+//! the replicas' schema (`Iop-Schema`); bodies are protobuf: the wire's
+//! `EdgeStatusRequest` → `EdgeStatusResponse`, `EdgeCommandRequest` →
+//! `EdgeCommandResponse`, and the messages of `iop_proto::cluster` for the fleet's
+//! load and views ([`route_load`](crate::route_load)). Errors come back as a code and
 //! a message ([`RouteError`], its [`RouteErrorKind`]).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
 use futures_lite::StreamExt;
 use iop_driver::iop_core;
-use iop_driver::iop_core::cp::{Absence, CommandSpec, EdgeView, Reachability};
+use iop_driver::iop_core::cp::{Absence, CommandSpec, Reachability};
 use iop_driver::iop_core::proto::{
-    EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message, limits,
+    EdgeCommandRequest, EdgeCommandResponse, EdgeStatusRequest, EdgeStatusResponse, Message,
+    cluster, limits,
 };
 use iop_driver::{ControlPlaneHandle, Runtime};
 
@@ -31,7 +33,7 @@ use crate::key::edge_key;
 use crate::nats::NatsStore;
 use crate::ownership::OwnershipStore;
 pub use crate::route_error::{RouteError, RouteErrorKind};
-use crate::route_load::{LoadEncoder, LoadQuery};
+use crate::route_load::{LoadQuery, SCHEMA, own_load, own_view, own_views};
 
 pub(crate) const KIND: &str = "Iop-Kind";
 const EDGE: &str = "Iop-Edge-Id";
@@ -39,9 +41,6 @@ const SESSION: &str = "Iop-Session-Id";
 const WAIT: &str = "Iop-Wait-Ms";
 pub(crate) const ERROR: &str = "Iop-Error";
 const COMMAND_ID: &str = "Iop-Command-Id";
-
-/// Turns a view into the JSON a replica answers view requests with.
-pub type ViewEncoder = Box<dyn Fn(&EdgeView) -> serde_json::Value + Send + Sync>;
 
 /// The subject replica `replica` serves.
 pub(crate) fn subject(replica: &str) -> String {
@@ -107,50 +106,6 @@ impl Router {
     /// The replicas other than this one that hold a live session, by the records.
     pub fn other_replicas(&self) -> Vec<String> {
         lock(&self.holder).other_replicas()
-    }
-
-    /// The views of every Edge the other replicas hold, as they encode them, asked
-    /// for in pages of 500 (a replica that does not answer a page in 2 s is left out
-    /// from there). What another replica answers is bounded: a page of more than 500
-    /// views, or of anything but JSON objects, ends its listing, and so do a next page
-    /// that does not advance or is not an Edge id, and pages past those its live
-    /// records need (with one page of slack for records this replica has not seen yet).
-    pub async fn remote_views(&self) -> Vec<serde_json::Value> {
-        let mut all = Vec::new();
-        let others = lock(&self.holder).others_live();
-        for (replica, live) in others {
-            // Page by page, each after the last Edge id of the one before.
-            let mut after = String::new();
-            for _ in 0..live.div_ceil(VIEWS_PAGE) + 2 {
-                let mut headers = HeaderMap::new();
-                headers.insert(KIND, "views");
-                headers.insert(AFTER, after.as_str());
-                let request = async_nats::Request::new()
-                    .headers(headers)
-                    .timeout(Some(Duration::from_secs(2)));
-                let Ok(reply) = self.client.send_request(subject(&replica), request).await else {
-                    break;
-                };
-                match serde_json::from_slice(&reply.payload) {
-                    Ok(serde_json::Value::Array(views))
-                        if views.len() <= VIEWS_PAGE && views.iter().all(|v| v.is_object()) =>
-                    {
-                        all.extend(views)
-                    }
-                    _ => break,
-                }
-                match reply.headers.as_ref().and_then(|h| h.get(AFTER)) {
-                    Some(next)
-                        if next.as_str() > after.as_str()
-                            && iop_core::ids::validate_id("Iop-After", next.as_str()).is_ok() =>
-                    {
-                        after = next.as_str().to_owned()
-                    }
-                    _ => break,
-                }
-            }
-        }
-        all
     }
 
     /// The replica holding `edge_id`'s live session and that session's id, by its
@@ -224,8 +179,7 @@ impl Router {
         wait: Duration,
         (replica, session_id): &(String, u64),
     ) -> Result<(HeaderMap, bytes::Bytes), RouteError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(KIND, kind);
+        let mut headers = crate::route_load::request_headers(kind);
         headers.insert(EDGE, edge_id);
         headers.insert(SESSION, session_id.to_string().as_str());
         for (name, value) in extra {
@@ -324,21 +278,6 @@ impl Router {
         })
     }
 
-    /// `edge_id`'s view as the replica holding it encodes it; `None` when no replica
-    /// holds a live session of it.
-    pub async fn view(&self, edge_id: &str) -> Result<Option<serde_json::Value>, RouteError> {
-        match self
-            .call("view", edge_id, &[], Vec::new(), Duration::from_secs(2))
-            .await
-        {
-            Ok((_, payload)) => serde_json::from_slice(&payload)
-                .map(Some)
-                .map_err(|e| RouteError::unavailable(format!("undecodable view: {e}"))),
-            Err(e) if e.kind == RouteErrorKind::Absent(Absence::NotConnected) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
     /// The whole fleet's events, as every replica publishes them
     /// ([`Replica::publish_events`](crate::Replica::publish_events)), each once: from
     /// now on, or after the event whose id (stream sequence) is `after`.
@@ -363,8 +302,8 @@ pub(crate) struct Server<R: Runtime> {
     pub(crate) client: async_nats::Client,
     pub(crate) cp: ControlPlaneHandle<R>,
     pub(crate) holder: HolderRef,
-    pub(crate) views: Arc<OnceLock<ViewEncoder>>,
-    pub(crate) loads: Arc<OnceLock<LoadEncoder>>,
+    /// This replica's id, which its views name as their holder.
+    pub(crate) me: String,
     pub(crate) commands: crate::CommandLog,
     pub(crate) stats: Arc<crate::ClusterStats>,
     /// One per request being answered ([`ClusterConfig::max_routed_requests`](crate::ClusterConfig::max_routed_requests)).
@@ -407,7 +346,7 @@ impl<R: Runtime> Server<R> {
         reply: async_nats::Subject,
         answer: Result<(HeaderMap, Vec<u8>), RouteError>,
     ) {
-        let (headers, body) = match answer {
+        let (mut headers, body) = match answer {
             Ok((headers, body)) => (headers, body),
             Err(e) => {
                 let mut headers = HeaderMap::new();
@@ -418,61 +357,12 @@ impl<R: Runtime> Server<R> {
                 (headers, e.message.into_bytes())
             }
         };
+        headers.insert(SCHEMA, cluster::SCHEMA);
         let _ = self
             .client
             .publish_with_headers(reply, headers, body.into())
             .await;
     }
-}
-
-/// Views a page of a `views` answer holds at most (a page stays well under NATS's
-/// default 1 MiB message limit).
-const VIEWS_PAGE: usize = 500;
-/// The last Edge id of the previous page (a `views` request), or of this one when
-/// more follow (its answer).
-const AFTER: &str = "Iop-After";
-
-/// One page of the views of the live sessions this replica holds, in Edge id order
-/// after `after`, as a JSON array; and the last id when more follow.
-fn own_views<R: Runtime>(server: &Server<R>, after: &str) -> (Vec<u8>, Option<String>) {
-    let Some(encode) = server.views.get() else {
-        return (b"[]".to_vec(), None);
-    };
-    let mut held: Vec<(String, u64)> = lock(&server.holder)
-        .sessions()
-        .filter(|(edge_id, _)| *edge_id > after)
-        .map(|(edge_id, session_id)| (edge_id.to_owned(), session_id))
-        .collect();
-    held.sort_unstable();
-    let more = held.len() > VIEWS_PAGE;
-    held.truncate(VIEWS_PAGE);
-    let next = more.then(|| held.last().map(|(k, _)| k.clone())).flatten();
-    let views: Vec<serde_json::Value> = held
-        .iter()
-        .filter_map(|(edge_id, session_id)| {
-            server.cp.edge(edge_id).filter(|v| {
-                v.session_id == *session_id && v.reachability != Reachability::Disconnected
-            })
-        })
-        .map(|v| encode(&v))
-        .collect();
-    (serde_json::to_vec(&views).unwrap_or_default(), next)
-}
-
-/// This replica's answer to a load query, as its load encoder writes it.
-fn own_load<R: Runtime>(
-    server: &Server<R>,
-    query: LoadQuery<'_>,
-) -> Result<(HeaderMap, Vec<u8>), RouteError> {
-    let encode = server
-        .loads
-        .get()
-        .ok_or_else(|| RouteError::unavailable("this replica serves no load"))?;
-    let json = encode(query).unwrap_or(serde_json::Value::Null);
-    Ok((
-        HeaderMap::new(),
-        serde_json::to_vec(&json).unwrap_or_default(),
-    ))
 }
 
 async fn answer<R: Runtime>(
@@ -483,18 +373,13 @@ async fn answer<R: Runtime>(
     let get = |name: &str| headers.get(name).map(|v| v.as_str().to_owned());
     let kind = get(KIND).unwrap_or_default();
     if kind == "views" {
-        let (page, next) = own_views(server, &get(AFTER).unwrap_or_default());
-        let mut headers = HeaderMap::new();
-        if let Some(next) = next {
-            headers.insert(AFTER, next.as_str());
-        }
-        return Ok((headers, page));
+        return Ok(own_views(server, &headers));
     }
     let edge_id = get(EDGE).unwrap_or_default();
     // The fleet's load is this replica's share, whoever holds which Edge.
     let load = LoadQuery::from_kind(&kind, &edge_id);
     if let Some(query @ (LoadQuery::Fleet | LoadQuery::FleetHistory)) = load {
-        return own_load(server, query);
+        return Ok(own_load(server, query));
     }
     let session_id: u64 = get(SESSION).and_then(|s| s.parse().ok()).unwrap_or(0);
     // Only the session the caller read from the record, and only while it is live here.
@@ -546,25 +431,10 @@ async fn answer<R: Runtime>(
             headers.insert(COMMAND_ID, command_id.as_str());
             Ok((headers, response.encode_to_vec()))
         }
-        "view" => {
-            let view = server
-                .cp
-                .edge(&edge_id)
-                .ok_or_else(|| RouteError::not_connected(&edge_id))?;
-            let json = match server.views.get() {
-                Some(encode) => encode(&view),
-                None => {
-                    return Err(RouteError::unavailable("this replica serves no views"));
-                }
-            };
-            Ok((
-                HeaderMap::new(),
-                serde_json::to_vec(&json).unwrap_or_default(),
-            ))
-        }
+        "view" => own_view(server, &edge_id),
         _ => match load {
             // An Edge's load, from the replica holding its live session.
-            Some(query) => own_load(server, query),
+            Some(query) => Ok(own_load(server, query)),
             None => Err(RouteError::new(
                 RouteErrorKind::BadRequest,
                 "unknown request kind",

@@ -71,6 +71,7 @@
 mod config;
 mod fleet;
 mod job;
+mod listed;
 pub mod load;
 
 pub use config::{FleetConfig, FleetConfigError, MAX_LOAD_SAMPLES};
@@ -79,7 +80,8 @@ pub use job::{
     EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop, MAX_JOB_EDGES,
     OfflinePolicy,
 };
+pub use listed::ListedEdge;
 pub use load::{
-    EdgeHistory, EdgeSample, FleetHistory, FleetLoad, FleetParts, FleetSample, LastOnline,
+    EdgeHistory, EdgeSample, FleetHistory, FleetLoad, FleetSample, LastOnline, LoadSummary,
     LoadTotals, LoadView,
 };

@@ -158,6 +158,9 @@ fn the_fleet_sums_its_edges_by_category_model_and_label_and_counts_the_offline_a
     assert_eq!(gpt.capacity(), 0, "offline reports zero (§5.2)");
     assert_eq!(view.last_online(index).map(|l| l.capacity), Some(10));
     assert_eq!(view.totals().offline_capacity, 10);
+    // As the replica holding the Edge tells another, and as that one reads it back.
+    let told = iop_fleet::LoadView::from_message(&view.to_message()).unwrap();
+    assert_eq!(&told, view);
     // Compact: its names once, fixed-size records for 2 nodes and 4 providers.
     let names: usize = load
         .nodes()

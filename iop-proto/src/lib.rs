@@ -79,6 +79,24 @@ mod wire {
     include!(concat!(env!("OUT_DIR"), "/iop.rs"));
     #[cfg(feature = "serde")]
     include!(concat!(env!("OUT_DIR"), "/iop.serde.rs"));
+
+    pub mod cluster {
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/iop.cluster.v1.rs"));
+        }
+    }
+}
+
+/// What Control Plane replicas tell each other (PROTOCOL.md §8), generated from
+/// `proto/iop/cluster.proto` (package `iop.cluster.v1`): shares of the fleet's load
+/// and history, an Edge's load, history and view, the notice of a lost Edge. Never
+/// on the CP ⇄ Edge wire. [`cluster::SCHEMA`] names the version a replica speaks.
+pub mod cluster {
+    pub use crate::wire::cluster::v1::*;
+
+    /// The schema's name and version, as a replica sends it beside every message
+    /// (the `Iop-Schema` header) and checks it on every answer.
+    pub const SCHEMA: &str = "iop.cluster.v1";
 }
 
 pub use body::BodyKind;

@@ -33,9 +33,8 @@ async fn loaded_edge(node: &Node, edge_id: &str, capacity: u32) -> EdgeHandle {
     edge
 }
 
-/// `node`'s admin API on loopback, its replica answering for its share of the load.
+/// `node`'s admin API on loopback (its replica answers for its share of the load).
 async fn admin_of(node: &Node) -> SocketAddr {
-    node.replica.serve_load(admin::load_encoder(node.cp()));
     let mut state = AdminState::new(node.cp());
     state.replica_id = Some(node.replica.replica_id().to_owned());
     state.router = Some(node.replica.router());

@@ -136,20 +136,18 @@ async fn an_edge_no_replica_holds_is_not_connected_at_once() {
 #[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
 async fn another_replicas_views_come_in_pages_and_all_arrive() {
     let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
-    // Views of about 1 KiB: all of them in one message would pass NATS's 1 MiB limit.
-    let pad = "x".repeat(1_000);
-    a.replica.serve_views(
-        move |v| serde_json::json!({ "edgeId": v.edge_id, "sessionId": v.session_id, "pad": pad }),
-    );
+    // Views of about 1 KiB (four hello metadata values of 250 bytes): all of them in
+    // one message would pass NATS's 1 MiB limit.
+    let pad = "x".repeat(250);
     // More than two pages of 500.
     const N: usize = 1_100;
     let mut edges = Vec::with_capacity(N);
     for i in 0..N {
-        edges.push(
-            EdgeClient::new(fast_edge(&format!("edge-{i:04}")))
-                .connect(a.addr())
-                .unwrap(),
-        );
+        let mut config = fast_edge(&format!("edge-{i:04}"));
+        for k in 0..4 {
+            config.metadata.insert(format!("pad-{k}"), pad.clone());
+        }
+        edges.push(EdgeClient::new(config).connect(a.addr()).unwrap());
     }
     eventually("every Edge held by cp-a", || {
         (a.cp().stats().live_sessions == N).then_some(())
@@ -161,7 +159,13 @@ async fn another_replicas_views_come_in_pages_and_all_arrive() {
     })
     .await;
     let views = bounded("the views", router.remote_views()).await;
-    let mut ids: Vec<&str> = views.iter().filter_map(|v| v["edgeId"].as_str()).collect();
+    let mut ids: Vec<&str> = views.iter().map(|v| v.view.edge_id.as_str()).collect();
+    assert!(
+        views
+            .iter()
+            .all(|v| v.view.metadata("pad-3") == Some(pad.as_str())),
+        "each view whole"
+    );
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), N, "every Edge once");

@@ -39,6 +39,10 @@ const LOCAL: &[(&str, &str)] = &[
     ),
     ("MAX_PAGE", "a page of a job's Edges in the admin HTTP API"),
     (
+        "MAX_GROUPS",
+        "model and label groups a replica's share of the fleet's load adds, between replicas only",
+    ),
+    (
         "MAX_LOAD_SAMPLES",
         "the samples of the fleet's load a Control Plane keeps, never on the wire",
     ),
@@ -54,18 +58,6 @@ const LOCAL: &[(&str, &str)] = &[
     (
         "DEFAULT_METRICS_MAX_SERIES",
         "the per-Edge and per-provider series /metrics shows",
-    ),
-    (
-        "MAX_KEYS",
-        "keys per level of a replica's share of the fleet's load, between replicas",
-    ),
-    (
-        "MAX_DEPTH",
-        "nesting of a replica's share of the fleet's load, between replicas",
-    ),
-    (
-        "MAX_SAMPLES",
-        "samples of one history answer of the admin HTTP API",
     ),
     ("MAX_ANSWER", "the admin API's answers as iopctl reads them"),
     (

@@ -154,7 +154,6 @@ fn replica(per_replica: usize, url: &str, id: &str) -> Result<(), BoxError> {
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let client = cluster.connect_options().connect(url).await?;
         let replica = Replica::start(client, server.handle(), cluster).await?;
-        replica.serve_views(|v| serde_json::json!({ "edgeId": v.edge_id }));
         let cp = server.handle();
         report("addr", server.local_addr());
         let enrolled = fleet::wait_for(per_replica, BOUND, || cp.stats().live_sessions).await?;

@@ -41,7 +41,6 @@ use std::time::Duration;
 
 use iop_driver::iop_core::Instant;
 use iop_driver::iop_core::cp::{ClaimAnswer, ConnectionId};
-use serde::{Deserialize, Serialize};
 
 use crate::ownership::{StoreError, WriteError};
 use crate::record::{Current, OwnerRecord};
@@ -65,20 +64,9 @@ pub trait Sessions {
     fn elsewhere(&mut self, _edge_id: &str) {}
 }
 
-/// The notice that tells a replica it lost an Edge (`iop.cluster.<replica>.superseded`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Superseded {
-    /// The Edge.
-    pub edge_id: String,
-    /// The session the receiver held.
-    pub session_id: u64,
-    /// The revision of the record that took it (the new session's id).
-    pub by_session_id: u64,
-    /// The replica that took it.
-    #[serde(default)]
-    pub by_replica: String,
-}
+/// The notice that tells a replica it lost an Edge (`iop.cluster.<replica>.superseded`),
+/// one of the replicas' typed messages (`proto/iop/cluster.proto`).
+pub use iop_driver::iop_core::proto::cluster::Superseded;
 
 /// Names one engine operation of a holder.
 pub type OpId = u64;

@@ -39,18 +39,7 @@ impl EdgeEntry {
     /// A new Edge: never connected, no commands.
     pub(crate) fn new(edge_id: &str) -> Self {
         Self {
-            view: EdgeView {
-                edge_id: edge_id.to_owned(),
-                reachability: Reachability::Disconnected,
-                session_id: 0,
-                software_version: String::new(),
-                operations: Vec::new(),
-                metadata: Vec::new(),
-                connected_since_unix_ms: 0,
-                last_status: None,
-                fresh: false,
-                supersessions: 0,
-            },
+            view: EdgeView::new(edge_id),
             live: None,
             commands: CommandBook::default(),
             flaps: FlapHistory::default(),

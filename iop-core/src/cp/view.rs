@@ -20,7 +20,7 @@ pub enum Reachability {
 }
 
 /// Summary of the latest status response of an Edge.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StatusSummary {
     /// Session it arrived on.
@@ -69,6 +69,23 @@ pub struct EdgeView {
 }
 
 impl EdgeView {
+    /// The view of an Edge never connected: no session, no hello, no status (what
+    /// another Control Plane's account of an Edge is read into).
+    pub fn new(edge_id: impl Into<String>) -> Self {
+        Self {
+            edge_id: edge_id.into(),
+            reachability: Reachability::Disconnected,
+            session_id: 0,
+            software_version: String::new(),
+            operations: Vec::new(),
+            metadata: Vec::new(),
+            connected_since_unix_ms: 0,
+            last_status: None,
+            fresh: false,
+            supersessions: 0,
+        }
+    }
+
     /// The value of hello metadata `key`.
     pub fn metadata(&self, key: &str) -> Option<&str> {
         self.metadata

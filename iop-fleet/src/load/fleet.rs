@@ -27,22 +27,22 @@ pub(crate) enum Counted {
 /// Totals of a group of providers, and how many members (providers of a model, nodes
 /// of a label) put them there.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Tally {
-    totals: LoadTotals,
-    members: u64,
+pub(super) struct Tally {
+    pub(super) totals: LoadTotals,
+    pub(super) members: u64,
 }
 
 /// The fleet's load: every view this Control Plane holds, summed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FleetLoad {
-    total: LoadTotals,
-    by_category: [LoadTotals; 4],
-    by_model: BTreeMap<Box<str>, Tally>,
-    by_label: BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>>,
-    nodes: NodeStates,
-    nodes_offline: u64,
-    edges_live: u64,
-    edges_offline: u64,
+    pub(super) total: LoadTotals,
+    pub(super) by_category: [LoadTotals; 4],
+    pub(super) by_model: BTreeMap<Box<str>, Tally>,
+    pub(super) by_label: BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>>,
+    pub(super) nodes: NodeStates,
+    pub(super) nodes_offline: u64,
+    pub(super) edges_live: u64,
+    pub(super) edges_offline: u64,
 }
 
 impl FleetLoad {
@@ -189,63 +189,13 @@ impl FleetLoad {
         self.edges_live += other.edges_live;
         self.edges_offline += other.edges_offline;
     }
-
-    /// A fleet from parts read elsewhere (another replica's answer), to
-    /// [`merge`](Self::merge) into one's own for reading: the totals, by category (in
-    /// [`by_category`](Self::by_category)'s order), by model and by label.
-    pub fn from_parts(parts: FleetParts) -> Self {
-        let tally = |totals: LoadTotals| Tally {
-            totals,
-            members: totals.providers.max(1),
-        };
-        let mut by_label: BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>> = BTreeMap::new();
-        for (k, v, t) in parts.by_label {
-            by_label
-                .entry(k.into_boxed_str())
-                .or_default()
-                .insert(v.into_boxed_str(), tally(t));
-        }
-        Self {
-            total: parts.total,
-            by_category: parts.by_category,
-            by_model: parts
-                .by_model
-                .into_iter()
-                .map(|(m, t)| (m.into_boxed_str(), tally(t)))
-                .collect(),
-            by_label,
-            nodes: parts.nodes,
-            nodes_offline: parts.nodes_offline,
-            edges_live: parts.edges_live,
-            edges_offline: parts.edges_offline,
-        }
-    }
-}
-
-/// The parts of a [`FleetLoad`] read from outside (see [`FleetLoad::from_parts`]).
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct FleetParts {
-    /// Every provider.
-    pub total: LoadTotals,
-    /// By category: unspecified, CLI, API, local inference.
-    pub by_category: [LoadTotals; 4],
-    /// By model.
-    pub by_model: Vec<(String, LoadTotals)>,
-    /// By node label.
-    pub by_label: Vec<(String, String, LoadTotals)>,
-    /// The nodes of live Edges by state.
-    pub nodes: NodeStates,
-    /// Nodes of Edges counted offline.
-    pub nodes_offline: u64,
-    /// Edges counted live.
-    pub edges_live: u64,
-    /// Edges counted offline.
-    pub edges_offline: u64,
 }
 
 /// The tally of `model`, made if new (a name is allocated only then).
-fn model_tally<'a>(map: &'a mut BTreeMap<Box<str>, Tally>, model: &str) -> Option<&'a mut Tally> {
+pub(super) fn model_tally<'a>(
+    map: &'a mut BTreeMap<Box<str>, Tally>,
+    model: &str,
+) -> Option<&'a mut Tally> {
     if !map.contains_key(model) {
         map.insert(model.into(), Tally::default());
     }
@@ -253,7 +203,7 @@ fn model_tally<'a>(map: &'a mut BTreeMap<Box<str>, Tally>, model: &str) -> Optio
 }
 
 /// The tally of label `key=value`, made if new.
-fn label_tally<'a>(
+pub(super) fn label_tally<'a>(
     map: &'a mut BTreeMap<Box<str>, BTreeMap<Box<str>, Tally>>,
     key: &str,
     value: &str,

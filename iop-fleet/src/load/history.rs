@@ -90,7 +90,7 @@ pub struct EdgeSample {
 }
 
 /// A provider's use in one sample: `in_flight / capacity` in half-percent steps.
-const MAX_USE: u8 = 200;
+pub(super) const MAX_USE: u8 = 200;
 /// The provider had no capacity.
 const NO_CAPACITY: u8 = 254;
 /// The provider was offline (or its Edge disconnected), or not sampled.
@@ -212,17 +212,22 @@ impl EdgeHistory {
     /// (to half a percent, at most 1.0), `None` while it was offline or had no
     /// capacity.
     pub fn uses(&self, index: usize) -> impl ExactSizeIterator<Item = Option<f32>> + '_ {
+        self.raw_uses(index).map(super::edge_share::provider_use)
+    }
+
+    /// Provider `index`'s use in each sample as the ring keeps it: half-percent steps
+    /// (0–200), above that while it was offline or had no capacity.
+    pub(crate) fn raw_uses(&self, index: usize) -> impl ExactSizeIterator<Item = u8> + '_ {
         let width = usize::from(self.providers);
         self.slots().map(move |(slot, _)| {
-            let u = if index < width {
+            if index < width {
                 self.uses
                     .get(slot * width + index)
                     .copied()
                     .unwrap_or(OFFLINE)
             } else {
                 OFFLINE
-            };
-            (u <= MAX_USE).then(|| f32::from(u) / 200.0)
+            }
         })
     }
 }

@@ -86,18 +86,30 @@ impl LoadTotals {
 
     /// Adds every field of `other` (the totals of another set, e.g. another replica's).
     pub fn merge(&mut self, other: &LoadTotals) {
-        self.providers += other.providers;
-        self.providers_offline += other.providers_offline;
-        self.providers_eligible += other.providers_eligible;
-        self.capacity += other.capacity;
-        self.in_flight += other.in_flight;
-        self.queued += other.queued;
-        self.long_context_capacity += other.long_context_capacity;
-        self.long_context_in_flight += other.long_context_in_flight;
-        self.long_context_queued += other.long_context_queued;
-        self.available += other.available;
-        self.offline_capacity += other.offline_capacity;
-        self.offline_long_context_capacity += other.offline_long_context_capacity;
+        self.providers = self.providers.saturating_add(other.providers);
+        self.providers_offline = self
+            .providers_offline
+            .saturating_add(other.providers_offline);
+        self.providers_eligible = self
+            .providers_eligible
+            .saturating_add(other.providers_eligible);
+        self.capacity = self.capacity.saturating_add(other.capacity);
+        self.in_flight = self.in_flight.saturating_add(other.in_flight);
+        self.queued = self.queued.saturating_add(other.queued);
+        self.long_context_capacity = self
+            .long_context_capacity
+            .saturating_add(other.long_context_capacity);
+        self.long_context_in_flight = self
+            .long_context_in_flight
+            .saturating_add(other.long_context_in_flight);
+        self.long_context_queued = self
+            .long_context_queued
+            .saturating_add(other.long_context_queued);
+        self.available = self.available.saturating_add(other.available);
+        self.offline_capacity = self.offline_capacity.saturating_add(other.offline_capacity);
+        self.offline_long_context_capacity = self
+            .offline_long_context_capacity
+            .saturating_add(other.offline_long_context_capacity);
     }
 
     /// No provider is counted.

@@ -28,40 +28,33 @@
 //! `shutting_down` / `too_many_streams`, 504 `timeout`. Who may call what, and from
 //! where, is [`access`].
 
-pub mod access;
-pub use jobs::JobBook;
-mod cancel;
+mod commands;
 pub mod dashboard;
-mod edges;
-mod error;
-mod fleet;
-mod jobs;
-mod json;
-mod load;
-mod load_json;
+pub mod http;
 mod metrics;
-mod metrics_fleet;
-mod routes;
-pub mod serve;
-mod tokens;
+mod views;
+
+pub use commands::jobs::JobBook;
+pub use commands::json::{command_record, command_response};
+pub use http::serve;
+pub use http::{access, tokens};
+pub use views::events::{STREAM_KINDS, cp_event, stream_kind};
+pub use views::json::edge_view;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use access::{AdminAccess, AdminTokens, Role};
-pub use error::ApiError;
-pub use fleet::view_with_load;
-pub use json::{STREAM_KINDS, command_record, command_response, cp_event, edge_view, stream_kind};
-pub use load::load_encoder;
+pub use http::access::{AdminAccess, AdminTokens, Role};
+pub use http::error::ApiError;
+pub use http::routes::router;
+pub use http::tokens::TokenBook;
 pub use metrics::{
     AdminGauges, AdminMetrics, CONTENT_TYPE as METRICS_CONTENT_TYPE, Histogram, Scrape,
     render as render_metrics,
 };
-pub use routes::router;
-pub use tokens::TokenBook;
 
 /// The OpenAPI 3 description of the admin API, served at `GET /v1/openapi.json`.
-pub const OPENAPI: &str = routes::OPENAPI;
+pub const OPENAPI: &str = http::routes::OPENAPI;
 pub use serve::AdminServerConfig;
 
 use iop_tokio::ControlPlaneHandle;

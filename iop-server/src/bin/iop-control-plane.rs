@@ -466,17 +466,6 @@ async fn serve(
     state.replica_id = replica.as_ref().map(|r| r.replica_id().to_owned());
     state.router = replica.as_ref().map(|r| r.router());
     state.cluster_stats = replica.as_ref().map(|r| r.stats());
-    if let Some(replica) = &replica {
-        // Other replicas list this one's Edges in the admin API's shape.
-        let id = replica.replica_id().to_owned();
-        let cp = server.handle();
-        replica.serve_views(move |v| {
-            let load = cp.edge_load(&v.edge_id);
-            admin::view_with_load(Some(&id), v, load.as_ref())
-        });
-        // And answer for their share of the fleet's load.
-        replica.serve_load(admin::load_encoder(server.handle()));
-    }
     tracing::info!(edges = %server.local_addr(), admin = %admin_bound, "control plane listening");
     let mut out = std::io::stdout().lock();
     let _ = writeln!(

@@ -217,3 +217,13 @@ fn run(from: usize, to: usize) -> Run {
 fn small(v: i32) -> u8 {
     u8::try_from(v).unwrap_or(u8::MAX)
 }
+
+impl EdgeLoad {
+    /// A view of `status` (one answer holding every node), assembled from `pages`
+    /// pages: what [`to_status`](Self::to_status) wrote.
+    pub fn from_status(status: &EdgeStatusResponse, pages: u32) -> Self {
+        let mut load = LoadBuild::start(status, 0, false).finish();
+        load.pages = pages;
+        load
+    }
+}

@@ -3,7 +3,10 @@
 //! indexes into it — since a Control Plane keeps one for each of up to 20 000 Edges
 //! (BENCHMARKS.md gives the bytes per Edge).
 
-use iop_proto::{NodeState, ProviderCategory, ProviderHealth, ProviderStatus};
+use iop_proto::{
+    EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderCategory, ProviderHealth,
+    ProviderSnapshot, ProviderStatus,
+};
 
 /// A name within an [`EdgeLoad`]'s string table (names are at most 128 bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,6 +90,52 @@ impl EdgeLoad {
     /// paged with `start_after_node_id`, PROTOCOL.md §4.3).
     pub fn pages(&self) -> u32 {
         self.pages
+    }
+
+    /// The view as one status answer that holds it all (every node, in id order, not
+    /// truncated): what another Control Plane reads back with
+    /// [`from_status`](Self::from_status).
+    pub fn to_status(&self) -> EdgeStatusResponse {
+        let nodes = self
+            .nodes()
+            .map(|n| EdgeNodeSnapshot {
+                node_id: n.node_id().to_owned(),
+                connected: n.state() == NodeState::Ready,
+                state: n.state() as i32,
+                labels: n
+                    .labels()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+                provider_snapshots: n
+                    .providers()
+                    .map(|p| {
+                        let [c, f, q, lc, lf, lq] = p.numbers();
+                        ProviderSnapshot {
+                            provider_id: p.provider_id().to_owned(),
+                            category: i32::from(p.rec.category),
+                            status: i32::from(p.rec.status),
+                            health: i32::from(p.rec.health),
+                            capacity: c,
+                            in_flight: f,
+                            queued: q,
+                            long_context_capacity: lc,
+                            long_context_in_flight: lf,
+                            long_context_queued: lq,
+                            models: p.models().map(str::to_owned).collect(),
+                            admission_eligible: p.admission_eligible(),
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect();
+        EdgeStatusResponse {
+            edge_id: self.edge_id().to_owned(),
+            nodes,
+            observed_at_unix_ms: self.observed_at_unix_ms,
+            registry_revision: self.revision,
+            truncated: false,
+        }
     }
 
     /// Bytes it holds on the heap besides itself: its names and tables (what a
@@ -182,11 +231,11 @@ impl NodeStates {
 
     /// Adds `other`'s counts.
     pub fn merge(&mut self, other: &NodeStates) {
-        self.configured += other.configured;
-        self.pending += other.pending;
-        self.ready += other.ready;
-        self.disconnected += other.disconnected;
-        self.other += other.other;
+        self.configured = self.configured.saturating_add(other.configured);
+        self.pending = self.pending.saturating_add(other.pending);
+        self.ready = self.ready.saturating_add(other.ready);
+        self.disconnected = self.disconnected.saturating_add(other.disconnected);
+        self.other = self.other.saturating_add(other.other);
     }
 
     /// Nodes counted.

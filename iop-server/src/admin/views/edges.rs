@@ -6,21 +6,23 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use iop_cluster::{LoadQuery, RouteErrorKind};
+use iop_cluster::RouteErrorKind;
 use iop_core::cp::Absence;
 use serde_json::{Value, json};
 
-use super::error::ApiError;
-use super::{AdminState, fleet, load, load_json};
+use super::listing as fleet;
+use super::{json as shape, load};
+use crate::admin::AdminState;
+use crate::admin::http::error::ApiError;
 
 /// The most Edges one page of the list holds.
-pub(super) const MAX_EDGE_PAGE: usize = 1_000;
+pub(in crate::admin) const MAX_EDGE_PAGE: usize = 1_000;
 
 /// `GET /v1/edges`: every Edge, or one page of them (`limit`, `after`: the last Edge id
 /// of the page before), of those in a state (`state=connected,unreachable`) or whose
 /// id, version, metadata or replica holds a text (`q`, any case); `total` counts the
 /// Edges that pass the filters, `next` is the id to ask `after` when more follow.
-pub(super) async fn list_edges(
+pub(in crate::admin) async fn list_edges(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
@@ -88,40 +90,38 @@ pub(super) async fn list_edges(
 
 /// `GET /v1/edges/{edge_id}`: the view (with its load's summary, `load`), its load's
 /// nodes and providers (`loadView`) and how old that is (`loadAgeMs`).
-pub(super) async fn get_edge(
+pub(in crate::admin) async fn get_edge(
     State(s): State<AdminState>,
     Path(edge_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut view = fleet::edge(&s, &edge_id)
+    let listed = fleet::edge(&s, &edge_id)
         .await?
         .ok_or_else(|| ApiError::unknown_edge(&edge_id))?;
-    let load = match s.cp.edge_load(&edge_id) {
-        Some(load) if fleet::held_here(&s, &edge_id) || s.router.is_none() => {
-            Some(load_json::edge_load(&load))
-        }
-        local => match &s.router {
-            // Held by another replica: its view of the load, else the last one here.
-            Some(router) => match router.edge_load(LoadQuery::Edge(&edge_id)).await {
-                Ok(Some(remote)) => Some(remote),
-                _ => local.map(|load| load_json::edge_load(&load)),
-            },
-            None => local.map(|load| load_json::edge_load(&load)),
+    let mut view = shape::listed_edge(&listed);
+    let local = s.cp.edge_load(&edge_id);
+    let load = match (&s.router, local) {
+        (None, local) => local,
+        (Some(_), Some(load)) if fleet::held_here(&s, &edge_id) => Some(load),
+        // Held by another replica: its view of the load, else the last one here.
+        (Some(router), local) => match router.edge_load(&edge_id).await {
+            Ok(Some(remote)) => Some(remote),
+            _ => local,
         },
     };
     if let (Some(load), Some(o)) = (load, view.as_object_mut()) {
-        if let Some(at) = load["receivedAtUnixMs"].as_u64() {
-            o.insert(
-                "loadAgeMs".into(),
-                load::unix_ms().saturating_sub(at).into(),
-            );
-        }
-        o.insert("loadView".into(), load);
+        o.insert(
+            "loadAgeMs".into(),
+            load::unix_ms()
+                .saturating_sub(load.received_at_unix_ms())
+                .into(),
+        );
+        o.insert("loadView".into(), shape::edge_load(&load));
     }
     Ok(Json(view))
 }
 
 /// `GET /v1/edges/{edge_id}/status`: a live status round trip.
-pub(super) async fn edge_status(
+pub(in crate::admin) async fn edge_status(
     State(s): State<AdminState>,
     Path(edge_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,

@@ -10,10 +10,10 @@ use iop_core::cancel::CANCEL_OPERATION;
 use iop_core::cp::CommandSpec;
 use serde_json::json;
 
-use super::AdminState;
-use super::error::ApiError;
 use super::json as shape;
-use super::routes::{find_command, send_and_answer, unknown_command};
+use super::send::{find_command, send_and_answer, unknown_command};
+use crate::admin::AdminState;
+use crate::admin::http::error::ApiError;
 
 /// Sends the cancellation of `command_id` and answers with the Edge's answer to it:
 /// `{"commandId" (the cancellation's), "edgeId", "cancels", "response"}`. The
@@ -21,7 +21,7 @@ use super::routes::{find_command, send_and_answer, unknown_command};
 /// cancellation); its record ends SUCCEEDED once the target ended, FAILED if the Edge
 /// no longer ran it. 404 `unknown_command`, 409 `already_finished` (with the record),
 /// 422 `not_cancellable` (the Edge does not advertise `command.cancel`).
-pub(super) async fn cancel_command(
+pub(in crate::admin) async fn cancel_command(
     State(s): State<AdminState>,
     Path(command_id): Path<String>,
 ) -> Result<Response, ApiError> {

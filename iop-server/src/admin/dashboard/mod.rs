@@ -5,7 +5,7 @@
 //! is exactly what is checked in. The page holds no data of its own — it reads
 //! `/v1/edges`, `/v1/edges/{id}/status`, `/v1/commands/{id}` and the `/v1/events`
 //! stream, and sends commands with `POST /v1/edges/{id}/commands`, under the same
-//! access rules as any client ([`access`](super::access)). So its assets are served
+//! access rules as any client ([`access`](super::http::access)). So its assets are served
 //! without a token (the page asks for one, keeps it for the tab only in
 //! `sessionStorage`, and sends it as `Authorization: Bearer`, never in a URL).
 //!
@@ -29,13 +29,13 @@ pub const PATHS: [&str; 7] = [
     "/ui/style.css",
 ];
 
-const INDEX: &str = include_str!("dashboard/index.html");
-const APP_JS: &str = include_str!("dashboard/app.js");
-const API_JS: &str = include_str!("dashboard/api.js");
-const VIEWS_JS: &str = include_str!("dashboard/views.js");
-const FLEET_JS: &str = include_str!("dashboard/fleet.js");
-const CHARTS_JS: &str = include_str!("dashboard/charts.js");
-const STYLE: &str = include_str!("dashboard/style.css");
+const INDEX: &str = include_str!("index.html");
+const APP_JS: &str = include_str!("app.js");
+const API_JS: &str = include_str!("api.js");
+const VIEWS_JS: &str = include_str!("views.js");
+const FLEET_JS: &str = include_str!("fleet.js");
+const CHARTS_JS: &str = include_str!("charts.js");
+const STYLE: &str = include_str!("style.css");
 
 /// What the page may load and reach: this origin only.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \

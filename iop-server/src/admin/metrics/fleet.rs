@@ -6,8 +6,8 @@
 use iop_tokio::fleet::{FleetLoad, LastOnline, LoadTotals, LoadView};
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::load_json::category_name;
-use super::metrics::{Text, gauge, gauges};
+use super::encode::{Text, gauge, gauges};
+use crate::admin::views::json::category_name;
 
 /// Series each provider adds at the per-provider level.
 const PROVIDER_SERIES: usize = 9;

@@ -10,7 +10,7 @@
 //!    (`http://` or `https://` and the request's Host): 403 `forbidden_origin`.
 //! 3. **Token** — with a token file, `Authorization: Bearer <token>` on every route
 //!    but `/healthz`, the dashboard's page and assets (they hold no data; the page
-//!    asks for a token: [`dashboard`](super::dashboard)) and `/metrics` with
+//!    asks for a token: [`dashboard`](crate::admin::dashboard)) and `/metrics` with
 //!    `--metrics-public`: 401 `unauthorized` with `WWW-Authenticate: Bearer`; a `read` token may not change anything: 403
 //!    `forbidden`. Tokens are compared in constant time (as SHA-256 hashes) and never
 //!    logged.
@@ -30,7 +30,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use iop_core::cp::CredentialHash;
 
-use super::ApiError;
+use super::error::ApiError;
 use crate::FileError;
 use crate::private_file::read_private;
 
@@ -169,7 +169,7 @@ impl AdminTokens {
 pub struct AdminAccess {
     /// The tokens, when a token file was given (replaced on SIGHUP). Without one,
     /// only a loopback `--admin` address is allowed (the binary refuses any other).
-    pub tokens: Option<super::TokenBook>,
+    pub tokens: Option<super::tokens::TokenBook>,
     /// Host names (besides IP addresses and `localhost`) the API answers to.
     pub hosts: Vec<String>,
     /// `/metrics` without a token.
@@ -188,7 +188,7 @@ impl AdminAccess {
     fn public(&self, path: &str) -> bool {
         path == "/healthz"
             || (self.metrics_public && path == "/metrics")
-            || super::dashboard::PATHS.contains(&path)
+            || crate::admin::dashboard::PATHS.contains(&path)
     }
 }
 
@@ -224,7 +224,7 @@ fn bearer(request: &Request) -> Option<&[u8]> {
 }
 
 /// The bearer token of a request's `headers`, if it has one.
-pub(super) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
+pub(in crate::admin) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&[u8]> {
     let value = headers.get(header::AUTHORIZATION)?.as_bytes();
     let (scheme, token) = value.split_at_checked(7)?;
     scheme

@@ -20,8 +20,10 @@ use iop_tokio::{JobLauncher, JobObserver, JobTracker, LaunchFuture, Tokio};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::error::ApiError;
-use super::{AdminState, fleet};
+use super::send::{find_command, send_and_answer};
+use crate::admin::AdminState;
+use crate::admin::http::error::ApiError;
+use crate::admin::views::listing as fleet;
 
 /// Jobs the admin API remembers (the oldest finished one goes first).
 const JOBS_KEPT: usize = 256;
@@ -38,7 +40,7 @@ const REFRESH: Duration = Duration::from_millis(500);
 const PROGRESS_BUFFERED: usize = 1_024;
 
 /// The name of a job's progress event on `GET /v1/events`.
-pub(super) const JOB_PROGRESS: &str = "job_progress";
+pub(in crate::admin) const JOB_PROGRESS: &str = "job_progress";
 
 /// The jobs started through this API, by id, with what each was asked (a repeat with
 /// the same id and content is that job again), and their progress as events.
@@ -130,7 +132,7 @@ impl JobLauncher for AdminLauncher {
         let s = self.state.clone();
         Box::pin(async move {
             let command_id = spec.command_id.clone().unwrap_or_default();
-            let (_, response) = super::routes::send_and_answer(&s, &edge_id, spec)
+            let (_, response) = send_and_answer(&s, &edge_id, spec)
                 .await
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;
             if response["accepted"] != true {
@@ -141,7 +143,7 @@ impl JobLauncher for AdminLauncher {
             }
             // Its end, from the record (this replica's, or the cluster's).
             loop {
-                if let Ok(Some(record)) = super::routes::find_command(&s, &command_id).await
+                if let Ok(Some(record)) = find_command(&s, &command_id).await
                     && let Some(outcome) = &record.outcome
                 {
                     let message = record
@@ -163,7 +165,7 @@ impl JobLauncher for AdminLauncher {
         let s = self.state.clone();
         Box::pin(async move {
             let spec = CommandSpec::cancel(&command_id);
-            if let Err(e) = super::routes::send_and_answer(&s, &edge_id, spec).await {
+            if let Err(e) = send_and_answer(&s, &edge_id, spec).await {
                 tracing::debug!(command_id, code = e.code, "job command not cancelled");
             }
         })
@@ -305,7 +307,7 @@ fn progress_json(p: &JobProgress) -> Value {
 
 /// `events` (a `GET /v1/events` stream) with every job's progress woven in as
 /// [`JOB_PROGRESS`] events; it ends when `events` ends.
-pub(super) fn with_progress<S>(
+pub(in crate::admin) fn with_progress<S>(
     events: S,
     progress: broadcast::Receiver<Value>,
 ) -> impl futures_lite::Stream<Item = Result<Event, Infallible>> + Send
@@ -350,7 +352,7 @@ fn unknown_job(job_id: &str) -> ApiError {
 
 /// `POST /v1/jobs`: starts a job (or, under a known `jobId` with the same content,
 /// answers that job again); 409 `conflict` for a known id with other content.
-pub(super) async fn post_job(
+pub(in crate::admin) async fn post_job(
     State(s): State<AdminState>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -398,7 +400,7 @@ pub(super) async fn post_job(
 }
 
 /// `GET /v1/jobs/{id}?after=EDGE&limit=N`: the summary and a page of per-Edge runs.
-pub(super) async fn get_job(
+pub(in crate::admin) async fn get_job(
     State(s): State<AdminState>,
     Path(job_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
@@ -436,7 +438,7 @@ pub(super) async fn get_job(
 
 /// `POST /v1/jobs/{id}/cancel`: no more Edges start; the running commands are
 /// cancelled (`command.cancel`).
-pub(super) async fn cancel_job(
+pub(in crate::admin) async fn cancel_job(
     State(s): State<AdminState>,
     Path(job_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {

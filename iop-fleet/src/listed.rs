@@ -1,0 +1,157 @@
+//! [`ListedEdge`]: one Edge as the fleet's list shows it — the Control Plane's view
+//! of it, the replica holding its live session, a summary of its load — and as a
+//! replica tells another (`iop_proto::cluster::EdgeView`).
+
+use iop_core::cp::{EdgeView, Reachability, StatusSummary};
+use iop_core::ids::validate_id;
+use iop_core::limits::{MAX_HELLO_METADATA_ENTRIES, MAX_HELLO_OPERATIONS};
+use iop_core::proto::cluster;
+
+use crate::load::{LoadSummary, LoadView};
+
+/// One Edge of the fleet's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListedEdge {
+    /// What the Control Plane holding (or last holding) it believes about it.
+    pub view: EdgeView,
+    /// The replica holding its live session, in a cluster.
+    pub replica: Option<String>,
+    /// A summary of its load, when it answered a full status.
+    pub load: Option<LoadSummary>,
+}
+
+impl ListedEdge {
+    /// `view` held by `replica` (in a cluster), with `load`'s summary.
+    pub fn new(view: EdgeView, replica: Option<&str>, load: Option<&LoadView>) -> Self {
+        Self {
+            view,
+            replica: replica.map(str::to_owned),
+            load: load.map(LoadView::summary),
+        }
+    }
+
+    /// The Edge as a replica tells another.
+    pub fn to_message(&self) -> cluster::EdgeView {
+        let v = &self.view;
+        cluster::EdgeView {
+            edge_id: v.edge_id.clone(),
+            reachability: reachability_to(v.reachability) as i32,
+            session_id: v.session_id,
+            software_version: v.software_version.clone(),
+            operations: v.operations.clone(),
+            metadata: v.metadata.iter().cloned().collect(),
+            connected_since_unix_ms: v.connected_since_unix_ms,
+            last_status: v.last_status.as_ref().map(|s| cluster::StatusSummary {
+                session_id: s.session_id,
+                registry_revision: s.registry_revision,
+                observed_at_unix_ms: s.observed_at_unix_ms,
+                received_at_unix_ms: s.received_at_unix_ms,
+                node_count: s.node_count as u64,
+                connected_nodes: s.connected_nodes as u64,
+                truncated: s.truncated,
+            }),
+            fresh: v.fresh,
+            supersessions: v.supersessions,
+            replica: self.replica.clone().unwrap_or_default(),
+            load: self.load.as_ref().map(Into::into),
+        }
+    }
+
+    /// The Edge another replica told ([`to_message`](Self::to_message)); `None` when
+    /// its Edge id or replica id breaks the id grammar (no replica sends such). At most
+    /// as many operations and metadata entries as a hello may carry are kept.
+    pub fn from_message(m: cluster::EdgeView) -> Option<Self> {
+        validate_id("edge id", &m.edge_id).ok()?;
+        let replica = Some(m.replica).filter(|r| !r.is_empty());
+        if let Some(r) = &replica {
+            validate_id("replica", r).ok()?;
+        }
+        let reachability = reachability_from(m.reachability);
+        let mut view = EdgeView::new(m.edge_id);
+        view.reachability = reachability;
+        view.session_id = m.session_id;
+        view.software_version = m.software_version;
+        view.operations = m.operations;
+        view.operations.truncate(MAX_HELLO_OPERATIONS);
+        view.metadata = m
+            .metadata
+            .into_iter()
+            .take(MAX_HELLO_METADATA_ENTRIES)
+            .collect();
+        view.connected_since_unix_ms = m.connected_since_unix_ms;
+        view.last_status = m.last_status.map(|s| {
+            let mut summary = StatusSummary::default();
+            summary.session_id = s.session_id;
+            summary.registry_revision = s.registry_revision;
+            summary.observed_at_unix_ms = s.observed_at_unix_ms;
+            summary.received_at_unix_ms = s.received_at_unix_ms;
+            summary.node_count = usize::try_from(s.node_count).unwrap_or(usize::MAX);
+            summary.connected_nodes = usize::try_from(s.connected_nodes).unwrap_or(usize::MAX);
+            summary.truncated = s.truncated;
+            summary
+        });
+        view.fresh = m.fresh;
+        view.supersessions = m.supersessions;
+        Some(Self {
+            view,
+            replica,
+            load: m.load.as_ref().map(Into::into),
+        })
+    }
+
+    /// Whether a session of the Edge is live (connected or unreachable).
+    pub fn connected(&self) -> bool {
+        self.view.reachability != Reachability::Disconnected
+    }
+}
+
+fn reachability_to(r: Reachability) -> cluster::Reachability {
+    match r {
+        Reachability::Connected => cluster::Reachability::Connected,
+        Reachability::Unreachable => cluster::Reachability::Unreachable,
+        _ => cluster::Reachability::Disconnected,
+    }
+}
+
+fn reachability_from(r: i32) -> Reachability {
+    match cluster::Reachability::try_from(r) {
+        Ok(cluster::Reachability::Connected) => Reachability::Connected,
+        Ok(cluster::Reachability::Unreachable) => Reachability::Unreachable,
+        _ => Reachability::Disconnected,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edge_reads_back_as_it_was_told_and_a_bad_id_is_refused() {
+        let mut view = EdgeView::new("edge-1");
+        view.reachability = Reachability::Unreachable;
+        view.session_id = 7;
+        view.operations = vec!["edge.ping".into()];
+        view.metadata = vec![("zone".into(), "eu-1".into())];
+        let mut summary = StatusSummary::default();
+        summary.node_count = 3;
+        view.last_status = Some(summary);
+        let listed = ListedEdge {
+            view,
+            replica: Some("r1".into()),
+            load: Some(LoadSummary::default()),
+        };
+        let back = ListedEdge::from_message(listed.to_message()).unwrap();
+        assert_eq!(back, listed);
+        let mut bad = listed.to_message();
+        bad.edge_id = "not an id".into();
+        assert!(ListedEdge::from_message(bad).is_none());
+        let mut bad = listed.to_message();
+        bad.replica = "a/b".into();
+        assert!(ListedEdge::from_message(bad).is_none());
+        let mut wide = listed.to_message();
+        wide.operations = vec!["op".into(); MAX_HELLO_OPERATIONS + 1];
+        let kept = ListedEdge::from_message(wide).unwrap();
+        assert_eq!(kept.view.operations.len(), MAX_HELLO_OPERATIONS);
+    }
+}
