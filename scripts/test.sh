@@ -43,4 +43,6 @@ targets=()
 for file in iop-server/tests/*.rs; do
     targets+=(--test "$(basename "$file" .rs)")
 done
-cargo test -p iop-server "${targets[@]}" "$@" -- --ignored
+# `--workspace`, as the step above, so that every crate builds once with the same
+# features (a `-p iop-server` run unifies them differently and builds it all again).
+cargo test --workspace "${targets[@]}" "$@" -- --ignored

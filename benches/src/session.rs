@@ -203,7 +203,7 @@ impl CpSession {
         self.out.clear();
         if self
             .cp
-            .send_command(self.now, EDGE_ID, spec, Some(command_id))
+            .send_command(self.now, EDGE_ID, spec.with_id(command_id))
             .is_err()
         {
             return 0;

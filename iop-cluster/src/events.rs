@@ -77,11 +77,12 @@ pub fn message_id(event: &CpEvent) -> Option<String> {
             new_session_id,
             ..
         } => format!("superseded.{edge_id}.{new_session_id}"),
-        CpEvent::CommandUndeliverable {
+        // A command ends once.
+        CpEvent::CommandEnded {
             edge_id,
             command_id,
             ..
-        } => format!("undeliverable.{edge_id}.{command_id}"),
+        } => format!("ended.{edge_id}.{command_id}"),
         // Repeatable in one session (silence, then heard again, then silence): no id
         // would tell two of them apart from one published twice.
         _ => return None,

@@ -408,7 +408,7 @@ async fn answer<R: Runtime>(
             let wait =
                 Duration::from_millis(get(WAIT).and_then(|w| w.parse().ok()).unwrap_or(10_000))
                     .min(server.max_wait);
-            let spec = CommandSpec::from_request(request);
+            let spec = CommandSpec::from(request);
             let mut tracker = server
                 .cp
                 .send_command(&edge_id, spec)
@@ -421,7 +421,7 @@ async fn answer<R: Runtime>(
             // Answered once its record, with the answer, is in the engine.
             if !server.commands.flushed(&edge_id, &command_id).await {
                 return Err(RouteError::new(
-                    RouteErrorKind::EngineUnavailable,
+                    RouteErrorKind::Ended(iop_core::cp::EndingKind::Unrecorded),
                     "the edge answered, but its answer could not be recorded in the cluster \
                      engine; the command stays tracked",
                 )

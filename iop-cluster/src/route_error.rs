@@ -3,7 +3,9 @@
 //! request and for one answered on the replica itself alike. Between replicas a kind
 //! travels as its [code](RouteErrorKind::code).
 
-use iop_driver::iop_core::cp::{Absence, CommandError, Fault, StatusError};
+#[cfg(test)]
+use iop_driver::iop_core::cp::Ending;
+use iop_driver::iop_core::cp::{Absence, CommandError, EndingKind, Fault, StatusError};
 use iop_driver::{NoAnswer, SendCommandError, StatusRequestError};
 
 /// What kind of failure a [`RouteError`] is.
@@ -26,31 +28,24 @@ pub enum RouteErrorKind {
     Timeout,
     /// The Edge's session ended before it answered a status request.
     SessionEnded,
-    /// The Edge came back without the command ([`NoAnswer::Lost`]).
-    CommandLost,
-    /// Sessions ended without answering the command ([`NoAnswer::Undeliverable`]).
-    Undeliverable,
-    /// The Edge was forgotten before it answered ([`NoAnswer::Forgotten`]).
-    Forgotten,
-    /// The Edge stayed away longer than it remembers the command
-    /// ([`NoAnswer::Abandoned`]).
-    Abandoned,
+    /// The command ended without the Edge's word ([`Ending`](iop_driver::iop_core::cp::Ending), its kind): lost,
+    /// undeliverable, abandoned, forgotten, a conflict of its id, or not recorded — the
+    /// cluster's engine could not write its record, before it was sent (it was not) or
+    /// with the Edge's answer (it stays tracked under its id).
+    Ended(EndingKind),
     /// The command finished before its answer was seen ([`NoAnswer::Finished`]).
     FinishedUnanswered,
     /// The command's record left the bounded book ([`NoAnswer::Untracked`]).
     Untracked,
-    /// The cluster's engine could not record what had to be recorded first.
-    EngineUnavailable,
     /// The answering Control Plane is stopping.
     ShuttingDown,
-    /// The command id names another command.
-    Conflict,
     /// Anything else (a replica unreachable, an answer no replica sends).
     Unavailable,
 }
 
-/// Every kind with its code, the one table both directions read.
-const CODES: [(RouteErrorKind, &str); 18] = [
+/// Every kind but the endings with its code, the one table both directions read (an
+/// ending's code is its own, [`EndingKind::code`]).
+const CODES: [(RouteErrorKind, &str); 12] = [
     (
         RouteErrorKind::Absent(Absence::NotConnected),
         "not_connected",
@@ -62,26 +57,27 @@ const CODES: [(RouteErrorKind, &str); 18] = [
     (RouteErrorKind::Busy, "busy"),
     (RouteErrorKind::Timeout, "timeout"),
     (RouteErrorKind::SessionEnded, "session_ended"),
-    (RouteErrorKind::CommandLost, "command_lost"),
-    (RouteErrorKind::Undeliverable, "undeliverable"),
-    (RouteErrorKind::Forgotten, "forgotten"),
-    (RouteErrorKind::Abandoned, "abandoned"),
     (RouteErrorKind::FinishedUnanswered, "finished_unanswered"),
     (RouteErrorKind::Untracked, "untracked"),
-    (RouteErrorKind::EngineUnavailable, "engine_unavailable"),
     (RouteErrorKind::ShuttingDown, "shutting_down"),
-    (RouteErrorKind::Conflict, "conflict"),
     (RouteErrorKind::Unavailable, "unavailable"),
 ];
 
 impl RouteErrorKind {
     /// Every kind with its code (for documentation that must list them all).
     pub fn all() -> impl Iterator<Item = (Self, &'static str)> {
-        CODES.into_iter()
+        CODES.into_iter().chain(
+            EndingKind::ALL
+                .into_iter()
+                .map(|k| (RouteErrorKind::Ended(k), k.code())),
+        )
     }
 
     /// The stable code, as the admin API names it and replicas send it.
     pub fn code(self) -> &'static str {
+        if let Self::Ended(k) = self {
+            return k.code();
+        }
         CODES
             .iter()
             .find(|(kind, _)| *kind == self)
@@ -94,6 +90,7 @@ impl RouteErrorKind {
             .iter()
             .find(|(_, c)| *c == code)
             .map(|(kind, _)| *kind)
+            .or_else(|| EndingKind::from_code(code).map(Self::Ended))
     }
 
     /// The kind of a failed status round trip.
@@ -122,7 +119,7 @@ impl RouteErrorKind {
                 (_, CommandError::ExceedsLimit(_)) => Self::ExceedsLimit,
                 _ => Self::BadRequest,
             },
-            SendCommandError::Conflict { .. } => Self::Conflict,
+            SendCommandError::Conflict { .. } => Self::Ended(EndingKind::Conflict),
             SendCommandError::Stopped => Self::ShuttingDown,
             _ => Self::Unavailable,
         }
@@ -131,12 +128,7 @@ impl RouteErrorKind {
     /// The kind of a command's missing answer.
     pub fn of_no_answer(e: &NoAnswer) -> Self {
         match e {
-            NoAnswer::Lost => Self::CommandLost,
-            NoAnswer::Undeliverable { .. } => Self::Undeliverable,
-            NoAnswer::Forgotten => Self::Forgotten,
-            NoAnswer::Abandoned { .. } => Self::Abandoned,
-            NoAnswer::Unrecorded { .. } => Self::EngineUnavailable,
-            NoAnswer::Conflict => Self::Conflict,
+            NoAnswer::Ended(ending) => Self::Ended(ending.kind()),
             NoAnswer::Finished { .. } => Self::FinishedUnanswered,
             NoAnswer::Stopped => Self::ShuttingDown,
             NoAnswer::Untracked => Self::Untracked,
@@ -202,16 +194,33 @@ impl RouteError {
 mod tests {
     use super::*;
 
+    /// An ending of `kind`, its details made up.
+    fn ending_of(kind: EndingKind) -> Ending {
+        match kind {
+            EndingKind::Lost => Ending::Lost,
+            EndingKind::Undeliverable => Ending::Undeliverable {
+                sessions: 3,
+                session_ids: vec![1, 2, 3],
+            },
+            EndingKind::Abandoned => Ending::Abandoned {
+                disconnected_for: std::time::Duration::from_secs(1),
+            },
+            EndingKind::Forgotten => Ending::Forgotten,
+            EndingKind::Unrecorded => Ending::Unrecorded { reason: "x".into() },
+            _ => Ending::Conflict,
+        }
+    }
+
     #[test]
     fn every_kind_has_one_code_that_reads_back() {
-        for (kind, code) in CODES {
+        for (kind, code) in RouteErrorKind::all() {
             assert_eq!(kind.code(), code);
             assert_eq!(RouteErrorKind::from_code(code), Some(kind));
         }
-        let mut codes: Vec<&str> = CODES.iter().map(|(_, c)| *c).collect();
+        let mut codes: Vec<&str> = RouteErrorKind::all().map(|(_, c)| c).collect();
         codes.sort_unstable();
         codes.dedup();
-        assert_eq!(codes.len(), CODES.len());
+        assert_eq!(codes.len(), RouteErrorKind::all().count());
         assert_eq!(RouteErrorKind::from_code("no_such_code"), None);
     }
 
@@ -245,21 +254,17 @@ mod tests {
 
     #[test]
     fn every_missing_answer_has_a_kind_of_its_own() {
-        let endings = [
-            NoAnswer::Lost,
-            NoAnswer::Undeliverable {
-                sessions: 3,
-                session_ids: vec![1, 2, 3],
-            },
-            NoAnswer::Forgotten,
-            NoAnswer::Unrecorded { reason: "x".into() },
-            NoAnswer::Conflict,
+        let mut endings: Vec<NoAnswer> = EndingKind::ALL
+            .iter()
+            .map(|k| NoAnswer::Ended(ending_of(*k)))
+            .collect();
+        endings.extend([
             NoAnswer::Stopped,
             NoAnswer::Untracked,
             NoAnswer::TimedOut {
                 wait: std::time::Duration::from_secs(1),
             },
-        ];
+        ]);
         for e in &endings {
             // The driver's own name for an ending is the route's code for it.
             assert_eq!(RouteErrorKind::of_no_answer(e).code(), e.code(), "{e:?}");

@@ -170,21 +170,10 @@ impl StoredCommand {
         r.updates
             .extend(self.events.iter().cloned().map(CommandUpdate::Event));
         let outcome = self.outcome();
-        match &outcome {
-            Some(CommandOutcome::Lost) => r.updates.push(CommandUpdate::Lost),
-            Some(CommandOutcome::Undeliverable { sessions }) => {
-                // The engine's record keeps the count, not the session ids.
-                r.updates.push(CommandUpdate::Undeliverable {
-                    sessions: *sessions,
-                    session_ids: Vec::new(),
-                });
-            }
-            Some(CommandOutcome::Forgotten) => r.updates.push(CommandUpdate::Forgotten),
-            // The engine's record keeps the outcome, not how long the Edge was away.
-            Some(CommandOutcome::Abandoned) => r.updates.push(CommandUpdate::Abandoned {
-                disconnected_for: std::time::Duration::ZERO,
-            }),
-            _ => {}
+        // The engine's record keeps an ending's kind (and an undeliverable command's
+        // count of sessions), not its other details.
+        if let Some(ending) = outcome.as_ref().and_then(CommandOutcome::ending) {
+            r.updates.push(CommandUpdate::Ended(ending.clone()));
         }
         r.outcome = outcome;
         r.coalesced_events = self.coalesced_events;

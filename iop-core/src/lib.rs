@@ -59,7 +59,7 @@
 //!
 //! // A command: the Edge's handler reports RUNNING, then SUCCEEDED.
 //! let spec = CommandSpec::new("edge.ping");
-//! let id = cp.send_command(now, "edge-1", spec, None)?;
+//! let id = cp.send_command(now, "edge-1", spec)?;
 //! pump(now, conn, &mut cp, &mut edge, &mut cp_events, &mut edge_events);
 //! assert!(edge_events.iter().any(|e| matches!(e, EdgeEvent::CommandReceived { command_id, .. } if *command_id == id)));
 //! edge.report_running(now, &id, "pinging", BTreeMap::new())?;

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use iop_core::cp::Ending;
 use iop_core::cp::{CommandOutcome, CommandSpec, CpEvent, EnrolmentPolicy, ForgetReason};
 use iop_core::proto::{Body, EdgeStatusResponse, Envelope, GoAwayReason};
 use iop_core::testing::scripted::edges::*;
@@ -26,7 +27,7 @@ fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
     let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let id =
-        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"))
             .unwrap();
     t.pump();
     let mut conn = conn;
@@ -39,9 +40,9 @@ fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
         // The peer closes on it, without an answer.
         t.drop_transport(conn);
         let undeliverable = t.take_events().into_iter().find_map(|e| match e {
-            CpEvent::CommandUndeliverable {
+            CpEvent::CommandEnded {
                 command_id,
-                sessions,
+                ending: Ending::Undeliverable { sessions, .. },
                 ..
             } => Some((command_id, sessions)),
             _ => None,
@@ -56,7 +57,12 @@ fn a_command_no_session_survives_is_failed_undeliverable_after_three() {
     }
     assert_eq!(
         t.cp.command("edge-1", &id).unwrap().outcome,
-        Some(CommandOutcome::Undeliverable { sessions: 3 })
+        Some(CommandOutcome::Ended(Ending::Undeliverable {
+            sessions: 3,
+            session_ids: (1..=3)
+                .map(|n| n + t.cp.config().session_id_floor)
+                .collect()
+        }))
     );
     assert_eq!(t.cp.stats().commands_undeliverable, 1);
     // Never sent again: the next session gets none, and keeps going.
@@ -81,7 +87,7 @@ fn superseded_sessions_count_toward_undeliverable() {
     let mut t = harness();
     let (mut conn, mut session_id) = t.enrol("edge-1", &["op"]);
     let id =
-        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"))
             .unwrap();
     t.pump();
     let mut sessions = Vec::new();
@@ -97,10 +103,13 @@ fn superseded_sessions_count_toward_undeliverable() {
         (conn, session_id) = (next, resp.session_id);
     }
     let undeliverable = t.take_events().into_iter().find_map(|e| match e {
-        CpEvent::CommandUndeliverable {
+        CpEvent::CommandEnded {
             command_id,
-            sessions,
-            session_ids,
+            ending:
+                Ending::Undeliverable {
+                    sessions,
+                    session_ids,
+                },
             ..
         } => Some((command_id, sessions, session_ids)),
         _ => None,
@@ -116,7 +125,7 @@ fn only_sessions_that_end_unanswered_count() {
     let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let id =
-        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), None)
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"))
             .unwrap();
     t.pump();
     t.take_frames(conn);
@@ -220,7 +229,7 @@ fn views_of_disconnected_edges_are_bounded_in_number_and_age() {
     for i in 0..5 {
         let (conn, _) = t.enrol(&format!("edge-{i}"), &["op"]);
         if i == 0 {
-            t.cp.send_command(t.now, "edge-0", CommandSpec::new("op"), Some("c0".into()))
+            t.cp.send_command(t.now, "edge-0", CommandSpec::new("op").with_id("c0"))
                 .unwrap();
             t.pump();
         }
@@ -297,11 +306,11 @@ fn commands_of_an_edge_away_longer_than_it_remembers_are_abandoned() {
     let mut t = harness_with(c, EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &["op"]);
     let accepted =
-        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op"), Some("a".into()))
+        t.cp.send_command(t.now, "edge-1", CommandSpec::new("op").with_id("a"))
             .unwrap();
     let long = CommandSpec::new("op").with_timeout_ms(300_000);
     let pending =
-        t.cp.send_command(t.now, "edge-1", long, Some("p".into()))
+        t.cp.send_command(t.now, "edge-1", long.with_id("p"))
             .unwrap();
     t.pump();
     t.send(conn, cmd_response(&accepted, true));
@@ -331,9 +340,9 @@ fn commands_of_an_edge_away_longer_than_it_remembers_are_abandoned() {
         .take_events()
         .into_iter()
         .filter_map(|e| match e {
-            CpEvent::CommandAbandoned {
+            CpEvent::CommandEnded {
                 command_id,
-                disconnected_for,
+                ending: Ending::Abandoned { disconnected_for },
                 ..
             } => Some((command_id, disconnected_for)),
             _ => None,
@@ -347,7 +356,9 @@ fn commands_of_an_edge_away_longer_than_it_remembers_are_abandoned() {
     for id in [&accepted, &pending] {
         assert_eq!(
             t.cp.command("edge-1", id).unwrap().outcome,
-            Some(CommandOutcome::Abandoned)
+            Some(CommandOutcome::Ended(Ending::Abandoned {
+                disconnected_for: away
+            }))
         );
     }
     assert_eq!(t.cp.stats().commands_abandoned, 2);

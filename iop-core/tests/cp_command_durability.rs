@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use iop_core::cp::Ending;
 use iop_core::cp::{CommandOutcome, CommandSpec, ConnectionId, CpEvent};
 use iop_core::proto::{Body, CommandPhase, Envelope, NodeEventKind};
 use iop_core::testing::scripted::edges::*;
@@ -167,7 +168,7 @@ proptest! {
             match s {
                 Step::Send => {
                     let spec = CommandSpec::new("op");
-                    if let Ok(id) = t.cp.send_command(t.now, EDGE, spec, None) {
+                    if let Ok(id) = t.cp.send_command(t.now, EDGE, spec) {
                         sent.push(id);
                     }
                     t.pump();
@@ -204,9 +205,13 @@ proptest! {
             let ends = t.cp_events.iter().filter(|e| match e {
                 CpEvent::CommandEvent { event, .. } => event.command_id == *id
                     && event.phase == CommandPhase::Succeeded as i32,
-                CpEvent::CommandLost { command_id, .. } => command_id == id,
-                // Sent on three sessions that each dropped before the Edge read it.
-                CpEvent::CommandUndeliverable { command_id, .. } => command_id == id,
+                // Lost, or sent on three sessions that each dropped before the Edge
+                // read it.
+                CpEvent::CommandEnded {
+                    command_id,
+                    ending: Ending::Lost | Ending::Undeliverable { .. },
+                    ..
+                } => command_id == id,
                 CpEvent::CommandResponded { response, .. } => response.command_id == *id && !response.accepted,
                 _ => false,
             }).count();

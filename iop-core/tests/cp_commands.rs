@@ -1,6 +1,7 @@
 //! PROTOCOL.md §4.4: commands — advertised operations, response before events, forward-only
 //! phases, de-duplication, and survival across reconnects.
 
+use iop_core::cp::Ending;
 use iop_core::cp::{
     CloseReason, CommandAnswer, CommandError, CommandOrderRule, CommandOutcome, CommandSpec,
     ConnectionId, CpEvent, EdgeAbsent, Fault, ProtocolViolation,
@@ -17,7 +18,7 @@ fn with_command() -> (Pair, ConnectionId) {
     let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["node.drain"]);
     let id =
-        t.cp.send_command(t.now, "edge-1", spec("node.drain"), Some("c1".into()))
+        t.cp.send_command(t.now, "edge-1", spec("node.drain").with_id("c1"))
             .unwrap();
     assert_eq!(id, "c1");
     t.pump();
@@ -39,8 +40,7 @@ fn command_events(t: &Pair) -> Vec<(u32, i32)> {
 fn only_advertised_operations_are_sent() {
     let mut t = harness();
     let (conn, _) = t.enrol("edge-1", &["node.drain"]);
-    let refused =
-        t.cp.send_command(t.now, "edge-1", spec("node.reboot"), None);
+    let refused = t.cp.send_command(t.now, "edge-1", spec("node.reboot"));
     assert_eq!(
         refused,
         Err(CommandError::OperationNotAdvertised {
@@ -54,7 +54,7 @@ fn only_advertised_operations_are_sent() {
         refused.unwrap_err().to_string(),
         r#"edge did not advertise operation "node.reboot"; it advertises ["node.drain"]"#
     );
-    let unknown = t.cp.send_command(t.now, "edge-2", spec("node.drain"), None);
+    let unknown = t.cp.send_command(t.now, "edge-2", spec("node.drain"));
     assert_eq!(unknown, Err(EdgeAbsent::unknown("edge-2").into()));
     assert_eq!(unknown.as_ref().unwrap_err().fault(), Fault::Absent);
     assert!(
@@ -71,27 +71,22 @@ fn generated_ids_are_deterministic_and_supplied_ids_unique() {
     c.command_id_epoch = 0xabc;
     let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     t.enrol("edge-1", &["op"]);
-    let a =
-        t.cp.send_command(t.now, "edge-1", spec("op"), None)
-            .unwrap();
-    let b =
-        t.cp.send_command(t.now, "edge-1", spec("op"), None)
-            .unwrap();
+    let a = t.cp.send_command(t.now, "edge-1", spec("op")).unwrap();
+    let b = t.cp.send_command(t.now, "edge-1", spec("op")).unwrap();
     assert_eq!((a.as_str(), b.as_str()), ("cmd-abc-1", "cmd-abc-2"));
     // An id the application chose itself is skipped by the generator.
-    t.cp.send_command(t.now, "edge-1", spec("op"), Some("cmd-abc-3".into()))
+    t.cp.send_command(t.now, "edge-1", spec("op").with_id("cmd-abc-3"))
         .unwrap();
-    let d =
-        t.cp.send_command(t.now, "edge-1", spec("op"), None)
-            .unwrap();
+    let d = t.cp.send_command(t.now, "edge-1", spec("op")).unwrap();
     assert_eq!(d, "cmd-abc-4");
     let duplicate =
-        t.cp.send_command(t.now, "edge-1", spec("op"), Some(a.clone()));
+        t.cp.send_command(t.now, "edge-1", spec("op").with_id(a.clone()));
     assert_eq!(duplicate, Err(CommandError::DuplicateCommandId(a)));
     assert_eq!(duplicate.unwrap_err().fault(), Fault::Caller);
-    for bad in [String::new(), "x".repeat(129), "a b".into(), "cmd/1".into()] {
+    // (An empty id is none: the Control Plane chooses one.)
+    for bad in ["x".repeat(129), "a b".into(), "cmd/1".into()] {
         let refused =
-            t.cp.send_command(t.now, "edge-1", spec("op"), Some(bad.clone()));
+            t.cp.send_command(t.now, "edge-1", spec("op").with_id(bad.clone()));
         assert!(
             matches!(refused, Err(CommandError::InvalidCommandId(_))),
             "{bad:?}: {refused:?}"
@@ -105,16 +100,16 @@ fn in_flight_commands_are_limited_per_edge() {
     c.max_inflight_commands = 2;
     let mut t = harness_with(c, iop_core::cp::EnrolmentPolicy::AcceptAny);
     let (conn, _) = t.enrol("edge-1", &["op"]);
-    t.cp.send_command(t.now, "edge-1", spec("op"), Some("a".into()))
+    t.cp.send_command(t.now, "edge-1", spec("op").with_id("a"))
         .unwrap();
-    t.cp.send_command(t.now, "edge-1", spec("op"), Some("b".into()))
+    t.cp.send_command(t.now, "edge-1", spec("op").with_id("b"))
         .unwrap();
-    let busy = t.cp.send_command(t.now, "edge-1", spec("op"), None);
+    let busy = t.cp.send_command(t.now, "edge-1", spec("op"));
     assert_eq!(busy, Err(CommandError::TooManyInFlight { limit: 2 }));
     assert_eq!(busy.unwrap_err().fault(), Fault::Busy);
     t.pump();
     t.send(conn, cmd_response("a", false));
-    assert!(t.cp.send_command(t.now, "edge-1", spec("op"), None).is_ok());
+    assert!(t.cp.send_command(t.now, "edge-1", spec("op")).is_ok());
 }
 
 #[test]
@@ -303,7 +298,7 @@ fn ordering_violations_are_protocol_errors() {
 #[test]
 fn unanswered_commands_are_resent_on_the_next_session() {
     let (mut t, conn) = with_command();
-    t.cp.send_command(t.now, "edge-1", spec("node.drain"), Some("c2".into()))
+    t.cp.send_command(t.now, "edge-1", spec("node.drain").with_id("c2"))
         .unwrap();
     t.pump();
     t.drop_transport(conn);
@@ -334,7 +329,7 @@ fn unanswered_commands_are_resent_on_the_next_session() {
 #[test]
 fn accepted_commands_the_edge_no_longer_holds_are_lost() {
     let (mut t, conn) = with_command();
-    t.cp.send_command(t.now, "edge-1", spec("node.drain"), Some("c2".into()))
+    t.cp.send_command(t.now, "edge-1", spec("node.drain").with_id("c2"))
         .unwrap();
     t.pump();
     for c in ["c1", "c2"] {
@@ -350,12 +345,13 @@ fn accepted_commands_the_edge_no_longer_holds_are_lost() {
         command_requests(&t.take_frames(conn2)).is_empty(),
         "answered: not resent"
     );
-    assert!(t.take_events().contains(&CpEvent::CommandLost {
+    assert!(t.take_events().contains(&CpEvent::CommandEnded {
         edge_id: "edge-1".into(),
-        command_id: "c1".into()
+        command_id: "c1".into(),
+        ending: Ending::Lost,
     }));
     let c1 = t.cp.command("edge-1", "c1").unwrap();
-    assert_eq!(c1.outcome, Some(CommandOutcome::Lost));
+    assert_eq!(c1.outcome, Some(CommandOutcome::Ended(Ending::Lost)));
     assert_eq!(c1.phase, Failed);
     // c2 goes on; its replayed latest event is a duplicate, the next one is new.
     t.send(conn2, cmd_event("c2", Accepted, 1));
@@ -415,8 +411,9 @@ fn a_command_seen_running_but_never_answered_is_lost_when_the_edge_forgets_it() 
     // The Edge restarted: it lists nothing. Re-sending c1 would run it again from 1.
     let (conn3, _) = t.hello_with(hello("edge-1", &["node.drain"]));
     assert!(command_requests(&t.take_frames(conn3)).is_empty());
-    assert!(t.take_events().contains(&CpEvent::CommandLost {
+    assert!(t.take_events().contains(&CpEvent::CommandEnded {
         edge_id: "edge-1".into(),
-        command_id: "c1".into()
+        command_id: "c1".into(),
+        ending: Ending::Lost,
     }));
 }

@@ -3,6 +3,7 @@
 //! command never answered is re-sent, one believed accepted that the Edge no longer
 //! holds is lost, and replays of one it holds are de-duplicated against the adopted copy.
 
+use iop_core::cp::Ending;
 use iop_core::cp::{
     ClaimAnswer, ClaimError, CommandAnswer, CommandOutcome, CommandSpec, CommandState,
     ConnectionId, CpEvent, EnrolmentPolicy, ExternalDirectory,
@@ -39,7 +40,7 @@ fn grant(t: &mut Pair, conn: ConnectionId, session_id: u64) {
 }
 
 fn send(t: &mut Pair, id: &str) {
-    t.cp.send_command(t.now, EDGE, CommandSpec::new("op"), Some(id.into()))
+    t.cp.send_command(t.now, EDGE, CommandSpec::new("op").with_id(id))
         .unwrap();
 }
 
@@ -123,11 +124,11 @@ fn the_adopting_control_plane_resends_marks_lost_and_deduplicates() {
     let events = b.take_events();
     assert!(events.iter().any(|e| matches!(
         e,
-        CpEvent::CommandLost { command_id, .. } if command_id == "forgotten"
+        CpEvent::CommandEnded { command_id, ending: Ending::Lost, .. } if command_id == "forgotten"
     )));
     assert_eq!(
         b.cp.command(EDGE, "forgotten").unwrap().outcome,
-        Some(CommandOutcome::Lost)
+        Some(CommandOutcome::Ended(Ending::Lost))
     );
 
     // The Edge replays the latest event of each command it holds: both already seen.

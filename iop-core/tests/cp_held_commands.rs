@@ -9,7 +9,7 @@ use iop_core::testing::scripted::edges::*;
 const EDGE: &str = "edge-1";
 
 fn held(t: &mut Pair, id: &str) -> String {
-    t.cp.hold_command(EDGE, CommandSpec::new("op"), Some(id.into()))
+    t.cp.hold_command(EDGE, CommandSpec::new("op").with_id(id))
         .unwrap()
 }
 
@@ -25,7 +25,7 @@ fn a_held_command_goes_out_only_once_released() {
     );
     // It counts as known: the same id again is a duplicate.
     assert_eq!(
-        t.cp.hold_command(EDGE, CommandSpec::new("op"), Some(id.clone())),
+        t.cp.hold_command(EDGE, CommandSpec::new("op").with_id(id.clone())),
         Err(CommandError::DuplicateCommandId(id.clone()))
     );
     assert!(t.cp.release_command(t.now, EDGE, &id));
@@ -53,7 +53,7 @@ fn a_reconnect_while_held_neither_resends_nor_loses_it_and_release_sends_on_the_
     assert!(
         !t.cp_events
             .iter()
-            .any(|e| matches!(e, CpEvent::CommandLost { .. }))
+            .any(|e| matches!(e, CpEvent::CommandEnded { .. }))
     );
     assert_eq!(t.cp.unfinished_commands(EDGE), vec![id.clone()]);
     assert!(t.cp.release_command(t.now, EDGE, &id));

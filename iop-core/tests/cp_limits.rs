@@ -166,7 +166,7 @@ fn requests_that_do_not_fit_a_frame_are_refused_to_the_caller() {
         spec.metadata.insert(format!("blob-{i}"), "x".repeat(4_096));
     }
     assert!(matches!(
-        t.cp.send_command(t.now, "edge-1", spec, Some("c1".into())),
+        t.cp.send_command(t.now, "edge-1", spec.with_id("c1")),
         Err(iop_core::cp::CommandError::TooLarge(_))
     ));
     assert!(

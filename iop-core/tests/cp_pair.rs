@@ -108,7 +108,7 @@ fn a_command_outcome_survives_a_dropped_connection() {
     let mut p = pair();
     p.advance(Duration::from_millis(10));
     let spec = CommandSpec::new("edge.ping");
-    let id = p.send_command(EDGE, spec, None).unwrap();
+    let id = p.send_command(EDGE, spec).unwrap();
     p.advance(Duration::from_millis(1));
     assert!(
         edge_events(&p).iter().any(
@@ -215,7 +215,7 @@ fn a_restarted_cp_drops_replays_of_commands_it_never_knew() {
     let mut p = pair();
     p.advance(Duration::from_millis(10));
     let spec = CommandSpec::new("edge.ping");
-    let id = p.send_command(EDGE, spec, None).unwrap();
+    let id = p.send_command(EDGE, spec).unwrap();
     p.advance(Duration::from_millis(1));
     // The CP restarts (a new endpoint; session ids must stay above the old ones).
     p.disconnect(0);
@@ -284,7 +284,7 @@ proptest! {
                 Weather::Wait(ms) => p.advance(Duration::from_millis(u64::from(ms))),
                 Weather::Send => {
                     let spec = CommandSpec::new("edge.ping");
-                    if let Ok(id) = p.send_command(EDGE, spec, None) {
+                    if let Ok(id) = p.send_command(EDGE, spec) {
                         sent.push(id);
                     }
                     p.advance(Duration::from_millis(1));

@@ -212,7 +212,7 @@ fn run(actions: &[Action]) -> (Vec<CpEvent>, Vec<Vec<u8>>, Vec<Option<Instant>>)
             }
             Action::Command(e) => {
                 let spec = CommandSpec::new("op");
-                let _ = cp.send_command(now, EDGES[*e as usize], spec, None);
+                let _ = cp.send_command(now, EDGES[*e as usize], spec);
             }
             Action::Revoke(e) => {
                 let _ = cp.revoke(now, EDGES[*e as usize]);

@@ -31,7 +31,7 @@ fn session(t: &mut Pair, held: &[&str]) -> iop_core::cp::ConnectionId {
 fn a_replay_older_than_what_the_cp_saw_is_a_duplicate() {
     let mut t = harness();
     let (conn, _) = t.enrol(EDGE, &["op"]);
-    let id = t.cp.send_command(t.now, EDGE, spec(), None).unwrap();
+    let id = t.cp.send_command(t.now, EDGE, spec()).unwrap();
     t.send(conn, cmd_response(&id, true));
     t.send(conn, cmd_event(&id, CommandPhase::Accepted, 1));
     t.send(conn, cmd_event(&id, CommandPhase::Running, 2));
@@ -55,7 +55,7 @@ fn a_replay_older_than_what_the_cp_saw_is_a_duplicate() {
 fn a_replay_of_a_finished_command_older_than_its_end_is_a_duplicate() {
     let mut t = harness();
     let (conn, _) = t.enrol(EDGE, &["op"]);
-    let id = t.cp.send_command(t.now, EDGE, spec(), None).unwrap();
+    let id = t.cp.send_command(t.now, EDGE, spec()).unwrap();
     t.send(conn, cmd_response(&id, true));
     t.send(conn, cmd_event(&id, CommandPhase::Accepted, 1));
     t.send(conn, cmd_event(&id, CommandPhase::Running, 2));
@@ -71,7 +71,7 @@ fn a_replay_of_a_finished_command_older_than_its_end_is_a_duplicate() {
 fn outside_the_replay_an_older_sequence_is_still_a_protocol_error() {
     let mut t = harness();
     let (conn, _) = t.enrol(EDGE, &["op"]);
-    let id = t.cp.send_command(t.now, EDGE, spec(), None).unwrap();
+    let id = t.cp.send_command(t.now, EDGE, spec()).unwrap();
     t.send(conn, cmd_response(&id, true));
     t.send(conn, cmd_event(&id, CommandPhase::Accepted, 1));
     t.send(conn, cmd_event(&id, CommandPhase::Running, 3));

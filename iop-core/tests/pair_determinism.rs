@@ -25,7 +25,7 @@ fn scripted(seed: u64) -> Pair {
     }
     p.advance(Duration::from_secs(1));
     let spec = CommandSpec::new("edge.ping");
-    let id = p.send_command("edge-0", spec, None).unwrap();
+    let id = p.send_command("edge-0", spec).unwrap();
     p.request_status("edge-1", vec![]).unwrap();
     p.advance(Duration::from_millis(500));
     p.half_open(0, Side::Edge);

@@ -35,32 +35,11 @@ impl Log for CpEvent {
             CpEvent::Closed { conn, reason, .. } => {
                 tracing::debug!(conn = conn.0, ?reason, "connection closed")
             }
-            CpEvent::CommandLost {
+            CpEvent::CommandEnded {
                 edge_id,
                 command_id,
-            } => tracing::warn!(edge_id, command_id, "command lost"),
-            CpEvent::CommandAbandoned {
-                edge_id,
-                command_id,
-                disconnected_for,
-            } => tracing::warn!(
-                edge_id,
-                command_id,
-                disconnected_for_s = disconnected_for.as_secs(),
-                "command abandoned: its edge stayed away longer than it remembers commands"
-            ),
-            CpEvent::CommandUndeliverable {
-                edge_id,
-                command_id,
-                sessions,
-                session_ids,
-            } => tracing::warn!(
-                edge_id,
-                command_id,
-                sessions,
-                ?session_ids,
-                "command undeliverable"
-            ),
+                ending,
+            } => tracing::warn!(edge_id, command_id, ending = ending.code(), "{ending}"),
             CpEvent::EdgeForgotten {
                 edge_id, reason, ..
             } => tracing::info!(edge_id, ?reason, "edge view forgotten"),

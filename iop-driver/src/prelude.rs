@@ -25,8 +25,8 @@ pub use futures_lite::StreamExt;
 pub use iop_core::NodeRegistry;
 pub use iop_core::cp::{
     AllowList, CommandError, CommandOutcome, CommandSpec, CpConfig, CpEvent, CpEventKind,
-    Credential, DuplicatePolicy, EdgeAbsent, EdgeView, EnrolmentPolicy, Fault, Reachability,
-    StatusError,
+    Credential, DuplicatePolicy, EdgeAbsent, EdgeView, Ending, EnrolmentPolicy, Fault,
+    Reachability, StatusError,
 };
 pub use iop_core::edge::{EdgeConfig, EdgeEvent, Outcome, Target, TargetLevel};
 pub use iop_core::proto::{

@@ -124,7 +124,7 @@ pub enum OfflinePolicy {
 }
 
 /// A job: the command, how many Edges at once, the failure budget, the offline policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
     /// The job's id, an idempotency key (PROTOCOL.md §4.4's grammar, at most 120
     /// bytes): each Edge's command is `<job_id>-<n>`, `n` its place in the job.

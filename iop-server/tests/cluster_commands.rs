@@ -171,7 +171,10 @@ async fn a_command_is_in_the_engine_before_its_edge_sees_it_and_never_sent_witho
         .unwrap();
     let refused = bounded("the refusal", tracker.outcome()).await;
     assert!(
-        matches!(refused, Err(CommandFailure::Unrecorded { .. })),
+        matches!(
+            refused,
+            Err(CommandFailure::Ended(Ending::Unrecorded { .. }))
+        ),
         "{refused:?}"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -313,7 +316,7 @@ async fn a_running_command_is_cancelled_through_a_replica_that_does_not_hold_its
     assert!(sent.response.accepted, "{sent:?}");
     let ended = bounded("the target's end", tracker.outcome()).await;
     match ended {
-        Err(CommandFailure::Ended { phase, message, .. }) => {
+        Err(CommandFailure::Failed { phase, message, .. }) => {
             assert_eq!(phase, CommandPhase::Cancelled);
             assert!(message.contains("did not stop within 200 ms"), "{message}");
         }

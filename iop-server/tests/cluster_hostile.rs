@@ -168,7 +168,20 @@ async fn ghost(nats: &NatsServer, a: &Node) -> std::sync::Arc<std::sync::atomic:
             let body = match request.headers.as_ref().and_then(|h| h.get("Iop-Kind")) {
                 Some(kind) if kind.as_str() == "views" => {
                     headers.insert("Iop-After", format!("{after}a").as_str());
-                    br#"[{"edgeId":"edge-x"}]"#.to_vec()
+                    // Its first page in this replica's schema, the next ones in a
+                    // version it does not speak.
+                    let schema = if after.is_empty() {
+                        proto::cluster::SCHEMA
+                    } else {
+                        "iop.cluster.v9"
+                    };
+                    headers.insert("Iop-Schema", schema);
+                    let view = proto::cluster::EdgeView {
+                        edge_id: "edge-x".into(),
+                        ..Default::default()
+                    };
+                    let page = proto::cluster::EdgeViewPage { views: vec![view] };
+                    proto::Message::encode_to_vec(&page)
                 }
                 _ => {
                     headers.insert("Iop-Error", "owned-by-me");
@@ -210,7 +223,11 @@ async fn a_replica_paging_for_ever_or_answering_what_no_replica_sends_is_bounded
         "{} views in {pages} pages",
         views.len()
     );
-    assert!(!views.is_empty(), "ghost's first page is kept");
+    assert_eq!(
+        views.len(),
+        1,
+        "ghost's first page is kept, its next of another schema not"
+    );
 
     // An error it makes up is passed on as `unavailable`, its message cut to the
     // protocol's text limit, its command id dropped.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_lite::StreamExt;
-use iop_tokio::core::cp::{CommandOutcome, CommandSpec, CpEvent};
+use iop_tokio::core::cp::{CommandOutcome, CommandSpec, CpEvent, Ending};
 use iop_tokio::core::edge::{EdgeEvent, TargetLevel};
 use iop_tokio::core::proto::{CommandPhase, NodeEventKind};
 use iop_tokio::core::registry::{NodeConfig, ProviderCategory, ProviderConfig};
@@ -239,7 +239,7 @@ async fn a_command_running_across_a_reconnect_reports_its_outcome() {
         Some(&CommandPhase::Succeeded),
         "{updates:?}"
     );
-    assert!(!updates.contains(&CommandUpdate::Lost));
+    assert!(!updates.contains(&CommandUpdate::Ended(Ending::Lost)));
 
     edge.shutdown().await;
     server.shutdown().await;
@@ -399,12 +399,12 @@ async fn a_command_the_edge_forgot_across_a_reconnect_is_lost() {
     assert!(matches!(raw.next_body().await, Some(Body::HelloResponse(r)) if r.accepted));
     assert_eq!(
         bounded("lost", tracker.next()).await,
-        Some(CommandUpdate::Lost)
+        Some(CommandUpdate::Ended(Ending::Lost))
     );
     assert_eq!(bounded("end", tracker.next()).await, None);
     assert_eq!(
         cp.command(&command_id).unwrap().outcome,
-        Some(CommandOutcome::Lost)
+        Some(CommandOutcome::Ended(Ending::Lost))
     );
     server.shutdown().await;
 }

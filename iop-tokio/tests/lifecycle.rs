@@ -219,7 +219,7 @@ async fn outcome_is_ok_only_for_succeeded() {
         .send_command("edge-1", CommandSpec::new("edge.fail"))
         .unwrap();
     match bounded("fail", failing.outcome()).await {
-        Err(CommandFailure::Ended { phase, message, .. }) => {
+        Err(CommandFailure::Failed { phase, message, .. }) => {
             assert_eq!(
                 (phase, message.as_str()),
                 (CommandPhase::Failed, "it broke")

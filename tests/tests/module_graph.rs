@@ -1,7 +1,8 @@
-//! The Control Plane's modules read in one direction: no file of `iop-core/src/cp`,
-//! of its `session` or `control_plane`, or of `iop-driver/src/cp` imports a sibling that
-//! imports it back, directly or through others. A circle means two concepts were not
-//! told apart; this test names it.
+//! The modules of the Control Plane (`iop-core/src/cp`, every folder under it) and of
+//! the driver (`iop-driver/src`, every folder under it) read in one direction: no
+//! module imports a sibling that imports it back, directly or through others — by a
+//! `use`, a path in code, or a doc link. A circle means two concepts were not told
+//! apart; this test names it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -13,47 +14,123 @@ fn workspace() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// The sibling modules each file of `dir` (the module `crate_path`) names, as
-/// `super::<module>::` or by its path from the crate (`mod.rs` is the parent, not a
-/// sibling). An import only the docs see (`#[cfg(doc)]`) is no dependency.
-fn sibling_imports(dir: &Path, crate_path: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = BTreeMap::new();
+/// The modules of `dir`: its `.rs` files other than `mod.rs`, and its folders that
+/// hold a `mod.rs` (each a module of its own, read as one).
+fn modules(dir: &Path) -> BTreeMap<String, String> {
+    let mut modules = BTreeMap::new();
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries.flatten() {
         let path = entry.path();
         let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
-        if path.extension().is_none_or(|e| e != "rs") || stem == "mod" {
+        let text = if path.is_dir() && path.join("mod.rs").exists() {
+            let mut all = String::new();
+            for file in rust_files(&path) {
+                all.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+            }
+            all
+        } else if path.extension().is_some_and(|e| e == "rs") && stem != "mod" {
+            std::fs::read_to_string(&path).unwrap_or_default()
+        } else {
+            continue;
+        };
+        modules.insert(stem.to_owned(), text);
+    }
+    modules
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The names a path prefix (`super`, `crate::cp`) reaches in `text`: `prefix::name`,
+/// and every first name inside `prefix::{a, b::c}`. Doc links count: an import only
+/// the docs see still ties the two modules' meanings together.
+fn reached(text: &str, prefix: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let needle = format!("{prefix}::");
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (at, _) in text.match_indices(&needle) {
+        // `crate::cp::x` also reads as `cp::x`; only whole prefixes count.
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        let mut code = String::new();
-        let mut doc_only = false;
-        for line in text.lines() {
-            if !std::mem::replace(&mut doc_only, line.trim() == "#[cfg(doc)]") {
-                code.push_str(line);
-                code.push('\n');
+        let rest = &text[at + needle.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        names.insert(ident(item.trim()));
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
             }
+            names.insert(ident(item.trim()));
+        } else {
+            names.insert(ident(rest));
         }
-        files.insert(stem.to_owned(), code);
     }
+    names
+}
+
+/// The sibling modules each module of `dir` (the module `crate_path`) reaches, as
+/// `super::<module>` or by its path from the crate (`mod.rs` is the parent, not a
+/// sibling).
+fn sibling_imports(dir: &Path, crate_path: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let files = modules(dir);
     let names: BTreeSet<String> = files.keys().cloned().collect();
     files
         .iter()
         .map(|(name, text)| {
-            let used = names
-                .iter()
-                .filter(|other| {
-                    *other != name
-                        && (text.contains(&format!("super::{other}::"))
-                            || text.contains(&format!("{crate_path}::{other}::")))
-                })
-                .cloned()
+            let mut used = reached(text, "super");
+            used.extend(reached(text, crate_path));
+            let used = used
+                .into_iter()
+                .filter(|other| other != name && names.contains(other))
                 .collect();
             (name.clone(), used)
         })
         .collect()
+}
+
+/// Every folder of modules under `dir` (itself included), with its path from the
+/// crate (`crate_path` for `dir`).
+fn module_dirs(dir: &Path, crate_path: &str) -> Vec<(PathBuf, String)> {
+    let mut out = vec![(dir.to_path_buf(), crate_path.to_owned())];
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.join("mod.rs").exists() {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            out.extend(module_dirs(&path, &format!("{crate_path}::{name}")));
+        }
+    }
+    out
 }
 
 /// A circle among `graph`'s modules, if there is one.
@@ -89,23 +166,38 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 }
 
 #[test]
-fn the_control_planes_modules_import_each_other_in_no_circle() {
+fn the_modules_of_the_control_plane_and_the_driver_import_each_other_in_no_circle() {
     let root = workspace();
-    for (dir, crate_path) in [
+    let mut checked = 0;
+    for (top, crate_path) in [
         ("iop-core/src/cp", "crate::cp"),
-        ("iop-core/src/cp/session", "crate::cp::session"),
-        ("iop-core/src/cp/control_plane", "crate::cp::control_plane"),
-        ("iop-driver/src/cp", "crate::cp"),
+        ("iop-driver/src", "crate"),
     ] {
-        let graph = sibling_imports(&root.join(dir), crate_path);
-        assert!(graph.len() > 3, "{dir}: too few modules found");
-        if let Some(found) = circle(&graph) {
-            panic!(
-                "{dir}: the modules import each other in a circle: {}",
-                found.join(" → ")
-            );
+        for (dir, path) in module_dirs(&root.join(top), crate_path) {
+            let graph = sibling_imports(&dir, &path);
+            checked += graph.len();
+            if let Some(found) = circle(&graph) {
+                panic!(
+                    "{}: the modules import each other in a circle: {}",
+                    dir.display(),
+                    found.join(" → ")
+                );
+            }
         }
     }
+    assert!(checked > 80, "only {checked} modules found");
+}
+
+#[test]
+fn a_grouped_import_and_a_doc_link_are_imports() {
+    let text = "use super::{alpha, beta::{B, C}};\n/// [`X`](super::gamma::X)\nfn f(){ crate::cp::delta::g() }";
+    let mut names = reached(text, "super");
+    assert_eq!(
+        names.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["alpha", "beta", "gamma"]
+    );
+    names = reached(text, "crate::cp");
+    assert!(names.contains("delta"));
 }
 
 #[test]

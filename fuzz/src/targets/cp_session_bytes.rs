@@ -382,8 +382,7 @@ impl Session {
                 .send_command(
                     self.now,
                     EDGE_ID,
-                    CommandSpec::new("edge.ping"),
-                    Some(format!("cmd-{byte}")),
+                    CommandSpec::new("edge.ping").with_id(format!("cmd-{byte}")),
                 )
                 .map_err(|e| e.to_string()),
             2 => self

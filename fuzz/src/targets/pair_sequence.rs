@@ -210,9 +210,9 @@ impl Pair {
                 let spec = CommandSpec::new(OPERATIONS[usize::from(operation) % OPERATIONS.len()])
                     .with_target(SELECTORS[usize::from(selector) % SELECTORS.len()])
                     .with_timeout_ms(u32::from(timeout_s % 4) * 1_000);
-                let _ = self
-                    .cp
-                    .send_command(self.now, EDGE, spec, Some(format!("cmd-{}", id % 8)));
+                let _ =
+                    self.cp
+                        .send_command(self.now, EDGE, spec.with_id(format!("cmd-{}", id % 8)));
                 self.pump();
             }
             Op::ReportRunning { which } => {
@@ -448,7 +448,11 @@ impl Pair {
                     *self.terminal.entry(event.command_id).or_default() += 1;
                 }
             }
-            CpEvent::CommandLost { command_id, .. } => {
+            CpEvent::CommandEnded {
+                command_id,
+                ending: iop_core::cp::Ending::Lost,
+                ..
+            } => {
                 panic!("command {command_id} lost, though the Edge never restarted")
             }
             _ => {}

@@ -161,8 +161,7 @@ impl CommandLog {
         let events = cp.subscribe_with(SubscribeOptions::default().kinds([
             CpEventKind::CommandResponded,
             CpEventKind::CommandEvent,
-            CpEventKind::CommandLost,
-            CpEventKind::CommandUndeliverable,
+            CpEventKind::CommandEnded,
         ]));
         let notes = tokio::spawn({
             let log = log.clone();
@@ -179,8 +178,7 @@ impl CommandLog {
                     };
                     let command_id = match &event {
                         CpEvent::CommandResponded { response, .. } => &response.command_id,
-                        CpEvent::CommandLost { command_id, .. }
-                        | CpEvent::CommandUndeliverable { command_id, .. } => command_id,
+                        CpEvent::CommandEnded { command_id, .. } => command_id,
                         CpEvent::CommandEvent { event, .. } => &event.command_id,
                         _ => continue,
                     };

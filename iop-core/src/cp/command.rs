@@ -10,6 +10,7 @@ use iop_proto::{
 };
 
 use super::command_state::{CommandAnswer, CommandOutcome, CommandState, progress};
+use super::ending::Ending;
 use super::{CommandOrderRule, ProtocolViolation};
 
 #[derive(Debug)]
@@ -59,10 +60,8 @@ const MAX_NAMED_SESSIONS: usize = 8;
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Undeliverable {
     pub(crate) command_id: String,
-    /// Sessions that ended without answering it.
-    pub(crate) sessions: u32,
-    /// The ids of those this Control Plane saw end.
-    pub(crate) session_ids: Vec<u64>,
+    /// [`Ending::Undeliverable`], with the sessions that ended without answering it.
+    pub(crate) ending: Ending,
 }
 
 /// What a command response means for the application.
@@ -294,11 +293,9 @@ impl CommandBook {
             // Given up on: what the Edge still says of it (a replay from a session
             // whose answer was lost) is counted and dropped, as for an unknown id.
             (
-                Some(
-                    CommandOutcome::Lost
-                    | CommandOutcome::Undeliverable { .. }
-                    | CommandOutcome::Abandoned,
-                ),
+                Some(CommandOutcome::Ended(
+                    Ending::Lost | Ending::Undeliverable { .. } | Ending::Abandoned { .. },
+                )),
                 _,
             ) => {
                 return Ok(EventEffect::Unknown);
@@ -379,15 +376,16 @@ impl CommandBook {
             .into_iter()
             .filter_map(|(_, command_id)| {
                 let t = self.commands.get_mut(&command_id)?;
-                let sessions = t.unanswered_sessions;
-                let session_ids = std::mem::take(&mut t.unanswered_session_ids);
-                let outcome = CommandOutcome::Undeliverable { sessions };
-                self.finish(&command_id, outcome, retention);
-                Some(Undeliverable {
-                    command_id,
-                    sessions,
-                    session_ids,
-                })
+                let ending = Ending::Undeliverable {
+                    sessions: t.unanswered_sessions,
+                    session_ids: std::mem::take(&mut t.unanswered_session_ids),
+                };
+                self.finish(
+                    &command_id,
+                    CommandOutcome::Ended(ending.clone()),
+                    retention,
+                );
+                Some(Undeliverable { command_id, ending })
             })
             .collect()
     }
@@ -409,9 +407,9 @@ impl CommandBook {
             .max()
     }
 
-    /// Marks FAILED "abandoned" every unfinished command the Edge was sent; returns
-    /// their ids, in their original order.
-    pub(crate) fn abandon(&mut self, retention: usize) -> Vec<String> {
+    /// Marks FAILED "abandoned" every unfinished command the Edge was sent (it has been
+    /// disconnected for `disconnected_for`); returns their ids, in their original order.
+    pub(crate) fn abandon(&mut self, retention: usize, disconnected_for: Duration) -> Vec<String> {
         let mut open: Vec<(u64, String)> = self
             .commands
             .iter()
@@ -424,7 +422,8 @@ impl CommandBook {
                 if let Some(t) = self.commands.get_mut(&id) {
                     t.phase = CommandPhase::Failed;
                 }
-                self.finish(&id, CommandOutcome::Abandoned, retention);
+                let ending = Ending::Abandoned { disconnected_for };
+                self.finish(&id, CommandOutcome::Ended(ending), retention);
                 id
             })
             .collect()
@@ -482,7 +481,7 @@ impl CommandBook {
             }
         }
         for id in &lost {
-            self.finish(id, CommandOutcome::Lost, retention);
+            self.finish(id, CommandOutcome::Ended(Ending::Lost), retention);
         }
         (resend, lost)
     }

@@ -5,10 +5,14 @@
 
 use iop_proto::{CommandPhase, CommandRejectReason, EdgeCommandRequest};
 
-/// What the application asks an Edge to do.
+use super::ending::{Ending, EndingKind};
+
+/// What the application asks an Edge to do: the wire's request
+/// ([`EdgeCommandRequest`]), whose `command_id` is the caller's idempotency key or empty
+/// for an id the Control Plane chooses. A spec is the request itself, read and
+/// changed through it (`Deref`), so nothing converts one into the other.
 ///
-/// Built with [`CommandSpec::new`] and the `with_*` methods; `#[non_exhaustive]`, so a
-/// later field is not a breaking change.
+/// Built with [`CommandSpec::new`] and the `with_*` methods.
 ///
 /// ```
 /// use iop_core::cp::CommandSpec;
@@ -18,33 +22,41 @@ use iop_proto::{CommandPhase, CommandRejectReason, EdgeCommandRequest};
 ///     .with_metadata("reason", "maintenance")
 ///     .with_timeout_ms(30_000);
 /// assert_eq!(spec.operation, "node.drain");
+/// assert!(spec.command_id.is_empty(), "the Control Plane chooses the id");
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CommandSpec {
-    /// An operation the Edge advertised in its hello.
-    pub operation: String,
-    /// A target selector (PROTOCOL.md §6), interpreted by the Edge.
-    pub target_selector: String,
-    /// Free-form metadata for the Edge's handler.
-    pub metadata: std::collections::BTreeMap<String, String>,
-    /// Timeout on the Edge; 0 means its default.
-    pub timeout_ms: u32,
-    /// The caller's idempotency key (PROTOCOL.md §4.4), `None` for an id the Control
-    /// Plane chooses. A command sent again under a key the Control Plane knows for the
-    /// Edge, with the same content, is that command (nothing is sent again); with
-    /// other content it is refused as a conflict.
-    pub command_id: Option<String>,
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CommandSpec(EdgeCommandRequest);
+
+impl std::ops::Deref for CommandSpec {
+    type Target = EdgeCommandRequest;
+
+    fn deref(&self) -> &EdgeCommandRequest {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for CommandSpec {
+    fn deref_mut(&mut self) -> &mut EdgeCommandRequest {
+        &mut self.0
+    }
+}
+
+impl From<EdgeCommandRequest> for CommandSpec {
+    /// The spec of what `request` asks, its `command_id` the caller's key (none when
+    /// empty): the admin API's body and a routed command arrive as the wire's request.
+    fn from(request: EdgeCommandRequest) -> Self {
+        Self(request)
+    }
 }
 
 impl CommandSpec {
     /// A command for `operation`, targeting the whole Edge (empty selector), with the
     /// Edge's default timeout.
     pub fn new(operation: impl Into<String>) -> Self {
-        Self {
+        Self(EdgeCommandRequest {
             operation: operation.into(),
-            ..Self::default()
-        }
+            ..EdgeCommandRequest::default()
+        })
     }
 
     /// A cancellation of `command_id` (PROTOCOL.md §4.4, [`crate::cancel`]): the
@@ -52,62 +64,50 @@ impl CommandSpec {
     /// named in its metadata, under the id [`cancel_id`](crate::cancel::cancel_id)
     /// gives (so asking twice is one command).
     pub fn cancel(command_id: &str) -> Self {
-        Self {
-            command_id: crate::cancel::cancel_id(command_id),
-            ..Self::new(crate::cancel::CANCEL_OPERATION)
-                .with_metadata(crate::cancel::CANCEL_TARGET_KEY, command_id)
+        let spec = Self::new(crate::cancel::CANCEL_OPERATION)
+            .with_metadata(crate::cancel::CANCEL_TARGET_KEY, command_id);
+        match crate::cancel::cancel_id(command_id) {
+            Some(id) => spec.with_id(id),
+            None => spec,
         }
     }
 
     /// Sets the target selector (PROTOCOL.md §6), e.g. `node:gpu-1` or `label:zone=a`.
     pub fn with_target(mut self, selector: impl Into<String>) -> Self {
-        self.target_selector = selector.into();
+        self.0.target_selector = selector.into();
         self
     }
 
     /// Adds a metadata entry for the Edge's handler.
     pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.metadata.insert(key.into(), value.into());
+        self.0.metadata.insert(key.into(), value.into());
         self
     }
 
     /// Sets the timeout on the Edge, in milliseconds (0: the Edge's default).
     pub fn with_timeout_ms(mut self, timeout_ms: u32) -> Self {
-        self.timeout_ms = timeout_ms;
+        self.0.timeout_ms = timeout_ms;
         self
     }
 
     /// Sets the command id: the caller's idempotency key (`[A-Za-z0-9._-]{1,128}`).
     /// A caller that lost an answer sends again with the same key and never runs the
-    /// command twice.
+    /// command twice. A spec sent again under a key the Control Plane knows for the
+    /// Edge, with the same content, is that command (nothing is sent again); with other
+    /// content it is refused as a conflict.
     pub fn with_id(mut self, command_id: impl Into<String>) -> Self {
-        self.command_id = Some(command_id.into());
+        self.0.command_id = command_id.into();
         self
     }
 
-    /// The spec of what `request` asks, its `command_id` as the caller's key (none
-    /// when empty): the admin API's body and a routed command arrive as the wire's
-    /// request.
-    pub fn from_request(request: EdgeCommandRequest) -> Self {
-        Self {
-            operation: request.operation,
-            target_selector: request.target_selector,
-            metadata: request.metadata,
-            timeout_ms: request.timeout_ms,
-            command_id: Some(request.command_id).filter(|id| !id.is_empty()),
-        }
+    /// The caller's key, `None` when the Control Plane is to choose the id.
+    pub fn key(&self) -> Option<&str> {
+        Some(self.0.command_id.as_str()).filter(|id| !id.is_empty())
     }
 
-    /// The request this spec asks for, its id the caller's key (empty when the
-    /// Control Plane is to choose one).
+    /// The request this spec is.
     pub fn into_request(self) -> EdgeCommandRequest {
-        EdgeCommandRequest {
-            command_id: self.command_id.unwrap_or_default(),
-            operation: self.operation,
-            target_selector: self.target_selector,
-            metadata: self.metadata,
-            timeout_ms: self.timeout_ms,
-        }
+        self.0
     }
 
     /// Whether `request` asks for what this spec asks (its id aside): the same
@@ -209,24 +209,8 @@ pub enum CommandOutcome {
     Rejected(CommandRejectReason),
     /// A terminal event arrived with this phase.
     Finished(CommandPhase),
-    /// The Edge reconnected without listing this accepted, unfinished command: it was
-    /// lost by the Edge (treated as FAILED).
-    Lost,
-    /// Its request was sent on this many sessions that each ended without its response:
-    /// FAILED "undeliverable", never sent again.
-    Undeliverable {
-        /// Sessions that ended without answering it.
-        sessions: u32,
-    },
-    /// The view of its Edge was forgotten before it finished.
-    Forgotten,
-    /// Its record could not be written before it was sent (PROTOCOL.md §8
-    /// write-ahead): it was never sent.
-    Unrecorded,
-    /// Its Edge stayed disconnected longer than it remembers a command (its timeout
-    /// and then the finished-id retention, PROTOCOL.md §4.4): its outcome can never be
-    /// learned, and it is not sent again (treated as FAILED).
-    Abandoned,
+    /// It ended without the Edge's word ([`Ending`]): FAILED.
+    Ended(Ending),
 }
 
 impl CommandOutcome {
@@ -234,17 +218,24 @@ impl CommandOutcome {
     /// engine): a code (never 0, which such a record keeps for "unfinished") and a
     /// value: 1 rejected (the `CommandRejectReason`), 2 finished (the terminal
     /// `CommandPhase`), 3 lost, 4 undeliverable (the sessions), 5 forgotten,
-    /// 6 unrecorded, 7 abandoned (value 0).
+    /// 6 unrecorded, 7 abandoned, 8 conflict (value 0). An ending's other details
+    /// (session ids, how long, the journal's words) are not kept.
     pub fn encode(&self) -> (u32, u32) {
         let enum_value = |v: i32| u32::try_from(v).unwrap_or(0);
         match self {
             Self::Rejected(reason) => (1, enum_value(*reason as i32)),
             Self::Finished(phase) => (2, enum_value(*phase as i32)),
-            Self::Lost => (3, 0),
-            Self::Undeliverable { sessions } => (4, *sessions),
-            Self::Forgotten => (5, 0),
-            Self::Unrecorded => (6, 0),
-            Self::Abandoned => (7, 0),
+            Self::Ended(ending) => {
+                let code = match ending.kind() {
+                    EndingKind::Lost => 3,
+                    EndingKind::Undeliverable => 4,
+                    EndingKind::Forgotten => 5,
+                    EndingKind::Unrecorded => 6,
+                    EndingKind::Abandoned => 7,
+                    EndingKind::Conflict => 8,
+                };
+                (code, ending.value())
+            }
         }
     }
 
@@ -253,6 +244,7 @@ impl CommandOutcome {
     /// that is not terminal).
     pub fn decode(code: u32, value: u32) -> Option<Self> {
         let enum_value = i32::try_from(value).ok();
+        let ended = |kind| Ending::read(kind, value).map(Self::Ended);
         match code {
             1 => CommandRejectReason::try_from(enum_value?)
                 .ok()
@@ -261,11 +253,20 @@ impl CommandOutcome {
                 .ok()
                 .filter(|p| p.is_terminal())
                 .map(Self::Finished),
-            3 if value == 0 => Some(Self::Lost),
-            4 => Some(Self::Undeliverable { sessions: value }),
-            5 if value == 0 => Some(Self::Forgotten),
-            6 if value == 0 => Some(Self::Unrecorded),
-            7 if value == 0 => Some(Self::Abandoned),
+            3 => ended(EndingKind::Lost),
+            4 => ended(EndingKind::Undeliverable),
+            5 => ended(EndingKind::Forgotten),
+            6 => ended(EndingKind::Unrecorded),
+            7 => ended(EndingKind::Abandoned),
+            8 => ended(EndingKind::Conflict),
+            _ => None,
+        }
+    }
+
+    /// Its ending, when it ended without the Edge's word.
+    pub fn ending(&self) -> Option<&Ending> {
+        match self {
+            Self::Ended(ending) => Some(ending),
             _ => None,
         }
     }
@@ -282,7 +283,7 @@ mod tests {
         running.answer = CommandAnswer::Accepted;
         running.last_sequence = 9;
         let mut done = CommandState::new(request);
-        done.outcome = Some(CommandOutcome::Lost);
+        done.outcome = Some(CommandOutcome::Ended(Ending::Lost));
         assert!(done.progress() > running.progress());
     }
 
@@ -292,12 +293,12 @@ mod tests {
             CommandOutcome::Rejected(CommandRejectReason::Busy),
             CommandOutcome::Finished(CommandPhase::Succeeded),
             CommandOutcome::Finished(CommandPhase::TimedOut),
-            CommandOutcome::Lost,
-            CommandOutcome::Undeliverable { sessions: 3 },
-            CommandOutcome::Forgotten,
-            CommandOutcome::Unrecorded,
-            CommandOutcome::Abandoned,
-        ];
+        ]
+        .into_iter()
+        .chain(EndingKind::ALL.map(|k| {
+            let value = u32::from(k == EndingKind::Undeliverable) * 3;
+            CommandOutcome::Ended(Ending::read(k, value).unwrap())
+        }));
         for outcome in all {
             let (code, value) = outcome.encode();
             assert_ne!(code, 0);
@@ -306,7 +307,7 @@ mod tests {
         let running = CommandPhase::Running as u32;
         for (code, value) in [
             (0, 0),
-            (8, 0),
+            (9, 0),
             (7, 1),
             (2, running),
             (2, 99),

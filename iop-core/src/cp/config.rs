@@ -76,7 +76,7 @@ pub struct CpConfig {
     /// How long an Edge remembers a finished command (its finished-id retention,
     /// PROTOCOL.md §4.4: 10 min). An Edge disconnected for longer than a command's
     /// timeout plus this can no longer tell that command's outcome: the command is
-    /// FAILED, abandoned ([`CpEvent::CommandAbandoned`](super::CpEvent::CommandAbandoned)).
+    /// FAILED, abandoned ([`Ending::Abandoned`](super::Ending::Abandoned)).
     /// `None` never abandons one (a cluster's replica, whose Edges may live on
     /// elsewhere).
     pub edge_command_retention: Option<Duration>,

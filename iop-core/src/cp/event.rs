@@ -4,9 +4,12 @@ use std::time::Duration;
 
 use super::close_reason::CloseReason;
 use super::command_state::CommandOutcome;
+use super::ending::Ending;
 use super::ids::{ConnectionId, RequestId};
 use super::load::LoadChange;
-use iop_proto::{EdgeCommandEvent, EdgeCommandResponse, EdgeNodeEvent, EdgeStatusResponse};
+use iop_proto::{
+    EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeNodeEvent, EdgeStatusResponse,
+};
 
 /// Why the Control Plane's view of an Edge must be rebuilt from a fresh status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,38 +175,27 @@ pub enum CpEvent {
         /// `Some(Finished)` when the event's phase ended the command.
         outcome: Option<CommandOutcome>,
     },
-    /// A command the CP believed accepted and unfinished was not listed in the Edge's
-    /// new hello: it is marked FAILED, lost by the Edge.
-    CommandLost {
+    /// A command ended without its Edge's word ([`Ending`]): the Edge came back
+    /// without it (lost), sessions kept ending without answering it (undeliverable),
+    /// or the Edge stayed away longer than it remembers it (abandoned). It is FAILED
+    /// and never sent again.
+    CommandEnded {
         /// The Edge.
         edge_id: String,
         /// The command.
         command_id: String,
+        /// How it ended.
+        ending: Ending,
     },
-    /// A command's Edge stayed disconnected longer than it remembers the command (the
-    /// command's timeout, then the Edge's finished-id retention: PROTOCOL.md §4.4): its
-    /// outcome can never be learned. It is marked FAILED and never sent again.
-    CommandAbandoned {
+    /// [`ControlPlane::hold_command`](super::ControlPlane::hold_command) held a command
+    /// back: record `request` (a cluster's write-ahead, PROTOCOL.md §8), then
+    /// [`release_command`](super::ControlPlane::release_command) or
+    /// [`drop_command`](super::ControlPlane::drop_command) it.
+    CommandHeld {
         /// The Edge.
         edge_id: String,
-        /// The command.
-        command_id: String,
-        /// How long the Edge had been disconnected.
-        disconnected_for: Duration,
-    },
-    /// A command's request was sent on `sessions` sessions that each ended without
-    /// its response (PROTOCOL.md §4.4): it is marked FAILED "undeliverable" and never sent
-    /// again, so one request the Edge cannot take does not end its sessions for ever.
-    CommandUndeliverable {
-        /// The Edge.
-        edge_id: String,
-        /// The command.
-        command_id: String,
-        /// Sessions that ended without answering it.
-        sessions: u32,
-        /// The ids of those sessions this Control Plane saw end, oldest first (fewer
-        /// than `sessions` when another Control Plane carried the command before).
-        session_ids: Vec<u64>,
+        /// The request as it will be sent, its id chosen.
+        request: EdgeCommandRequest,
     },
     /// The view of a disconnected Edge was forgotten, with its commands: it had been
     /// disconnected for `disconnected_view_ttl`, was the oldest of more than
@@ -276,12 +268,10 @@ pub enum CpEventKind {
     CommandResponded,
     /// [`CpEvent::CommandEvent`].
     CommandEvent,
-    /// [`CpEvent::CommandLost`].
-    CommandLost,
-    /// [`CpEvent::CommandUndeliverable`].
-    CommandUndeliverable,
-    /// [`CpEvent::CommandAbandoned`].
-    CommandAbandoned,
+    /// [`CpEvent::CommandEnded`].
+    CommandEnded,
+    /// [`CpEvent::CommandHeld`].
+    CommandHeld,
     /// [`CpEvent::EdgeForgotten`].
     EdgeForgotten,
     /// [`CpEvent::NodeEvent`].
@@ -294,7 +284,7 @@ pub enum CpEventKind {
 
 impl CpEventKind {
     /// Every kind, in declaration order.
-    pub const ALL: [CpEventKind; 19] = [
+    pub const ALL: [CpEventKind; 18] = [
         CpEventKind::SessionAccepted,
         CpEventKind::EdgeSuperseded,
         CpEventKind::ResyncNeeded,
@@ -307,9 +297,8 @@ impl CpEventKind {
         CpEventKind::StatusAbandoned,
         CpEventKind::CommandResponded,
         CpEventKind::CommandEvent,
-        CpEventKind::CommandLost,
-        CpEventKind::CommandUndeliverable,
-        CpEventKind::CommandAbandoned,
+        CpEventKind::CommandEnded,
+        CpEventKind::CommandHeld,
         CpEventKind::EdgeForgotten,
         CpEventKind::NodeEvent,
         CpEventKind::OwnershipClaim,
@@ -332,9 +321,8 @@ impl CpEventKind {
             CpEventKind::StatusAbandoned => "status_abandoned",
             CpEventKind::CommandResponded => "command_responded",
             CpEventKind::CommandEvent => "command_event",
-            CpEventKind::CommandLost => "command_lost",
-            CpEventKind::CommandUndeliverable => "command_undeliverable",
-            CpEventKind::CommandAbandoned => "command_abandoned",
+            CpEventKind::CommandEnded => "command_ended",
+            CpEventKind::CommandHeld => "command_held",
             CpEventKind::EdgeForgotten => "edge_forgotten",
             CpEventKind::NodeEvent => "node_event",
             CpEventKind::OwnershipClaim => "ownership_claim",
@@ -370,9 +358,8 @@ impl CpEvent {
             CpEvent::StatusAbandoned { .. } => CpEventKind::StatusAbandoned,
             CpEvent::CommandResponded { .. } => CpEventKind::CommandResponded,
             CpEvent::CommandEvent { .. } => CpEventKind::CommandEvent,
-            CpEvent::CommandLost { .. } => CpEventKind::CommandLost,
-            CpEvent::CommandUndeliverable { .. } => CpEventKind::CommandUndeliverable,
-            CpEvent::CommandAbandoned { .. } => CpEventKind::CommandAbandoned,
+            CpEvent::CommandEnded { .. } => CpEventKind::CommandEnded,
+            CpEvent::CommandHeld { .. } => CpEventKind::CommandHeld,
             CpEvent::EdgeForgotten { .. } => CpEventKind::EdgeForgotten,
             CpEvent::NodeEvent { .. } => CpEventKind::NodeEvent,
             CpEvent::OwnershipClaim(_) => CpEventKind::OwnershipClaim,
@@ -395,9 +382,8 @@ impl CpEvent {
             | CpEvent::StatusAbandoned { edge_id, .. }
             | CpEvent::CommandResponded { edge_id, .. }
             | CpEvent::CommandEvent { edge_id, .. }
-            | CpEvent::CommandLost { edge_id, .. }
-            | CpEvent::CommandUndeliverable { edge_id, .. }
-            | CpEvent::CommandAbandoned { edge_id, .. }
+            | CpEvent::CommandEnded { edge_id, .. }
+            | CpEvent::CommandHeld { edge_id, .. }
             | CpEvent::EdgeForgotten { edge_id, .. }
             | CpEvent::NodeEvent { edge_id, .. } => Some(edge_id),
             CpEvent::StatusReceived { response, .. } => Some(&response.edge_id),

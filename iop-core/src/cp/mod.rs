@@ -118,9 +118,9 @@
 //!   the id may each have reported it (`tests/cp_replay.rs`). Unknown ids are counted and dropped. On every new
 //!   session of an Edge, commands never answered are re-sent (same id, original
 //!   order), and commands believed accepted (answered, or with events seen) that the
-//!   hello does not list become [`CpEvent::CommandLost`] (FAILED). A command whose
+//!   hello does not list end [`Ending::Lost`] ([`CpEvent::CommandEnded`], FAILED). A command whose
 //!   request was sent on 3 sessions that each ended unanswered becomes
-//!   [`CpEvent::CommandUndeliverable`] (FAILED) and is never sent again. Generated
+//!   [`Ending::Undeliverable`] (FAILED) and is never sent again. Generated
 //!   command ids read `cmd-<command_id_epoch hex>-<n>`.
 //! * **Node events** (§4.5): sequence must increase (else protocol error), and
 //!   `edge_id` must be the session's; a gap, or a first event that is not
@@ -186,6 +186,7 @@ mod conn_table;
 mod control_plane;
 pub mod directory;
 mod edges;
+mod ending;
 mod enrolment;
 mod error;
 mod event;
@@ -206,6 +207,7 @@ pub use config::{ConfigError, CpConfig, DuplicatePolicy};
 pub use conn_table::IdHasher;
 pub use control_plane::ControlPlane;
 pub use directory::{Claim, ClaimAnswer, ClaimError, Directory, ExternalDirectory, LocalDirectory};
+pub use ending::{Ending, EndingKind};
 pub use enrolment::{AllowList, Credential, CredentialHash, EnrolmentPolicy};
 pub use error::{
     Absence, CommandError, ConnectionIdInUse, EdgeAbsent, Fault, RevokeError, StatusError,

@@ -248,9 +248,8 @@ impl Pair {
         &mut self,
         edge_id: &str,
         spec: CommandSpec,
-        command_id: Option<String>,
     ) -> Result<String, CommandError> {
-        let id = self.cp.send_command(self.now, edge_id, spec, command_id)?;
+        let id = self.cp.send_command(self.now, edge_id, spec)?;
         self.monitor.on_command_sent(edge_id, &id);
         Ok(id)
     }

@@ -167,10 +167,8 @@ fn command(c: &CommandCase) -> Result<Verdict, String> {
     let before = link.to_edge.len();
     let mut spec = CommandSpec::new(c.operation.clone()).with_target(c.selector.clone());
     spec.metadata = c.metadata.iter().cloned().collect();
-    match link
-        .cp
-        .send_command(link.now, "edge-1", spec, c.command_id.clone())
-    {
+    spec.command_id = c.command_id.clone().unwrap_or_default();
+    match link.cp.send_command(link.now, "edge-1", spec) {
         Err(e) => Ok(Verdict::Refused(e.to_string())),
         Ok(_) => {
             link.pump()?;

@@ -209,9 +209,7 @@ impl Sim {
                         bump(format!("end.{}", phase.as_str_name()));
                     }
                 }
-                CpEvent::CommandLost { .. } => bump("end.Lost".into()),
-                CpEvent::CommandUndeliverable { .. } => bump("end.Undeliverable".into()),
-                CpEvent::CommandAbandoned { .. } => bump("end.Abandoned".into()),
+                CpEvent::CommandEnded { ending, .. } => bump(format!("end.{:?}", ending.kind())),
                 CpEvent::CommandResponded {
                     outcome: Some(CommandOutcome::Rejected(reason)),
                     ..
@@ -338,7 +336,7 @@ impl Sim {
         let spec = CommandSpec::new(operation)
             .with_target(target_selector)
             .with_timeout_ms(timeout_ms);
-        if let Ok(id) = self.pair.send_command(&edge_id(k), spec, None) {
+        if let Ok(id) = self.pair.send_command(&edge_id(k), spec) {
             self.commands += 1;
             self.sent.entry(k).or_default().push(id);
         }

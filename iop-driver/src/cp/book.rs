@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::task::{Context, Poll, Waker};
 
-use iop_core::cp::{CommandAnswer, CommandOutcome, CommandState};
+use iop_core::cp::{CommandAnswer, CommandOutcome, CommandState, Ending};
 use iop_core::proto::{
     CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandResponse, WireEnum,
 };
@@ -46,35 +46,9 @@ pub enum CommandUpdate {
     Response(EdgeCommandResponse),
     /// A phase event (ACCEPTED, RUNNING…, then one terminal phase).
     Event(EdgeCommandEvent),
-    /// The Edge came back without it: the command is FAILED as lost.
-    Lost,
-    /// Its request was sent on this many sessions that each ended without an answer:
-    /// FAILED "undeliverable", never sent again (PROTOCOL.md §4.4).
-    Undeliverable {
-        /// Sessions that ended without answering it.
-        sessions: u32,
-        /// The ids of those sessions this Control Plane saw end, oldest first.
-        session_ids: Vec<u64>,
-    },
-    /// Its Edge stayed disconnected longer than it remembers a command (the command's
-    /// timeout, then its finished-id retention): its outcome can never be learned, and
-    /// it is FAILED as abandoned, never sent again.
-    Abandoned {
-        /// How long the Edge had been disconnected.
-        disconnected_for: std::time::Duration,
-    },
-    /// The view of its Edge was forgotten (disconnected too long, or too many
-    /// disconnected Edges) before it finished.
-    Forgotten,
-    /// Its record could not be written before it was sent (the [`CommandJournal`](crate::CommandJournal),
-    /// a cluster's engine, said why): it was never sent.
-    Unrecorded {
-        /// What the journal said.
-        reason: String,
-    },
-    /// The journal holds another command under its id (another Edge's, or other
-    /// content): it was never sent.
-    Conflict,
+    /// It ended without the Edge's word ([`Ending`]: lost, undeliverable, abandoned,
+    /// forgotten, unrecorded, a conflict of its id): FAILED, never sent (again).
+    Ended(Ending),
 }
 
 /// Everything known about one command: its response and every event so far.
@@ -185,7 +159,7 @@ struct Entry {
 fn update_bytes(update: &CommandUpdate) -> usize {
     let heap = match update {
         CommandUpdate::Response(r) => r.command_id.len() + r.message.len(),
-        CommandUpdate::Unrecorded { reason } => reason.len(),
+        CommandUpdate::Ended(Ending::Unrecorded { reason }) => reason.len(),
         CommandUpdate::Event(e) => {
             e.command_id.len()
                 + e.message.len()

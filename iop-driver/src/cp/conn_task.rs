@@ -38,7 +38,7 @@ pub(super) async fn conn_task<R: Runtime>(
 }
 
 struct CpConn<'a, R: Runtime> {
-    shared: &'a CpShared<R>,
+    shared: &'a Arc<CpShared<R>>,
     conn: ConnectionId,
     slot: &'a ConnSlot,
     /// The span got its `edge_id`.

@@ -1,11 +1,8 @@
-//! Why a [`ControlPlaneHandle`] call gave nothing.
+//! Why a [`ControlPlaneHandle`](crate::ControlPlaneHandle) call gave nothing.
 
 use iop_core::cp::{CommandError, CommandOutcome, StatusError};
 
-#[cfg(doc)]
-use super::handle::ControlPlaneHandle;
-
-/// Why [`ControlPlaneHandle::request_status`] gave no status.
+/// Why [`ControlPlaneHandle::request_status`](crate::ControlPlaneHandle::request_status) gave no status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StatusRequestError {
@@ -24,7 +21,7 @@ pub enum StatusRequestError {
     Stopped,
 }
 
-/// Why [`ControlPlaneHandle::cancel`] sent no cancellation.
+/// Why [`ControlPlaneHandle::cancel`](crate::ControlPlaneHandle::cancel) sent no cancellation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CancelError {
@@ -45,7 +42,7 @@ pub enum CancelError {
     Send(#[from] SendCommandError),
 }
 
-/// Why [`ControlPlaneHandle::set_tls`] changed nothing.
+/// Why [`ControlPlaneHandle::set_tls`](crate::ControlPlaneHandle::set_tls) changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsReloadError {
@@ -54,7 +51,7 @@ pub enum TlsReloadError {
     NotTls,
 }
 
-/// Why [`ControlPlaneHandle::send_command`] sent nothing.
+/// Why [`ControlPlaneHandle::send_command`](crate::ControlPlaneHandle::send_command) sent nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendCommandError {

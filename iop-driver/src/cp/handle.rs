@@ -164,7 +164,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// re-sends it or learns its fate from the Edge's hello. With a
     /// [`CommandJournal`](crate::CommandJournal) set, it goes out once the journal
     /// recorded it; one it cannot record is never sent, and the tracker ends with
-    /// [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded).
+    /// [`Ending::Unrecorded`](iop_core::cp::Ending::Unrecorded).
     ///
     /// A spec with the caller's id ([`CommandSpec::with_id`]) the Control Plane knows
     /// for this Edge is that command again when its content is the same (the tracker
@@ -175,44 +175,35 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         spec: CommandSpec,
     ) -> Result<CommandTracker<R>, SendCommandError> {
         let operation = spec.operation.clone();
-        let journal = lock(&self.shared.journal).clone();
-        let (command_id, held) = self.shared.with_direct(|state, now| {
+        let journaled = lock(&self.shared.journal).is_some();
+        let command_id = self.shared.with_direct(|state, now| {
             if state.stopped {
                 return Err(SendCommandError::Stopped);
             }
             // A key the core knows for this Edge: that command again, or a conflict.
-            if let Some(id) = &spec.command_id
+            if let Some(id) = spec.key()
                 && let Some(known) = state.cp.command(edge_id, id)
             {
                 if !spec.same_content(&known.request) {
                     return Err(SendCommandError::Conflict {
-                        command_id: id.clone(),
+                        command_id: id.to_owned(),
                     });
                 }
                 if state.book.get(id).is_none() {
                     state.book.adopt(CommandRecord::of(edge_id, &known));
                 }
-                return Ok((id.clone(), None));
+                return Ok(id.to_owned());
             }
-            let (id, held) = match &journal {
-                None => (state.cp.send_command(now, edge_id, spec, None)?, None),
-                Some(_) => {
-                    let id = state.cp.hold_command(edge_id, spec, None)?;
-                    let request = state.cp.command(edge_id, &id).map(|h| h.request);
-                    (id, request)
-                }
+            // Held back while the journal records it (on the core's `CommandHeld`,
+            // `CpShared::pump`), else sent at once.
+            let id = if journaled {
+                state.cp.hold_command(edge_id, spec)?
+            } else {
+                state.cp.send_command(now, edge_id, spec)?
             };
             state.book.insert(edge_id, &id, &operation);
-            Ok((id, held))
+            Ok(id)
         })?;
-        if let (Some(journal), Some(request)) = (journal, held) {
-            R::spawn(record_then_send(
-                self.shared.clone(),
-                journal,
-                edge_id.to_owned(),
-                request,
-            ));
-        }
         tracing::debug!(edge_id, command_id, operation, "command sent");
         Ok(CommandTracker::new(
             self.shared.clone(),
@@ -283,7 +274,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// Forgets a disconnected Edge: its view and its commands (their trackers end with
-    /// [`CommandUpdate::Forgotten`](crate::CommandUpdate::Forgotten)). False when the
+    /// [`Ending::Forgotten`](iop_core::cp::Ending::Forgotten)). False when the
     /// Edge is unknown or connected. Views are also forgotten on their own, 24 h after
     /// their last session and past 100 000 disconnected Edges (`CpConfig`).
     pub fn forget_edge(&self, edge_id: &str) -> bool {
@@ -402,42 +393,5 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// last handle (the server's included) shuts the server down in the background.
     pub fn detach(self) {
         self.owner.detach();
-    }
-}
-
-/// Has `journal` record `request`, then sends it; a command it cannot record is
-/// dropped from the core and its record ends `Unrecorded`.
-async fn record_then_send<R: Runtime>(
-    shared: Arc<CpShared<R>>,
-    journal: Arc<dyn crate::CommandJournal>,
-    edge_id: String,
-    request: iop_core::proto::EdgeCommandRequest,
-) {
-    let command_id = request.command_id.clone();
-    match journal.record(&edge_id, &request).await {
-        Ok(()) => shared.with_direct(|state, now| {
-            state.cp.release_command(now, &edge_id, &command_id);
-        }),
-        Err(e) => shared.with(|state, _| {
-            if !state.cp.drop_command(&edge_id, &command_id) {
-                return;
-            }
-            let update = match e {
-                // Sent before, by another Control Plane: its record is this command's.
-                crate::JournalError::Exists(record) => {
-                    state.book.adopt(*record);
-                    return;
-                }
-                crate::JournalError::Conflict => crate::CommandUpdate::Conflict,
-                other => {
-                    tracing::warn!(%edge_id, %command_id, error = %other, "command not sent: it could not be recorded");
-                    crate::CommandUpdate::Unrecorded {
-                        reason: other.to_string(),
-                    }
-                }
-            };
-            let outcome = Some(iop_core::cp::CommandOutcome::Unrecorded);
-            state.book.push(&command_id, update, outcome);
-        }),
     }
 }

@@ -251,7 +251,7 @@ async fn run<R: Runtime>(tracker: JobTracker, clock: Clock) {
         }
         for (edge_id, command_id) in launches {
             let mut spec = spec.clone();
-            spec.command_id = Some(command_id);
+            spec.command_id = command_id;
             let ran = tracker.launcher.run(edge_id.clone(), spec);
             let tracker = tracker.clone();
             R::spawn(async move {

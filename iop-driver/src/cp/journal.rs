@@ -4,14 +4,14 @@
 //! With a [`CommandJournal`] set ([`ControlPlaneHandle::set_command_journal`](crate::ControlPlaneHandle::set_command_journal)),
 //! [`ControlPlaneHandle::send_command`](crate::ControlPlaneHandle::send_command) holds
 //! each new command back in the core ([`ControlPlane::hold_command`](iop_core::cp::ControlPlane::hold_command)),
-//! asks the journal to record it, and sends it only once the journal says it is
-//! recorded. A command the journal cannot record is dropped, never sent: its tracker
-//! ends with [`CommandUpdate::Unrecorded`](crate::CommandUpdate::Unrecorded) (or
-//! [`CommandUpdate::Conflict`](crate::CommandUpdate::Conflict)) and its outcome is
-//! [`CommandOutcome::Unrecorded`](iop_core::cp::CommandOutcome::Unrecorded). One the
-//! journal holds already (a caller's retry under the same key through another Control
-//! Plane) is not sent again: its tracker follows the journal's record of it. So an
-//! answer from the Edge is only ever about a command the journal holds.
+//! and on the core's [`CpEvent::CommandHeld`](iop_core::cp::CpEvent::CommandHeld) —
+//! the request as it will be sent — asks the journal to record it, and sends it only
+//! once the journal says it is recorded. A command the journal cannot record is
+//! dropped, never sent: it ends [`Ending::Unrecorded`](iop_core::cp::Ending::Unrecorded)
+//! (or [`Ending::Conflict`](iop_core::cp::Ending::Conflict)). One
+//! the journal holds already (a caller's retry under the same key through another
+//! Control Plane) is not sent again: its tracker follows the journal's record of it.
+//! So an answer from the Edge is only ever about a command the journal holds.
 
 use std::fmt;
 use std::future::Future;

@@ -21,6 +21,7 @@ mod status_waiters;
 mod timer;
 mod tracker;
 mod wait_edge;
+mod write_ahead;
 
 pub use answer::NoAnswer;
 pub use book::{CommandRecord, CommandUpdate, RecordLimits};

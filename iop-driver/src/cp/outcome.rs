@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use iop_core::cp::CommandOutcome;
+use iop_core::cp::{CommandOutcome, Ending};
 use iop_core::proto::{CommandPhase, CommandRejectReason};
 
 use super::book::CommandRecord;
@@ -38,7 +38,7 @@ pub enum CommandFailure {
     },
     /// It ran and ended FAILED, CANCELLED or TIMED_OUT.
     #[error("the command ended {phase:?}: {message}")]
-    Ended {
+    Failed {
         /// The terminal phase.
         phase: CommandPhase,
         /// The terminal event's message.
@@ -46,30 +46,9 @@ pub enum CommandFailure {
         /// The terminal event's detail.
         detail: BTreeMap<String, String>,
     },
-    /// The Edge came back without it (it restarted): treated as FAILED.
-    #[error("the edge lost the command (it reconnected without it)")]
-    Lost,
-    /// Its request went out on this many sessions that each ended unanswered, and it
-    /// is never sent again.
-    #[error("the command was undeliverable: {sessions} sessions ended without an answer")]
-    Undeliverable {
-        /// Sessions that ended without answering it.
-        sessions: u32,
-    },
-    /// Its Edge stayed away longer than it remembers commands: its outcome can never
-    /// be learned.
-    #[error("the command was abandoned: its edge stayed away longer than it remembers commands")]
-    Abandoned,
-    /// The Control Plane forgot its Edge (disconnected too long) before it finished.
-    #[error("the edge was forgotten before the command finished")]
-    Forgotten,
-    /// Its record could not be written before it was sent (a cluster's engine was
-    /// unavailable): it was never sent.
-    #[error("the command was not sent: its record could not be written ({reason})")]
-    Unrecorded {
-        /// What the journal said.
-        reason: String,
-    },
+    /// It ended without the Edge's word ([`Ending`]).
+    #[error("{0}")]
+    Ended(Ending),
     /// Its record left the handle's bounded book (too many newer commands) or the
     /// server stopped before it finished: the outcome is not known here.
     #[error("the command's outcome is unknown: its record ended before it finished")]
@@ -99,22 +78,18 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
                 .map(|r| r.message.clone())
                 .unwrap_or_default(),
         }),
-        Some(CommandOutcome::Lost) => Err(CommandFailure::Lost),
-        Some(CommandOutcome::Undeliverable { sessions }) => Err(CommandFailure::Undeliverable {
-            sessions: *sessions,
-        }),
-        Some(CommandOutcome::Forgotten) => Err(CommandFailure::Forgotten),
-        Some(CommandOutcome::Abandoned) => Err(CommandFailure::Abandoned),
-        Some(CommandOutcome::Unrecorded) => Err(CommandFailure::Unrecorded {
-            reason: record
+        // The ending as the book learnt it (with its details), else as the outcome
+        // reads back.
+        Some(CommandOutcome::Ended(ending)) => Err(CommandFailure::Ended(
+            record
                 .updates
                 .iter()
                 .find_map(|u| match u {
-                    super::book::CommandUpdate::Unrecorded { reason } => Some(reason.clone()),
+                    super::book::CommandUpdate::Ended(e) => Some(e.clone()),
                     _ => None,
                 })
-                .unwrap_or_default(),
-        }),
+                .unwrap_or_else(|| ending.clone()),
+        )),
         Some(CommandOutcome::Finished(CommandPhase::Succeeded)) => {
             let event = terminal.unwrap_or_default();
             Ok(Terminal {
@@ -126,7 +101,7 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
         }
         Some(CommandOutcome::Finished(phase)) => {
             let event = terminal.unwrap_or_default();
-            Err(CommandFailure::Ended {
+            Err(CommandFailure::Failed {
                 phase: *phase,
                 message: event.message,
                 detail: event.detail,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use iop_core::Instant;
-use iop_core::cp::{ConnectionId, ControlPlane, CpEvent, IdHasher};
+use iop_core::cp::{CommandOutcome, ConnectionId, ControlPlane, CpEvent, Ending, IdHasher};
 
 use super::book::{CommandBook, CommandUpdate};
 use super::config::TlsStats;
@@ -102,7 +102,7 @@ pub(crate) struct CpShared<R: Runtime> {
 
 impl<R: Runtime> CpShared<R> {
     /// Runs `f` on the state, then routes every output the core produced.
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
+    pub(crate) fn with<T>(self: &Arc<Self>, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
         let mut state = lock(&self.state);
         let now = self.clock.now();
         let out = f(&mut state, now);
@@ -116,7 +116,10 @@ impl<R: Runtime> CpShared<R> {
     /// pending (the common case), instead of waking that task to do it — one task
     /// switch less per request. Whatever cannot be written at once (a full socket
     /// buffer, a busy or TLS connection) is left to the driver task, woken as usual.
-    pub(crate) fn with_direct<T>(&self, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
+    pub(crate) fn with_direct<T>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut CpState, Instant) -> T,
+    ) -> T {
         let mut state = lock(&self.state);
         let now = self.clock.now();
         let out = f(&mut state, now);
@@ -145,7 +148,7 @@ impl<R: Runtime> CpShared<R> {
 
     /// [`with`](Self::with) for calls that need no time: it does not read the clock
     /// (a read costs about as much as pulling a frame out of the core).
-    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&mut CpState) -> T) -> T {
+    pub(crate) fn with_state<T>(self: &Arc<Self>, f: impl FnOnce(&mut CpState) -> T) -> T {
         let mut state = lock(&self.state);
         let out = f(&mut state);
         self.pump(&mut state);
@@ -154,13 +157,16 @@ impl<R: Runtime> CpShared<R> {
 
     /// Routes wake-ups to connection tasks, events to waiters and subscribers, and
     /// re-arms the timer when the deadline moved earlier.
-    pub(crate) fn pump(&self, state: &mut CpState) {
+    pub(crate) fn pump(self: &Arc<Self>, state: &mut CpState) {
         while let Some(conn) = state.cp.poll_wakeup() {
             if let Some(slot) = state.conns.get(&conn) {
                 slot.wake.notify();
             }
         }
         while let Some(event) = state.cp.poll_event() {
+            if let CpEvent::CommandHeld { edge_id, request } = &event {
+                self.record(edge_id, request);
+            }
             dispatch(state, event);
         }
         let next = state.next_deadline();
@@ -252,53 +258,23 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
             let update = CommandUpdate::Event(ev.clone());
             state.book.push(&ev.command_id, update, outcome.clone());
         }
-        CpEvent::CommandLost { command_id, .. } => {
-            state.book.push(
-                command_id,
-                CommandUpdate::Lost,
-                Some(iop_core::cp::CommandOutcome::Lost),
-            );
-        }
-        CpEvent::CommandAbandoned {
-            command_id,
-            disconnected_for,
-            ..
+        CpEvent::CommandEnded {
+            command_id, ending, ..
         } => {
-            state.book.push(
-                command_id,
-                CommandUpdate::Abandoned {
-                    disconnected_for: *disconnected_for,
-                },
-                Some(iop_core::cp::CommandOutcome::Abandoned),
-            );
-        }
-        CpEvent::CommandUndeliverable {
-            command_id,
-            sessions,
-            session_ids,
-            ..
-        } => {
-            state.book.push(
-                command_id,
-                CommandUpdate::Undeliverable {
-                    sessions: *sessions,
-                    session_ids: session_ids.clone(),
-                },
-                Some(iop_core::cp::CommandOutcome::Undeliverable {
-                    sessions: *sessions,
-                }),
-            );
+            let outcome = Some(CommandOutcome::Ended(ending.clone()));
+            state
+                .book
+                .push(command_id, CommandUpdate::Ended(ending.clone()), outcome);
         }
         CpEvent::EdgeForgotten {
             unfinished_commands,
             ..
         } => {
             for command_id in unfinished_commands {
-                state.book.push(
-                    command_id,
-                    CommandUpdate::Forgotten,
-                    Some(iop_core::cp::CommandOutcome::Forgotten),
-                );
+                let outcome = Some(CommandOutcome::Ended(Ending::Forgotten));
+                state
+                    .book
+                    .push(command_id, CommandUpdate::Ended(Ending::Forgotten), outcome);
             }
         }
         _ => {}

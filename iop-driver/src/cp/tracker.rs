@@ -12,8 +12,8 @@ use crate::Runtime;
 use crate::signal::lock;
 
 /// Follows one command: yields every [`CommandUpdate`] (the Edge's response, then its
-/// phases) and ends after the terminal one, a rejection, [`CommandUpdate::Lost`],
-/// [`CommandUpdate::Undeliverable`] or [`CommandUpdate::Forgotten`].
+/// phases) and ends after the terminal one, a rejection, or [`CommandUpdate::Ended`]
+/// (an [`Ending`](iop_core::cp::Ending) that is not the Edge's word).
 ///
 /// It also ends if the command falls out of the handle's record book (more than its
 /// capacity of newer commands, or its byte budget) or the server stops. A tracker that

@@ -19,14 +19,11 @@ use super::cancel::{DEFAULT_CANCEL_GRACE, cancel_command};
 use super::driver::driver;
 use super::handle::EdgeHandle;
 use super::handler::{CommandContext, CommandResult, Handler, boxed};
-use super::shared::{EdgeShared, EdgeState};
+use super::shared::{EVENT_BYTE_BUDGET, EdgeShared, EdgeState};
 use crate::notice::{ALL_KINDS, Publisher, Subscription};
 use crate::signal::Signal;
-use crate::tls::{ClientTls, HandshakeError};
+use crate::tls::ClientTls;
 use crate::{Clock, Runtime};
-
-/// Bytes of events one Edge subscriber may hold undelivered (besides the count).
-pub(super) const EVENT_BYTE_BUDGET: usize = 4 * 1024 * 1024;
 
 /// Builds an Edge: its config, node registry and operation handlers; then
 /// [`connect`](Self::connect) starts it.
@@ -41,21 +38,6 @@ pub struct EdgeClient<R: Runtime, G: EdgeRegistry = NodeRegistry> {
     tls: Option<ClientTls>,
     fallbacks: Vec<SocketAddr>,
     _runtime: PhantomData<fn() -> R>,
-}
-
-/// Why the last dial of an Edge failed, from [`EdgeHandle::last_dial_error`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum DialError {
-    /// The TCP connection could not be made.
-    #[error("cannot connect: {0}")]
-    Connect(String),
-    /// The TCP connection (or the TLS handshake) took too long.
-    #[error("connect timed out")]
-    TimedOut,
-    /// The TLS handshake failed.
-    #[error(transparent)]
-    Tls(#[from] HandshakeError),
 }
 
 impl<R: Runtime, G: EdgeRegistry> std::fmt::Debug for EdgeClient<R, G> {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use iop_core::edge::{Edge, EdgeRegistry};
 
-use super::client::DialError;
-use super::ready::ConnectedError;
+use super::ready::{ConnectedError, DialError};
 use super::shared::EdgeShared;
 use crate::Runtime;
 use crate::io::{self, ConnCore, Pull};

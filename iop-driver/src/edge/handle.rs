@@ -7,9 +7,9 @@ use futures_channel::oneshot;
 use iop_core::NodeRegistry;
 use iop_core::edge::{EdgeEvent, EdgeRegistry, EdgeStats};
 
-use super::client::{DialError, EVENT_BYTE_BUDGET};
-use super::ready::{ConnectedError, EdgeSession};
-use super::shared::EdgeShared;
+use super::handler::CommandContext;
+use super::ready::{ConnectedError, DialError, EdgeSession};
+use super::shared::{EVENT_BYTE_BUDGET, EdgeShared};
 use crate::Runtime;
 use crate::notice::{ALL_KINDS, Subscription};
 use crate::owner::Owner;
@@ -161,5 +161,21 @@ impl<R: Runtime, G: EdgeRegistry + Send + 'static> EdgeHandle<R, G> {
         if let Some(done) = self.shared.begin_shutdown() {
             self.shared.finish_shutdown(done).await;
         }
+    }
+}
+
+impl CommandContext {
+    /// The Edge this command runs on, for handlers that need its registry or events.
+    ///
+    /// `R` and `G` are the client's runtime and registry types (`iop_tokio` and
+    /// `iop_smol` name them: their `EdgeHandle` aliases). Unlike a handle the
+    /// application stores once [`EdgeClient::connect`](super::EdgeClient::connect)
+    /// returns, this is there for the first command too, which can reach a handler
+    /// on another thread before `connect` has returned. `None` once the Edge is shut
+    /// down or its application dropped every handle, or if `R`/`G` are not the
+    /// client's.
+    pub fn edge<R: Runtime, G: EdgeRegistry + Send + 'static>(&self) -> Option<EdgeHandle<R, G>> {
+        let shared = self.reporter.edge()?;
+        EdgeHandle::from_any(shared)
     }
 }

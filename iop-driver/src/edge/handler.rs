@@ -5,9 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use iop_core::edge::{EdgeRegistry, Outcome, ReportError, Target};
-
-use crate::Runtime;
+use iop_core::edge::{Outcome, ReportError, Target};
 
 /// How a handler finished: becomes the command's terminal phase. Built by
 /// [`succeeded`](Self::succeeded), [`failed`](Self::failed),
@@ -79,7 +77,7 @@ pub struct CommandContext {
     pub(crate) deadline: std::time::Instant,
     pub(crate) reporter: Arc<dyn Reporter>,
     /// Set when a `command.cancel` asks this command to stop, or the Edge shuts down.
-    pub(crate) cancel: super::cancel::Flag,
+    pub(crate) cancel: super::flag::Flag,
 }
 
 impl std::fmt::Debug for CommandContext {
@@ -140,22 +138,6 @@ impl CommandContext {
     /// race it against the handler's work, e.g. with `futures_lite::future::or`.
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
         self.cancel.wait()
-    }
-
-    /// The Edge this command runs on, for handlers that need its registry or events.
-    ///
-    /// `R` and `G` are the client's runtime and registry types (`iop_tokio` and
-    /// `iop_smol` name them: their `EdgeHandle` aliases). Unlike a handle the
-    /// application stores once [`EdgeClient::connect`](super::EdgeClient::connect)
-    /// returns, this is there for the first command too, which can reach a handler
-    /// on another thread before `connect` has returned. `None` once the Edge is shut
-    /// down or its application dropped every handle, or if `R`/`G` are not the
-    /// client's.
-    pub fn edge<R: Runtime, G: EdgeRegistry + Send + 'static>(
-        &self,
-    ) -> Option<super::EdgeHandle<R, G>> {
-        let shared = self.reporter.edge()?;
-        super::handle::EdgeHandle::from_any(shared)
     }
 
     /// Reports progress (a RUNNING phase). After the deadline this returns

@@ -3,12 +3,13 @@
 mod cancel;
 mod client;
 mod driver;
+mod flag;
 mod handle;
 mod handler;
 mod ready;
 mod shared;
 
-pub use client::{DialError, EdgeClient};
+pub use client::EdgeClient;
 pub use handle::EdgeHandle;
 pub use handler::{CommandContext, CommandResult, HandlerFuture};
-pub use ready::{ConnectedError, EdgeSession};
+pub use ready::{ConnectedError, DialError, EdgeSession};

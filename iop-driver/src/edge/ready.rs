@@ -1,10 +1,13 @@
-//! Waiting for an Edge's session: what [`EdgeHandle::connected`] resolves to.
+//! Getting an Edge's session: what [`EdgeHandle::connected`] resolves to, and why a
+//! dial failed ([`DialError`]).
 //!
 //! [`EdgeHandle::connected`]: super::EdgeHandle::connected
 
 use std::time::Duration;
 
 use iop_core::proto::HelloRejectReason;
+
+use crate::tls::HandshakeError;
 
 /// A session the Control Plane accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,4 +39,20 @@ pub enum ConnectedError {
         /// The Control Plane's message.
         message: String,
     },
+}
+
+/// Why the last dial of an Edge failed, from
+/// [`EdgeHandle::last_dial_error`](super::EdgeHandle::last_dial_error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DialError {
+    /// The TCP connection could not be made.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// The TCP connection (or the TLS handshake) took too long.
+    #[error("connect timed out")]
+    TimedOut,
+    /// The TLS handshake failed.
+    #[error(transparent)]
+    Tls(#[from] HandshakeError),
 }

@@ -15,16 +15,17 @@ use iop_core::edge::{Edge, EdgeEvent, EdgeRegistry, Outcome, ReportError};
 use iop_core::proto::HelloRejectReason;
 use tracing::Instrument;
 
-use super::cancel::Running;
+use super::flag::Running;
 use super::handler::{CommandContext, CommandResult, Handler, Reporter};
-use super::ready::{ConnectedError, EdgeSession};
+use super::ready::{ConnectedError, DialError, EdgeSession};
 use crate::notice::Publisher;
 use crate::owner::Owner;
 use crate::signal::{Signal, lock};
 use crate::tls::ClientTls;
 use crate::{Clock, Runtime};
 
-use super::client::DialError;
+/// Bytes of events one Edge subscriber may hold undelivered (besides the count).
+pub(super) const EVENT_BYTE_BUDGET: usize = 4 * 1024 * 1024;
 
 pub(super) struct EdgeState<G: EdgeRegistry> {
     pub(super) edge: Edge<G>,

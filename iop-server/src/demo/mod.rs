@@ -454,8 +454,12 @@ async fn command_rows(
                         .unwrap_or_default();
                     cells(e.sequence.to_string(), phase, e.message);
                 }
-                CommandUpdate::Lost => {
-                    cells(String::new(), "LOST".into(), String::new());
+                CommandUpdate::Ended(ending) => {
+                    cells(
+                        String::new(),
+                        ending.kind().name().into(),
+                        ending.to_string(),
+                    );
                     return;
                 }
                 _ => {}

@@ -33,9 +33,7 @@ pub(super) fn command_edge(event: &CpEvent) -> Option<&str> {
     match event {
         CpEvent::CommandResponded { edge_id, .. }
         | CpEvent::CommandEvent { edge_id, .. }
-        | CpEvent::CommandLost { edge_id, .. }
-        | CpEvent::CommandUndeliverable { edge_id, .. }
-        | CpEvent::CommandAbandoned { edge_id, .. } => Some(edge_id),
+        | CpEvent::CommandEnded { edge_id, .. } => Some(edge_id),
         _ => None,
     }
 }
@@ -140,20 +138,14 @@ impl Monitor {
                 entry.last_rank = entry.last_rank.max(rank);
                 entry.ended |= terminal;
             }
-            CpEvent::CommandLost {
+            CpEvent::CommandEnded {
                 edge_id,
                 command_id,
-            } => self.ends_once(at_ms, edge_id, command_id, "lost"),
-            CpEvent::CommandAbandoned {
-                edge_id,
-                command_id,
-                ..
-            } => self.ends_once(at_ms, edge_id, command_id, "abandoned"),
-            CpEvent::CommandUndeliverable {
-                edge_id,
-                command_id,
-                sessions,
-                session_ids,
+                ending:
+                    crate::cp::Ending::Undeliverable {
+                        sessions,
+                        session_ids,
+                    },
             } => {
                 let key = (edge_id.clone(), command_id.clone());
                 let t = self.commands.entry(key).or_default();
@@ -172,6 +164,11 @@ impl Monitor {
                     );
                 }
             }
+            CpEvent::CommandEnded {
+                edge_id,
+                command_id,
+                ending,
+            } => self.ends_once(at_ms, edge_id, command_id, ending.code()),
             _ => {}
         }
     }

@@ -275,9 +275,7 @@ impl Monitor {
             }
             CpEvent::CommandResponded { .. }
             | CpEvent::CommandEvent { .. }
-            | CpEvent::CommandLost { .. }
-            | CpEvent::CommandAbandoned { .. }
-            | CpEvent::CommandUndeliverable { .. } => self.on_command(at_ms, event),
+            | CpEvent::CommandEnded { .. } => self.on_command(at_ms, event),
             CpEvent::NodeEvent { session_id, .. } if self.scripted_session(*session_id) => {}
             CpEvent::NodeEvent {
                 edge_id,

@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use iop_cluster::RouteErrorKind;
 use iop_core::cancel::CANCEL_OPERATION;
 use iop_core::cp::CommandSpec;
 use serde_json::json;
@@ -41,7 +42,7 @@ pub(in crate::admin) async fn cancel_command(
     let edge_id = record.edge_id;
     let (cancel_id, response) =
         match send_and_answer(&s, &edge_id, CommandSpec::cancel(&command_id)).await {
-            Err(e) if e.code == "unknown_operation" => {
+            Err(e) if e.kind == Some(RouteErrorKind::UnknownOperation) => {
                 return Err(ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "not_cancellable",

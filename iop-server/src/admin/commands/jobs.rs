@@ -131,7 +131,7 @@ impl JobLauncher for AdminLauncher {
     fn run(&self, edge_id: String, spec: CommandSpec) -> LaunchFuture<Result<String, String>> {
         let s = self.state.clone();
         Box::pin(async move {
-            let command_id = spec.command_id.clone().unwrap_or_default();
+            let command_id = spec.command_id.clone();
             let (_, response) = send_and_answer(&s, &edge_id, spec)
                 .await
                 .map_err(|e| format!("{}: {}", e.code, e.message))?;

@@ -2,7 +2,7 @@
 //! the record of a command with the control plane's conventions (lowerCamelCase
 //! names, enums by name, 64-bit integers as strings).
 
-use iop_core::cp::CommandOutcome;
+use iop_core::cp::{CommandOutcome, EndingKind};
 use iop_core::proto::{CommandPhase, EdgeCommandResponse};
 use iop_tokio::CommandRecord;
 use serde_json::{Value, json};
@@ -25,48 +25,25 @@ pub fn command_record(r: &CommandRecord) -> Value {
         .events()
         .last()
         .and_then(|e| CommandPhase::try_from(e.phase).ok());
-    let lost = matches!(r.outcome, Some(CommandOutcome::Lost));
-    // Given up on by the Control Plane: FAILED whatever the Edge last said.
-    let given_up = matches!(
-        r.outcome,
-        Some(
-            CommandOutcome::Lost
-                | CommandOutcome::Undeliverable { .. }
-                | CommandOutcome::Forgotten
-                | CommandOutcome::Unrecorded
-                | CommandOutcome::Abandoned
-        )
-    );
-    let phase = match (given_up, last_phase) {
-        (true, _) => phase_name(CommandPhase::Failed),
+    let ending = r
+        .outcome
+        .as_ref()
+        .and_then(CommandOutcome::ending)
+        .map(|e| e.kind());
+    let lost = ending == Some(EndingKind::Lost);
+    // Ended by the Control Plane: FAILED whatever the Edge last said.
+    let phase = match (ending, last_phase) {
+        (Some(_), _) => phase_name(CommandPhase::Failed),
         (_, Some(p)) => phase_name(p),
         (_, None) => phase_name(CommandPhase::Unspecified),
     };
     let outcome = r.outcome.as_ref().map(|o| match o {
         CommandOutcome::Rejected(reason) => format!("REJECTED:{}", reason.as_str_name()),
         CommandOutcome::Finished(p) => p.as_str_name().to_owned(),
-        CommandOutcome::Lost => "LOST".to_owned(),
-        CommandOutcome::Undeliverable { .. } => "UNDELIVERABLE".to_owned(),
-        CommandOutcome::Forgotten => "FORGOTTEN".to_owned(),
-        CommandOutcome::Unrecorded => "UNRECORDED".to_owned(),
-        CommandOutcome::Abandoned => "ABANDONED".to_owned(),
+        CommandOutcome::Ended(e) => e.kind().name().to_owned(),
         _ => "UNKNOWN".to_owned(),
     });
-    let outcome_message = r.outcome.as_ref().and_then(|o| match o {
-        CommandOutcome::Lost => Some("the edge came back without the command: it was lost"),
-        CommandOutcome::Undeliverable { .. } => Some(
-            "sessions of the edge kept ending without answering the command: it is not sent again",
-        ),
-        CommandOutcome::Forgotten => Some("the edge was forgotten before the command finished"),
-        CommandOutcome::Unrecorded => {
-            Some("the command's record could not be written first: it was never sent")
-        }
-        CommandOutcome::Abandoned => Some(
-            "the edge stayed disconnected longer than it remembers a command: \
-             its outcome can never be learned",
-        ),
-        _ => None,
-    });
+    let outcome_message = ending.map(EndingKind::meaning);
     json!({
         "edgeId": r.edge_id,
         "commandId": r.command_id,

@@ -55,8 +55,8 @@ pub(in crate::admin) async fn post_command(
         iop_core::ids::validate_id("commandId", id)
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
-    let mut spec = CommandSpec::from_request(request);
-    spec.command_id = command_id;
+    let mut spec = CommandSpec::from(request);
+    spec.command_id = command_id.unwrap_or_default();
     let (command_id, response) = send_and_answer(&s, &edge_id, spec).await?;
     Ok((
         StatusCode::OK,
@@ -118,9 +118,8 @@ pub(in crate::admin) async fn send_and_answer(
     if let Some(router) = &s.router
         && !router.commands().flushed(edge_id, &command_id).await
     {
-        return Err(with_id(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "engine_unavailable",
+        return Err(with_id(ApiError::of_kind(
+            RouteErrorKind::Ended(iop_core::cp::EndingKind::Unrecorded),
             format!(
                 "the edge answered, but its answer could not be recorded in the cluster \
                  engine; the command stays tracked: GET /v1/commands/{command_id}"
@@ -159,7 +158,9 @@ pub(in crate::admin) async fn find_command(
     // caller's went through another) says nothing of the command itself.
     let not_sent_here = record
         .as_ref()
-        .is_some_and(|r| r.outcome == Some(iop_core::cp::CommandOutcome::Unrecorded));
+        .and_then(|r| r.outcome.as_ref())
+        .and_then(iop_core::cp::CommandOutcome::ending)
+        .is_some_and(|e| e.kind() == iop_core::cp::EndingKind::Unrecorded);
     if (record.is_none() || not_sent_here)
         && let Some(router) = &s.router
     {

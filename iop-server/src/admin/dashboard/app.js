@@ -275,7 +275,7 @@ function renderEvents() {
 
 for (const name of [
   "edge_connected", "edge_disconnected", "edge_unreachable", "edge_reachable", "edge_superseded",
-  "node_event", "command_event", "command_undeliverable", "edge_forgotten",
+  "node_event", "command_event", "command_ended", "edge_forgotten",
 ]) {
   $("events-kind").append(h("option", { value: name, text: name }));
 }

@@ -267,8 +267,8 @@ export function eventText(name, d) {
       return `${d.nodeId || "(edge)"} ${enumName(d.kind, "NODE_EVENT_KIND_").toLowerCase()} · generation ${d.generation || 0}${d.reason ? ` · ${d.reason}` : ""}`;
     case "command_event":
       return `${d.commandId} ${enumName(d.phase, "COMMAND_PHASE_")}${d.message ? ` · ${d.message}` : ""}`;
-    case "command_undeliverable":
-      return `${d.commandId} undeliverable after ${d.sessions} sessions`;
+    case "command_ended":
+      return `${d.commandId} ${d.ending} · ${d.message}`;
     case "edge_forgotten":
       return `forgotten: ${d.reason}`;
     default:

@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use iop_core::cp::{Absence, CommandError, StatusError};
+use iop_core::cp::{Absence, CommandError, EndingKind, StatusError};
 use iop_core::proto::ExceedsLimit;
 
 use iop_cluster::{RouteError, RouteErrorKind};
@@ -14,6 +14,9 @@ use iop_tokio::{NoAnswer, SendCommandError, StatusRequestError};
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
+    /// The kind of failure, for an error about an Edge, a status or a command (what
+    /// a caller matches on; never the code's text).
+    pub kind: Option<RouteErrorKind>,
     /// Stable code, e.g. `unknown_edge`, `not_connected`, `timeout`, `bad_request`,
     /// `exceeds_limit`.
     pub code: &'static str,
@@ -30,6 +33,7 @@ impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
+            kind: None,
             code,
             message: message.into(),
             command_id: None,
@@ -76,15 +80,22 @@ impl ApiError {
 
     /// A failure of `kind`, with its HTTP status (the one table, `http_status`) and code.
     pub fn of_kind(kind: RouteErrorKind, message: impl Into<String>) -> Self {
-        Self::new(http_status(kind), kind.code(), message)
+        Self {
+            kind: Some(kind),
+            ..Self::new(http_status(kind), kind.code(), message)
+        }
     }
 
     /// A failure of `kind` about `edge_id`, in the words the admin API uses for the
     /// kinds that say where the Edge is; `fallback` for the others.
     fn about_edge(kind: RouteErrorKind, edge_id: &str, fallback: String) -> Self {
+        let with_kind = |e: Self| Self {
+            kind: Some(kind),
+            ..e
+        };
         match kind {
-            RouteErrorKind::Absent(Absence::Unknown) => Self::unknown_edge(edge_id),
-            RouteErrorKind::Conflict => Self::conflict(),
+            RouteErrorKind::Absent(Absence::Unknown) => with_kind(Self::unknown_edge(edge_id)),
+            RouteErrorKind::Ended(EndingKind::Conflict) => with_kind(Self::conflict()),
             RouteErrorKind::Absent(Absence::NotConnected) => Self::of_kind(
                 kind,
                 format!(
@@ -155,13 +166,28 @@ impl ApiError {
 pub(super) fn http_status(kind: RouteErrorKind) -> StatusCode {
     use RouteErrorKind as K;
     match kind {
-        K::Absent(Absence::NotConnected) | K::Conflict => StatusCode::CONFLICT,
+        K::Absent(Absence::NotConnected) => StatusCode::CONFLICT,
         K::Absent(_) => StatusCode::NOT_FOUND,
         K::BadRequest | K::ExceedsLimit | K::UnknownOperation => StatusCode::BAD_REQUEST,
         K::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        K::Ended(ending) => ending_status(ending),
         // The command can never be answered as asked: it ended on the Edge's side.
-        K::Undeliverable | K::FinishedUnanswered => StatusCode::UNPROCESSABLE_ENTITY,
-        K::Forgotten | K::Abandoned => StatusCode::GONE,
+        K::FinishedUnanswered => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// The HTTP status of each way a command ends without its Edge's word: a new
+/// [`EndingKind`] is added here.
+fn ending_status(ending: EndingKind) -> StatusCode {
+    match ending {
+        EndingKind::Conflict => StatusCode::CONFLICT,
+        // Never to be answered as asked: sessions kept ending without an answer.
+        EndingKind::Undeliverable => StatusCode::UNPROCESSABLE_ENTITY,
+        // Its Edge is gone from this Control Plane's books, or past remembering it.
+        EndingKind::Forgotten | EndingKind::Abandoned => StatusCode::GONE,
+        // Lost by the Edge, or not recorded: try again (under the same id).
+        EndingKind::Lost | EndingKind::Unrecorded => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
@@ -195,7 +221,7 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iop_core::cp::EdgeAbsent;
+    use iop_core::cp::{EdgeAbsent, Ending};
 
     #[test]
     fn status_failures_map_to_their_http_status() {
@@ -228,30 +254,31 @@ mod tests {
     #[test]
     fn every_missing_answer_has_its_own_code_and_status() {
         let wait = std::time::Duration::from_secs(1);
+        let ended = |e| NoAnswer::Ended(e);
         let cases = [
-            (NoAnswer::Lost, 503, "command_lost"),
+            (ended(Ending::Lost), 503, "command_lost"),
             (
-                NoAnswer::Undeliverable {
+                ended(Ending::Undeliverable {
                     sessions: 3,
                     session_ids: vec![4, 5, 6],
-                },
+                }),
                 422,
                 "undeliverable",
             ),
-            (NoAnswer::Forgotten, 410, "forgotten"),
+            (ended(Ending::Forgotten), 410, "forgotten"),
             (
-                NoAnswer::Abandoned {
+                ended(Ending::Abandoned {
                     disconnected_for: wait,
-                },
+                }),
                 410,
                 "abandoned",
             ),
             (
-                NoAnswer::Unrecorded { reason: "x".into() },
+                ended(Ending::Unrecorded { reason: "x".into() }),
                 503,
                 "engine_unavailable",
             ),
-            (NoAnswer::Conflict, 409, "conflict"),
+            (ended(Ending::Conflict), 409, "conflict"),
             (NoAnswer::Stopped, 503, "shutting_down"),
             (NoAnswer::Untracked, 503, "untracked"),
             (NoAnswer::TimedOut { wait }, 504, "timeout"),

@@ -156,18 +156,19 @@ mod tests {
         // Every way a command can go unanswered is a documented response of the routes
         // that wait for its answer.
         let wait = std::time::Duration::from_secs(1);
+        use iop_core::cp::Ending;
         let endings = [
-            iop_tokio::NoAnswer::Lost,
-            iop_tokio::NoAnswer::Undeliverable {
+            iop_tokio::NoAnswer::Ended(Ending::Lost),
+            iop_tokio::NoAnswer::Ended(Ending::Undeliverable {
                 sessions: 3,
                 session_ids: vec![1, 2, 3],
-            },
-            iop_tokio::NoAnswer::Forgotten,
-            iop_tokio::NoAnswer::Abandoned {
+            }),
+            iop_tokio::NoAnswer::Ended(Ending::Forgotten),
+            iop_tokio::NoAnswer::Ended(Ending::Abandoned {
                 disconnected_for: wait,
-            },
-            iop_tokio::NoAnswer::Unrecorded { reason: "x".into() },
-            iop_tokio::NoAnswer::Conflict,
+            }),
+            iop_tokio::NoAnswer::Ended(Ending::Unrecorded { reason: "x".into() }),
+            iop_tokio::NoAnswer::Ended(Ending::Conflict),
             iop_tokio::NoAnswer::Stopped,
             iop_tokio::NoAnswer::Untracked,
             iop_tokio::NoAnswer::TimedOut { wait },

@@ -11,7 +11,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_lite::StreamExt;
 use iop_cluster::events::FleetItem;
-use iop_core::cp::{CpEvent, CpEventKind};
+use iop_core::cp::{CpEvent, CpEventKind, Ending};
 use iop_tokio::{Notice, SubscribeOptions};
 use serde_json::{Value, json};
 
@@ -21,7 +21,7 @@ use crate::admin::http::error::ApiError;
 use crate::admin::{AdminState, MAX_EVENT_STREAMS};
 
 /// The event kinds `GET /v1/events` shows, by their names in the stream.
-pub const STREAM_KINDS: [(&str, CpEventKind); 10] = [
+pub const STREAM_KINDS: [(&str, CpEventKind); 9] = [
     ("edge_connected", CpEventKind::SessionAccepted),
     ("edge_disconnected", CpEventKind::EdgeDisconnected),
     ("edge_unreachable", CpEventKind::EdgeUnreachable),
@@ -29,8 +29,7 @@ pub const STREAM_KINDS: [(&str, CpEventKind); 10] = [
     ("edge_superseded", CpEventKind::EdgeSuperseded),
     ("node_event", CpEventKind::NodeEvent),
     ("command_event", CpEventKind::CommandEvent),
-    ("command_undeliverable", CpEventKind::CommandUndeliverable),
-    ("command_abandoned", CpEventKind::CommandAbandoned),
+    ("command_ended", CpEventKind::CommandEnded),
     ("edge_forgotten", CpEventKind::EdgeForgotten),
 ];
 
@@ -106,32 +105,36 @@ pub fn cp_event(e: &CpEvent) -> Option<(&'static str, Value)> {
             }
             ("command_event", v)
         }
-        CpEvent::CommandUndeliverable {
+        CpEvent::CommandEnded {
             edge_id,
             command_id,
-            sessions,
-            session_ids,
-        } => (
-            "command_undeliverable",
-            json!({
+            ending,
+        } => {
+            let mut data = json!({
                 "edgeId": edge_id,
                 "commandId": command_id,
-                "sessions": sessions,
-                "sessionIds": session_ids.iter().map(u64::to_string).collect::<Vec<_>>(),
-            }),
-        ),
-        CpEvent::CommandAbandoned {
-            edge_id,
-            command_id,
-            disconnected_for,
-        } => (
-            "command_abandoned",
-            json!({
-                "edgeId": edge_id,
-                "commandId": command_id,
-                "disconnectedForMs": disconnected_for.as_millis().to_string(),
-            }),
-        ),
+                "ending": ending.code(),
+                "message": ending.to_string(),
+            });
+            if let Some(obj) = data.as_object_mut() {
+                match ending {
+                    Ending::Undeliverable {
+                        sessions,
+                        session_ids,
+                    } => {
+                        obj.insert("sessions".into(), (*sessions).into());
+                        let ids: Vec<String> = session_ids.iter().map(u64::to_string).collect();
+                        obj.insert("sessionIds".into(), ids.into());
+                    }
+                    Ending::Abandoned { disconnected_for } => {
+                        let ms = disconnected_for.as_millis().to_string();
+                        obj.insert("disconnectedForMs".into(), ms.into());
+                    }
+                    _ => {}
+                }
+            }
+            ("command_ended", data)
+        }
         CpEvent::EdgeForgotten {
             edge_id, reason, ..
         } => (

@@ -11,6 +11,7 @@ mod sessions;
 use iop_proto::limits::send;
 use iop_proto::{Envelope, Message};
 
+use crate::cp::CpEvent;
 use crate::cp::command_state::{CommandSpec, CommandState};
 use crate::cp::error::{CommandError, EdgeAbsent};
 use crate::ids::validate_id;
@@ -20,10 +21,10 @@ use crate::time::Instant;
 use super::super::ControlPlane;
 
 impl ControlPlane {
-    /// Sends a command to `edge_id` and returns its id: `command_id` (or the spec's) if
-    /// given (the caller's idempotency key: `[A-Za-z0-9._-]{1,128}`, unique for this
-    /// Edge), else a generated `cmd-<epoch hex>-<n>` with
-    /// `config.command_id_epoch` and a per-CP counter from 1.
+    /// Sends a command to `edge_id` and returns its id: the spec's `command_id` if set
+    /// (the caller's idempotency key: `[A-Za-z0-9._-]{1,128}`, unique for this Edge),
+    /// else a generated `cmd-<epoch hex>-<n>` with `config.command_id_epoch` and a
+    /// per-CP counter from 1.
     ///
     /// The command is tracked until its terminal phase: responses and events arrive as
     /// events; if the session drops before a response, the command is re-sent on the
@@ -34,9 +35,8 @@ impl ControlPlane {
         now: Instant,
         edge_id: &str,
         spec: CommandSpec,
-        command_id: Option<String>,
     ) -> Result<String, CommandError> {
-        let id = self.hold_command(edge_id, spec, command_id)?;
+        let id = self.admit_command(edge_id, spec)?;
         self.release_command(now, edge_id, &id);
         Ok(id)
     }
@@ -46,13 +46,25 @@ impl ControlPlane {
     /// is written: a cluster's write-ahead, PROTOCOL.md §8) or
     /// [`drop_command`](Self::drop_command) (it could not be). It counts against the
     /// in-flight limit meanwhile, and a reconnecting Edge's hello does not mark it
-    /// lost.
+    /// lost. The request to record is [`CpEvent::CommandHeld`].
     pub fn hold_command(
         &mut self,
         edge_id: &str,
-        mut spec: CommandSpec,
-        command_id: Option<String>,
+        spec: CommandSpec,
     ) -> Result<String, CommandError> {
+        let command_id = self.admit_command(edge_id, spec)?;
+        if let Some(held) = self.command(edge_id, &command_id) {
+            self.events.push_back(CpEvent::CommandHeld {
+                edge_id: edge_id.to_owned(),
+                request: held.request,
+            });
+        }
+        Ok(command_id)
+    }
+
+    /// Checks `spec` for `edge_id` (an advertised operation, a fresh valid id, room in
+    /// flight, within the Edge's limits) and books it held back; returns its id.
+    fn admit_command(&mut self, edge_id: &str, spec: CommandSpec) -> Result<String, CommandError> {
         self.live_conn_or_absent(edge_id)?;
         let Some(entry) = self.edges.get(edge_id) else {
             return Err(EdgeAbsent::unknown(edge_id).into());
@@ -61,25 +73,27 @@ impl ControlPlane {
             let mut advertised = entry.operations().to_vec();
             advertised.sort_unstable();
             return Err(CommandError::OperationNotAdvertised {
-                operation: spec.operation,
+                operation: spec.operation.clone(),
                 advertised,
             });
         }
         let mut next_n = self.last_command_n;
-        let command_id = match command_id.or(spec.command_id.take()) {
-            Some(id) => {
-                validate_id("command id", &id).map_err(CommandError::InvalidCommandId)?;
-                id
-            }
-            // Skip any id the application already chose itself.
-            None => loop {
-                next_n += 1;
-                let id = format!("cmd-{:x}-{next_n}", self.config.command_id_epoch);
-                if !entry.commands().contains(&id) {
-                    break id;
+        let mut request = spec.into_request();
+        let command_id =
+            match Some(std::mem::take(&mut request.command_id)).filter(|id| !id.is_empty()) {
+                Some(id) => {
+                    validate_id("command id", &id).map_err(CommandError::InvalidCommandId)?;
+                    id
                 }
-            },
-        };
+                // Skip any id the application already chose itself.
+                None => loop {
+                    next_n += 1;
+                    let id = format!("cmd-{:x}-{next_n}", self.config.command_id_epoch);
+                    if !entry.commands().contains(&id) {
+                        break id;
+                    }
+                },
+            };
         if entry.commands().contains(&command_id) {
             return Err(CommandError::DuplicateCommandId(command_id));
         }
@@ -87,7 +101,6 @@ impl ControlPlane {
         if entry.commands().unfinished() >= limit {
             return Err(CommandError::TooManyInFlight { limit });
         }
-        let mut request = spec.into_request();
         request.command_id.clone_from(&command_id);
         // Nothing the Edge's decoder refuses is ever queued (PROTOCOL.md §4.6): such a
         // command would end the session, and be re-sent on every next one.

@@ -6,8 +6,8 @@
 
 use iop_proto::Envelope;
 
-use crate::cp::CpEvent;
 use crate::cp::ids::ConnectionId;
+use crate::cp::{CpEvent, Ending};
 use crate::time::Instant;
 
 use super::super::ControlPlane;
@@ -29,9 +29,10 @@ impl ControlPlane {
         let (resend, lost) = entry.commands_mut().on_new_session(inflight, retention);
         for command_id in lost {
             self.stats.commands_lost += 1;
-            self.events.push_back(CpEvent::CommandLost {
+            self.events.push_back(CpEvent::CommandEnded {
                 edge_id: edge_id.to_owned(),
                 command_id,
+                ending: Ending::Lost,
             });
         }
         for request in resend {
@@ -58,11 +59,10 @@ impl ControlPlane {
         );
         for u in undeliverable {
             self.stats.commands_undeliverable += 1;
-            self.events.push_back(CpEvent::CommandUndeliverable {
+            self.events.push_back(CpEvent::CommandEnded {
                 edge_id: edge_id.to_owned(),
                 command_id: u.command_id,
-                sessions: u.sessions,
-                session_ids: u.session_ids,
+                ending: u.ending,
             });
         }
     }
@@ -73,14 +73,14 @@ impl ControlPlane {
         let retention = self.config.finished_command_retention;
         while let Some((entry, since)) = self.edges.abandon_due(now) {
             let edge_id = entry.view().edge_id.clone();
-            let abandoned = entry.commands_mut().abandon(retention);
             let disconnected_for = now.saturating_duration_since(since);
+            let abandoned = entry.commands_mut().abandon(retention, disconnected_for);
             for command_id in abandoned {
                 self.stats.commands_abandoned += 1;
-                self.events.push_back(CpEvent::CommandAbandoned {
+                self.events.push_back(CpEvent::CommandEnded {
                     edge_id: edge_id.clone(),
                     command_id,
-                    disconnected_for,
+                    ending: Ending::Abandoned { disconnected_for },
                 });
             }
         }
