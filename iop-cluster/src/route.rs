@@ -32,6 +32,7 @@ use crate::driver::{HolderRef, held_session, lock};
 use crate::key::edge_key;
 use crate::nats::NatsStore;
 use crate::ownership::OwnershipStore;
+use crate::record::Current;
 pub use crate::route_error::{RouteError, RouteErrorKind};
 use crate::route_load::{LoadQuery, SCHEMA, own_load, own_view, own_views};
 
@@ -45,6 +46,14 @@ const COMMAND_ID: &str = "Iop-Command-Id";
 /// The subject replica `replica` serves.
 pub(crate) fn subject(replica: &str) -> String {
     format!("iop.cluster.{}.edge", edge_key(replica))
+}
+
+/// The live owner a record names, with its session id (the record's revision).
+fn live_owner(current: Current) -> Option<(String, u64)> {
+    match current.record {
+        Some(r) if r.live => Some((r.replica, current.revision)),
+        _ => None,
+    }
 }
 
 /// A command's first answer through another replica.
@@ -111,15 +120,16 @@ impl Router {
     /// The replica holding `edge_id`'s live session and that session's id, by its
     /// record; `None` when it has none.
     pub async fn owner(&self, edge_id: &str) -> Result<Option<(String, u64)>, RouteError> {
-        let current = self
-            .store
+        Ok(self.record_of(edge_id).await?.and_then(live_owner))
+    }
+
+    /// `edge_id`'s ownership record as the engine holds it (live or closed): `None`
+    /// when no replica has ever recorded the Edge.
+    async fn record_of(&self, edge_id: &str) -> Result<Option<Current>, RouteError> {
+        self.store
             .entry(&edge_key(edge_id))
             .await
-            .map_err(|e| RouteError::unavailable(e.to_string()))?;
-        Ok(current.and_then(|c| match c.record {
-            Some(r) if r.live => Some((r.replica, c.revision)),
-            _ => None,
-        }))
+            .map_err(|e| RouteError::unavailable(e.to_string()))
     }
 
     pub(crate) async fn call(
@@ -156,12 +166,20 @@ impl Router {
                 done => return done,
             }
         }
-        match self.owner(edge_id).await? {
+        let record = self.record_of(edge_id).await?;
+        // PROTOCOL.md §8: an Edge some replica recorded is not connected (it redials);
+        // one no replica ever recorded is unknown to the cluster.
+        let recorded = record.is_some() || lock(&self.holder).record(edge_id).is_some();
+        match record.and_then(live_owner) {
             Some(owner) if watched.as_ref() != Some(&owner) => {
                 self.call_once(kind, edge_id, extra, body, wait, &owner)
                     .await
             }
-            _ => Err(RouteError::not_connected(edge_id)),
+            _ if recorded => Err(RouteError::not_connected(edge_id)),
+            _ => Err(RouteError::new(
+                RouteErrorKind::Absent(Absence::Unknown),
+                format!("no replica has ever recorded edge {edge_id:?}"),
+            )),
         }
     }
 

@@ -5,12 +5,10 @@
 
 mod cluster_support;
 
-use std::future::IntoFuture as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use cluster_support::*;
-use iop_server::admin::{self, AdminState};
 use iop_tokio::core::cp::DuplicatePolicy;
 use iop_tokio::core::registry::{NodeConfig, ProviderCategory, ProviderConfig};
 use iop_tokio::prelude::*;
@@ -33,34 +31,8 @@ async fn loaded_edge(node: &Node, edge_id: &str, capacity: u32) -> EdgeHandle {
     edge
 }
 
-/// `node`'s admin API on loopback (its replica answers for its share of the load).
-async fn admin_of(node: &Node) -> SocketAddr {
-    let mut state = AdminState::new(node.cp());
-    state.replica_id = Some(node.replica.replica_id().to_owned());
-    state.router = Some(node.replica.router());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(axum::serve(listener, admin::router(state)).into_future());
-    addr
-}
-
 async fn get(admin: SocketAddr, path: &str) -> Value {
-    let path = path.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let mut stream = std::net::TcpStream::connect(admin).unwrap();
-        use std::io::{Read, Write};
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        serde_json::from_str(body).unwrap_or(Value::Null)
-    })
-    .await
-    .unwrap()
+    http(admin, "GET", path, None).await.1
 }
 
 /// Polls `path` on `admin` until `done` holds.

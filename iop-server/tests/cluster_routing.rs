@@ -95,8 +95,9 @@ async fn an_edge_no_replica_holds_is_not_connected_at_once() {
     let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
     let router = b.replica.router();
     let started = Instant::now();
+    // No replica ever recorded it: unknown to the cluster.
     let e = router.status("edge-nobody", Vec::new()).await.unwrap_err();
-    assert_eq!(e.kind.code(), "not_connected");
+    assert_eq!(e.kind.code(), "unknown_edge");
     // An Edge that was held and left: its record is closed, answered the same way.
     let edge = pinging_edge("edge-1").connect(a.addr()).unwrap();
     bounded("the session", edge.connected()).await.unwrap();
@@ -171,6 +172,49 @@ async fn another_replicas_views_come_in_pages_and_all_arrive() {
     assert_eq!(ids.len(), N, "every Edge once");
     for edge in edges {
         edge.shutdown().await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// PROTOCOL.md §8: an Edge some replica recorded and no replica holds now is not
+/// connected (409, it redials) through every replica's admin API, also one that never
+/// saw it; only an Edge no replica ever recorded is unknown (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+async fn a_known_edge_without_a_session_is_not_connected_through_every_replica() {
+    let (_nats, a, b) = two_replicas(DuplicatePolicy::Replace).await;
+    let (admin_a, admin_b) = (admin_of(&a).await, admin_of(&b).await);
+    // Held by cp-a alone, then gone.
+    let edge = pinging_edge("edge-1").connect(a.addr()).unwrap();
+    bounded("the session", edge.connected()).await.unwrap();
+    edge.shutdown().await;
+    let router = b.replica.router();
+    bounded("the record closed", async {
+        while router.owner("edge-1").await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(b.cp().edge("edge-1").is_none(), "cp-b never saw edge-1");
+    let ping = r#"{"operation":"edge.ping"}"#;
+    for admin in [admin_a, admin_b] {
+        let (status, body) = http(admin, "POST", "/v1/edges/edge-1/commands", Some(ping)).await;
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["error"]["code"], "not_connected", "{body}");
+        let (status, body) = http(admin, "GET", "/v1/edges/edge-1/status", None).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (409, &"not_connected".into()),
+            "{body}"
+        );
+        let (status, body) =
+            http(admin, "POST", "/v1/edges/edge-nobody/commands", Some(ping)).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (404, &"unknown_edge".into()),
+            "{body}"
+        );
     }
     a.stop().await;
     b.stop().await;

@@ -199,3 +199,52 @@ pub fn routed_command(
         .payload(body.encode_to_vec().into())
         .timeout(Some(timeout))
 }
+
+/// `node`'s admin API on loopback, with its replica id and router as the binary sets
+/// them.
+pub async fn admin_of(node: &Node) -> SocketAddr {
+    use std::future::IntoFuture as _;
+    let mut state = iop_server::admin::AdminState::new(node.cp());
+    state.replica_id = Some(node.replica.replica_id().to_owned());
+    state.router = Some(node.replica.router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(axum::serve(listener, iop_server::admin::router(state)).into_future());
+    addr
+}
+
+/// One HTTP/1.1 request to `admin`: its status and JSON body (`Null` when none).
+pub async fn http(
+    admin: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let request = match body {
+        Some(b) => format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ),
+        None => format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+    };
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(admin).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        (
+            status,
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
+    })
+    .await
+    .unwrap()
+}

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use iop_cluster::RouteErrorKind;
-use iop_core::cp::{Absence, CommandSpec};
+use iop_core::cp::CommandSpec;
 use iop_core::proto::EdgeCommandRequest;
 use serde_json::{Value, json};
 
@@ -89,12 +89,8 @@ pub(in crate::admin) async fn send_and_answer(
                 sent.command_id,
                 serde_json::to_value(&sent.response).unwrap_or(Value::Null),
             )),
-            Err(e)
-                if e.kind == RouteErrorKind::Absent(Absence::NotConnected)
-                    && s.cp.edge(edge_id).is_none() =>
-            {
-                Err(ApiError::unknown_edge(edge_id))
-            }
+            // Not connected when some replica ever recorded the Edge, unknown
+            // otherwise (PROTOCOL.md §8): the router reads the records.
             Err(e) => Err(ApiError::from_route(edge_id, &e)),
         };
     }

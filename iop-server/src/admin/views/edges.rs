@@ -6,8 +6,6 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use iop_cluster::RouteErrorKind;
-use iop_core::cp::Absence;
 use serde_json::{Value, json};
 
 use super::listing as fleet;
@@ -143,12 +141,8 @@ pub(in crate::admin) async fn edge_status(
         // Held by another replica, or by none (answered at once).
         return match router.status(&edge_id, nodes).await {
             Ok(status) => Ok(Json(serde_json::to_value(&status).unwrap_or(Value::Null))),
-            Err(e)
-                if e.kind == RouteErrorKind::Absent(Absence::NotConnected)
-                    && s.cp.edge(&edge_id).is_none() =>
-            {
-                Err(ApiError::unknown_edge(&edge_id))
-            }
+            // Not connected when some replica ever recorded the Edge, unknown
+            // otherwise (PROTOCOL.md §8): the router reads the records.
             Err(e) => Err(ApiError::from_route(&edge_id, &e)),
         };
     }
