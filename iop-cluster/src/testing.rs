@@ -205,9 +205,14 @@ impl NatsServer {
             .iter()
             .enumerate()
             .map(|(i, route)| {
+                // Each server's monitoring port, where `/jsz` says which server leads
+                // JetStream's meta group and each stream (a fault harness stalls them).
+                let monitor = free_port();
                 Self::on_free_port(bin.to_path_buf(), |addr| {
                     let mut flags = config.clone();
                     flags.extend([
+                        "--http_port".to_owned(),
+                        monitor.to_string(),
                         "--server_name".to_owned(),
                         format!("iop-{i}-{}", addr.port()),
                         "--cluster_name".to_owned(),
@@ -286,6 +291,22 @@ impl NatsServer {
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Its name in a cluster (`--server_name`), as JetStream names its leaders.
+    pub fn server_name(&self) -> Option<&str> {
+        self.flag("--server_name")
+    }
+
+    /// Its monitoring endpoint in a cluster (`--http_port`: `/jsz`, `/varz`, ...).
+    pub fn monitor(&self) -> Option<SocketAddr> {
+        let port = self.flag("--http_port")?.parse().ok()?;
+        Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn flag(&self, name: &str) -> Option<&str> {
+        let at = self.extra.iter().position(|f| f == name)?;
+        self.extra.get(at + 1).map(String::as_str)
     }
 
     /// Its URL, `nats://127.0.0.1:PORT`.

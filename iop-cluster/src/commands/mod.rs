@@ -29,6 +29,8 @@
 //!
 //! Records expire with the bucket's `max_age` ([`ClusterConfig::command_retention`]).
 
+mod records;
+mod truth;
 mod writer;
 
 use std::collections::{BTreeSet, HashMap};
@@ -58,6 +60,10 @@ use crate::stored::StoredCommand;
 const QUEUE: usize = 8192;
 /// Compare-and-set attempts of one write.
 const ATTEMPTS: usize = 3;
+/// How many engine operation timeouts old a record never answered nor indexed must be
+/// to be an orphan: a write-ahead gives up after three (its writes go together), and
+/// a record, its pointer and the index land within them or not at all.
+const ORPHAN_AGE_TIMEOUTS: u32 = 6;
 /// Unfinished commands an index lists at most (the core's in-flight limit is lower).
 const MAX_INDEXED: usize = 4096;
 /// Revisions and indexes the writer keeps at most. Those of Edges that moved to
@@ -105,6 +111,13 @@ enum Job {
         command_id: String,
         ahead: bool,
         done: Option<oneshot::Sender<writer::Written>>,
+    },
+    /// The write-ahead of this command did not all land (or not in time) and the
+    /// command was not sent: finish its record UNRECORDED, retried until the engine
+    /// answers ([`truth`]).
+    Unrecord {
+        edge_id: String,
+        request: EdgeCommandRequest,
     },
     /// Notes were lost: write every open record again.
     Resync,
@@ -189,6 +202,10 @@ impl CommandLog {
             }
         });
         let writer = writer::Writer {
+            bucket: records::Bucket {
+                kv: kv.clone(),
+                timeout,
+            },
             kv,
             cp,
             owned,
@@ -198,6 +215,7 @@ impl CommandLog {
             revisions: HashMap::new(),
             indexes: HashMap::new(),
             retry: BTreeSet::new(),
+            unrecord: Default::default(),
         };
         (log, vec![notes, tokio::spawn(writer.run(rx))])
     }
@@ -263,18 +281,36 @@ impl CommandLog {
     }
 
     /// The stored record of `command_id` (of whichever Edge), if the engine has one.
+    /// An orphan — never answered nor finished, older than a write-ahead takes, listed
+    /// by no index — is finished UNRECORDED first ([`truth::finish_orphan`]).
     pub async fn get(&self, command_id: &str) -> Result<Option<CommandRecord>, StoreError> {
         let Some(pointer) = self.entry(&pointer_key(command_id)).await? else {
             return Ok(None);
         };
         let edge_id = String::from_utf8_lossy(&pointer.value).into_owned();
-        let Some(entry) = self.entry(&record_key(&edge_id, command_id)).await? else {
+        if iop_driver::iop_core::ids::validate_id("edge_id", &edge_id).is_err() {
             return Ok(None);
+        }
+        let bucket = records::Bucket {
+            kv: self.kv.clone(),
+            timeout: self.timeout,
         };
-        Ok(live_value(&entry)
-            .and_then(StoredCommand::decode_value)
-            .filter(|s| s.edge_id == edge_id)
-            .map(|s| s.record()))
+        let orphan_age = self.timeout * ORPHAN_AGE_TIMEOUTS;
+        match truth::finish_orphan(&bucket, &edge_id, command_id, orphan_age).await {
+            Some(stored) => Ok(Some(stored)
+                .filter(|s| s.edge_id == edge_id)
+                .map(|s| s.record())),
+            // None there, or the engine did not answer: told apart by a plain read.
+            None => {
+                let Some(entry) = self.entry(&record_key(&edge_id, command_id)).await? else {
+                    return Ok(None);
+                };
+                Ok(live_value(&entry)
+                    .and_then(StoredCommand::decode_value)
+                    .filter(|s| s.edge_id == edge_id)
+                    .map(|s| s.record()))
+            }
+        }
     }
 
     /// `edge_id`'s unfinished commands as the engine's leader holds them (a
@@ -349,10 +385,17 @@ async fn bounded<T, E: std::fmt::Display>(
 /// once its record (with the pointer and the Edge's index) is in the engine.
 impl CommandJournal for CommandLog {
     fn record(&self, edge_id: &str, request: &EdgeCommandRequest) -> Recording {
-        let (log, edge_id, command_id) =
-            (self.clone(), edge_id.to_owned(), request.command_id.clone());
+        let (log, edge_id, command_id, request) = (
+            self.clone(),
+            edge_id.to_owned(),
+            request.command_id.clone(),
+            request.clone(),
+        );
         Box::pin(async move {
             if !log.stats.engine_up() {
+                // Not sent: its end is written once the engine is back, so that every
+                // replica reads it the same.
+                let _ = log.jobs.send(Job::Unrecord { edge_id, request }).await;
                 return Err(JournalError::Unavailable(
                     "the cluster engine is unreachable".into(),
                 ));
@@ -364,9 +407,16 @@ impl CommandJournal for CommandLog {
                 writer::Written::Moot => Err(JournalError::Unavailable(
                     "the edge moved to another replica before the command was recorded".into(),
                 )),
-                _ => Err(JournalError::Unavailable(
-                    "the cluster engine could not record the command".into(),
-                )),
+                _ => {
+                    // Not sent; what did land must not read as running.
+                    let job = Job::Unrecord { edge_id, request };
+                    if log.jobs.send(job).await.is_err() {
+                        tracing::warn!("the command writer is gone: a refused record stays");
+                    }
+                    Err(JournalError::Unavailable(
+                        "the cluster engine could not record the command".into(),
+                    ))
+                }
             }
         })
     }

@@ -4,20 +4,20 @@
 //! (its queue overflowed, or its subscription fell behind) make it write every record
 //! it keeps open again.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use bytes::Bytes;
+use iop_driver::iop_core::proto::EdgeCommandRequest;
 use iop_driver::{ControlPlaneHandle, Runtime};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{
-    ATTEMPTS, Job, MAX_INDEXED, MAX_KEPT, bounded, index_key, parse_index, pointer_key, record_key,
-};
+use super::records::{Bucket, Put, cas_put};
+use super::{Job, MAX_INDEXED, MAX_KEPT, bounded, index_key, parse_index, pointer_key, record_key};
 use crate::driver::{HolderRef, held_session};
 use crate::stats::ClusterStats;
 use crate::stored::StoredCommand;
@@ -41,6 +41,8 @@ pub(super) enum Written {
 
 pub(super) struct Writer<R: Runtime> {
     pub(super) kv: kv::Store,
+    /// The same bucket, as the record writes see it.
+    pub(super) bucket: Bucket,
     pub(super) cp: ControlPlaneHandle<R>,
     pub(super) owned: HolderRef,
     pub(super) stats: Arc<ClusterStats>,
@@ -54,12 +56,15 @@ pub(super) struct Writer<R: Runtime> {
     pub(super) indexes: HashMap<String, (Option<u64>, Vec<String>)>,
     /// Writes that failed, retried every `timeout`.
     pub(super) retry: BTreeSet<(String, String)>,
+    /// Refused commands whose records are to be finished UNRECORDED, retried every
+    /// `timeout` until the engine answers.
+    pub(super) unrecord: BTreeMap<(String, String), (EdgeCommandRequest, u64)>,
 }
 
 impl<R: Runtime> Writer<R> {
     pub(super) async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
         loop {
-            let job = if self.retry.is_empty() {
+            let job = if self.retry.is_empty() && self.unrecord.is_empty() {
                 jobs.recv().await
             } else {
                 match tokio::time::timeout(self.timeout, jobs.recv()).await {
@@ -99,6 +104,17 @@ impl<R: Runtime> Writer<R> {
                         self.indexes.insert(edge_id, (index, listed));
                     }
                     Job::Resync => self.resync(),
+                    Job::Unrecord { edge_id, request } => {
+                        // The session it was refused under (0: none held here): the
+                        // record is finished even once the Edge has moved on, so that
+                        // no replica reads the refused command as running, and none
+                        // as unknown while this one reads its end.
+                        let session_id = held_session(&self.owned, &edge_id).unwrap_or(0);
+                        let key = (edge_id, request.command_id.clone());
+                        self.revisions.remove(&key);
+                        self.unrecord.insert(key, (request, session_id));
+                        self.finish_unrecorded().await;
+                    }
                     Job::Write {
                         edge_id,
                         command_id,
@@ -106,6 +122,10 @@ impl<R: Runtime> Writer<R> {
                         done,
                     } => {
                         let key = (edge_id, command_id);
+                        if ahead {
+                            // A caller's retry of a refused command: written ahead anew.
+                            self.unrecord.remove(&key);
+                        }
                         if !seen.contains_key(&key) {
                             let written = if ahead {
                                 self.write_ahead(&key.0, &key.1).await
@@ -126,10 +146,33 @@ impl<R: Runtime> Writer<R> {
         }
     }
 
-    /// Retries every failed write once.
+    /// Retries every failed write once, and every record still to finish.
     async fn retry_failed(&mut self) {
         for (edge_id, command_id) in std::mem::take(&mut self.retry) {
             self.write(&edge_id, &command_id).await;
+        }
+        self.finish_unrecorded().await;
+    }
+
+    /// Finishes UNRECORDED the records of the commands this replica refused, as far as
+    /// the engine answers; the rest wait for the next round. A record a newer session
+    /// wrote (the caller's retry through the Edge's next replica) is left as it is
+    /// ([`truth::finish_unrecorded`](super::truth::finish_unrecorded)).
+    async fn finish_unrecorded(&mut self) {
+        if !self.stats.engine_up() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.unrecord);
+        for ((edge_id, command_id), (request, session_id)) in pending {
+            let finished =
+                super::truth::finish_unrecorded(&self.bucket, &edge_id, &request, session_id).await;
+            if finished == super::truth::Finish::Retry {
+                self.unrecord
+                    .insert((edge_id, command_id), (request, session_id));
+            }
+        }
+        if self.unrecord.len() >= MAX_KEPT {
+            self.unrecord.clear();
         }
     }
 
@@ -198,7 +241,13 @@ impl<R: Runtime> Writer<R> {
                         // Never answered: a write-ahead whose command was not sent (its
                         // caller was told), or one in flight elsewhere; sending it (again)
                         // is safe, the Edge runs an id once.
-                        Some(s) if same(&s) && s.answer == 0 && !s.finished() => {
+                        // Or refused and finished UNRECORDED: a caller's retry under
+                        // its key tries it anew.
+                        Some(s)
+                            if same(&s)
+                                && s.answer == 0
+                                && (!s.finished() || s.unrecorded_ending()) =>
+                        {
                             self.revisions.insert(key.clone(), entry.revision);
                         }
                         // Answered: this command, sent before.
@@ -262,23 +311,16 @@ impl<R: Runtime> Writer<R> {
         };
         let value: Bytes = stored.encode_to_vec().into();
         let record_at = record_key(edge_id, command_id);
-        let record_write = cas_put(
-            &self.kv,
-            self.timeout,
-            &record_at,
-            value,
-            expected,
-            session_id,
-            |v| StoredCommand::decode_value(v).map_or(0, |s| s.session_id),
-        );
+        let record_write = cas_put(&self.bucket, &record_at, value, expected, session_id, |v| {
+            StoredCommand::decode_value(v).map_or(0, |s| s.session_id)
+        });
         // The index goes with them: a reader skips an id whose record is not there yet.
         let index = self.index_change(edge_id, session_id);
         let index_write = async {
             match &index {
                 Some((_, value, expected)) => Some(
                     cas_put(
-                        &self.kv,
-                        self.timeout,
+                        &self.bucket,
                         &index_key(edge_id),
                         value.clone(),
                         *expected,
@@ -351,61 +393,4 @@ impl<R: Runtime> Writer<R> {
         }
         Some((open, value.into(), revision))
     }
-}
-
-/// How a compare-and-set put ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Put {
-    /// At this revision.
-    Written(u64),
-    /// A value written for a newer session is there: left as it is.
-    Newer,
-    /// The engine did not take it.
-    Failed,
-}
-
-/// Writes `value` at `key` by compare-and-set on `expected` (or create); on a
-/// conflict reads the value again, and gives way to one written for a newer session
-/// (`session_of` reads it).
-async fn cas_put(
-    kv: &kv::Store,
-    timeout: Duration,
-    key: &str,
-    value: Bytes,
-    mut expected: Option<u64>,
-    session_id: u64,
-    session_of: impl Fn(&[u8]) -> u64,
-) -> Put {
-    let mut tried = HashSet::new();
-    for _ in 0..ATTEMPTS {
-        let result = match expected {
-            Some(r) => bounded(timeout, kv.update(key, value.clone(), r)).await,
-            None => bounded(timeout, kv.create(key, value.clone())).await,
-        };
-        let Err(e) = result else {
-            return result.map_or(Put::Failed, Put::Written);
-        };
-        tried.insert(expected);
-        match bounded(timeout, kv.entry(key)).await {
-            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
-                if session_of(&entry.value) > session_id {
-                    return Put::Newer;
-                }
-                expected = Some(entry.revision);
-            }
-            // Deleted or purged: `update` on its revision writes it again.
-            Ok(Some(entry)) => expected = Some(entry.revision),
-            Ok(None) => expected = None,
-            Err(_) => {
-                tracing::warn!(key, error = %e, "cannot write a command record");
-                return Put::Failed;
-            }
-        }
-        if tried.contains(&expected) {
-            // The same revision again: not a race but an engine refusing the write.
-            tracing::warn!(key, error = %e, "cannot write a command record");
-            return Put::Failed;
-        }
-    }
-    Put::Failed
 }

@@ -192,40 +192,79 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     Some(&rest[..end])
 }
 
-/// Every command answered 200 ends, and every replica reports the same ending.
-pub fn commands(history: &History, admins: &[SocketAddr], violations: &mut Vec<String>) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for answered in &history.answered {
-        let path = format!("/v1/commands/{}", answered.command_id);
-        let mut last: Vec<Option<(bool, serde_json::Value, serde_json::Value)>>;
+/// How long after the faults healed every command the API answered about must read
+/// the same through every replica, terminal: the refusing replica finishes a refused
+/// command's record within a few engine operation timeouts (2 s) of the engine being
+/// back, and an orphan is finished when it is read, 12 s after it was written.
+pub const COMMANDS_SETTLE: Duration = Duration::from_secs(60);
+
+/// Every command the workload sent — answered 200 or not — reads the same through
+/// every replica within [`COMMANDS_SETTLE`]: unknown everywhere (never recorded), or
+/// terminal with one ending everywhere, and for one answered 200, with the answer the
+/// caller got. None stays running. Returns how long after `healed` the last of them
+/// was seen so.
+pub fn commands(
+    history: &History,
+    admins: &[SocketAddr],
+    healed: Instant,
+    violations: &mut Vec<String>,
+) -> Duration {
+    let deadline = Instant::now() + COMMANDS_SETTLE;
+    let answers: BTreeMap<&str, &serde_json::Value> = history
+        .answered
+        .iter()
+        .map(|a| (a.command_id.as_str(), &a.response["accepted"]))
+        .collect();
+    for (command_id, edge_id) in &history.tried {
+        let path = format!("/v1/commands/{command_id}");
+        let answered = answers.get(command_id.as_str());
+        let mut last: Vec<Option<(u16, bool, serde_json::Value, serde_json::Value)>>;
         let agreed = loop {
             last = admins
                 .iter()
                 .map(|a| {
-                    http::get_json(*a, &path, Duration::from_secs(3)).map(|r| {
-                        let accepted = r["response"]["accepted"].clone();
-                        (r["terminal"] == true, r["outcome"].clone(), accepted)
-                    })
+                    let (status, body) =
+                        http::request(*a, "GET", &path, None, Duration::from_secs(3))?;
+                    let r: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+                    let accepted = r["response"]["accepted"].clone();
+                    Some((
+                        status,
+                        r["terminal"] == true,
+                        r["outcome"].clone(),
+                        accepted,
+                    ))
                 })
                 .collect();
             let first = last.first().cloned().flatten();
-            // Terminal everywhere, the same ending, and the answer the caller got.
-            let done = first
-                .as_ref()
-                .is_some_and(|f| f.0 && f.2 == answered.response["accepted"])
-                && last.iter().all(|r| *r == first);
+            let same = last.iter().all(|r| *r == first);
+            let done = same
+                && match (&first, answered) {
+                    // Never recorded: unknown through every replica.
+                    (Some((404, ..)), None) => true,
+                    (Some((200, terminal, _, accepted)), Some(caller)) => {
+                        *terminal && accepted == *caller
+                    }
+                    (Some((200, terminal, ..)), None) => *terminal,
+                    _ => false,
+                };
             if done || Instant::now() > deadline {
                 break done;
             }
             std::thread::sleep(Duration::from_millis(250));
         };
         if !agreed {
+            let how = if answered.is_some() {
+                "answered 200"
+            } else {
+                "not answered"
+            };
             violations.push(format!(
-                "command {} (answered 200 on {}): replicas report {last:?}",
-                answered.command_id, answered.edge_id
+                "command {command_id} ({how}, on {edge_id}): replicas report {last:?} \
+                 (status, terminal, outcome, accepted) {COMMANDS_SETTLE:?} after the faults healed"
             ));
         }
     }
+    Instant::now().saturating_duration_since(healed)
 }
 
 /// Every replica reads every event once from the fleet's stream, and every session

@@ -1,6 +1,9 @@
 //! A seeded schedule of faults and the thread that injects them: replicas paused
 //! (SIGSTOP/SIGCONT), killed and restarted (SIGKILL), cut off from the engine (their
 //! proxies black-hole, then reset); NATS servers paused, and one node of three killed.
+//! On a three-node engine, the engine's own faults too: JetStream's meta leader or a
+//! bucket's stream leader paused, every node restarted in turn, a replica cut from one
+//! node only (the other two still reachable).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,21 +41,70 @@ pub enum Kind {
     CutOff(usize),
     PauseNats(usize),
     KillNats(usize),
+    /// The node leading JetStream's meta group, paused.
+    PauseMetaLeader,
+    /// The node leading the ownership bucket's stream, paused.
+    PauseStreamLeader,
+    /// Every node restarted in turn (SIGKILL, restart, the next once it is back).
+    RollNats,
+    /// Replica `.0`'s link to node `.1` black-holed, then reset: it reaches the
+    /// engine through the other nodes.
+    CutOffNode(usize, usize),
 }
 
 impl Kind {
+    /// Its name without its target, as the campaign's figures group faults.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Kind::PauseCp(_) => "replica paused",
+            Kind::KillCp(_) => "replica killed",
+            Kind::CutOff(_) => "replica cut off",
+            Kind::PauseNats(_) => "node paused",
+            Kind::KillNats(_) => "node killed",
+            Kind::PauseMetaLeader => "meta leader paused",
+            Kind::PauseStreamLeader => "stream leader paused",
+            Kind::RollNats => "rolling restart",
+            Kind::CutOffNode(..) => "replica cut from a node",
+        }
+    }
+
+    /// The replica it takes away from its Edges or the engine, if it is a replica's.
+    pub fn replica(&self) -> Option<usize> {
+        match *self {
+            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Whether it keeps replica `cp` from the engine (an engine fault keeps them all).
     pub fn affects(&self, cp: usize) -> bool {
         match *self {
-            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) => r == cp,
-            Kind::PauseNats(_) | Kind::KillNats(_) => true,
+            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) | Kind::CutOffNode(r, _) => {
+                r == cp
+            }
+            _ => true,
         }
+    }
+
+    /// Whether it is a fault of the engine itself (one at a time: two nodes of three
+    /// down stops JetStream, which is not a fault this schedule claims the cluster
+    /// rides out).
+    fn engine(&self) -> bool {
+        matches!(
+            self,
+            Kind::PauseNats(_)
+                | Kind::KillNats(_)
+                | Kind::PauseMetaLeader
+                | Kind::PauseStreamLeader
+                | Kind::RollNats
+        )
     }
 
     fn target(&self) -> (u8, usize) {
         match *self {
-            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) => (0, r),
+            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) | Kind::CutOffNode(r, _) => (0, r),
             Kind::PauseNats(n) | Kind::KillNats(n) => (1, n),
+            _ => (1, usize::MAX),
         }
     }
 }
@@ -73,8 +125,10 @@ pub struct Applied {
     pub end: Instant,
 }
 
-/// 3 to 6 faults within `window`, none overlapping another on the same process.
-pub fn schedule(rng: &mut Rng, servers: usize, window: Duration) -> Vec<Fault> {
+/// 3 to 6 faults within `window`, none overlapping another on the same process, one
+/// engine fault at a time; on a three-node engine (`servers` 3) at least one of them
+/// the engine's own when `engine` (the 3-node schedules of `.ci/run`).
+pub fn schedule(rng: &mut Rng, servers: usize, window: Duration, engine: bool) -> Vec<Fault> {
     let mut faults: Vec<Fault> = Vec::new();
     let count = 3 + rng.below(4);
     let mut tries = 0;
@@ -82,31 +136,83 @@ pub fn schedule(rng: &mut Rng, servers: usize, window: Duration) -> Vec<Fault> {
         tries += 1;
         let r = rng.below(3) as usize;
         let n = rng.below(servers as u64) as usize;
-        let (kind, lasts) = match rng.below(if servers > 1 { 5 } else { 4 }) {
+        // The first fault of an engine schedule is the engine's.
+        let pick = if engine && faults.is_empty() {
+            4 + rng.below(5)
+        } else {
+            rng.below(if servers > 1 { 9 } else { 4 })
+        };
+        let (kind, lasts) = match pick {
             0 => (Kind::PauseCp(r), rng.millis(1_000, 20_000)),
             1 => (Kind::KillCp(r), rng.millis(500, 5_000)),
             2 => (Kind::CutOff(r), rng.millis(1_000, 30_000)),
             3 => (Kind::PauseNats(n), rng.millis(1_000, 20_000)),
-            _ => (Kind::KillNats(n), rng.millis(1_000, 15_000)),
+            4 => (Kind::KillNats(n), rng.millis(1_000, 15_000)),
+            5 => (Kind::PauseMetaLeader, rng.millis(5_000, 15_000)),
+            6 => (Kind::PauseStreamLeader, rng.millis(5_000, 15_000)),
+            // Its length is what three restarts take (each node back, then 5 s).
+            7 => (Kind::RollNats, Duration::from_secs(20)),
+            _ => (Kind::CutOffNode(r, n), rng.millis(5_000, 30_000)),
         };
         let at = rng.millis(0, window.as_millis() as u64);
+        let overlaps = |f: &Fault| at < f.at + f.lasts && f.at < at + lasts;
         let clash = faults
             .iter()
-            .any(|f| f.kind.target() == kind.target() && at < f.at + f.lasts && f.at < at + lasts);
-        // One engine fault at a time: two NATS nodes of three down stops JetStream,
-        // which is not a fault this schedule claims the cluster rides out.
-        let engine_clash = matches!(kind, Kind::PauseNats(_) | Kind::KillNats(_))
-            && faults.iter().any(|f| {
-                matches!(f.kind, Kind::PauseNats(_) | Kind::KillNats(_))
-                    && at < f.at + f.lasts
-                    && f.at < at + lasts
-            });
+            .any(|f| f.kind.target() == kind.target() && overlaps(f));
+        let engine_clash = kind.engine() && faults.iter().any(|f| f.kind.engine() && overlaps(f));
         if !clash && !engine_clash {
             faults.push(Fault { kind, at, lasts });
         }
     }
     faults.sort_by_key(|f| f.at);
     faults
+}
+
+/// The node of `fleet` leading JetStream's meta group (`meta`) or the ownership
+/// bucket's stream, by any node's `/jsz`; `None` when none answers or no leader is
+/// elected.
+fn leader(fleet: &Fleet, meta: bool) -> Option<usize> {
+    let names: Vec<(Option<String>, Option<std::net::SocketAddr>)> = fleet
+        .nats
+        .iter()
+        .map(|n| {
+            let n = n.lock().unwrap();
+            (n.server_name().map(str::to_owned), n.monitor())
+        })
+        .collect();
+    for (_, monitor) in &names {
+        let Some(monitor) = monitor else { continue };
+        let path = "/jsz?accounts=true&streams=true";
+        let Some(jsz) = super::http::get_json(*monitor, path, Duration::from_secs(1)) else {
+            continue;
+        };
+        let name = if meta {
+            jsz["meta_cluster"]["leader"].as_str().map(str::to_owned)
+        } else {
+            jsz["account_details"].as_array().and_then(|accounts| {
+                accounts
+                    .iter()
+                    .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten())
+                    .find(|s| s["name"] == "KV_iop-owners")
+                    .and_then(|s| s["cluster"]["leader"].as_str().map(str::to_owned))
+            })
+        };
+        if let Some(name) = name {
+            return names
+                .iter()
+                .position(|(n, _)| n.as_deref() == Some(name.as_str()));
+        }
+    }
+    None
+}
+
+/// Restarts every node in turn: each killed, started again, and 5 s given to rejoin
+/// before the next.
+fn roll(fleet: &Fleet) {
+    for node in &fleet.nats {
+        node.lock().unwrap().restart();
+        std::thread::sleep(Duration::from_secs(5));
+    }
 }
 
 /// Injects `faults` into `fleet` from now on, each ended after its time, and returns
@@ -123,6 +229,8 @@ pub fn inject(fleet: &Arc<Fleet>, faults: &[Fault]) -> Vec<Applied> {
         .collect();
     steps.sort_by_key(|(t, i, start)| (*t, !*start, *i));
     let mut started: Vec<Option<Instant>> = vec![None; faults.len()];
+    // The node a leader fault paused, resumed at its end.
+    let mut paused: Vec<Option<usize>> = vec![None; faults.len()];
     let applied = Arc::new(Mutex::new(Vec::new()));
     let mut restarts = Vec::new();
     for (when, i, start) in steps {
@@ -131,14 +239,22 @@ pub fn inject(fleet: &Arc<Fleet>, faults: &[Fault]) -> Vec<Applied> {
         }
         let kind = faults[i].kind;
         if start {
+            started[i] = Some(Instant::now());
             match kind {
                 Kind::PauseCp(r) => fleet.cps[r].pause(),
                 Kind::KillCp(r) => fleet.cps[r].kill(),
                 Kind::CutOff(r) => fleet.links[r].iter().for_each(|p| p.blackhole()),
                 Kind::PauseNats(n) => fleet.nats[n].lock().unwrap().pause(),
                 Kind::KillNats(n) => fleet.nats[n].lock().unwrap().kill(),
+                Kind::PauseMetaLeader | Kind::PauseStreamLeader => {
+                    paused[i] = leader(fleet, kind == Kind::PauseMetaLeader);
+                    if let Some(n) = paused[i] {
+                        fleet.nats[n].lock().unwrap().pause();
+                    }
+                }
+                Kind::RollNats => roll(fleet),
+                Kind::CutOffNode(r, n) => fleet.links[r][n].blackhole(),
             }
-            started[i] = Some(Instant::now());
             continue;
         }
         let begun = started[i].unwrap_or_else(Instant::now);
@@ -158,6 +274,13 @@ pub fn inject(fleet: &Arc<Fleet>, faults: &[Fault]) -> Vec<Applied> {
             Kind::CutOff(r) => fleet.links[r].iter().for_each(|p| p.reset()),
             Kind::PauseNats(n) => fleet.nats[n].lock().unwrap().resume(),
             Kind::KillNats(n) => fleet.nats[n].lock().unwrap().restart(),
+            Kind::PauseMetaLeader | Kind::PauseStreamLeader => {
+                if let Some(n) = paused[i] {
+                    fleet.nats[n].lock().unwrap().resume();
+                }
+            }
+            Kind::RollNats => {}
+            Kind::CutOffNode(r, n) => fleet.links[r][n].reset(),
             Kind::KillCp(r) => {
                 let fleet = fleet.clone();
                 restarts.push(std::thread::spawn(move || {

@@ -16,6 +16,7 @@
 
 mod checker;
 mod faults;
+mod figures;
 mod fleet;
 mod http;
 mod proxy;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use faults::{Kind, Rng};
+use figures::{FaultFigures, Tally};
 use fleet::Fleet;
 
 /// How long faults are injected (each starts within it; one may end later).
@@ -39,12 +41,31 @@ struct Report {
     seed: u64,
     servers: usize,
     faults: Vec<faults::Applied>,
+    figures: Vec<FaultFigures>,
+    outcomes: std::collections::BTreeMap<String, usize>,
+    tried: usize,
+    commands_settled: Duration,
     answered: usize,
     unanswered: usize,
     retries: usize,
     sessions: usize,
     events: usize,
     violations: Vec<String>,
+}
+
+/// The figures of `reports` in one table.
+fn tally(reports: &[Report]) -> Tally {
+    let mut tally = Tally::default();
+    for r in reports {
+        tally.add(&r.figures);
+        for (outcome, n) in &r.outcomes {
+            *tally.outcomes.entry(outcome.clone()).or_default() += n;
+        }
+        tally.tried += r.tried;
+        tally.answered += r.answered;
+        tally.commands_settled = tally.commands_settled.max(r.commands_settled);
+    }
+    tally
 }
 
 impl Report {
@@ -78,12 +99,33 @@ impl Report {
     }
 }
 
+/// The engine a run's schedule is played on: one NATS server, a three-node cluster,
+/// or a three-node cluster with the engine's own faults first (`IOP_CHAOS_ENGINE=3`
+/// makes every seed of a campaign so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    /// One NATS server for most seeds, three for every third.
+    BySeed,
+    /// Three nodes, an engine fault in every schedule.
+    ThreeNodes,
+}
+
+impl Engine {
+    fn from_env() -> Engine {
+        match std::env::var("IOP_CHAOS_ENGINE").as_deref() {
+            Ok("3") => Engine::ThreeNodes,
+            _ => Engine::BySeed,
+        }
+    }
+}
+
 /// One run of `seed`: starts the fleet, lets it settle, injects the schedule under
 /// the workload, heals, and checks.
-fn run(seed: u64) -> Report {
+fn run(seed: u64, engine: Engine) -> Report {
     let mut rng = Rng::new(seed);
-    let servers = if seed % 3 == 2 { 3 } else { 1 };
-    let schedule = faults::schedule(&mut rng, servers, FAULTS);
+    let three = engine == Engine::ThreeNodes || seed % 3 == 2;
+    let servers = if three { 3 } else { 1 };
+    let schedule = faults::schedule(&mut rng, servers, FAULTS, engine == Engine::ThreeNodes);
     println!("-- seed {seed}: {servers} NATS, schedule {schedule:?}");
     let dir = std::env::temp_dir().join(format!("iop-chaos-{}-{seed}", std::process::id()));
     let fleet = Fleet::start(servers, &EDGES, &dir);
@@ -122,7 +164,10 @@ fn run(seed: u64) -> Report {
     let log_refs: Vec<(String, &std::path::Path)> =
         logs.iter().map(|(e, p)| (e.clone(), p.as_path())).collect();
     let sessions = checker::edge_logs(&log_refs, &mut violations);
-    checker::commands(&history, &admins, &mut violations);
+    let healed = applied.iter().map(|f| f.end).max().unwrap_or(origin);
+    let commands_settled = checker::commands(&history, &admins, healed, &mut violations);
+    let answer_times: Vec<Instant> = history.answered.iter().map(|a| a.at).collect();
+    let figures = figures::per_fault(&samples, &applied, &answer_times, cps.len(), &edge_ids);
     // Sessions accepted by a replica that was killed may have lost their events
     // with its outbox.
     let excused: BTreeSet<String> = applied
@@ -138,6 +183,10 @@ fn run(seed: u64) -> Report {
         seed,
         servers,
         faults: applied,
+        figures,
+        outcomes: history.outcomes.clone(),
+        tried: history.tried.len(),
+        commands_settled,
         answered: history.answered.len(),
         unanswered: history.unanswered.len(),
         retries: history.retries,
@@ -174,7 +223,11 @@ fn schedules() {
     require_nats();
     // One schedule over one NATS server, one over a three-node cluster.
     let seeds = seeds_from_env().unwrap_or(vec![1, 2]);
-    let reports: Vec<Report> = seeds.into_iter().map(run).collect();
+    let reports: Vec<Report> = seeds
+        .into_iter()
+        .map(|seed| run(seed, Engine::BySeed))
+        .collect();
+    tally(&reports).print();
     let bad: Vec<&Report> = reports
         .iter()
         .filter(|r| !r.violations.is_empty())
@@ -193,6 +246,28 @@ fn schedules() {
 }
 
 #[test]
+#[ignore = "minutes of real processes under faults: .ci/run runs it (and scripts/chaos.sh --engine 3 the campaign)"]
+fn engine_schedules() {
+    require_nats();
+    // On a three-node engine (R3 buckets), each schedule opening with the engine's
+    // own fault: a node killed, a leader paused, a rolling restart, a replica cut
+    // from one node.
+    let seeds = seeds_from_env().unwrap_or(vec![3, 4]);
+    let reports: Vec<Report> = seeds
+        .into_iter()
+        .map(|seed| run(seed, Engine::ThreeNodes))
+        .collect();
+    tally(&reports).print();
+    let bad: Vec<u64> = reports
+        .iter()
+        .filter(|r| !r.violations.is_empty())
+        .map(|r| r.seed)
+        .collect();
+    assert!(bad.is_empty(), "violations in seeds {bad:?}");
+    assert!(reports.iter().all(|r| r.servers == 3 && r.answered > 0));
+}
+
+#[test]
 #[ignore = "a campaign of IOP_CHAOS_MINUTES: scripts/chaos.sh MINUTES"]
 fn campaign() {
     require_nats();
@@ -207,8 +282,9 @@ fn campaign() {
         .unwrap_or(100);
     let mut reports = Vec::new();
     let mut seed = first;
+    let engine = Engine::from_env();
     while Instant::now() < until {
-        reports.push(run(seed));
+        reports.push(run(seed, engine));
         seed += 1;
     }
     let faults: usize = reports.iter().map(|r| r.faults.len()).sum();
@@ -222,6 +298,7 @@ fn campaign() {
         reports.len(),
         reports.iter().map(|r| r.violations.len()).sum::<usize>(),
     );
+    tally(&reports).print();
     assert!(bad.is_empty(), "violations in seeds {bad:?}");
 }
 
@@ -275,4 +352,55 @@ fn the_checker_flags_what_breaks_the_rules_and_nothing_else() {
     assert_eq!(sessions.len(), 2);
     assert_eq!(sessions[1], ("e".into(), 3, "127.0.0.1:2".into()));
     assert_eq!(violations.len(), 2, "{violations:?}");
+}
+
+/// The figures, on a made-up run: replica 0 killed at 1 s and back at 6 s, its Edge
+/// live on replica 1 from 4 s.
+#[test]
+fn the_figures_measure_failover_settling_and_commands_back() {
+    use checker::Sample;
+    let t0 = Instant::now();
+    let at = |half_seconds: u64| t0 + Duration::from_millis(half_seconds * 500);
+    let mut samples = Vec::new();
+    for i in 0..20 {
+        let cp0 = (i <= 2 || i >= 12).then(|| if i <= 2 { vec![1] } else { vec![] });
+        if let Some(held) = cp0 {
+            let live = held.into_iter().map(|s| ("e".to_owned(), s)).collect();
+            samples.push(Sample {
+                at: at(i),
+                cp: 0,
+                live,
+            });
+        }
+        let live = if i >= 8 {
+            [("e".to_owned(), 2)].into()
+        } else {
+            Default::default()
+        };
+        samples.push(Sample {
+            at: at(i),
+            cp: 1,
+            live,
+        });
+    }
+    let kill = faults::Applied {
+        kind: Kind::KillCp(0),
+        start: at(2),
+        end: at(10),
+    };
+    let figures = figures::per_fault(&samples, &[kill], &[at(5), at(11)], 2, &["e".to_owned()]);
+    assert_eq!(figures.len(), 1);
+    assert_eq!(figures[0].kind, "replica killed");
+    assert_eq!(figures[0].failover, vec![Duration::from_secs(3)]);
+    assert_eq!(figures[0].settled, Some(Duration::from_secs(1)));
+    assert_eq!(figures[0].commands_back, Some(Duration::from_millis(500)));
+    // Overlapped by another fault past its end: its settling is not taken.
+    let pause = faults::Applied {
+        kind: Kind::PauseCp(1),
+        start: at(9),
+        end: at(13),
+    };
+    let figures = figures::per_fault(&samples, &[kill, pause], &[at(11)], 2, &["e".to_owned()]);
+    assert_eq!(figures[0].settled, None);
+    assert_eq!(figures[0].commands_back, None);
 }

@@ -160,13 +160,21 @@ pub(in crate::admin) async fn find_command(
     if (record.is_none() || not_sent_here)
         && let Some(router) = &s.router
     {
-        // Sent by another replica, or by one that is gone: the cluster's record.
+        // Sent by another replica, or by one that is gone: the cluster's record. One
+        // this replica refused is shown as it knows it (never sent) while the
+        // engine's copy says no more than that it was written ahead: answered or
+        // finished, the engine's copy is the command's (a caller's retry sent it).
         let stored = router
             .commands()
             .get(command_id)
             .await
             .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.0))?;
-        record = stored.or(record);
+        let progressed =
+            |r: &iop_tokio::CommandRecord| r.response().is_some() || r.outcome.is_some();
+        record = match (stored, record) {
+            (Some(stored), Some(mine)) if not_sent_here && !progressed(&stored) => Some(mine),
+            (stored, mine) => stored.or(mine),
+        };
     }
     Ok(record)
 }

@@ -1,0 +1,70 @@
+//! Command records that never lie (PROTOCOL.md §8), against a real nats-server: the
+//! remains of a write-ahead that landed after its replica refused the command — a
+//! record never answered, its pointer, and no line in the Edge's index, so that no
+//! replica carries it on — are finished UNRECORDED and read so through every replica,
+//! never as a command running.
+
+mod cluster_support;
+
+use std::time::Duration;
+
+use cluster_support::*;
+use iop_cluster::key::edge_key;
+use iop_cluster::stored::StoredCommand;
+use iop_tokio::core::cp::{CommandState, DuplicatePolicy};
+use iop_tokio::core::proto::{EdgeCommandRequest, Message};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+async fn an_orphan_record_is_finished_unrecorded_through_every_replica() {
+    let nats = NatsServer::start_with_accounts();
+    // Engine operations of 500 ms: a record is an orphan 3 s after it was written.
+    let quick = |c: &mut iop_cluster::ClusterConfig| c.op_timeout = Duration::from_millis(500);
+    let a = node_with(&[&nats], "cp-a", DuplicatePolicy::Replace, quick).await;
+    let b = node_with(&[&nats], "cp-b", DuplicatePolicy::Replace, quick).await;
+    let (_edge, session) = edge_on(&a, "edge-1").await;
+    let (admin_a, admin_b) = (admin_of(&a).await, admin_of(&b).await);
+
+    // What a refused write-ahead left behind when its writes landed late.
+    let client = nats.connect().await.unwrap();
+    let kv = async_nats::jetstream::new(client)
+        .get_key_value("iop-commands")
+        .await
+        .unwrap();
+    let request = EdgeCommandRequest {
+        command_id: "orphan-1".into(),
+        operation: "model.load".into(),
+        ..Default::default()
+    };
+    let stored = StoredCommand::new("edge-1", session, CommandState::new(request), None);
+    let record = format!("c.{}.{}", edge_key("edge-1"), edge_key("orphan-1"));
+    kv.put(&record, stored.encode_to_vec().into())
+        .await
+        .unwrap();
+    kv.put(format!("i.{}", edge_key("orphan-1")), "edge-1".into())
+        .await
+        .unwrap();
+
+    // Through either replica, within a few seconds: ended, never sent.
+    for admin in [admin_a, admin_b] {
+        let ended = bounded("the orphan finished", async {
+            loop {
+                let (status, body) = http(admin, "GET", "/v1/commands/orphan-1", None).await;
+                assert_eq!(status, 200, "{body}");
+                if body["terminal"] == true {
+                    return body;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+        assert_eq!(ended["outcome"], "UNRECORDED", "{ended}");
+        assert_eq!(ended["phase"], "COMMAND_PHASE_FAILED", "{ended}");
+    }
+    // In the engine too, where a late write cannot reopen it.
+    let entry = kv.entry(&record).await.unwrap().unwrap();
+    let finished = StoredCommand::decode_value(&entry.value).unwrap();
+    assert!(finished.finished() && finished.unrecorded_ending());
+    a.stop().await;
+    b.stop().await;
+}
