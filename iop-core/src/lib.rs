@@ -151,6 +151,7 @@
 //! | §4.5 lifecycle events | `iop-core/src/cp/session/node_events.rs`, `iop-core/src/cp/control_plane/node_events.rs` | `iop-core/src/edge/node_events.rs` |
 //! | §4.6 sending within the peer's limits | `iop-proto/src/limits/send.rs`, `iop-core/src/outbound.rs` | the same |
 //! | §4.7 shutdown and draining | `iop-core/src/cp/control_plane/shutdown.rs` | `iop-core/src/edge/shutdown.rs` |
+//! | §4.8 load updates | `iop-core/src/cp/session/load_update.rs`, `iop-core/src/cp/control_plane/load_update.rs`, `iop-core/src/cp/load/update.rs` | `iop-core/src/edge/load.rs`, `iop-core/src/registry/load.rs` |
 //! | §5 registry and snapshots | — | `iop-core/src/registry/mod.rs`, `iop-core/src/registry/provider.rs`, `iop-core/src/registry/snapshot.rs` |
 //! | §5.3 ownership, duplicates, stale closes | `iop-core/src/cp/control_plane/hello.rs`, `iop-core/src/cp/control_plane/close.rs` | — |
 //! | §6 target selectors | — | `iop-core/src/registry/selector.rs` |

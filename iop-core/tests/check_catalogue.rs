@@ -43,6 +43,13 @@ fn cp_violations() -> Vec<CpViolation> {
         CpViolation::ContradictoryCommandResponse { command_id: id() },
         CpViolation::CommandEventBeforeResponse { command_id: id() },
         CpViolation::CommandEventAfterRejection { command_id: id() },
+        CpViolation::LoadUpdateNotNegotiated,
+        CpViolation::LoadUpdateBeforeStatus,
+        CpViolation::LoadUpdateRate,
+        CpViolation::LoadUpdateDuplicateProvider {
+            node_id: id(),
+            provider_id: id(),
+        },
     ]);
     for rule in [
         CommandOrderRule::SequenceOrder,

@@ -99,7 +99,11 @@ impl Fleet {
                 change,
                 ..
             } => match change {
-                LoadChange::Replaced(load) => self.replaced(edge_id, load, *at_unix_ms),
+                // An update's view is whole (the one before with the changed numbers
+                // in): counted as a new view, its totals recounted.
+                LoadChange::Replaced(load) | LoadChange::Updated { view: load, .. } => {
+                    self.replaced(edge_id, load, *at_unix_ms)
+                }
                 LoadChange::Confirmed => {
                     if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                         e.view.received_at_unix_ms = *at_unix_ms;

@@ -279,3 +279,31 @@ fn an_edge_whose_session_moves_to_another_control_plane_counts_for_nothing_here(
     );
     assert!(!w.fleet.edge("edge-a").unwrap().live());
 }
+
+#[test]
+fn a_load_update_moves_the_totals_long_before_the_next_refresh() {
+    let mut w = World::new();
+    w.p.add_edge(EdgeConfig::new("edge-a", 1), registry(2, "eu-1"))
+        .unwrap();
+    w.advance(Duration::from_millis(50));
+    let refreshes = w.p.cp.stats().status_refreshes;
+    let _lease = w.p.edges[0]
+        .edge
+        .registry_mut()
+        .admit("gpu-1", "gpt", LeaseKind::Normal)
+        .unwrap();
+    let interval = w.p.cp.config().load_update_interval.unwrap();
+    w.advance(interval);
+    assert!(w.p.cp.stats().load_updates >= 1, "pushed, not pulled");
+    assert_eq!(w.p.cp.stats().status_refreshes, refreshes);
+    let t = *w.fleet.load().total();
+    assert_eq!((t.in_flight, t.available), (1, 27));
+    assert_eq!(
+        w.fleet
+            .load()
+            .by_label()
+            .map(|(_, _, t)| t.in_flight)
+            .sum::<u64>(),
+        1
+    );
+}

@@ -108,6 +108,12 @@ fn summary(envelope: &Envelope) -> String {
         Some(Body::Heartbeat(h)) => format!("seq={} sent_at={}", h.sequence, h.sent_at_unix_ms),
         Some(Body::HeartbeatAck(a)) => format!("seq={}", a.sequence),
         Some(Body::GoAway(g)) => format!("reason={:?} message={:?}", g.reason(), g.message),
+        Some(Body::LoadUpdate(u)) => format!(
+            "seq={} providers={} resync={}",
+            u.sequence,
+            u.providers.len(),
+            u.resync
+        ),
         None => "(no body)".into(),
     }
 }

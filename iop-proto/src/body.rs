@@ -2,8 +2,8 @@
 
 use crate::{
     Body, EdgeCommandEvent, EdgeCommandRequest, EdgeCommandResponse, EdgeHelloRequest,
-    EdgeHelloResponse, EdgeNodeEvent, EdgeStatusRequest, EdgeStatusResponse, Envelope, GoAway,
-    GoAwayReason, Heartbeat, HeartbeatAck,
+    EdgeHelloResponse, EdgeLoadUpdate, EdgeNodeEvent, EdgeStatusRequest, EdgeStatusResponse,
+    Envelope, GoAway, GoAwayReason, Heartbeat, HeartbeatAck,
 };
 
 /// The kind of body an [`Envelope`] carries, for logs, metrics and dispatch.
@@ -34,6 +34,8 @@ pub enum BodyKind {
     HeartbeatAck,
     /// [`GoAway`].
     GoAway,
+    /// [`EdgeLoadUpdate`].
+    LoadUpdate,
 }
 
 impl BodyKind {
@@ -52,6 +54,7 @@ impl BodyKind {
             BodyKind::Heartbeat => "heartbeat",
             BodyKind::HeartbeatAck => "heartbeat_ack",
             BodyKind::GoAway => "go_away",
+            BodyKind::LoadUpdate => "load_update",
         }
     }
 }
@@ -77,6 +80,7 @@ impl Body {
             Body::Heartbeat(_) => BodyKind::Heartbeat,
             Body::HeartbeatAck(_) => BodyKind::HeartbeatAck,
             Body::GoAway(_) => BodyKind::GoAway,
+            Body::LoadUpdate(_) => BodyKind::LoadUpdate,
         }
     }
 }
@@ -140,4 +144,5 @@ body_conversions! {
     Heartbeat => Heartbeat,
     HeartbeatAck => HeartbeatAck,
     GoAway => GoAway,
+    EdgeLoadUpdate => LoadUpdate,
 }

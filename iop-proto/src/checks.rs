@@ -170,6 +170,13 @@ pub const CONTROL_PLANE: &[Check] = &[
     cp("cp.command.event_backwards", "4.4", "a phase that goes back, or `ACCEPTED` or a terminal phase repeated", ProtocolError),
     cp("cp.command.event_after_terminal", "4.4", "a `command_event` after the command's terminal phase", ProtocolError),
     counted(cp("cp.command.lost", "4.4", "a command believed accepted and unfinished that the next hello does not list: FAILED \"lost by the Edge\"", Tolerated), "commands_lost"),
+    cp("cp.load_update.not_negotiated", "4.8", "a `load_update` on a session whose hello did not negotiate them (the Edge did not offer them, or the CP answered `load_update_interval_ms` 0)", ProtocolError),
+    cp("cp.load_update.before_status", "4.8", "a `load_update` before the session's first full status answer (its last page, when paged)", ProtocolError),
+    cp("cp.load_update.rate", "4.8", "a `load_update` past the burst of 4, refilled one per interval", ProtocolError),
+    cp("cp.load_update.duplicate_provider", "4.8", "a `load_update` naming one (`node_id`, `provider_id`) twice (more than 1 024 providers is a frame limit)", ProtocolError),
+    counted(cp("cp.load_update.gap", "4.8", "a `load_update` whose `sequence` is not the last one plus 1", Resync), "load_update_gaps"),
+    counted(cp("cp.load_update.unknown_provider", "4.8", "a `load_update` naming a provider the CP's view of the Edge does not hold (its known providers are applied)", Resync), "load_update_unknown_providers"),
+    counted(cp("cp.load_update.resync", "4.8", "a `load_update` with `resync` set (a node or provider came or went, a config changed)", Resync), "load_update_resyncs"),
     counted(cp("cp.slow_peer", "4.6", "the Edge reads so slowly that 8 MiB wait in its outbound queue", Close), "slow_peers"),
 ];
 
@@ -189,6 +196,7 @@ pub const EDGE: &[Check] = &[
     counted(edge("edge.unknown_body", "3", "an empty or unknown body after the hello", Dropped), "ignored_frames"),
     edge("edge.liveness", "4.2", "nothing received for 3 heartbeat intervals; the Edge reconnects", GoAway(GoAwayReason::HeartbeatTimeout)),
     edge("edge.go_away", "4.7", "a `GoAway`: close, and dial again no sooner than its `retry_after_ms`", Close),
+    edge("edge.load_update.interval", "4.8", "accepted with a `load_update_interval_ms` under 50 (other than 0) or over 60 000: the Edge keeps to the nearest bound", Tolerated),
     edge("edge.status.scope", "4.3", "a `status_request`'s `node_ids` and `start_after_node_id` choose the nodes; ids it does not know are left out", Tolerated),
     edge("edge.command.id", "4.4", "a `command_id` empty or over 128 bytes", CommandRejected(C::InvalidCommand)),
     edge("edge.command.repeat", "4.4", "a `command_id` the Edge holds, with the same request (every field equal): the original response and the latest event again, nothing run", Tolerated),

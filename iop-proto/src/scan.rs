@@ -17,10 +17,10 @@ use std::mem::size_of;
 
 use crate::limits::heap::{map_growth, string_bytes, vec_growth};
 use crate::limits::{DecodeLimits, LimitError};
-use crate::{EdgeNodeSnapshot, ProviderSnapshot};
+use crate::{EdgeNodeSnapshot, ProviderLoad, ProviderSnapshot};
 
-/// Field numbers 1..=14 index the per-message counters.
-const MAX_FIELD: usize = 15;
+/// Field numbers 1..=15 index the per-message counters.
+const MAX_FIELD: usize = 16;
 /// Heap bytes of the `DecodeError` prost returns for malformed bytes: its boxed
 /// inner part (about 72 bytes) and its stack of (message, field) names, 32 bytes per
 /// level of nesting in a `Vec` growing from 4 slots. The schema nests at most 4
@@ -62,6 +62,8 @@ enum Msg {
     CommandEvent,
     NodeEvent,
     GoAway,
+    LoadUpdate,
+    ProviderLoad,
     /// A message with scalar fields only (heartbeat, heartbeat ack).
     Scalars,
 }
@@ -81,6 +83,7 @@ enum Cap {
     NodeIds,
     ProviderIds,
     Models,
+    LoadProviders,
 }
 
 /// What the walk needs to know about a length-delimited field. Scalar fields are
@@ -111,6 +114,7 @@ fn field(msg: Msg, number: u64) -> Option<Field> {
         (Msg::Envelope, 9) => M(Msg::NodeEvent),
         (Msg::Envelope, 12 | 13) => M(Msg::Scalars),
         (Msg::Envelope, 14) => M(Msg::GoAway),
+        (Msg::Envelope, 15) => M(Msg::LoadUpdate),
         (Msg::HelloRequest, 1) => Str("iop.EdgeHelloRequest.edge_id", Id),
         (Msg::HelloRequest, 3) => Str("iop.EdgeHelloRequest.software_version", Text),
         (Msg::HelloRequest, 4) => RepStr("iop.EdgeHelloRequest.operations", Id, Cap::Operations),
@@ -176,12 +180,20 @@ fn field(msg: Msg, number: u64) -> Option<Field> {
         (Msg::NodeEvent, 2) => Str("iop.EdgeNodeEvent.node_id", Id),
         (Msg::NodeEvent, 7) => Str("iop.EdgeNodeEvent.reason", Text),
         (Msg::GoAway, 2) => Str("iop.GoAway.message", Text),
+        (Msg::LoadUpdate, 3) => RepMsg(
+            "iop.EdgeLoadUpdate.providers",
+            Msg::ProviderLoad,
+            Cap::LoadProviders,
+            size_of::<ProviderLoad>(),
+        ),
+        (Msg::ProviderLoad, 1) => Str("iop.ProviderLoad.node_id", Id),
+        (Msg::ProviderLoad, 2) => Str("iop.ProviderLoad.provider_id", Id),
         _ => return None,
     })
 }
 
 /// Every message the walk knows, for [`field_caps`].
-const MESSAGES: [Msg; 14] = [
+const MESSAGES: [Msg; 16] = [
     Msg::Envelope,
     Msg::HelloRequest,
     Msg::HelloResponse,
@@ -195,6 +207,8 @@ const MESSAGES: [Msg; 14] = [
     Msg::CommandEvent,
     Msg::NodeEvent,
     Msg::GoAway,
+    Msg::LoadUpdate,
+    Msg::ProviderLoad,
     Msg::Scalars,
 ];
 
@@ -293,6 +307,7 @@ impl<'l> Scan<'l> {
             Cap::NodeIds => l.max_node_ids,
             Cap::ProviderIds => l.max_provider_ids,
             Cap::Models => l.max_models,
+            Cap::LoadProviders => l.max_load_providers,
         }
     }
 
@@ -532,7 +547,7 @@ mod tests {
     use super::*;
     use crate::limits::heap::vec_bytes;
 
-    const ALL: [Msg; 14] = MESSAGES;
+    const ALL: [Msg; 16] = MESSAGES;
 
     /// `vec_growth` is the difference of `vec_bytes` it stands for.
     #[test]
@@ -558,7 +573,7 @@ mod tests {
                 .filter(|n| matches!(field(msg, *n), Some(Field::Msg(_))))
                 .count();
             if matches!(msg, Msg::Envelope) {
-                assert_eq!(singular, 11, "the body oneof");
+                assert_eq!(singular, 12, "the body oneof");
             } else {
                 assert!(
                     singular <= 1,

@@ -268,10 +268,10 @@ fn merged_sub_messages_share_their_caps() {
     );
 }
 
-/// `depth` nested unknown groups (field 15) inside an envelope.
+/// `depth` nested unknown groups (field 16) inside an envelope.
 fn nested_groups(depth: usize) -> Vec<u8> {
-    let mut body = vec![0x7b; depth]; // field 15, start group
-    body.extend(std::iter::repeat_n(0x7c, depth)); // field 15, end group
+    let mut body = [0x83, 0x01].repeat(depth); // field 16, start group
+    body.extend([0x84, 0x01].repeat(depth)); // field 16, end group
     body.extend_from_slice(&[0x62, 0x00]); // an empty heartbeat
     body
 }
@@ -293,7 +293,7 @@ fn unknown_group_depth_is_capped() {
 #[test]
 fn unknown_fields_are_skipped() {
     let mut body = vec![0xf8, 0x07, 0x01]; // field 127, varint 1
-    body.extend_from_slice(&[0x7a, 0x03, 1, 2, 3]); // field 15, 3 bytes
+    body.extend_from_slice(&[0x82, 0x01, 0x03, 1, 2, 3]); // field 16, 3 bytes
     body.extend_from_slice(&[0x6a, 0x02, 0x08, 0x07]); // heartbeat_ack { sequence: 7 }
     let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
     assert_eq!(

@@ -12,7 +12,8 @@ use iop_proto::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-const FIELD_15_LEN: u8 = 0x7a; // an unknown length-delimited field, used as padding
+/// An unknown length-delimited field's key (field 16, two bytes), used as padding.
+const PAD_KEY: [u8; 2] = [0x82, 0x01];
 
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
@@ -43,15 +44,15 @@ fn max_size_status(node: &[u8], nodes: usize) -> Vec<u8> {
 
 fn pad_to_max(mut body: Vec<u8>) -> Vec<u8> {
     let max = DEFAULT_MAX_FRAME_LEN as usize;
-    // The pad's key (1 byte) and length prefix (`k` bytes) count too.
+    // The pad's key (2 bytes) and length prefix (`k` bytes) count too.
     for k in 1..=4 {
-        let Some(pad) = max.checked_sub(body.len() + 1 + k) else {
+        let Some(pad) = max.checked_sub(body.len() + PAD_KEY.len() + k) else {
             break;
         };
         let mut prefix = Vec::new();
         put_varint(&mut prefix, pad as u64);
         if prefix.len() == k {
-            body.push(FIELD_15_LEN);
+            body.extend_from_slice(&PAD_KEY);
             body.extend_from_slice(&prefix);
             body.resize(max, 0);
             return body;

@@ -26,6 +26,7 @@ const MESSAGES: &[(&str, Fields)] = &[
             (12, "heartbeat", ".iop.Heartbeat"),
             (13, "heartbeat_ack", ".iop.HeartbeatAck"),
             (14, "go_away", ".iop.GoAway"),
+            (15, "load_update", ".iop.EdgeLoadUpdate"),
         ],
     ),
     (
@@ -38,6 +39,7 @@ const MESSAGES: &[(&str, Fields)] = &[
             (5, "metadata", "map"),
             (6, "credential", "bytes"),
             (7, "inflight_command_ids", "repeated string"),
+            (8, "load_updates", "bool"),
         ],
     ),
     (
@@ -53,6 +55,7 @@ const MESSAGES: &[(&str, Fields)] = &[
             (8, "max_frame_len", "uint32"),
             (9, "min_protocol_version", "uint32"),
             (10, "max_protocol_version", "uint32"),
+            (11, "load_update_interval_ms", "uint32"),
         ],
     ),
     (
@@ -150,6 +153,32 @@ const MESSAGES: &[(&str, Fields)] = &[
             (5, "sequence", "uint64"),
             (6, "occurred_at_unix_ms", "uint64"),
             (7, "reason", "string"),
+        ],
+    ),
+    (
+        "EdgeLoadUpdate",
+        &[
+            (1, "sequence", "uint64"),
+            (2, "observed_at_unix_ms", "uint64"),
+            (3, "providers", "repeated .iop.ProviderLoad"),
+            (4, "resync", "bool"),
+        ],
+    ),
+    (
+        "ProviderLoad",
+        &[
+            (1, "node_id", "string"),
+            (2, "provider_id", "string"),
+            (3, "status", ".iop.ProviderStatus"),
+            (4, "health", ".iop.ProviderHealth"),
+            (5, "capacity", "uint32"),
+            (6, "in_flight", "uint32"),
+            (7, "queued", "uint32"),
+            (8, "long_context_capacity", "uint32"),
+            (9, "long_context_in_flight", "uint32"),
+            (10, "long_context_queued", "uint32"),
+            (11, "admission_eligible", "bool"),
+            (12, "node_connected", "bool"),
         ],
     ),
     (

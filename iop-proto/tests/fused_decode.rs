@@ -185,7 +185,7 @@ fn wire() -> impl Strategy<Value = Vec<Wire>> {
             // The same sub-message many times (empty nodes, providers, entries).
             2 => (field(), 1..40usize, vec(inner.clone(), 0..3))
                 .prop_map(|(f, n, w)| Wire::Message(f, vec![Wire::Message(2, w); n])),
-            2 => (15..=40u32, vec(inner.clone(), 0..4), any::<bool>())
+            2 => (16..=40u32, vec(inner.clone(), 0..4), any::<bool>())
                 .prop_map(|(f, w, broken)| Wire::Group(f, w, if broken { f + 1 } else { f })),
             1 => (field(), vec(inner, 0..4), 1..4u8).prop_map(|(f, w, e)| Wire::Overlong(f, w, e)),
         ]
@@ -290,9 +290,9 @@ fn verdict(bytes: &[u8], limits: &DecodeLimits) -> &'static str {
 /// unknown fields and groups between them and runs of empty nodes.
 fn merged() -> impl Strategy<Value = Vec<u8>> {
     let unknown = prop_oneof![
-        (15..=40u32, any::<u64>()).prop_map(|(f, v)| Wire::Varint(f, v)),
-        (15..=40u32, contents()).prop_map(|(f, b)| Wire::Bytes(f, b)),
-        (15..=40u32, 0..5usize).prop_map(|(f, depth)| {
+        (16..=40u32, any::<u64>()).prop_map(|(f, v)| Wire::Varint(f, v)),
+        (16..=40u32, contents()).prop_map(|(f, b)| Wire::Bytes(f, b)),
+        (16..=40u32, 0..5usize).prop_map(|(f, depth)| {
             let mut group = Wire::Group(f, Vec::new(), f);
             for _ in 0..depth {
                 group = Wire::Group(f, vec![Wire::Varint(1, 1), group], f);
@@ -379,9 +379,10 @@ fn hostile_shapes() {
 fn deep_groups_at_every_level() {
     let nest = |depth: usize, end: bool| {
         let mut inner = Vec::new();
-        inner.extend(std::iter::repeat_n(0x7b_u8, depth)); // field 15 group starts
+        // Field 16 group starts (a two-byte key: 1..=15 are all known somewhere).
+        inner.extend([0x83_u8, 0x01].repeat(depth));
         if end {
-            inner.extend(std::iter::repeat_n(0x7c_u8, depth)); // and their ends
+            inner.extend([0x84_u8, 0x01].repeat(depth)); // and their ends
         }
         inner
     };

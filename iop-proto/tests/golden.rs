@@ -75,6 +75,17 @@ fn vectors() -> Vec<Vector> {
                 metadata: map(&[("iop.instance_id", "7f3a")]),
                 credential: b"secret".to_vec(),
                 inflight_command_ids: vec!["cmd-1".into()],
+                load_updates: false,
+            }),
+        ),
+        v(
+            "hello_request_load_updates",
+            "EdgeHelloRequest: edge_id edge-1, protocol_version 1, load_updates true (the Edge can push load updates, section 4.8)",
+            Envelope::new(EdgeHelloRequest {
+                edge_id: "edge-1".into(),
+                protocol_version: 1,
+                load_updates: true,
+                ..Default::default()
             }),
         ),
         v(
@@ -269,6 +280,59 @@ fn vectors() -> Vec<Vector> {
             Envelope::go_away(GoAwayReason::Superseded, "", 5000),
         ),
         v(
+            "hello_response_load_updates",
+            "EdgeHelloResponse: accepted, protocol_version 1, session_id 42, load_update_interval_ms 250 (the default the CP asks for)",
+            Envelope::new(EdgeHelloResponse {
+                accepted: true,
+                protocol_version: 1,
+                session_id: 42,
+                load_update_interval_ms: 250,
+                ..Default::default()
+            }),
+        ),
+        v(
+            "load_update",
+            "EdgeLoadUpdate: sequence 3, observed_at_unix_ms 1700000000000, providers [node-a/gpu-0: AVAILABLE, HEALTHY, capacity 4, in_flight 3, queued 2, long_context_capacity 1, long_context_in_flight 1, long_context_queued 0, admission_eligible, node_connected; node-b/api-0: UNAVAILABLE, OFFLINE, all zero, not eligible, node not connected]",
+            Envelope::new(EdgeLoadUpdate {
+                sequence: 3,
+                observed_at_unix_ms: 1_700_000_000_000,
+                providers: vec![
+                    ProviderLoad {
+                        node_id: "node-a".into(),
+                        provider_id: "gpu-0".into(),
+                        status: ProviderStatus::Available as i32,
+                        health: ProviderHealth::Healthy as i32,
+                        capacity: 4,
+                        in_flight: 3,
+                        queued: 2,
+                        long_context_capacity: 1,
+                        long_context_in_flight: 1,
+                        long_context_queued: 0,
+                        admission_eligible: true,
+                        node_connected: true,
+                    },
+                    ProviderLoad {
+                        node_id: "node-b".into(),
+                        provider_id: "api-0".into(),
+                        status: ProviderStatus::Unavailable as i32,
+                        health: ProviderHealth::Offline as i32,
+                        ..Default::default()
+                    },
+                ],
+                resync: false,
+            }),
+        ),
+        v(
+            "load_update_resync",
+            "EdgeLoadUpdate: sequence 4, observed_at_unix_ms 1700000000250, no providers, resync (a structural change: the CP asks for status)",
+            Envelope::new(EdgeLoadUpdate {
+                sequence: 4,
+                observed_at_unix_ms: 1_700_000_000_250,
+                providers: Vec::new(),
+                resync: true,
+            }),
+        ),
+        v(
             "no_body",
             "correlation_id 5 and no body (what a newer peer's unknown body decodes to)",
             Envelope {
@@ -278,12 +342,12 @@ fn vectors() -> Vec<Vector> {
         ),
         Vector {
             name: "unknown_fields",
-            description: "Heartbeat: sequence 2, sent_at_unix_ms 0, followed by unknown envelope fields 15 (varint 1) and 100 (bytes 0xdead): they are skipped when decoding and dropped when re-encoding (see canonical)",
+            description: "Heartbeat: sequence 2, sent_at_unix_ms 0, followed by unknown envelope fields 99 (varint 1) and 100 (bytes 0xdead): they are skipped when decoding and dropped when re-encoding (see canonical)",
             envelope: Envelope::new(Heartbeat {
                 sequence: 2,
                 sent_at_unix_ms: 0,
             }),
-            extra: &[0x78, 0x01, 0xa2, 0x06, 0x02, 0xde, 0xad],
+            extra: &[0x98, 0x06, 0x01, 0xa2, 0x06, 0x02, 0xde, 0xad],
         },
     ]
 }
@@ -451,6 +515,7 @@ fn golden_vectors_cover_every_body_kind() {
         BodyKind::Heartbeat,
         BodyKind::HeartbeatAck,
         BodyKind::GoAway,
+        BodyKind::LoadUpdate,
     ];
     assert_eq!(kinds, all.into_iter().collect());
 }

@@ -29,6 +29,10 @@ const LOCAL: &[(&str, &str)] = &[
     ),
     ("MAX_FIELD", "the decoder's field-number table"),
     (
+        "MAX_LATER_UPDATES",
+        "load updates a Control Plane keeps while it pages a status in",
+    ),
+    (
         "MAX_NAMED_SESSIONS",
         "session ids a command's undeliverable report names, never on the wire",
     ),

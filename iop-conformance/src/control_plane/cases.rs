@@ -380,8 +380,8 @@ pub(super) fn body(t: &mut Tester, id: &str) -> CaseOutcome {
         "cp.unknown_body" => tolerated(
             t,
             "unknown-body",
-            &[0, 0, 0, 2, 0x7a, 0x00],
-            "body field 15",
+            &[0, 0, 0, 3, 0x82, 0x01, 0x00],
+            "body field 16",
         ),
         "cp.heartbeat_ack" => tolerated(
             t,

@@ -183,9 +183,9 @@ pub(super) fn scope(t: &mut Tester) -> CaseOutcome {
 }
 
 pub(super) fn unknown_body(t: &mut Tester) -> CaseOutcome {
-    // Field 15 of the envelope, an empty message: a body from a newer version.
+    // Field 16 of the envelope, an empty message: a body from a newer version.
     t.session()?
-        .send_raw(&[0, 0, 0, 2, 0x7a, 0x00])
+        .send_raw(&[0, 0, 0, 3, 0x82, 0x01, 0x00])
         .map_err(|e| NotPassed::Fail(e.to_string()))?;
     ask(t, 11, EdgeStatusRequest::default())?;
     Ok("ignored; the next status request was answered".into())

@@ -129,6 +129,10 @@ pub struct CpConfig {
     /// The most status answers (of up to 10 000 nodes each) one Edge's view is paged
     /// together from; past it the view stays partial. Default 10.
     pub max_status_pages: u32,
+    /// The least time between two load updates an Edge that offers them may push
+    /// (PROTOCOL.md §4.8), answered in the hello as `load_update_interval_ms`; 50 ms to
+    /// 60 s. `None`: none asked for, every Edge is pulled only. Default 250 ms.
+    pub load_update_interval: Option<Duration>,
 }
 
 impl Default for CpConfig {
@@ -170,6 +174,7 @@ impl Default for CpConfig {
             status_refresh: Some(Duration::from_secs(10)),
             max_refreshes_in_flight: 256,
             max_status_pages: 10,
+            load_update_interval: Some(limits::DEFAULT_LOAD_UPDATE_INTERVAL),
         }
     }
 }
@@ -212,6 +217,9 @@ pub enum ConfigError {
     /// `status_refresh` is under a second.
     #[error("status_refresh must be 1 s or more")]
     StatusRefresh,
+    /// `load_update_interval` is outside 50 ms..=60 s.
+    #[error("load_update_interval must be within 50 ms..=60 s, or none")]
+    LoadUpdateInterval,
 }
 
 impl CpConfig {
@@ -248,6 +256,11 @@ impl CpConfig {
             .is_some_and(|p| p < Duration::from_secs(1))
         {
             return Err(ConfigError::StatusRefresh);
+        }
+        if self.load_update_interval.is_some_and(|i| {
+            !(limits::MIN_LOAD_UPDATE_INTERVAL..=limits::MAX_LOAD_UPDATE_INTERVAL).contains(&i)
+        }) {
+            return Err(ConfigError::LoadUpdateInterval);
         }
         Ok(())
     }

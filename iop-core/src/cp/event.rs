@@ -26,6 +26,17 @@ pub enum ResyncCause {
     },
     /// The session's first event was not `EDGE_READY`.
     MissingEdgeReady,
+    /// Load update sequence numbers were skipped (PROTOCOL.md §4.8).
+    LoadUpdateGap {
+        /// The sequence expected.
+        expected: u64,
+        /// The sequence received.
+        got: u64,
+    },
+    /// A load update named a provider the view does not hold.
+    LoadUpdateUnknownProvider,
+    /// A load update said the Edge's nodes or providers changed (`resync`).
+    LoadUpdateResync,
 }
 
 /// Why the view of a disconnected Edge was forgotten ([`CpEvent::EdgeForgotten`]).

@@ -87,6 +87,14 @@ pub struct CpStats {
     pub commands_cancelled: u64,
     /// Commands that ended TIMED_OUT.
     pub commands_timed_out: u64,
+    /// Load updates applied (PROTOCOL.md §4.8).
+    pub load_updates: u64,
+    /// Load updates whose sequence skipped (a status was asked for).
+    pub load_update_gaps: u64,
+    /// Load updates naming a provider the view does not hold (a status was asked for).
+    pub load_update_unknown_providers: u64,
+    /// Load updates with `resync` set (a status was asked for).
+    pub load_update_resyncs: u64,
 }
 
 impl CpStats {

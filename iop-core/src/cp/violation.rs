@@ -68,6 +68,23 @@ pub enum ProtocolViolation {
         /// Which rule.
         rule: CommandOrderRule,
     },
+    /// A load update on a session that did not negotiate them.
+    #[error("load update on a session that did not negotiate them")]
+    LoadUpdateNotNegotiated,
+    /// A load update before the session's first full status answer.
+    #[error("load update before the first full status answer")]
+    LoadUpdateBeforeStatus,
+    /// Load updates faster than the burst and interval allow.
+    #[error("load updates faster than the negotiated interval allows")]
+    LoadUpdateRate,
+    /// A load update naming one provider twice.
+    #[error("load update names {node_id}/{provider_id} twice")]
+    LoadUpdateDuplicateProvider {
+        /// Its node.
+        node_id: String,
+        /// The provider.
+        provider_id: String,
+    },
 }
 
 impl ProtocolViolation {
@@ -95,6 +112,10 @@ impl ProtocolViolation {
                 CommandOrderRule::PhaseBackwards => "cp.command.event_backwards",
                 CommandOrderRule::AfterTerminal => "cp.command.event_after_terminal",
             },
+            Self::LoadUpdateNotNegotiated => "cp.load_update.not_negotiated",
+            Self::LoadUpdateBeforeStatus => "cp.load_update.before_status",
+            Self::LoadUpdateRate => "cp.load_update.rate",
+            Self::LoadUpdateDuplicateProvider { .. } => "cp.load_update.duplicate_provider",
         }
     }
 }

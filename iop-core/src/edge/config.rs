@@ -66,6 +66,10 @@ pub struct EdgeConfig {
     pub command_retention: Duration,
     /// How many finished command ids are remembered at most.
     pub max_retained_commands: usize,
+    /// Offer load updates in the hello (PROTOCOL.md §4.8) when the registry tells its
+    /// load ([`EdgeRegistry::reports_load`](super::EdgeRegistry::reports_load)); the
+    /// Control Plane chooses the interval. Default `true`.
+    pub load_updates: bool,
 }
 
 impl EdgeConfig {
@@ -93,6 +97,7 @@ impl EdgeConfig {
             default_command_timeout: limits::DEFAULT_COMMAND_TIMEOUT,
             command_retention: limits::DEFAULT_COMMAND_RETENTION,
             max_retained_commands: limits::MAX_RETAINED_COMMANDS,
+            load_updates: true,
         }
     }
 
@@ -244,6 +249,7 @@ impl EdgeConfig {
             metadata: self.metadata.clone(),
             credential: self.credential.expose().to_vec(),
             inflight_command_ids: Vec::new(),
+            load_updates: true,
         };
         hello
             .metadata

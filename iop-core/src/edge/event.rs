@@ -196,4 +196,8 @@ pub struct EdgeStats {
     /// Status answers cut to fewer nodes than their byte budget allowed because the
     /// Control Plane's decoder would have found them too large to decode (PROTOCOL.md §7).
     pub statuses_reduced: u64,
+    /// Load updates sent with numbers (PROTOCOL.md §4.8).
+    pub load_updates_sent: u64,
+    /// Load updates sent as `resync` (a change the numbers could not carry).
+    pub load_resyncs_sent: u64,
 }

@@ -55,6 +55,7 @@ impl<R: EdgeRegistry> Edge<R> {
             metadata,
             credential: self.config.credential.expose().to_vec(),
             inflight_command_ids: self.commands.held_ids(),
+            load_updates: self.offers_load(),
         }
     }
 
@@ -94,6 +95,7 @@ impl<R: EdgeRegistry> Edge<R> {
             return;
         }
         self.activate(now, interval, max_frame_len);
+        self.negotiate_load(now, response.load_update_interval_ms);
         self.events.push_back(EdgeEvent::Connected {
             session_id: response.session_id,
             heartbeat_interval: interval,

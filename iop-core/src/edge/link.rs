@@ -88,6 +88,8 @@ pub struct Edge<R: EdgeRegistry = NodeRegistry> {
     /// what a report made while disconnected is held to.
     pub(crate) peer_max_frame_len: u32,
     pub(crate) stats: EdgeStats,
+    /// The session's load updates (PROTOCOL.md §4.8), when negotiated.
+    pub(crate) load: Option<Box<super::load::LoadPush>>,
 }
 
 impl<R: EdgeRegistry> Edge<R> {
@@ -118,6 +120,7 @@ impl<R: EdgeRegistry> Edge<R> {
             hello_listed: BTreeSet::new(),
             peer_max_frame_len: iop_proto::DEFAULT_MAX_FRAME_LEN,
             stats: EdgeStats::default(),
+            load: None,
             config,
         })
     }
@@ -236,6 +239,7 @@ impl<R: EdgeRegistry> Edge<R> {
             return;
         }
         self.heartbeat(now, unix_ms);
+        self.push_load(now);
     }
 
     /// Appends bytes to write to the transport to `buf`. [`Transmit::Close`] once a
@@ -276,6 +280,7 @@ impl<R: EdgeRegistry> Edge<R> {
             .next()
             .into_iter()
             .chain(self.commands.next_deadline())
+            .chain(self.load_deadline())
             .chain(self.poll_connect_at())
             .min()
     }
@@ -344,6 +349,7 @@ impl<R: EdgeRegistry> Edge<R> {
             Some(self.backoff.next_attempt(now, self.retry_not_before))
         };
         self.timers.clear();
+        self.load = None;
         self.conn = Conn::Closing { reconnect_at };
         self.events.push_back(EdgeEvent::Closed {
             reason,

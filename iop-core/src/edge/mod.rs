@@ -114,6 +114,7 @@ mod event;
 mod hello;
 mod link;
 mod liveness;
+mod load;
 mod node_events;
 mod registry_seam;
 mod secret;

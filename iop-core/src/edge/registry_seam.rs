@@ -7,7 +7,7 @@
 
 use iop_proto::{EdgeStatusRequest, EdgeStatusResponse, Message, NodeEventKind};
 
-use crate::registry::{NodeRegistry, ResolveError, Selector, Target};
+use crate::registry::{LoadNumbers, NodeRegistry, ResolveError, Selector, Target};
 
 /// A lifecycle transition of the registry, before the session stamps it with the
 /// Edge id and a per-session sequence. A custom [`EdgeRegistry`] builds one with
@@ -143,6 +143,34 @@ pub trait EdgeRegistry {
     fn take_dropped_events(&mut self) -> u64 {
         0
     }
+
+    /// Whether it tells its providers' load for load updates (PROTOCOL.md §4.8):
+    /// [`visit_loads`](Self::visit_loads), [`load_revision`](Self::load_revision) and
+    /// [`structure_revision`](Self::structure_revision) are implemented. The Edge offers
+    /// updates in its hello only then. Default `false`.
+    fn reports_load(&self) -> bool {
+        false
+    }
+
+    /// Calls `visit` with every provider's numbers — `(node_id, provider_id, numbers)`,
+    /// the same numbers a snapshot reports (§5.2: zeros when offline, the node's
+    /// `connected`) — each provider once.
+    fn visit_loads(&self, visit: &mut dyn FnMut(&str, &str, LoadNumbers)) {
+        let _ = visit;
+    }
+
+    /// A number that changes whenever some provider's numbers may have changed (the
+    /// registry's revision will do): the Edge looks for changes only when it moved.
+    fn load_revision(&self) -> u64 {
+        0
+    }
+
+    /// A number that changes when a node or provider comes or goes, or a node's
+    /// config (models, capacities, labels) changes: what a load update cannot carry,
+    /// for which the Edge sends `resync` and the Control Plane asks for status.
+    fn structure_revision(&self) -> u64 {
+        0
+    }
 }
 
 /// An Edge with no nodes: empty snapshots, no node-level matches, no lifecycle events.
@@ -261,5 +289,21 @@ impl EdgeRegistry for NodeRegistry {
 
     fn take_dropped_events(&mut self) -> u64 {
         NodeRegistry::take_dropped_events(self)
+    }
+
+    fn reports_load(&self) -> bool {
+        true
+    }
+
+    fn visit_loads(&self, visit: &mut dyn FnMut(&str, &str, LoadNumbers)) {
+        NodeRegistry::visit_loads(self, visit);
+    }
+
+    fn load_revision(&self) -> u64 {
+        self.revision()
+    }
+
+    fn structure_revision(&self) -> u64 {
+        NodeRegistry::structure_revision(self)
     }
 }

@@ -49,8 +49,11 @@ impl<R: EdgeRegistry> Edge<R> {
         // checked with the decoder's own walk before they are queued, and a response
         // over the budget is written again with fewer nodes (each try cuts the byte
         // budget in proportion to the overshoot).
+        // With load updates, what the answer holds is reported (PROTOCOL.md §4.8).
+        let pushing = self.load.is_some();
         for _ in 0..STATUS_FIT_TRIES {
             let mut verdict = Fit::Fits;
+            let mut answered: Option<(Vec<String>, bool)> = None;
             let queued = self.outbound.push_with(head, |out| {
                 let start = out.len();
                 registry.encode_snapshot(edge_id, scope, unix_ms, budget, out);
@@ -73,11 +76,19 @@ impl<R: EdgeRegistry> Edge<R> {
                         Err(_) => Fit::Overshot,
                     }
                 };
+                if pushing && matches!(verdict, Fit::Fits) {
+                    answered = super::load::answer_nodes(body)
+                        .map(|(nodes, t)| (nodes.into_iter().map(str::to_owned).collect(), t));
+                }
                 matches!(verdict, Fit::Fits)
             });
             match verdict {
                 Fit::Fits => {
-                    self.sent(now, queued.map(|_| ()));
+                    if self.sent(now, queued.map(|_| ()))
+                        && let Some((nodes, truncated)) = answered
+                    {
+                        self.load_answered(scope, &nodes, truncated);
+                    }
                     return;
                 }
                 Fit::TooHeavy(smaller) => {

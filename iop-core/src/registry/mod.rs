@@ -97,6 +97,7 @@ mod connection;
 mod encode;
 mod events;
 mod lease;
+mod load;
 mod node;
 mod provider;
 mod queue;
@@ -119,6 +120,7 @@ pub use events::{
     RegistryEventKind,
 };
 pub use lease::{AdmitError, Lease, LeaseKind, ReleaseOutcome};
+pub use load::LoadNumbers;
 pub use queue::{
     Candidate, DequeueOutcome, EnqueueError, MAX_CANDIDATES, MAX_QUEUED_REQUESTS, QueueTicket,
 };
@@ -184,6 +186,9 @@ pub struct NodeRegistry {
     nodes: BTreeMap<String, NodeEntry>,
     last_generation: u64,
     revision: u64,
+    /// Bumps when a node is configured anew or removed: what a load update cannot
+    /// describe (PROTOCOL.md §4.8).
+    structure: u64,
     queue: Queue,
     events: EventQueue,
 }
@@ -207,6 +212,7 @@ impl NodeRegistry {
             nodes: BTreeMap::new(),
             last_generation: 0,
             revision: 0,
+            structure: 0,
             queue: Queue::default(),
             events: EventQueue::new(capacity),
         }
@@ -215,6 +221,12 @@ impl NodeRegistry {
     /// The registry revision: bumps by one on every change.
     pub fn revision(&self) -> u64 {
         self.revision
+    }
+
+    /// The structure revision: bumps when a node is configured (added, or its config
+    /// changed) or removed — the changes a load update cannot carry (PROTOCOL.md §4.8).
+    pub fn structure_revision(&self) -> u64 {
+        self.structure
     }
 
     /// Number of configured nodes.
@@ -391,6 +403,7 @@ impl NodeRegistry {
             "updated"
         };
         self.bump();
+        self.structure = self.structure.saturating_add(1);
         self.emit(
             &node_id,
             RegistryEventKind::Configured,
@@ -410,6 +423,7 @@ impl NodeRegistry {
         };
         let released_leases = entry.release_all_leases();
         self.bump();
+        self.structure = self.structure.saturating_add(1);
         self.emit(
             node_id,
             RegistryEventKind::Removed,

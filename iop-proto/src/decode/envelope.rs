@@ -90,6 +90,7 @@ impl Decoder<'_> {
                 13 => variant!(env, HeartbeatAck, entries, |m| self
                     .heartbeat_ack(wt, m, buf)),
                 14 => variant!(env, GoAway, entries, |m| self.go_away(wt, m, buf)),
+                15 => variant!(env, LoadUpdate, entries, |m| self.load_update(wt, m, buf)),
                 _ => {
                     self.skip(wt, tag, buf, ENVELOPE_FIELDS)?;
                     continue;

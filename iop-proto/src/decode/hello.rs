@@ -59,6 +59,7 @@ impl Decoder<'_> {
                 Id,
                 max_inflight_command_ids
             ),
+            8 => d.boolean(wt, &mut m.load_updates, buf, M, "load_updates"),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })
     }
@@ -98,6 +99,13 @@ impl Decoder<'_> {
                 buf,
                 M,
                 "max_protocol_version",
+            ),
+            11 => d.uint32(
+                wt,
+                &mut m.load_update_interval_ms,
+                buf,
+                M,
+                "load_update_interval_ms",
             ),
             _ => d.skip(wt, tag, buf, BODY_FIELDS),
         })

@@ -72,6 +72,7 @@ macro_rules! repeated_string_field {
 mod command;
 mod envelope;
 mod hello;
+mod load;
 mod session;
 mod status;
 mod wire;

@@ -32,6 +32,8 @@ pub struct DecodeLimits {
     pub max_provider_ids: u32,
     /// Model names per config summary or provider (`models`). Default 256.
     pub max_models: u32,
+    /// Providers per load update (`EdgeLoadUpdate.providers`). Default 1 024.
+    pub max_load_providers: u32,
     /// Bytes per id string and map key. Default 128.
     pub max_id_len: u32,
     /// Bytes per other string (messages, reasons, selectors, versions, model names,
@@ -56,6 +58,7 @@ impl DecodeLimits {
         max_node_ids: super::MAX_NODES as u32,
         max_provider_ids: super::MAX_PROVIDERS_PER_NODE as u32,
         max_models: super::MAX_MODELS as u32,
+        max_load_providers: super::MAX_LOAD_UPDATE_PROVIDERS as u32,
         max_id_len: super::MAX_ID_LEN as u32,
         max_text_len: super::MAX_TEXT_LEN as u32,
         max_unknown_depth: super::MAX_UNKNOWN_DEPTH,

@@ -33,6 +33,8 @@
 //! | [`MAX_HELLO_INFLIGHT_IDS`] | 1 280 | ids in `inflight_command_ids` (the two above) |
 //! | [`MAX_UNDELIVERED_SESSIONS`] | 3 | sessions a command's request may end unanswered before it is FAILED "undeliverable" |
 //! | [`MAX_DISCONNECTED_VIEWS`] | 100 000 | Edge views a CP keeps while they are disconnected |
+//! | [`MAX_LOAD_UPDATE_PROVIDERS`] | 1 024 | providers per load update (PROTOCOL.md §4.8) |
+//! | [`LOAD_UPDATE_BURST`] | 4 | load updates a CP allows at once, one more per interval |
 //! | [`MAX_AMPLIFICATION`] / [`AMPLIFICATION_FLOOR`] | 8 / 8 MiB | decoded heap per wire byte, and the budget any frame may use |
 //!
 //! Timeouts and intervals are here too ([`DEFAULT_HELLO_TIMEOUT`] and the rest).
@@ -196,6 +198,10 @@ pub const MAX_UNDELIVERED_SESSIONS: u32 = 3;
 pub const MAX_DISCONNECTED_VIEWS: usize = 100_000;
 /// Status requests in flight per Edge session.
 pub const MAX_INFLIGHT_STATUS: usize = 64;
+/// Providers one load update carries (PROTOCOL.md §4.8); more changed is a `resync`.
+pub const MAX_LOAD_UPDATE_PROVIDERS: usize = 1_024;
+/// Load updates a Control Plane allows at once; one more each interval after that.
+pub const LOAD_UPDATE_BURST: u32 = 4;
 /// Decoded heap bytes per wire byte a frame may cost.
 pub const MAX_AMPLIFICATION: u32 = 8;
 /// Decoded heap bytes any frame may cost, however small.
@@ -231,6 +237,13 @@ pub const DEFAULT_RETRY_AFTER_SUPERSEDED: Duration = Duration::from_secs(5);
 pub const DEFAULT_RETRY_AFTER_DRAINING: Duration = Duration::from_secs(10);
 /// `retry_after_ms` sent with `GoAway{OVERLOADED}`.
 pub const DEFAULT_RETRY_AFTER_OVERLOADED: Duration = Duration::from_secs(10);
+/// The least time between two load updates a Control Plane asks for by default
+/// (PROTOCOL.md §4.8; 0 in the hello response means none).
+pub const DEFAULT_LOAD_UPDATE_INTERVAL: Duration = Duration::from_millis(250);
+/// The shortest load update interval a Control Plane may ask for.
+pub const MIN_LOAD_UPDATE_INTERVAL: Duration = Duration::from_millis(50);
+/// The longest load update interval a Control Plane may ask for.
+pub const MAX_LOAD_UPDATE_INTERVAL: Duration = Duration::from_secs(60);
 /// The least `retry_after_ms` a Control Plane names when it refuses a connection
 /// `OVERLOADED` at its pending-hello caps in a burst (the connection's turn).
 pub const MIN_RETRY_AFTER_BURST: Duration = Duration::from_millis(200);
@@ -250,7 +263,8 @@ pub const MAX_HELLO_LEN: usize = {
         + MAX_HELLO_OPERATIONS * delimited_len(MAX_ID_LEN)
         + MAX_HELLO_METADATA_ENTRIES * map_entry(MAX_ID_LEN, MAX_HELLO_METADATA_VALUE_LEN)
         + delimited_len(MAX_TEXT_LEN) // credential
-        + MAX_HELLO_INFLIGHT_IDS * delimited_len(MAX_ID_LEN);
+        + MAX_HELLO_INFLIGHT_IDS * delimited_len(MAX_ID_LEN)
+        + 2; // load_updates
     delimited_len(hello)
 };
 const _: () = assert!(MAX_HELLO_LEN <= PRE_HELLO_MAX_FRAME_LEN as usize);
@@ -338,6 +352,8 @@ table! {
     MAX_UNDELIVERED_SESSIONS = "3": "sessions a command's request may end unanswered before it is FAILED \"undeliverable\"";
     MAX_DISCONNECTED_VIEWS = "100 000": "Edge views a Control Plane keeps while disconnected";
     MAX_INFLIGHT_STATUS = "64": "status requests in flight per session";
+    MAX_LOAD_UPDATE_PROVIDERS = "1 024": "providers per load update";
+    LOAD_UPDATE_BURST = "4": "load updates a Control Plane allows at once (one more per interval)";
     MAX_AMPLIFICATION = "8": "decoded heap bytes per wire byte of a frame";
     AMPLIFICATION_FLOOR = "8 MiB": "decoded heap bytes any frame may use";
     MAX_UNKNOWN_DEPTH = "16": "nesting of unknown groups";
@@ -356,6 +372,9 @@ table! {
     DEFAULT_RETRY_AFTER_DRAINING = "10 s": "retry_after on DRAINING";
     DEFAULT_RETRY_AFTER_OVERLOADED = "10 s": "retry_after on OVERLOADED";
     MIN_RETRY_AFTER_BURST = "200 ms": "least retry_after on OVERLOADED at the pending-hello caps (the connection's turn)";
+    DEFAULT_LOAD_UPDATE_INTERVAL = "250 ms": "load update interval a Control Plane asks for";
+    MIN_LOAD_UPDATE_INTERVAL = "50 ms": "shortest load update interval";
+    MAX_LOAD_UPDATE_INTERVAL = "60 s": "longest load update interval";
 }
 
 /// Reads a value as [`TABLE`] writes it: `4 MiB`, `10 000`, `128 B`, `10 min`.
@@ -416,6 +435,7 @@ mod tests {
             inflight_command_ids: (0..MAX_HELLO_INFLIGHT_IDS)
                 .map(|i| format!("{i:0>128}"))
                 .collect(),
+            load_updates: true,
         };
         let len = Envelope::new(hello).encoded_len();
         assert_eq!(len, MAX_HELLO_LEN);

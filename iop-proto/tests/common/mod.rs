@@ -42,6 +42,7 @@ pub fn hello_request() -> impl Strategy<Value = EdgeHelloRequest> {
         map(),
         vec(any::<u8>(), 0..32),
         vec(id(), 0..4),
+        any::<bool>(),
     )
         .prop_map(
             |(
@@ -52,6 +53,7 @@ pub fn hello_request() -> impl Strategy<Value = EdgeHelloRequest> {
                 metadata,
                 credential,
                 inflight_command_ids,
+                load_updates,
             )| EdgeHelloRequest {
                 edge_id,
                 protocol_version,
@@ -60,6 +62,7 @@ pub fn hello_request() -> impl Strategy<Value = EdgeHelloRequest> {
                 metadata,
                 credential,
                 inflight_command_ids,
+                load_updates,
             },
         )
 }
@@ -76,9 +79,10 @@ pub fn hello_response() -> impl Strategy<Value = EdgeHelloResponse> {
         any::<u32>(),
         any::<u32>(),
         any::<u32>(),
+        any::<u32>(),
     )
         .prop_map(
-            |(a, r, m, pv, hb, sid, ra, mfl, minv, maxv)| EdgeHelloResponse {
+            |(a, r, m, pv, hb, sid, ra, mfl, minv, maxv, lui)| EdgeHelloResponse {
                 accepted: a,
                 reject_reason: r,
                 message: m,
@@ -89,6 +93,7 @@ pub fn hello_response() -> impl Strategy<Value = EdgeHelloResponse> {
                 max_frame_len: mfl,
                 min_protocol_version: minv,
                 max_protocol_version: maxv,
+                load_update_interval_ms: lui,
             },
         )
 }
@@ -245,6 +250,48 @@ pub fn node_event() -> impl Strategy<Value = EdgeNodeEvent> {
         )
 }
 
+pub fn provider_load() -> impl Strategy<Value = ProviderLoad> {
+    (
+        id(),
+        id(),
+        enum_value(3),
+        enum_value(3),
+        any::<[u32; 6]>(),
+        any::<[bool; 2]>(),
+    )
+        .prop_map(
+            |(node_id, provider_id, status, health, n, [eligible, connected])| ProviderLoad {
+                node_id,
+                provider_id,
+                status,
+                health,
+                capacity: n[0],
+                in_flight: n[1],
+                queued: n[2],
+                long_context_capacity: n[3],
+                long_context_in_flight: n[4],
+                long_context_queued: n[5],
+                admission_eligible: eligible,
+                node_connected: connected,
+            },
+        )
+}
+
+pub fn load_update() -> impl Strategy<Value = EdgeLoadUpdate> {
+    (
+        any::<u64>(),
+        any::<u64>(),
+        vec(provider_load(), 0..4),
+        any::<bool>(),
+    )
+        .prop_map(|(sequence, at, providers, resync)| EdgeLoadUpdate {
+            sequence,
+            observed_at_unix_ms: at,
+            providers,
+            resync,
+        })
+}
+
 pub fn go_away() -> impl Strategy<Value = GoAway> {
     (enum_value(8), text(), any::<u32>()).prop_map(|(reason, message, retry_after_ms)| GoAway {
         reason,
@@ -272,6 +319,7 @@ pub fn body() -> impl Strategy<Value = Body> {
         )),
         any::<u64>().prop_map(|sequence| Body::from(HeartbeatAck { sequence })),
         go_away().prop_map(Body::from),
+        load_update().prop_map(Body::from),
     ]
 }
 

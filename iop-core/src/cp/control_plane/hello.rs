@@ -141,6 +141,10 @@ impl ControlPlane {
             credential,
             instance_id: instance_id.clone(),
             version,
+            load_interval: self
+                .config
+                .load_update_interval
+                .filter(|_| hello.load_updates),
         };
         if let Err(OutboundError::Full { .. }) =
             s.accept(now, acceptance, &self.config, &mut self.io)

@@ -97,6 +97,7 @@ impl ControlPlane {
             self.reachable_again(conn);
         }
         self.io.handling(Some(conn));
+        self.io.at(now);
         let mut input = bytes;
         // One lookup of the connection while its frames need nothing else (a status
         // answer needs only the Edge table beside it); what needs the whole control
@@ -145,6 +146,9 @@ impl ControlPlane {
             }
             FromSession::CommandResponse(resp) => self.on_command_response(now, conn, *resp),
             FromSession::CommandEvent(ev) => self.on_command_event(now, conn, *ev),
+            FromSession::LoadUpdate { update, sequence } => {
+                self.on_load_update(now, conn, &update, sequence)
+            }
             FromSession::UnknownBody => self.stats.unknown_bodies += 1,
             FromSession::LateStatus => self.stats.late_status_responses += 1,
             FromSession::Close(reason) => self.close(now, conn, reason),

@@ -32,6 +32,7 @@ mod hello;
 mod input;
 mod liveness;
 mod load;
+mod load_update;
 mod node_events;
 mod shutdown;
 mod status;

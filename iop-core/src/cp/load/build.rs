@@ -4,13 +4,18 @@
 //! does not start after that id comes from an Edge older than `start_after_node_id`,
 //! which answered from its first node again: the build is given up, the view partial.
 
-use iop_proto::{EdgeNodeSnapshot, EdgeStatusResponse, ProviderHealth, ProviderStatus};
+use iop_proto::{
+    EdgeNodeSnapshot, EdgeStatusResponse, ProviderHealth, ProviderLoad as WireLoad, ProviderStatus,
+};
 
 use super::edge::{EdgeLoad, Name, NodeRec, ProviderRec, Run};
 
 /// Distinct label and model names a build shares within an Edge (looked up by a linear
 /// scan, so kept small); past it each is stored again.
 const SHARED_NAMES: usize = 16;
+/// Providers' load updates a build keeps for its nodes already paged in; past it the
+/// build is given up (the view stays partial until the next refresh).
+const MAX_LATER_UPDATES: usize = 16 * 1024;
 
 /// Why a page could not be added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +49,9 @@ pub(crate) struct LoadBuild {
     cursor: String,
     /// Every node came after the one before it (PROTOCOL.md §4.3: node-id order).
     in_order: bool,
+    /// Load updates (PROTOCOL.md §4.8) that came between pages for nodes already paged
+    /// in: newer than their page, applied to the view once it is whole.
+    later: Vec<WireLoad>,
 }
 
 impl LoadBuild {
@@ -64,6 +72,7 @@ impl LoadBuild {
             pages: 1,
             cursor: String::new(),
             in_order: true,
+            later: Vec::new(),
         };
         build.edge_id = build.name(&first.edge_id);
         for node in &first.nodes {
@@ -80,6 +89,16 @@ impl LoadBuild {
     /// The node id the next page must start after.
     pub(crate) fn cursor(&self) -> &str {
         &self.cursor
+    }
+
+    /// Keeps what of a load update, come between pages, concerns nodes already paged
+    /// in (a later page brings the others, newer); false past [`MAX_LATER_UPDATES`].
+    pub(crate) fn note_update(&mut self, loads: &[WireLoad]) -> bool {
+        let paged = loads
+            .iter()
+            .filter(|l| l.node_id.as_str() <= self.cursor.as_str());
+        self.later.extend(paged.cloned());
+        self.later.len() <= MAX_LATER_UPDATES
     }
 
     /// Adds the next page, asked for after [`cursor`](Self::cursor); at most
@@ -176,8 +195,15 @@ impl LoadBuild {
         n
     }
 
-    /// The view.
-    pub(crate) fn finish(self) -> EdgeLoad {
+    /// The view, with the load updates that came between its pages applied.
+    pub(crate) fn finish(mut self) -> EdgeLoad {
+        let later = std::mem::take(&mut self.later);
+        let mut view = self.assemble();
+        view.apply(&later);
+        view
+    }
+
+    fn assemble(self) -> EdgeLoad {
         let mut nodes = self.nodes;
         if !self.in_order {
             // One page out of order (a careless Edge): kept, sorted for lookups.

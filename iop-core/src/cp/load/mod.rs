@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 mod build;
 mod edge;
+mod update;
 
 pub(crate) use build::LoadBuild;
 pub use edge::{EdgeLoad, NodeLoad, NodeStates, ProviderLoad};
@@ -33,6 +34,15 @@ pub enum LoadChange {
     /// ignores `start_after_node_id`, too many pages, a page not answered): the view
     /// is older than that answer.
     Partial,
+    /// A load update (PROTOCOL.md §4.8) changed the numbers of some providers: the new
+    /// view, the structure of the one before, and where the changed providers stand
+    /// among its [`providers`](EdgeLoad::providers).
+    Updated {
+        /// The view with the update applied.
+        view: Arc<EdgeLoad>,
+        /// Indexes of the providers whose numbers changed, in update order.
+        changed: Vec<u32>,
+    },
 }
 
 /// What the Control Plane keeps of one Edge's load (boxed in its entry: an Edge that

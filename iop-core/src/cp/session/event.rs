@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use iop_proto::{
-    EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeNodeEvent, EdgeStatusResponse,
-    HelloRejectReason,
+    EdgeCommandEvent, EdgeCommandResponse, EdgeHelloRequest, EdgeLoadUpdate, EdgeNodeEvent,
+    EdgeStatusResponse, HelloRejectReason,
 };
 
 use crate::cp::edges::EdgeSlot;
@@ -35,6 +35,11 @@ pub(crate) enum FromSession {
     CommandResponse(Box<EdgeCommandResponse>),
     /// For the Edge's command book.
     CommandEvent(Box<EdgeCommandEvent>),
+    /// A load update within the rules of PROTOCOL.md §4.8, for the Edge's view.
+    LoadUpdate {
+        update: Box<EdgeLoadUpdate>,
+        sequence: super::LoadSequence,
+    },
     /// A frame with no known body after the hello, counted and dropped.
     UnknownBody,
     /// A status answer to a request that timed out, counted and dropped.
@@ -116,6 +121,9 @@ pub(crate) struct Acceptance {
     pub(crate) instance_id: Option<String>,
     /// The negotiated protocol version.
     pub(crate) version: u32,
+    /// The load update interval answered (PROTOCOL.md §4.8): the Edge offered them
+    /// and this Control Plane asks for them.
+    pub(crate) load_interval: Option<Duration>,
 }
 
 /// A refused hello.

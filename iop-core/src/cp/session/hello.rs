@@ -15,7 +15,7 @@ use crate::time::Instant;
 
 use super::event::{Acceptance, FromSession, Rejection};
 use super::timer::Timer;
-use super::{Established, Io, Session, Stage, protocol_error};
+use super::{Established, Io, LoadIntake, Session, Stage, protocol_error};
 
 impl Session {
     /// The first frame must be the hello.
@@ -82,11 +82,15 @@ impl Session {
             status: Default::default(),
             last_event_seq: 0,
             fresh_floor: 0,
+            load: acceptance
+                .load_interval
+                .map(|i| Box::new(LoadIntake::new(i, liveness_after))),
         }));
         let mut response = hello_response(config, None);
         response.protocol_version = acceptance.version;
         response.heartbeat_interval_ms = ms_u32(interval);
         response.session_id = session_id;
+        response.load_update_interval_ms = acceptance.load_interval.map_or(0, ms_u32);
         self.queue(&Envelope::new(response), io)
     }
 
@@ -116,6 +120,7 @@ fn hello_response(config: &CpConfig, rejection: Option<&Rejection>) -> EdgeHello
         max_frame_len: config.max_frame_len,
         min_protocol_version: config.min_protocol_version,
         max_protocol_version: config.max_protocol_version,
+        load_update_interval_ms: 0,
     }
 }
 

@@ -19,6 +19,7 @@ mod close;
 mod event;
 mod hello;
 mod liveness;
+mod load_update;
 mod node_events;
 mod status;
 mod timer;
@@ -41,6 +42,8 @@ use super::{CloseReason, ProtocolViolation};
 pub(crate) use close::EndedSession;
 use event::Read;
 pub(crate) use event::{Acceptance, Ask, FromSession, Rejection, StatusAnswer};
+use load_update::LoadIntake;
+pub(crate) use load_update::Sequence as LoadSequence;
 use status::StatusBook;
 use timer::{Timer, Timers};
 
@@ -67,6 +70,8 @@ pub struct ConnBuffers {
 pub(crate) struct Io {
     wakeups: VecDeque<ConnectionId>,
     handling: Option<ConnectionId>,
+    /// The time of the input being handled.
+    now: Instant,
     frames_in: u64,
     frames_out: u64,
 }
@@ -75,6 +80,11 @@ impl Io {
     /// The bytes of `conn` are being handled (`Some`), or none are (`None`).
     pub(crate) fn handling(&mut self, conn: Option<ConnectionId>) {
         self.handling = conn;
+    }
+
+    /// The input being handled came at `now`.
+    pub(crate) fn at(&mut self, now: Instant) {
+        self.now = now;
     }
 
     /// The next connection to wake, oldest first.
@@ -145,6 +155,8 @@ pub(crate) struct Established {
     /// Only a full status requested with this correlation id or later makes the view
     /// fresh: earlier ones may predate the latest resync point.
     fresh_floor: u64,
+    /// The load updates the hello negotiated (PROTOCOL.md §4.8); `None`: none.
+    load: Option<Box<LoadIntake>>,
 }
 
 impl Established {
@@ -316,6 +328,11 @@ impl Session {
                 reason: g.reason_enum(),
                 message: g.message,
             })),
+            Some(Body::LoadUpdate(update)) => {
+                let now = io.now;
+                self.established_mut()
+                    .map(|s| load_update::check(s, now, update))
+            }
             Some(Body::HelloRequest(_)) => Some(protocol_error(ProtocolViolation::SecondHello)),
             Some(
                 body @ (Body::HelloResponse(_) | Body::StatusRequest(_) | Body::CommandRequest(_)),

@@ -51,6 +51,13 @@ impl Session {
             .status
             .issue(now, timeout, limit, ask)
             .ok_or(StatusError::TooManyInFlight { limit })?;
+        // The earliest the Edge can answer it, so the earliest its first load update
+        // can have been sent (PROTOCOL.md §4.8: updates follow a full status).
+        if node_ids.is_empty()
+            && let Some(load) = session.load.as_deref_mut()
+        {
+            load.asked(now);
+        }
         let session_id = session.session_id;
         let deadline = session.status.next_deadline();
         // Written straight from the ids: no envelope to build and drop.
@@ -95,10 +102,19 @@ impl Session {
             ))));
         }
         let ask = match session.status.take(correlation_id) {
-            Correlation::Pending { ask } => ask,
-            Correlation::Late | Correlation::NeverIssued => {
-                return Some(Read::Up(FromSession::LateStatus));
-            }
+            Correlation::Pending { ask } => Some(ask),
+            Correlation::Late | Correlation::NeverIssued => None,
+        };
+        // PROTOCOL.md §4.8: the Edge pushes once it answered a full status (its last
+        // page) — late or not, the Edge cannot tell.
+        if !response.truncated
+            && ask.is_none_or(|a| a != Ask::Nodes)
+            && let Some(load) = session.load.as_deref_mut()
+        {
+            load.based(response.observed_at_unix_ms);
+        }
+        let Some(ask) = ask else {
+            return Some(Read::Up(FromSession::LateStatus));
         };
         self.timers
             .set_opt(Timer::Status, session.status.next_deadline());

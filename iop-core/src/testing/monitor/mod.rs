@@ -5,6 +5,7 @@
 //! commands are in `commands`, those of a snapshot in `snapshot`.
 
 mod commands;
+mod load;
 mod snapshot;
 
 pub use snapshot::snapshot_problems;
@@ -56,6 +57,8 @@ pub struct Monitor {
     /// Sessions accepted on scripted connections, and their Edge ids.
     scripted_sessions: BTreeSet<u64>,
     scripted_edges: BTreeSet<String>,
+    /// Load updates per connection (PROTOCOL.md §4.8).
+    loads: BTreeMap<ConnectionId, load::LoadTrack>,
 }
 
 impl Monitor {
@@ -361,6 +364,12 @@ impl Monitor {
             );
             return;
         };
+        if !self.scripted.contains(&conn) {
+            let track = self.loads.entry(conn).or_default();
+            for broken in track.on_frame(at_ms, from_cp, envelope) {
+                self.fail(at_ms, format!("{who} on {conn:?}: {broken}"));
+            }
+        }
         if from_cp && let Some(Body::StatusRequest(_)) = envelope.body {
             let last = self.wire_correlation.entry(conn).or_insert(0);
             let id = envelope.correlation_id;
