@@ -214,6 +214,7 @@ impl CommandLog {
             missed,
             revisions: HashMap::new(),
             indexes: HashMap::new(),
+            ended: HashMap::new(),
             retry: BTreeSet::new(),
             unrecord: Default::default(),
         };

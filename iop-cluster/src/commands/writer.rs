@@ -54,6 +54,11 @@ pub(super) struct Writer<R: Runtime> {
     pub(super) revisions: HashMap<(String, String), u64>,
     /// Edge → (index revision, the unfinished ids it lists).
     pub(super) indexes: HashMap<String, (Option<u64>, Vec<String>)>,
+    /// Edge → commands whose finished record this writer has written since its index
+    /// was last written: the only ones the index may stop listing. A command the core
+    /// has finished stays listed until its end is in the engine, so that no replica
+    /// takes a sent command whose answer is not recorded yet for an orphan.
+    pub(super) ended: HashMap<String, BTreeSet<String>>,
     /// Writes that failed, retried every `timeout`.
     pub(super) retry: BTreeSet<(String, String)>,
     /// Refused commands whose records are to be finished UNRECORDED, retried every
@@ -169,6 +174,10 @@ impl<R: Runtime> Writer<R> {
             if finished == super::truth::Finish::Retry {
                 self.unrecord
                     .insert((edge_id, command_id), (request, session_id));
+            } else {
+                // Its end is in the engine (or the record is not this replica's): the
+                // index, which may list it from the write-ahead, may drop it.
+                self.ended.entry(edge_id).or_default().insert(command_id);
             }
         }
         if self.unrecord.len() >= MAX_KEPT {
@@ -190,6 +199,9 @@ impl<R: Runtime> Writer<R> {
         }
         if self.indexes.len() >= MAX_KEPT {
             self.indexes.clear();
+        }
+        if self.ended.len() >= MAX_KEPT {
+            self.ended.clear();
         }
         if self.retry.len() >= MAX_KEPT {
             self.retry.clear();
@@ -314,25 +326,31 @@ impl<R: Runtime> Writer<R> {
         let record_write = cas_put(&self.bucket, &record_at, value, expected, session_id, |v| {
             StoredCommand::decode_value(v).map_or(0, |s| s.session_id)
         });
-        // The index goes with them: a reader skips an id whose record is not there yet.
-        let index = self.index_change(edge_id, session_id);
-        let index_write = async {
-            match &index {
-                Some((_, value, expected)) => Some(
-                    cas_put(
-                        &self.bucket,
-                        &index_key(edge_id),
-                        value.clone(),
-                        *expected,
-                        session_id,
-                        |v| parse_index(v).0,
-                    )
-                    .await,
-                ),
-                None => None,
-            }
+        // A record that ends its command lands before the index stops listing it: a
+        // reader that finds an unfinished record listed by no index takes it for an
+        // orphan. Otherwise the index goes with them: a reader skips an id whose record
+        // is not there yet.
+        let record_and_pointer = async { tokio::join!(pointer, record_write) };
+        let ((pointed, written), index, indexed) = if finished {
+            let (pointed, written) = record_and_pointer.await;
+            let ended = matches!(written, Put::Written(_) | Put::Newer).then_some(command_id);
+            let index = self.index_change(edge_id, session_id, ended);
+            let indexed = self.write_index(edge_id, session_id, &index).await;
+            ((pointed, written), index, indexed)
+        } else {
+            let index = self.index_change(edge_id, session_id, None);
+            let (both, indexed) = tokio::join!(
+                record_and_pointer,
+                self.write_index(edge_id, session_id, &index)
+            );
+            (both, index, indexed)
         };
-        let (pointed, written, indexed) = tokio::join!(pointer, record_write, index_write);
+        if finished && matches!(written, Put::Written(_) | Put::Newer) {
+            self.ended
+                .entry(edge_id.to_owned())
+                .or_default()
+                .insert(command_id.to_owned());
+        }
         // A finished record is written no more: its revision is not kept.
         match written {
             Put::Written(revision) if !finished => {
@@ -344,6 +362,8 @@ impl<R: Runtime> Writer<R> {
         }
         let index_done = match (index, indexed) {
             (Some((open, _, _)), Some(Put::Written(r))) => {
+                // What it stopped listing ended in the engine: no longer kept.
+                self.ended.remove(edge_id);
                 if open.is_empty() {
                     // An Edge with nothing open keeps its index key, but not a place here.
                     self.indexes.remove(edge_id);
@@ -354,7 +374,11 @@ impl<R: Runtime> Writer<R> {
             }
             (Some(_), Some(Put::Newer)) => true,
             (Some(_), _) => {
-                self.indexes.remove(edge_id);
+                // Its revision is unknown now; what it lists is kept, so that nothing
+                // whose end is not in the engine drops out of it.
+                if let Some(index) = self.indexes.get_mut(edge_id) {
+                    index.0 = None;
+                }
                 false
             }
             (None, _) => true,
@@ -369,20 +393,45 @@ impl<R: Runtime> Writer<R> {
         }
     }
 
-    /// The Edge's unfinished commands, the index value listing them and the revision
-    /// to write it on, when they are not what the index was last written with.
+    /// Writes `index` (from [`index_change`](Self::index_change)), if any.
+    async fn write_index(
+        &self,
+        edge_id: &str,
+        session_id: u64,
+        index: &Option<(Vec<String>, Bytes, Option<u64>)>,
+    ) -> Option<Put> {
+        let (_, value, expected) = index.as_ref()?;
+        let key = index_key(edge_id);
+        Some(
+            cas_put(
+                &self.bucket,
+                &key,
+                value.clone(),
+                *expected,
+                session_id,
+                |v| parse_index(v).0,
+            )
+            .await,
+        )
+    }
+
+    /// What the Edge's index should list ([`listing`]), its value and the revision to
+    /// write it on, when that is not what the index was last written with.
     fn index_change(
         &self,
         edge_id: &str,
         session_id: u64,
+        also_ended: Option<&str>,
     ) -> Option<(Vec<String>, Bytes, Option<u64>)> {
-        let mut open = self.cp.unfinished_commands(edge_id);
-        open.truncate(MAX_INDEXED);
         let (revision, listed) = self
             .indexes
             .get(edge_id)
             .cloned()
             .unwrap_or((None, Vec::new()));
+        let ended = self.ended.get(edge_id);
+        let open = listing(self.cp.unfinished_commands(edge_id), &listed, |id| {
+            also_ended == Some(id) || ended.is_some_and(|e| e.contains(id))
+        });
         if revision.is_some() && listed == open {
             return None;
         }
@@ -392,5 +441,41 @@ impl<R: Runtime> Writer<R> {
             value.push_str(id);
         }
         Some((open, value.into(), revision))
+    }
+}
+
+/// The ids an Edge's index lists, in order: the commands the core has not finished,
+/// and those it lists already whose end is not in the engine yet (`ended` says which
+/// are), at most [`MAX_INDEXED`].
+fn listing(
+    unfinished: Vec<String>,
+    listed: &[String],
+    ended: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let mut ids: BTreeSet<String> = unfinished.into_iter().collect();
+    ids.extend(listed.iter().filter(|id| !ended(id)).cloned());
+    ids.into_iter().take(MAX_INDEXED).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listing;
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_finished_command_stays_listed_until_its_end_is_written() {
+        // c-1 finished in the core, its record not written yet: still listed.
+        let listed = ids(&["c-1", "c-2"]);
+        let open = listing(ids(&["c-2", "c-3"]), &listed, |_| false);
+        assert_eq!(open, ids(&["c-1", "c-2", "c-3"]));
+        // Written: dropped.
+        let open = listing(ids(&["c-2", "c-3"]), &listed, |id| id == "c-1");
+        assert_eq!(open, ids(&["c-2", "c-3"]));
+        // Unfinished in the core is listed whatever `ended` says.
+        let open = listing(ids(&["c-2"]), &listed, |_| true);
+        assert_eq!(open, ids(&["c-2"]));
     }
 }
