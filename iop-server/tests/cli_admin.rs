@@ -451,3 +451,60 @@ fn sigterm_stops_both_binaries_gracefully() {
     assert!(sse.seen.contains("PeerGoAway"), "{}", sse.seen);
     assert_eq!(terminate(&mut cp.proc), Some(0));
 }
+
+/// `iop_load_updates_total` of the Control Plane's `/metrics`.
+fn load_updates(admin: std::net::SocketAddr) -> u64 {
+    let metrics = get(admin, "/metrics").body;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("iop_load_updates_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no iop_load_updates_total in {metrics}"))
+}
+
+#[test]
+fn a_simulated_edge_pushes_load_updates_unless_the_control_plane_asks_for_none() {
+    // Refreshes off: the view's numbers move only when the Edge pushes them.
+    let cp = control_plane(&["--status-refresh-ms", "0"]);
+    let config = secret_file("edge.toml", &edge_config(true));
+    let (_edge, _) = edge(
+        cp.edges,
+        "edge-push",
+        &config,
+        &["--simulate", "--seed", "3", "--simulate-interval-ms", "20"],
+    );
+    wait_connected(cp.admin, "edge-push");
+    wait_until("load updates applied", || {
+        (load_updates(cp.admin) >= 3).then_some(())
+    });
+
+    let cp = control_plane(&["--status-refresh-ms", "0", "--load-update-interval", "0"]);
+    let (_edge, _) = edge(
+        cp.edges,
+        "edge-pulled",
+        &config,
+        &["--simulate", "--seed", "3", "--simulate-interval-ms", "20"],
+    );
+    wait_connected(cp.admin, "edge-pulled");
+    // Nor does an Edge told not to.
+    let cp_asks = control_plane(&["--status-refresh-ms", "0"]);
+    let (_edge, _) = edge(
+        cp_asks.edges,
+        "edge-quiet",
+        &config,
+        &[
+            "--simulate",
+            "--seed",
+            "3",
+            "--simulate-interval-ms",
+            "20",
+            "--no-load-updates",
+        ],
+    );
+    wait_connected(cp_asks.admin, "edge-quiet");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(load_updates(cp.admin), 0);
+    assert_eq!(load_updates(cp_asks.admin), 0);
+    let metrics = get(cp.admin, "/metrics").body;
+    assert!(metrics.contains("iop_protocol_errors_total 0"), "{metrics}");
+}

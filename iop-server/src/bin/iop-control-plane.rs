@@ -127,6 +127,18 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 10_000)]
     status_refresh_ms: u64,
 
+    /// The least time between two load updates an Edge pushes (PROTOCOL.md §4.8), in
+    /// ms, asked of every Edge that offers them: their providers' numbers then reach
+    /// the views within about this long of a change. 50..=60000; 0: ask for none
+    /// (Edges are only pulled, every --status-refresh-ms).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 250,
+        visible_alias = "load-update-interval"
+    )]
+    load_update_interval_ms: u64,
+
     /// How often the fleet's totals are sampled for its history (/v1/fleet/history,
     /// the dashboard's charts), in ms; the history holds the last --load-history-ms.
     #[arg(long, value_name = "N", default_value_t = 10_000)]
@@ -373,6 +385,8 @@ fn run(args: Args) -> Result<(), Failure> {
     config.cp.status_timeout = Duration::from_millis(args.status_timeout_ms);
     config.cp.status_refresh =
         (args.status_refresh_ms > 0).then(|| Duration::from_millis(args.status_refresh_ms));
+    config.cp.load_update_interval = (args.load_update_interval_ms > 0)
+        .then(|| Duration::from_millis(args.load_update_interval_ms));
     config.fleet.fleet_history_interval = Duration::from_millis(args.fleet_history_interval_ms);
     config.fleet.edge_history_interval = Duration::from_millis(args.edge_history_interval_ms);
     config.fleet.load_history = Duration::from_millis(args.load_history_ms);

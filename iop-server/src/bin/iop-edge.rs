@@ -76,6 +76,11 @@ struct Args {
     #[arg(long)]
     allow_plaintext: bool,
 
+    /// Never push load updates (PROTOCOL.md §4.8), even to a Control Plane that asks
+    /// for them: the providers' numbers then reach it only when it pulls a status.
+    #[arg(long)]
+    no_load_updates: bool,
+
     /// Run simulated nodes: the configured nodes connect, become ready, take and
     /// release leases, queue requests, disconnect and reconnect. Adds the operations
     /// `sim.disconnect` (drop the selected nodes and keep them down) and `sim.connect`.
@@ -134,6 +139,7 @@ fn run(args: Args) -> Result<(), Failure> {
     let file = EdgeFile::load(&args.config).map_err(|e| Failure::Usage(e.to_string()))?;
     let mut config = EdgeConfig::new(args.edge_id.clone(), iop_tokio::process_seed());
     config.software_version = format!("iop-edge {}", env!("CARGO_PKG_VERSION"));
+    config.load_updates = !args.no_load_updates;
     if let Some(path) = &args.credential_file {
         // The credential in clear: zeroed when dropped (Secret keeps its own copy).
         let raw = read_private(path).map_err(|e| Failure::Usage(e.to_string()))?;

@@ -2,7 +2,7 @@
 
 use iop_core::cp::CpStats;
 
-pub(super) fn protocol_counters(s: &CpStats) -> [(&'static str, &'static str, u64); 25] {
+pub(super) fn protocol_counters(s: &CpStats) -> [(&'static str, &'static str, u64); 29] {
     [
         (
             "iop_connections_accepted",
@@ -120,6 +120,26 @@ pub(super) fn protocol_counters(s: &CpStats) -> [(&'static str, &'static str, u6
             "iop_connections_refused",
             "Connections refused OVERLOADED by the runtime (too many pending hellos from one address).",
             s.connections_refused,
+        ),
+        (
+            "iop_load_updates",
+            "Load updates pushed by Edges and applied (PROTOCOL.md 4.8).",
+            s.load_updates,
+        ),
+        (
+            "iop_load_update_gaps",
+            "Load updates whose sequence skipped: a status was asked for.",
+            s.load_update_gaps,
+        ),
+        (
+            "iop_load_update_unknown_providers",
+            "Load updates naming a provider the view does not hold: a status was asked for.",
+            s.load_update_unknown_providers,
+        ),
+        (
+            "iop_load_update_resyncs",
+            "Load updates that said resync (a structural change): a status was asked for.",
+            s.load_update_resyncs,
         ),
     ]
 }
