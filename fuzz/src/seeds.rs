@@ -75,6 +75,7 @@ pub fn all(vectors: &[Vector]) -> Vec<(&'static str, Vec<Seed>)> {
         ("cp_session_bytes", cp_session_bytes(vectors)),
         ("edge_session_bytes", edge_session_bytes(vectors)),
         ("pair_sequence", structured("pair_sequence", 16)),
+        ("load_updates", structured("load_updates", 24)),
         ("sender_limits", structured("sender_limits", 24)),
     ]
 }

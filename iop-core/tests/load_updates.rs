@@ -10,7 +10,7 @@ use iop_core::cp::load::LoadChange;
 use iop_core::cp::{CloseReason, ConnectionId, CpConfig, CpEvent, EnrolmentPolicy};
 use iop_core::edge::EdgeConfig;
 use iop_core::proto::{
-    Body, EdgeLoadUpdate, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, NodeState,
+    Body, EdgeLoadUpdate, EdgeNodeSnapshot, EdgeStatusResponse, Envelope, Heartbeat, NodeState,
     ProviderHealth, ProviderLoad, ProviderSnapshot, ProviderStatus,
 };
 use iop_core::registry::{LeaseKind, NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
@@ -470,4 +470,37 @@ fn updates_held_back_by_a_stall_are_not_a_rate_error() {
     t.send_raw(conn, &burst);
     assert_eq!(closed_for(&t, conn), None);
     assert_eq!(t.cp.stats().load_updates, 9);
+}
+
+#[test]
+fn an_update_with_no_view_to_apply_to_asks_for_status() {
+    // The first status answer comes after its request timed out: the Edge may push
+    // (it answered in full), but the Control Plane made no view of it.
+    let (mut t, conn, _, id) = scripted(true);
+    t.send(
+        conn,
+        Envelope::new(Heartbeat {
+            sequence: 1,
+            sent_at_unix_ms: 1,
+        }),
+    );
+    t.advance(Duration::from_secs(11));
+    let _ = t.take_frames(conn);
+    answer(&mut t, conn, id);
+    assert!(t.cp.edge_load("edge-s").is_none());
+    t.send(conn, update(1, 1_700_000_000_000, vec![load("n", "p", 1)]));
+    assert_eq!(status_requests_on(&mut t, conn), 1);
+    assert_eq!(closed_for(&t, conn), None);
+    // Answered in time, it makes the view the updates apply to.
+    let asked = t.cp_events.iter().rev().find_map(|e| match e {
+        CpEvent::ResyncNeeded {
+            request: Some(r), ..
+        } => Some(r.correlation_id),
+        _ => None,
+    });
+    answer(&mut t, conn, asked.unwrap());
+    t.advance(INTERVAL);
+    t.send(conn, update(2, 1_700_000_000_250, vec![load("n", "p", 2)]));
+    let view = t.cp.edge_load("edge-s").unwrap();
+    assert_eq!(view.providers().next().unwrap().in_flight(), 2);
 }

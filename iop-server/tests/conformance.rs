@@ -38,3 +38,21 @@ fn the_edge_passes_every_case() {
     let report = edge_mode::run_on(listener, opts, &mut |_| {}).unwrap();
     assert_all_passed(&report, edge_mode::CASES.len());
 }
+
+#[test]
+fn a_simulating_edge_pushes_load_updates_as_the_rules_say() {
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _edge = edge(
+        addr,
+        "conformance-pusher",
+        &examples(),
+        &["--simulate", "--seed", "5", "--simulate-interval-ms", "20"],
+    );
+    let mut opts = edge_mode::EdgeOptions::new(addr);
+    opts.only = vec!["edge.flow.load_update".into()];
+    let report = edge_mode::run_on(listener, opts, &mut |_| {}).unwrap();
+    assert_all_passed(&report, 1);
+    let detail = &report.results[0].detail;
+    assert!(!detail.starts_with("no load changed"), "{detail}");
+}

@@ -5,6 +5,7 @@ pub mod edge_session_bytes;
 pub mod envelope_roundtrip;
 pub mod frame_decode;
 pub mod fused_decode;
+pub mod load_updates;
 pub mod pair_sequence;
 pub mod registry_ops;
 pub mod sender_limits;

@@ -355,6 +355,9 @@ fn event(t: &Tester, name: &str, edge_id: Option<&str>, sequence: u64) -> EdgeNo
 }
 
 pub(super) fn body(t: &mut Tester, id: &str) -> CaseOutcome {
+    if let Some(outcome) = super::load::body(t, id) {
+        return outcome;
+    }
     match id {
         "cp.flow.hello" => flow_hello(t),
         "cp.flow.heartbeat" => flow_heartbeat(t),

@@ -4,6 +4,7 @@
 
 mod cases;
 mod commands;
+mod load;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -205,6 +206,46 @@ pub const CASES: &[Case] = &[
         "4.2",
         "a silent Edge gets GoAway HEARTBEAT_TIMEOUT after 3 intervals",
     ),
+    case(
+        "cp.flow.load_update",
+        "4.8",
+        "load updates in sequence after a full status: the session goes on",
+    ),
+    case(
+        "cp.load_update.not_negotiated",
+        "4.8",
+        "an update on a session whose hello did not offer them is a protocol error",
+    ),
+    case(
+        "cp.load_update.before_status",
+        "4.8",
+        "an update before the first full status answer is a protocol error",
+    ),
+    case(
+        "cp.load_update.rate",
+        "4.8",
+        "12 updates at once (past the burst of 4) is a protocol error",
+    ),
+    case(
+        "cp.load_update.duplicate_provider",
+        "4.8",
+        "an update naming one provider twice is a protocol error",
+    ),
+    case(
+        "cp.load_update.gap",
+        "4.8",
+        "an update whose sequence skips: a fresh status is asked for",
+    ),
+    case(
+        "cp.load_update.unknown_provider",
+        "4.8",
+        "an update naming a provider the status did not hold: a fresh status is asked for",
+    ),
+    case(
+        "cp.load_update.resync",
+        "4.8",
+        "an update with resync: a fresh status is asked for",
+    ),
     case("cp.hello.timeout", "4.1", "no hello: GoAway HELLO_TIMEOUT"),
     case(
         "cp.send_limits",
@@ -253,7 +294,16 @@ impl Tester {
 
     /// A session of `<prefix>-name`, accepted, with heartbeats kept and `EDGE_READY` sent.
     fn open(&mut self, name: &str) -> Result<(Conn, EdgeHelloResponse), NotPassed> {
-        let (mut conn, r) = self.say(self.hello(name))?;
+        self.open_with(name, self.hello(name))
+    }
+
+    /// [`open`](Self::open) with a hello of the caller's.
+    fn open_with(
+        &mut self,
+        name: &str,
+        hello: EdgeHelloRequest,
+    ) -> Result<(Conn, EdgeHelloResponse), NotPassed> {
+        let (mut conn, r) = self.say(hello)?;
         if !r.accepted {
             fail!(
                 "hello rejected {} {:?} (the Control Plane must accept any valid id)",

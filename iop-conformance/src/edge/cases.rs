@@ -65,6 +65,11 @@ const REPLAY: Case = case(
     "4.4",
     "after a reconnect the hello lists the command and its latest event is sent again",
 );
+const LOAD_UPDATES: Case = case(
+    "edge.flow.load_update",
+    "4.8",
+    "asked for load updates: none before a full status, then in sequence, within one per interval (burst 4), each provider once, §5 zeros",
+);
 const GO_AWAY: Case = case(
     "edge.go_away",
     "4.7",
@@ -145,6 +150,7 @@ pub const CASES: &[Case] = &[
     COMMAND_ID,
     SELECTOR,
     REPLAY,
+    LOAD_UPDATES,
     GO_AWAY,
     REJECTED,
     LIVENESS,
@@ -173,6 +179,7 @@ pub(super) const RUN: &[(&Case, CaseFn)] = &[
     (&COMMAND_ID, command_id),
     (&SELECTOR, selector),
     (&REPLAY, replay),
+    (&LOAD_UPDATES, super::load::load_updates),
     (&GO_AWAY, go_away),
     (&REJECTED, rejected),
     (&LIVENESS, liveness),

@@ -11,6 +11,7 @@ mod cases;
 mod commands;
 mod endings;
 mod flow;
+mod load;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -114,6 +115,18 @@ impl Tester {
 
     /// Accepts `hello` on `conn` with the tester's heartbeat interval and `max_frame_len`.
     pub(crate) fn accept(&mut self, conn: &mut Conn, hello: &EdgeHelloRequest, max_frame_len: u32) {
+        self.accept_with(conn, hello, max_frame_len, 0);
+    }
+
+    /// [`accept`](Self::accept), asking for load updates every `load_update_interval_ms`
+    /// (0: none).
+    pub(crate) fn accept_with(
+        &mut self,
+        conn: &mut Conn,
+        hello: &EdgeHelloRequest,
+        max_frame_len: u32,
+        load_update_interval_ms: u32,
+    ) {
         self.next_session_id += 1;
         let response = EdgeHelloResponse {
             accepted: true,
@@ -123,6 +136,7 @@ impl Tester {
             max_frame_len,
             min_protocol_version: 1,
             max_protocol_version: iop_proto::PROTOCOL_VERSION,
+            load_update_interval_ms,
             ..Default::default()
         };
         let _ = conn.send(&Envelope::new(response));

@@ -68,9 +68,9 @@ impl ControlPlane {
 
 /// Applies `update` of session `session_id` to `entry`'s view: what changed, and
 /// whether it named a provider the view does not hold. A view of another session, or
-/// none yet, takes nothing (a full status of this session replaces it: one could not
-/// be made a view, and the refresh tries again); a view being paged together keeps the
-/// update for the nodes it already has.
+/// none yet, takes nothing and holds none of its providers (a status is asked for,
+/// unless one of this session is being paged together); a view being paged together
+/// keeps the update for the nodes it already has.
 fn apply(
     entry: &mut EdgeEntry,
     session_id: u64,
@@ -93,7 +93,14 @@ fn apply(
         .as_mut()
         .filter(|_| state.session_id == session_id)
     else {
-        return (None, false);
+        // No view of this session and none being paged (its first answer came too
+        // late, or could not be made a view): the Edge believes a base is held, so
+        // nothing it pushes can be applied until a status is: ask for one.
+        let paging = state
+            .build
+            .as_deref()
+            .is_some_and(|b| b.session_id == session_id);
+        return (None, !paging);
     };
     let applied = Arc::make_mut(view).apply(&update.providers);
     let unknown = applied.unknown > 0;
