@@ -1,5 +1,6 @@
 """A minimal IOP Edge in Python, written from PROTOCOL.md, proto/iop/control.proto and
 proto/iop/limits.toml alone: hello, heartbeats and liveness, status with paging,
+load updates pushed on change (with --load-churn its providers' in_flight moves),
 commands (edge.ping) with idempotency and replay after a reconnect, GoAway and
 retry_after, the per-field caps, and node addresses and tokens that never leave it.
 
@@ -64,6 +65,8 @@ class Edge:
         self.held = {}  # command_id -> [request bytes, response, latest event, finished at]
         self.node_sequence = 0
         self.backoff = 0.25
+        self.churn = args.load_churn
+        self.in_flight = {}  # (node id, provider id) -> requests running
 
     # ---- framing ---------------------------------------------------------------
     def send(self, **body):
@@ -112,7 +115,7 @@ class Edge:
         self.send(hello_request=self.pb.EdgeHelloRequest(
             edge_id=self.edge_id, protocol_version=1, software_version="python-edge 0.1",
             operations=self.operations, metadata={"iop.instance_id": self.instance},
-            inflight_command_ids=running + finished))
+            inflight_command_ids=running + finished, load_updates=True))
         deadline = time.monotonic() + L["DEFAULT_HELLO_TIMEOUT"] / 1000
         while True:
             env = self.recv(max(0.01, deadline - time.monotonic()))
@@ -137,6 +140,10 @@ class Edge:
         self.interval = min(max(ms, L["MIN_HEARTBEAT_INTERVAL"]), L["MAX_HEARTBEAT_INTERVAL"]) / 1000
         self.accepted_at = time.monotonic()
         self.node_sequence = 0
+        # Load updates (§4.8): none until a full status is answered, then changes only.
+        push_ms = r.load_update_interval_ms
+        self.push_every = min(max(push_ms, L["MIN_LOAD_UPDATE_INTERVAL"]), L["MAX_LOAD_UPDATE_INTERVAL"]) / 1000 if push_ms else None
+        self.based, self.reported, self.load_sequence, self.next_push = False, {}, 0, 0.0
         self.node_event("EDGE_READY")
         for command_id in sorted(self.held):  # replay the latest event of each (§4.4)
             self.send(command_event=self.held[command_id][2])
@@ -150,7 +157,12 @@ class Edge:
                 beat += 1
                 self.send(heartbeat=self.pb.Heartbeat(sequence=beat, sent_at_unix_ms=int(time.time() * 1000)))
                 next_beat = now + self.interval
-            env = self.recv(max(0.01, min(next_beat, self.last_heard + 3 * self.interval) - now))
+            if self.churn and random.random() < 0.2:
+                self.churn_load()
+            if self.based and self.push_every and now >= self.next_push and self.push():
+                self.next_push = now + self.push_every
+            wake = min(next_beat, self.last_heard + 3 * self.interval, now + 0.05 if self.churn else now + 1)
+            env = self.recv(max(0.01, wake - now))
             if env is not None:
                 self.handle(env)
 
@@ -188,13 +200,11 @@ class Edge:
             ready = n.get("ready", True)
             providers = []
             for p in n["providers"]:
-                online = ready and not p.get("offline", False)
-                numbers = dict(capacity=p["capacity"], long_context_capacity=p.get("long_context_capacity", 0)) if online else {}
+                numbers = self.numbers(n, p)
+                del numbers["node_connected"]
                 providers.append(pb.ProviderSnapshot(
                     provider_id=p["id"], category=pb.ProviderCategory.Value("PROVIDER_CATEGORY_" + p["category"].upper()),
-                    status=pb.PROVIDER_STATUS_AVAILABLE if online else pb.PROVIDER_STATUS_UNAVAILABLE,
-                    health=pb.PROVIDER_HEALTH_HEALTHY if online else pb.PROVIDER_HEALTH_OFFLINE,
-                    models=p.get("models", []), admission_eligible=online and p["capacity"] > 0, **numbers))
+                    models=p.get("models", []), **numbers))
             nodes.append(pb.EdgeNodeSnapshot(
                 node_id=n["id"], connected=ready, state=pb.NODE_STATE_READY if ready else pb.NODE_STATE_DISCONNECTED,
                 generation=1, labels=n.get("labels", {}), provider_snapshots=providers,
@@ -205,6 +215,49 @@ class Edge:
             del resp.nodes[-1]
             resp.truncated = True
         self.send(correlation_id=correlation_id, status_response=resp)
+        by_id = {n["id"]: n for n in self.nodes}
+        for s in resp.nodes:  # what this session was told last, per provider
+            for p in by_id[s.node_id]["providers"]:
+                self.reported[(s.node_id, p["id"])] = self.numbers(by_id[s.node_id], p)
+        if not wanted and not resp.truncated:
+            self.based = True
+
+    # ---- load (§5.2) and its updates (§4.8) -------------------------------------------
+    def numbers(self, n, p):
+        """A provider's §5.2 numbers: zeros and not eligible when offline or not ready."""
+        ready = n.get("ready", True)
+        if not ready or p.get("offline", False):
+            return dict(status=self.pb.PROVIDER_STATUS_UNAVAILABLE, health=self.pb.PROVIDER_HEALTH_OFFLINE,
+                        admission_eligible=False, node_connected=ready)
+        busy = self.in_flight.get((n["id"], p["id"]), 0)
+        return dict(status=self.pb.PROVIDER_STATUS_AVAILABLE, health=self.pb.PROVIDER_HEALTH_HEALTHY,
+                    capacity=p["capacity"], long_context_capacity=p.get("long_context_capacity", 0),
+                    in_flight=busy, admission_eligible=busy < p["capacity"], node_connected=True)
+
+    def churn_load(self):
+        """A request starts or ends on a random online provider (--load-churn)."""
+        n = random.choice(self.nodes)
+        p = random.choice(n["providers"])
+        key = (n["id"], p["id"])
+        self.in_flight[key] = min(p["capacity"], max(0, self.in_flight.get(key, 0) + random.choice((-1, 1))))
+
+    def push(self):
+        """One update with every provider whose numbers changed since last told; False: none."""
+        changed = []
+        for n in self.nodes:
+            for p in n["providers"]:
+                now = self.numbers(n, p)
+                if self.reported.get((n["id"], p["id"])) != now:
+                    changed.append(self.pb.ProviderLoad(node_id=n["id"], provider_id=p["id"], **now))
+                    self.reported[(n["id"], p["id"])] = now
+        if not changed:
+            return False
+        self.load_sequence += 1
+        resync = len(changed) > L["MAX_LOAD_UPDATE_PROVIDERS"]
+        self.send(load_update=self.pb.EdgeLoadUpdate(
+            sequence=self.load_sequence, observed_at_unix_ms=int(time.time() * 1000),
+            providers=[] if resync else changed, resync=resync))
+        return True
 
     # ---- commands (§4.4, §6) ----------------------------------------------------------
     def reject(self, command_id, reason, message):
@@ -279,6 +332,7 @@ def main():
     ap.add_argument("--edge-id", required=True)
     ap.add_argument("--config", default=os.path.join(HERE, "nodes.toml"))
     ap.add_argument("--pb-dir", required=True, help="where protoc wrote iop/control_pb2.py")
+    ap.add_argument("--load-churn", action="store_true", help="requests start and end on its providers")
     args = ap.parse_args()
     if not args.edge_id or len(args.edge_id) > 128 or not set(args.edge_id) <= ID_RE:
         sys.exit("--edge-id must match [A-Za-z0-9._-]{1,128}")

@@ -45,6 +45,8 @@ fn the_python_edge_passes_every_case() {
                 &addr.to_string(),
                 "--edge-id",
                 "py-edge-1",
+                // Its providers' load moves, so the load-update case sees updates.
+                "--load-churn",
             ])
             .arg("--pb-dir")
             .arg(&pb)
@@ -65,6 +67,8 @@ fn the_python_edge_passes_every_case() {
     let report = edge::run_on(listener, opts, &mut |_| {}).unwrap();
     let _ = std::fs::remove_dir_all(&pb);
     assert_all_passed(&report, edge::CASES.len());
+    let pushed = report.result("edge.flow.load_update").unwrap();
+    assert!(!pushed.detail.starts_with("no load changed"), "{pushed}");
 }
 
 #[test]
