@@ -109,6 +109,10 @@ fn the_schedules_exercise_every_fault_and_ending() {
         "reject.COMMAND_REJECT_REASON_DRAINING",
         "reject.COMMAND_REJECT_REASON_INVALID_SELECTOR",
         "reject.COMMAND_REJECT_REASON_NO_MATCHING_TARGET",
+        // Load churn reaches the Control Plane pushed (PROTOCOL.md §4.8), with
+        // structural changes as resyncs.
+        "load.updates",
+        "load.resyncs",
     ] {
         assert!(
             total.get(k).is_some_and(|n| *n > 0),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::sim::{NODES, ORIGIN_UNIX_MS, Sim, node_config};
+use super::sim::{NODES, ORIGIN_UNIX_MS, Sim, edge_id, node_config};
 use crate::registry::{Candidate, Generation, Lease, LeaseKind, QueueTicket};
 
 /// What the simulated node side of one Edge process holds.
@@ -109,5 +109,49 @@ impl Sim {
             .get(self.rng.index(NODES.len()))
             .copied()
             .unwrap_or("n0")
+    }
+}
+
+impl Sim {
+    /// Once faults are over and every Edge has said its last word (an update, or the
+    /// status it answered), the Control Plane's view of each main process's load is
+    /// that process's truth: every provider's §5.2 numbers and its node's `connected`
+    /// (PROTOCOL.md §4.8). A difference is a violation at `at_ms`.
+    pub(super) fn check_load_views(&mut self, at_ms: u64) {
+        for (k, &i) in self.mains.iter().enumerate() {
+            let Some(p) = self.pair.edges.get(i) else {
+                continue;
+            };
+            let edge_id = edge_id(k);
+            let mut truth = BTreeMap::new();
+            p.edge.registry().visit_loads(&mut |node, provider, n| {
+                let numbers = (n.status, n.health, n.numbers, n.admission_eligible);
+                truth.insert(
+                    (node.to_owned(), provider.to_owned()),
+                    (numbers, n.node_connected),
+                );
+            });
+            let mut view = BTreeMap::new();
+            if let Some(load) = self.pair.cp.edge_load(&edge_id) {
+                for node in load.nodes() {
+                    let connected = node.state() == crate::proto::NodeState::Ready;
+                    for p in node.providers() {
+                        let numbers = (p.status(), p.health(), p.numbers(), p.admission_eligible());
+                        view.insert(
+                            (node.node_id().to_owned(), p.provider_id().to_owned()),
+                            (numbers, connected),
+                        );
+                    }
+                }
+            }
+            if truth != view {
+                self.pair.monitor_mut().fail(
+                    at_ms,
+                    format!(
+                        "{edge_id}: the Control Plane's view of its load is not its registry's"
+                    ),
+                );
+            }
+        }
     }
 }

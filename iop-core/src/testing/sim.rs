@@ -229,6 +229,9 @@ impl Sim {
                 }
             }
         }
+        let stats = self.pair.cp.stats();
+        t.insert("load.updates".into(), stats.load_updates);
+        t.insert("load.resyncs".into(), stats.load_update_resyncs);
         t
     }
 
@@ -468,5 +471,6 @@ impl Sim {
             }
         }
         self.pair.monitor_mut().check_quiet(at);
+        self.check_load_views(at);
     }
 }
