@@ -75,6 +75,21 @@ pub fn open_files_limit() -> Option<u64> {
 /// connections, logs.
 pub const SPARE_FILES: u64 = 300;
 
+/// The Edge connections a Control Plane holds by default under the open-files limit
+/// `limit`: the protocol's default (§7), or what the limit leaves after
+/// [`SPARE_FILES`] when that is lower (at least 64), so that the default never runs
+/// into the limit.
+pub fn default_max_connections(limit: Option<u64>) -> usize {
+    let default = iop_core::proto::limits::DEFAULT_MAX_CONNECTIONS;
+    match limit {
+        Some(limit) => {
+            let fits = usize::try_from(limit.saturating_sub(SPARE_FILES)).unwrap_or(usize::MAX);
+            default.min(fits).max(64)
+        }
+        None => default,
+    }
+}
+
 /// A warning when `max_connections` Edge connections (and the spare ones) would not
 /// fit the open-files limit `limit`: past it accepts fail, however high the cap.
 pub fn open_files_warning(limit: Option<u64>, max_connections: usize) -> Option<String> {
@@ -129,6 +144,14 @@ mod tests {
         assert!(open_files_warning(Some(20_000), 20_000).is_some());
         assert!(open_files_warning(Some(1 << 20), 20_000).is_none());
         assert!(open_files_warning(None, 20_000).is_none());
+        // The default fits the limit, so it is never warned about.
+        for limit in [Some(1_024), Some(20_000), Some(1 << 20), None] {
+            let n = default_max_connections(limit);
+            assert!(open_files_warning(limit, n).is_none(), "{limit:?}: {n}");
+        }
+        assert_eq!(default_max_connections(Some(20_000)), 19_700);
+        assert_eq!(default_max_connections(Some(1 << 20)), 20_000);
+        assert_eq!(default_max_connections(None), 20_000);
         let w = open_files_warning(Some(1_024), 20_000).unwrap();
         assert!(w.contains("ulimit -n 20300") && w.contains("--max-connections to 724"));
         // This machine's limit reads as a number (Linux).

@@ -268,3 +268,18 @@ fn demo_runs_every_section_and_exits_0() {
     }
     assert!(!stdout.contains("tok-SECRET"), "{stdout}");
 }
+
+#[test]
+fn the_control_plane_never_warns_about_its_own_connection_default() {
+    let limit = iop_server::startup::open_files_limit();
+    let (cp, log) = cli_support::control_plane_logged(&[]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("open-files limit"), "{text}");
+    drop(cp);
+    // A value given past the limit is warned about.
+    let Some(limit) = limit else { return };
+    let too_many = (limit + 1).to_string();
+    let (_cp, log) = cli_support::control_plane_logged(&["--max-connections", &too_many]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("open-files limit"), "{text}");
+}

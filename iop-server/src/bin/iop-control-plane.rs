@@ -154,9 +154,12 @@ struct Args {
     load_history_ms: u64,
 
     /// Connections held at once (pending hellos included); past it a new connection
-    /// gets `GoAway{OVERLOADED}` with a retry-after of 10 s and is closed.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
-    max_connections: usize,
+    /// gets `GoAway{OVERLOADED}` with a retry-after of 10 s and is closed. Default: the
+    /// protocol's 20 000, or what the process's open-files limit leaves after 300 for
+    /// listeners, admin connections, logs and the engine, if that is lower (a value
+    /// given past that limit is warned about at start).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
 
     /// Admin tokens, one per line with an optional role (`read`: views, statuses,
     /// events and metrics; `operate`, the default: also commands). Every admin route
@@ -370,11 +373,16 @@ fn run(args: Args) -> Result<(), Failure> {
     {
         tracing::warn!("{warning}");
     }
-    if let Some(warning) =
-        startup::open_files_warning(startup::open_files_limit(), args.max_connections)
-    {
-        tracing::warn!("{warning}");
-    }
+    let files = startup::open_files_limit();
+    let max_connections = match args.max_connections {
+        Some(n) => {
+            if let Some(warning) = startup::open_files_warning(files, n) {
+                tracing::warn!("{warning}");
+            }
+            n
+        }
+        None => startup::default_max_connections(files),
+    };
     config.cp.duplicate_policy = match args.duplicate_policy {
         DuplicateArg::Replace => DuplicatePolicy::Replace,
         DuplicateArg::Reject => DuplicatePolicy::Reject,
@@ -394,7 +402,7 @@ fn run(args: Args) -> Result<(), Failure> {
         config.cp.edge_command_retention = (args.edge_command_retention_ms > 0)
             .then(|| Duration::from_millis(args.edge_command_retention_ms));
     }
-    config.cp.max_connections = args.max_connections;
+    config.cp.max_connections = max_connections;
     config.max_pending_hellos_per_ip = args.max_pending_hellos_per_ip;
     let tokens = tokens.map(TokenBook::new);
     let access = AdminAccess {
