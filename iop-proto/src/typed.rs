@@ -73,6 +73,45 @@ impl ProviderSnapshot {
     }
 }
 
+impl crate::ProviderLoad {
+    /// Its six numbers of PROTOCOL.md §5.2, in the order of
+    /// [`ProviderSnapshot::numbers`].
+    pub fn numbers(&self) -> [u32; 6] {
+        [
+            self.capacity,
+            self.in_flight,
+            self.queued,
+            self.long_context_capacity,
+            self.long_context_in_flight,
+            self.long_context_queued,
+        ]
+    }
+
+    /// Whether it keeps PROTOCOL.md §5 as an update must (§4.8): a provider that is
+    /// offline (health OFFLINE or status UNAVAILABLE), or whose node is not
+    /// connected, reports zeros and is not admission-eligible.
+    ///
+    /// ```
+    /// use iop_proto::{ProviderHealth, ProviderLoad};
+    /// let mut p = ProviderLoad { capacity: 4, node_connected: true, ..Default::default() };
+    /// assert!(p.keeps_zero_rule());
+    /// p.node_connected = false;
+    /// assert!(!p.keeps_zero_rule());
+    /// p.capacity = 0;
+    /// assert!(p.keeps_zero_rule());
+    /// p.node_connected = true;
+    /// p.health = ProviderHealth::Offline as i32;
+    /// p.admission_eligible = true;
+    /// assert!(!p.keeps_zero_rule());
+    /// ```
+    pub fn keeps_zero_rule(&self) -> bool {
+        let offline = self.health == crate::ProviderHealth::Offline as i32
+            || self.status == crate::ProviderStatus::Unavailable as i32;
+        let down = offline || !self.node_connected;
+        !down || (self.numbers() == [0; 6] && !self.admission_eligible)
+    }
+}
+
 impl crate::CommandPhase {
     /// SUCCEEDED, FAILED, CANCELLED or TIMED_OUT: a command's last phase (PROTOCOL.md
     /// §4.4).

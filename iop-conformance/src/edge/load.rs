@@ -8,9 +8,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use iop_proto::limits::{LOAD_UPDATE_BURST, MAX_LOAD_UPDATE_PROVIDERS};
-use iop_proto::{
-    Body, EdgeLoadUpdate, EdgeStatusRequest, Envelope, ProviderHealth, ProviderStatus,
-};
+use iop_proto::{Body, EdgeLoadUpdate, EdgeStatusRequest, Envelope};
 
 use super::flow::ANSWER;
 use super::{MAX_FRAME_LEN, Tester};
@@ -150,21 +148,12 @@ fn check(updates: &[(Instant, EdgeLoadUpdate)]) -> Result<(), NotPassed> {
                     u.sequence
                 );
             }
-            let offline = p.health == ProviderHealth::Offline as i32
-                || p.status == ProviderStatus::Unavailable as i32;
-            let numbers = [
-                p.capacity,
-                p.in_flight,
-                p.queued,
-                p.long_context_capacity,
-                p.long_context_in_flight,
-                p.long_context_queued,
-            ];
-            if (offline || !p.node_connected) && (numbers != [0; 6] || p.admission_eligible) {
+            if !p.keeps_zero_rule() {
                 fail!(
-                    "{}/{} offline or its node not connected, yet {numbers:?}, eligible {} (§5)",
+                    "{}/{} offline or its node not connected, yet {:?}, eligible {} (§5)",
                     p.node_id,
                     p.provider_id,
+                    p.numbers(),
                     p.admission_eligible
                 );
             }

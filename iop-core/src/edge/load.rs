@@ -220,14 +220,7 @@ fn numbers_of(p: &ProviderLoad) -> LoadNumbers {
     LoadNumbers::new(
         p.status(),
         p.health(),
-        [
-            p.capacity,
-            p.in_flight,
-            p.queued,
-            p.long_context_capacity,
-            p.long_context_in_flight,
-            p.long_context_queued,
-        ],
+        p.numbers(),
         p.admission_eligible,
         p.node_connected,
     )

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::proto::{Body, EdgeLoadUpdate, Envelope, ProviderHealth, ProviderStatus};
+use crate::proto::{Body, EdgeLoadUpdate, Envelope};
 
 /// What the monitor knows of one connection's load updates.
 #[derive(Debug, Default)]
@@ -83,20 +83,13 @@ impl LoadTrack {
             if !seen.insert((p.node_id.as_str(), p.provider_id.as_str())) {
                 broken.push(format!("{}/{} twice", p.node_id, p.provider_id));
             }
-            let offline = p.health == ProviderHealth::Offline as i32
-                || p.status == ProviderStatus::Unavailable as i32;
-            let numbers = [
-                p.capacity,
-                p.in_flight,
-                p.queued,
-                p.long_context_capacity,
-                p.long_context_in_flight,
-                p.long_context_queued,
-            ];
-            if (offline || !p.node_connected) && (numbers != [0; 6] || p.admission_eligible) {
+            if !p.keeps_zero_rule() {
                 broken.push(format!(
-                    "{}/{}: offline or not connected, yet numbers {numbers:?} eligible {}",
-                    p.node_id, p.provider_id, p.admission_eligible
+                    "{}/{}: offline or not connected, yet numbers {:?} eligible {}",
+                    p.node_id,
+                    p.provider_id,
+                    p.numbers(),
+                    p.admission_eligible
                 ));
             }
         }
