@@ -283,7 +283,7 @@ impl CommandLog {
 
     /// The stored record of `command_id` (of whichever Edge), if the engine has one.
     /// An orphan — never answered nor finished, older than a write-ahead takes, listed
-    /// by no index — is finished UNRECORDED first ([`truth::finish_orphan`]).
+    /// by no index — is finished UNRECORDED first (see `truth::finish_orphan`).
     pub async fn get(&self, command_id: &str) -> Result<Option<CommandRecord>, StoreError> {
         let Some(pointer) = self.entry(&pointer_key(command_id)).await? else {
             return Ok(None);
