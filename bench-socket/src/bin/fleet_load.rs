@@ -453,7 +453,10 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                     let heap = heap_bytes()?.saturating_sub(heap0);
                     let rss = rss_bytes().saturating_sub(rss0);
                     let loads = cp.edge_loads();
-                    let views: usize = loads.iter().map(|v| v.load().heap_bytes() + v.heap_bytes()).sum();
+                    let views: usize = loads
+                        .iter()
+                        .map(|v| v.load().heap_bytes() + v.heap_bytes())
+                        .sum();
                     let rings: usize = loads
                         .iter()
                         .filter_map(|v| cp.edge_history(v.load().edge_id()))
