@@ -320,6 +320,12 @@ fn answer(t: &mut Pair, conn: ConnectionId, id: u64) {
     t.send(conn, Envelope::correlated(id, status));
 }
 
+/// `in_flight` of the scripted Edge's one provider, as the Control Plane sees it.
+fn scripted_in_flight(t: &Pair) -> u32 {
+    let view = t.cp.edge_load("edge-s").unwrap();
+    view.providers().next().unwrap().in_flight()
+}
+
 /// The rule the Control Plane closed `conn` for.
 fn closed_for(t: &Pair, conn: ConnectionId) -> Option<&'static str> {
     t.cp_events.iter().find_map(|e| match e {
@@ -400,29 +406,13 @@ fn a_gap_an_unknown_provider_or_a_resync_asks_for_status_and_the_rest_applies() 
     let at = 1_700_000_000_000;
     t.send(conn, update(1, at, vec![load("n", "p", 1)]));
     assert_eq!(status_requests_on(&mut t, conn), 0);
-    assert_eq!(
-        t.cp.edge_load("edge-s")
-            .unwrap()
-            .providers()
-            .next()
-            .unwrap()
-            .in_flight(),
-        1
-    );
+    assert_eq!(scripted_in_flight(&t), 1);
     // A gap: applied, and a status asked for.
     t.advance(INTERVAL);
     t.send(conn, update(3, at + 250, vec![load("n", "p", 2)]));
     assert_eq!(status_requests_on(&mut t, conn), 1);
     assert_eq!(t.cp.stats().load_update_gaps, 1);
-    assert_eq!(
-        t.cp.edge_load("edge-s")
-            .unwrap()
-            .providers()
-            .next()
-            .unwrap()
-            .in_flight(),
-        2
-    );
+    assert_eq!(scripted_in_flight(&t), 2);
     // A provider the view does not hold: the known one applies, a status is asked for.
     t.advance(INTERVAL);
     t.send(
@@ -431,15 +421,7 @@ fn a_gap_an_unknown_provider_or_a_resync_asks_for_status_and_the_rest_applies() 
     );
     assert_eq!(status_requests_on(&mut t, conn), 1);
     assert_eq!(t.cp.stats().load_update_unknown_providers, 1);
-    assert_eq!(
-        t.cp.edge_load("edge-s")
-            .unwrap()
-            .providers()
-            .next()
-            .unwrap()
-            .in_flight(),
-        3
-    );
+    assert_eq!(scripted_in_flight(&t), 3);
     // A resync.
     t.advance(INTERVAL);
     let resync = Envelope::new(EdgeLoadUpdate {
@@ -501,6 +483,5 @@ fn an_update_with_no_view_to_apply_to_asks_for_status() {
     answer(&mut t, conn, asked.unwrap());
     t.advance(INTERVAL);
     t.send(conn, update(2, 1_700_000_000_250, vec![load("n", "p", 2)]));
-    let view = t.cp.edge_load("edge-s").unwrap();
-    assert_eq!(view.providers().next().unwrap().in_flight(), 2);
+    assert_eq!(scripted_in_flight(&t), 2);
 }
