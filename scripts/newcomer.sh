@@ -34,7 +34,10 @@ cp "$root/iop-tokio/examples/embed.rs" "$dir/examples/embed.rs"
 # The workspace's lock, so the crate builds with the versions tested here.
 cp "$root/Cargo.lock" "$dir/Cargo.lock"
 
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}/newcomer"
+# Beside the workspace's own build (CARGO_TARGET_DIR, a cargo config's target-dir, or target/).
+target_dir="$(cd "$root" && cargo metadata --format-version 1 --no-deps --locked |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+export CARGO_TARGET_DIR="$target_dir/newcomer"
 cd "$dir"
 cargo run --quiet
 cargo run --quiet --example embed

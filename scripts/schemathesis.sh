@@ -11,7 +11,10 @@ if ! schemathesis --version 2>/dev/null | grep -q "$version"; then
     python3 -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
 fi
 cargo build -q --locked -p iop-server --bin iop-control-plane --bin iop-edge
-bin="${CARGO_TARGET_DIR:-target}/debug"
+# Where cargo put them: CARGO_TARGET_DIR, a `build.target-dir` in a cargo config, or target/.
+target_dir="$(cargo metadata --format-version 1 --no-deps --locked |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+bin="$target_dir/debug"
 work="$(mktemp -d)"
 cp_pid=""
 edge_pid=""
