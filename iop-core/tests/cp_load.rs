@@ -53,7 +53,10 @@ fn pair(c: CpConfig) -> Pair {
 
 #[test]
 fn every_connected_edge_is_refreshed_on_its_own_and_an_unchanged_revision_is_not_merged() {
-    let mut p = pair(config());
+    // Pulled only: a pushing Edge's heartbeats confirm its view too (below).
+    let mut c = config();
+    c.load_update_interval = None;
+    let mut p = pair(c);
     for i in 0..20 {
         p.add_edge(
             EdgeConfig::new(format!("edge-{i:02}"), i),
@@ -101,6 +104,60 @@ fn every_connected_edge_is_refreshed_on_its_own_and_an_unchanged_revision_is_not
         });
         assert!(now_unix - last.unwrap() <= period.as_millis() as u64 * 3 / 2);
     }
+}
+
+/// The `at_unix_ms` of every [`LoadChange::Confirmed`] of `edge_id` from event `from` on.
+fn confirmations(p: &Pair, from: usize, edge_id: &str) -> Vec<u64> {
+    p.cp_events[from..]
+        .iter()
+        .filter_map(|e| match e {
+            CpEvent::LoadView {
+                edge_id: id,
+                at_unix_ms,
+                change: LoadChange::Confirmed,
+                ..
+            } if id == edge_id => Some(*at_unix_ms),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_pushing_edges_heartbeats_confirm_its_view_and_a_pulled_ones_do_not() {
+    // No refreshes: only heartbeats can confirm a view.
+    let mut c = config();
+    c.status_refresh = None;
+    let heartbeat = c.heartbeat_interval;
+    let mut p = pair(c);
+    p.add_edge(EdgeConfig::new("pushes", 1), registry(2, "eu-1"))
+        .unwrap();
+    let mut pulled = EdgeConfig::new("pulled", 2);
+    pulled.load_updates = false;
+    p.add_edge(pulled, registry(2, "eu-1")).unwrap();
+    p.advance(Duration::from_millis(50));
+    let intervals: Vec<(String, Option<Duration>)> = p
+        .cp_events
+        .iter()
+        .filter_map(|e| match e {
+            CpEvent::SessionAccepted {
+                edge_id,
+                load_update_interval,
+                ..
+            } => Some((edge_id.clone(), *load_update_interval)),
+            _ => None,
+        })
+        .collect();
+    assert!(intervals.contains(&("pushes".into(), p.cp.config().load_update_interval)));
+    assert!(intervals.contains(&("pulled".into(), None)));
+
+    let from = p.cp_events.len();
+    p.advance(heartbeat * 6);
+    let pushed = confirmations(&p, from, "pushes");
+    assert!((5..=7).contains(&pushed.len()), "{pushed:?}");
+    // At most a heartbeat interval (and a round trip) apart.
+    let every = heartbeat.as_millis() as u64 + 100;
+    assert!(pushed.windows(2).all(|w| w[1] - w[0] <= every), "{pushed:?}");
+    assert_eq!(confirmations(&p, from, "pulled"), Vec::<u64>::new());
 }
 
 #[test]

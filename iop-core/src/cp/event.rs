@@ -66,6 +66,9 @@ pub enum CpEvent {
         session_id: u64,
         /// The session it replaced, if any.
         superseded_session_id: Option<u64>,
+        /// The interval of the load updates it pushes (PROTOCOL.md §4.8), as answered in
+        /// the hello; `None`: it does not push, its view is pulled.
+        load_update_interval: Option<Duration>,
     },
     /// A new session replaced a live one of the same Edge.
     EdgeSuperseded {
@@ -136,7 +139,8 @@ pub enum CpEvent {
         response: EdgeStatusResponse,
     },
     /// The Control Plane's view of an Edge's load changed (PROTOCOL.md §4.3): a full
-    /// status (every page of it) made a new one, a refresh confirmed it unchanged, or
+    /// status (every page of it) made a new one, a load update changed it, a refresh
+    /// (or the heartbeat of an Edge that pushes every change) confirmed it current, or
     /// an answer could not be made one. Refreshes the Control Plane makes on its own
     /// raise only this event; what a fleet makes of the views is `iop-fleet`'s.
     LoadView {

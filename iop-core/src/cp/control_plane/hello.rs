@@ -135,16 +135,17 @@ impl ControlPlane {
         if s.awaits_hello() {
             self.pending_hellos -= 1;
         }
+        let load_update_interval = self
+            .config
+            .load_update_interval
+            .filter(|_| hello.load_updates);
         let acceptance = Acceptance {
             edge_id: hello.edge_id.clone(),
             session_id,
             credential,
             instance_id: instance_id.clone(),
             version,
-            load_interval: self
-                .config
-                .load_update_interval
-                .filter(|_| hello.load_updates),
+            load_interval: load_update_interval,
         };
         if let Err(OutboundError::Full { .. }) =
             s.accept(now, acceptance, &self.config, &mut self.io)
@@ -159,6 +160,7 @@ impl ControlPlane {
             edge_id: hello.edge_id.clone(),
             session_id,
             superseded_session_id: old.map(|_| old_session_id),
+            load_update_interval,
         });
 
         if let Some(old_conn) = old {

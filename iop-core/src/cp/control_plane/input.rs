@@ -149,6 +149,7 @@ impl ControlPlane {
             FromSession::LoadUpdate { update, sequence } => {
                 self.on_load_update(now, conn, &update, sequence)
             }
+            FromSession::PushingHeartbeat => self.pushed_view_current(now, conn),
             FromSession::UnknownBody => self.stats.unknown_bodies += 1,
             FromSession::LateStatus => self.stats.late_status_responses += 1,
             FromSession::Close(reason) => self.close(now, conn, reason),

@@ -66,6 +66,36 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlane {
+    /// A heartbeat of an Edge that pushes its load updates, read on `conn`: it sends
+    /// every change, so its view — when it is one of this session, complete, no resync
+    /// point has passed since, and no status is being paged together to replace it —
+    /// is current now:
+    /// [`LoadChange::Confirmed`].
+    pub(super) fn pushed_view_current(&mut self, now: Instant, conn: ConnectionId) {
+        let Some(session) = self.conns.get(&conn).and_then(|s| s.established()) else {
+            return;
+        };
+        let (slot, session_id) = (session.edge(), session.session_id());
+        let Some(entry) = self.edges.live_at(slot, conn) else {
+            return;
+        };
+        // `fresh`: no resync point since the latest full status.
+        let current = entry.view().fresh
+            && entry.load().is_some_and(|l| {
+                l.view.is_some() && l.session_id == session_id && !l.partial && l.build.is_none()
+            });
+        if current {
+            self.events.push_back(CpEvent::LoadView {
+                edge_id: entry.view().edge_id.clone(),
+                session_id,
+                at_unix_ms: self.config.wall_clock.unix_ms(now),
+                change: LoadChange::Confirmed,
+            });
+        }
+    }
+}
+
 /// Applies `update` of session `session_id` to `entry`'s view: what changed, and
 /// whether it named a provider the view does not hold. A view of another session, or
 /// none yet, takes nothing and holds none of its providers (a status is asked for,

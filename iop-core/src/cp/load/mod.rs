@@ -27,8 +27,9 @@ pub use edge::{EdgeLoad, NodeLoad, NodeStates, ProviderLoad};
 pub enum LoadChange {
     /// A full status answer (every page of it) made a new view.
     Replaced(Arc<EdgeLoad>),
-    /// A refresh found the Edge's `registry_revision` unchanged on the same session:
-    /// the view stands, confirmed now.
+    /// A refresh found the Edge's `registry_revision` unchanged on the same session,
+    /// or an Edge that pushes every change (PROTOCOL.md §4.8) sent a heartbeat while
+    /// its view was in step: the view stands, confirmed now.
     Confirmed,
     /// The Edge's latest full answer could not be made a complete view (an Edge that
     /// ignores `start_after_node_id`, too many pages, a page not answered): the view

@@ -40,6 +40,9 @@ pub(crate) enum FromSession {
         update: Box<EdgeLoadUpdate>,
         sequence: super::LoadSequence,
     },
+    /// A heartbeat of a session that negotiated load updates: the Edge's numbers, as
+    /// far as it pushed them, are current.
+    PushingHeartbeat,
     /// A frame with no known body after the hello, counted and dropped.
     UnknownBody,
     /// A status answer to a request that timed out, counted and dropped.

@@ -28,7 +28,9 @@ impl Session {
         std::mem::replace(&mut session.unreachable, false)
     }
 
-    /// A heartbeat: its ack, at once.
+    /// A heartbeat: its ack, at once. An Edge that pushes its load updates sends every
+    /// change (PROTOCOL.md §4.8), so its heartbeat also proves its view current: told
+    /// to the control plane.
     #[inline]
     pub(super) fn heartbeat(&mut self, hb: Heartbeat, io: &mut Io) -> Option<FromSession> {
         let ack = Envelope::new(HeartbeatAck {
@@ -36,7 +38,10 @@ impl Session {
         });
         match self.queue(&ack, io) {
             Err(OutboundError::Full { .. }) => Some(FromSession::Close(CloseReason::SlowPeer)),
-            _ => None,
+            _ => self
+                .established()
+                .is_some_and(|s| s.load.is_some())
+                .then_some(FromSession::PushingHeartbeat),
         }
     }
 

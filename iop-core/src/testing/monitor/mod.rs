@@ -177,6 +177,7 @@ impl Monitor {
                 edge_id,
                 session_id,
                 superseded_session_id,
+                ..
             } => {
                 if *session_id <= self.last_session_id {
                     let last = self.last_session_id;
