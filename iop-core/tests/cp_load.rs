@@ -156,7 +156,10 @@ fn a_pushing_edges_heartbeats_confirm_its_view_and_a_pulled_ones_do_not() {
     assert!((5..=7).contains(&pushed.len()), "{pushed:?}");
     // At most a heartbeat interval (and a round trip) apart.
     let every = heartbeat.as_millis() as u64 + 100;
-    assert!(pushed.windows(2).all(|w| w[1] - w[0] <= every), "{pushed:?}");
+    assert!(
+        pushed.windows(2).all(|w| w[1] - w[0] <= every),
+        "{pushed:?}"
+    );
     assert_eq!(confirmations(&p, from, "pulled"), Vec::<u64>::new());
 }
 

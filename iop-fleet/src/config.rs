@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use iop_core::WallClock;
 
+use crate::placement::Staleness;
+
 /// The most samples a load history holds (a fleet ring of 10 000 samples is ~1 MiB).
 pub const MAX_LOAD_SAMPLES: u64 = 10_000;
 
@@ -23,6 +25,9 @@ pub struct FleetConfig {
     pub edge_history_interval: Duration,
     /// How far back the samples of both reach. Default 1 h; zero keeps no samples.
     pub load_history: Duration,
+    /// When an Edge's numbers are too old for a placement: set it with
+    /// [`FleetConfig::follow`] from the Control Plane's configuration.
+    pub staleness: Staleness,
 }
 
 impl Default for FleetConfig {
@@ -32,6 +37,7 @@ impl Default for FleetConfig {
             fleet_history_interval: Duration::from_secs(10),
             edge_history_interval: Duration::from_secs(120),
             load_history: Duration::from_secs(3600),
+            staleness: Staleness::default(),
         }
     }
 }
@@ -46,11 +52,27 @@ pub enum FleetConfigError {
         "load history: intervals must be 1 s or more and at most load_history, with at most {MAX_LOAD_SAMPLES} samples"
     )]
     LoadHistory,
+    /// The staleness grace is outside [`STALE_GRACE_RANGE`](crate::placement::STALE_GRACE_RANGE),
+    /// or a threshold is under it.
+    #[error("staleness: the grace must be 100 ms to 60 s, and no threshold under it")]
+    Staleness,
 }
 
 impl FleetConfig {
-    /// Checks that the histories are bounded and their intervals sensible.
+    /// Takes the Control Plane's wall clock, and the staleness thresholds that follow
+    /// from its reporting periods (heartbeat, load update interval, status refresh)
+    /// with the grace set now.
+    pub fn follow(&mut self, cp: &iop_core::cp::CpConfig) {
+        self.wall_clock = cp.wall_clock;
+        self.staleness = Staleness::follow(cp, self.staleness.grace);
+    }
+
+    /// Checks that the histories are bounded and their intervals sensible, and the
+    /// staleness consistent.
     pub fn validate(&self) -> Result<(), FleetConfigError> {
+        if !self.staleness.consistent() {
+            return Err(FleetConfigError::Staleness);
+        }
         let span = self.load_history;
         if span.is_zero() {
             return Ok(());

@@ -12,6 +12,9 @@ use iop_core::cp::load::{EdgeLoad, LoadChange};
 
 use crate::config::{FleetConfig, FleetConfigError};
 use crate::load::{Counted, EdgeHistory, FleetHistory, FleetLoad, FleetSample, LoadView};
+use crate::placement::{
+    Placement, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
+};
 
 /// What the fleet holds of one Edge with a view.
 #[derive(Debug)]
@@ -64,6 +67,7 @@ pub struct Fleet {
     edge_every_ms: u64,
     /// Samples an Edge's ring holds.
     edge_samples: usize,
+    placement: Placement,
 }
 
 impl Fleet {
@@ -72,6 +76,7 @@ impl Fleet {
     pub fn new(config: FleetConfig) -> Result<Self, FleetConfigError> {
         config.validate()?;
         Ok(Self {
+            placement: Placement::new(config.staleness),
             history: FleetHistory::new(config.samples(config.fleet_history_interval)),
             edge_samples: config.samples(config.edge_history_interval),
             fleet_every_ms: millis(config.fleet_history_interval),
@@ -101,10 +106,17 @@ impl Fleet {
             } => match change {
                 // An update's view is whole (the one before with the changed numbers
                 // in): counted as a new view, its totals recounted.
-                LoadChange::Replaced(load) | LoadChange::Updated { view: load, .. } => {
+                LoadChange::Replaced(load) => {
+                    self.placement.view(edge_id, load, None, *at_unix_ms);
                     self.replaced(edge_id, load, *at_unix_ms)
                 }
+                LoadChange::Updated { view, changed } => {
+                    self.placement
+                        .view(edge_id, view, Some(changed), *at_unix_ms);
+                    self.replaced(edge_id, view, *at_unix_ms)
+                }
                 LoadChange::Confirmed => {
+                    self.placement.confirmed(edge_id, *at_unix_ms);
                     if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                         e.view.received_at_unix_ms = *at_unix_ms;
                         e.view.partial = false;
@@ -117,13 +129,20 @@ impl Fleet {
                 }
                 _ => {}
             },
-            CpEvent::SessionAccepted { edge_id, .. } => {
+            CpEvent::SessionAccepted {
+                edge_id,
+                load_update_interval,
+                ..
+            } => {
+                self.placement
+                    .session(edge_id, load_update_interval.is_some());
                 if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                     e.connected = true;
                     e.elsewhere = false;
                 }
             }
             CpEvent::EdgeDisconnected { edge_id, .. } => {
+                self.placement.disconnected(edge_id);
                 if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                     e.connected = false;
                     e.recount(&mut self.totals, Counted::Offline);
@@ -135,6 +154,7 @@ impl Fleet {
                 ..
             } => {
                 // Live on the other Control Plane, which counts its load.
+                self.placement.gone(edge_id);
                 if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                     e.connected = false;
                     e.elsewhere = true;
@@ -142,6 +162,7 @@ impl Fleet {
                 }
             }
             CpEvent::EdgeForgotten { edge_id, .. } => {
+                self.placement.gone(edge_id);
                 if let Some(mut e) = self.edges.remove(edge_id.as_str()) {
                     e.recount(&mut self.totals, Counted::No);
                 }
@@ -189,10 +210,43 @@ impl Fleet {
             Some(e) if !e.connected => {
                 e.elsewhere = true;
                 e.recount(&mut self.totals, Counted::No);
+                self.placement.gone(edge_id);
                 true
             }
             _ => false,
         }
+    }
+
+    /// The providers that can take one more request of `query.model` now, best first
+    /// (see the [placement module](crate::placement)), at `now_unix_ms` (the wall
+    /// clock of the events' `at_unix_ms`).
+    pub fn placement(
+        &mut self,
+        query: &PlacementQuery,
+        now_unix_ms: u64,
+    ) -> Result<PlacementAnswer, PlacementError> {
+        self.placement.place(query, now_unix_ms, false)
+    }
+
+    /// As [`placement`](Self::placement), and counts one more request in flight on
+    /// the first candidate until its next report (or until its numbers would be
+    /// stale): routers asking at once spread instead of herding.
+    pub fn reserve(
+        &mut self,
+        query: &PlacementQuery,
+        now_unix_ms: u64,
+    ) -> Result<PlacementAnswer, PlacementError> {
+        self.placement.place(query, now_unix_ms, true)
+    }
+
+    /// What placements have done so far.
+    pub fn placement_stats(&self) -> PlacementStats {
+        self.placement.stats()
+    }
+
+    /// The staleness thresholds placements use.
+    pub fn staleness(&self) -> Staleness {
+        self.placement.staleness()
     }
 
     /// The fleet's load: every view held here, summed.

@@ -73,6 +73,7 @@ mod fleet;
 mod job;
 mod listed;
 pub mod load;
+pub mod placement;
 
 pub use config::{FleetConfig, FleetConfigError, MAX_LOAD_SAMPLES};
 pub use fleet::Fleet;
@@ -84,4 +85,7 @@ pub use listed::ListedEdge;
 pub use load::{
     EdgeHistory, EdgeSample, FleetHistory, FleetLoad, FleetSample, LastOnline, LoadSummary,
     LoadTotals, LoadView,
+};
+pub use placement::{
+    Candidate, Excluded, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
 };

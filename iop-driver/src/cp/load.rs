@@ -2,7 +2,10 @@
 //! core's events: shared views and copies of the totals, taken under the server's lock
 //! in a few microseconds, to read or render outside it.
 
-use iop_fleet::{EdgeHistory, FleetLoad, FleetSample, LoadView};
+use iop_fleet::{
+    EdgeHistory, FleetLoad, FleetSample, LoadView, PlacementAnswer, PlacementError, PlacementQuery,
+    PlacementStats, Staleness,
+};
 
 use super::handle::ControlPlaneHandle;
 use crate::Runtime;
@@ -51,5 +54,41 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// counts its capacity offline (see [`Fleet::set_elsewhere`](iop_fleet::Fleet::set_elsewhere)).
     pub fn load_elsewhere(&self, edge_id: &str) -> bool {
         lock(&self.shared.state).fleet.set_elsewhere(edge_id)
+    }
+
+    /// The providers that can take one more request of `query.model` now, best first,
+    /// and why the others cannot (see [`iop_fleet::placement`]): read under the
+    /// server's lock from the fleet's per-model index.
+    pub fn placement(&self, query: &PlacementQuery) -> Result<PlacementAnswer, PlacementError> {
+        let mut state = lock(&self.shared.state);
+        let now = self.now_unix_ms();
+        state.fleet.placement(query, now)
+    }
+
+    /// As [`placement`](Self::placement), and counts one more request in flight on the
+    /// first candidate until its Edge next reports it: concurrent routers spread
+    /// instead of all picking the provider that looked emptiest.
+    pub fn reserve_placement(
+        &self,
+        query: &PlacementQuery,
+    ) -> Result<PlacementAnswer, PlacementError> {
+        let mut state = lock(&self.shared.state);
+        let now = self.now_unix_ms();
+        state.fleet.reserve(query, now)
+    }
+
+    /// What placements have done so far, for metrics.
+    pub fn placement_stats(&self) -> PlacementStats {
+        lock(&self.shared.state).fleet.placement_stats()
+    }
+
+    /// The staleness thresholds placements use.
+    pub fn staleness(&self) -> Staleness {
+        lock(&self.shared.state).fleet.staleness()
+    }
+
+    fn now_unix_ms(&self) -> u64 {
+        let clock = &self.shared.clock;
+        clock.wall_clock().unix_ms(clock.now())
     }
 }

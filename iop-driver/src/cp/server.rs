@@ -43,7 +43,8 @@ impl<R: Runtime> ControlPlaneServer<R> {
         let mut cp_config = config.cp;
         cp_config.wall_clock = clock.wall_clock();
         let mut fleet_config = config.fleet;
-        fleet_config.wall_clock = cp_config.wall_clock;
+        // Its wall clock, and staleness thresholds from the Control Plane's periods.
+        fleet_config.follow(&cp_config);
         let fleet = iop_fleet::Fleet::new(fleet_config)?;
         // Fencing epochs that grow across restarts (see CpConfig::session_id_floor):
         // Unix nanoseconds, so even a restart within the same millisecond moves on

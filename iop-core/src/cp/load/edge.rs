@@ -173,6 +173,18 @@ impl EdgeLoad {
             .map(move |rec| ProviderLoad { load: self, rec })
     }
 
+    /// Node `index` of [`nodes`](Self::nodes).
+    pub fn node_at(&self, index: usize) -> Option<NodeLoad<'_>> {
+        let rec = self.nodes.get(index)?;
+        Some(NodeLoad { load: self, rec })
+    }
+
+    /// Provider `index` of [`providers`](Self::providers) (node by node).
+    pub fn provider(&self, index: usize) -> Option<ProviderLoad<'_>> {
+        let rec = self.providers.get(index)?;
+        Some(ProviderLoad { load: self, rec })
+    }
+
     /// Its nodes' states, counted.
     pub fn node_states(&self) -> NodeStates {
         let mut states = NodeStates::default();

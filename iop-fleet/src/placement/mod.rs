@@ -1,0 +1,574 @@
+//! Placement: which providers can take one more request of a model now, best first —
+//! what a request router asks the fleet (`GET /v1/placement` in `iop-server`).
+//!
+//! [`Fleet`](crate::Fleet) files every provider of every Edge it counts by model as
+//! views change (a full status, a load update, an Edge disconnecting or leaving), so a
+//! placement reads the best providers of a model in order instead of scanning the
+//! fleet. A provider is a **candidate** when its Edge is connected, it is online and
+//! `admission_eligible`, it has a free slot (`capacity − in_flight − reserved`, and
+//! for a long-context request room in its long-context pool too) and its numbers are
+//! not stale ([`Staleness`]). Candidates rank by free slots (most first), then queue
+//! (shortest first), then the age of their report (newest first).
+//!
+//! A **reserving** placement counts its pick as one more request in flight on the
+//! Control Plane's view until the provider's next report overwrites it (or its
+//! numbers would be stale), so that routers asking at once do not all pick the
+//! provider that looked emptiest.
+
+mod book;
+mod query;
+mod staleness;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use iop_core::cp::load::EdgeLoad;
+
+use book::{Class, ModelBook, Rank, Reserved, Slot, classify, models_of};
+pub use query::{
+    Candidate, DEFAULT_PLACEMENT_LIMIT, Excluded, MAX_PLACEMENT_LABELS, MAX_PLACEMENT_LIMIT,
+    PlacementAnswer, PlacementError, PlacementQuery,
+};
+pub use staleness::{STALE_GRACE_RANGE, Staleness};
+
+/// Upper bounds (ms) of the buckets of [`PlacementStats::age_ms_buckets`]; the last
+/// bucket counts the rest.
+pub const AGE_BUCKETS_MS: [u64; 10] = [25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000];
+
+/// What placements have done since the fleet started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PlacementStats {
+    /// Placements answered (reserving ones included).
+    pub placements: u64,
+    /// Reserving placements that reserved a pick.
+    pub reservations: u64,
+    /// Placements with no candidate.
+    pub empty: u64,
+    /// Providers left out of placements because their numbers were stale, summed.
+    pub stale_excluded: u64,
+    /// The age of the first candidate's numbers at each placement that had one, by
+    /// [`AGE_BUCKETS_MS`] (the last bucket: older).
+    pub age_ms_buckets: [u64; AGE_BUCKETS_MS.len() + 1],
+    /// The sum of those ages, ms.
+    pub age_ms_sum: u64,
+}
+
+/// One Edge as the placement files it.
+#[derive(Debug)]
+struct EdgeSlot {
+    edge_id: Arc<str>,
+    view: Arc<EdgeLoad>,
+    /// Provider index → the index of its node.
+    node_of: Box<[u32]>,
+    /// Provider index → where it is filed.
+    filed: Vec<Class>,
+    /// Provider index → when its numbers were last reported (Unix ms).
+    reported_ms: Vec<u64>,
+    reserved: Vec<Reserved>,
+    pushes: bool,
+    /// Its numbers count (its session is live here).
+    live: bool,
+    /// When its Edge last proved its numbers current (Unix ms).
+    proved_ms: u64,
+}
+
+/// The fleet's providers filed for placement; fed by [`Fleet`](crate::Fleet).
+#[derive(Debug)]
+pub(crate) struct Placement {
+    staleness: Staleness,
+    slots: Vec<Option<EdgeSlot>>,
+    free_slots: Vec<Slot>,
+    by_edge: HashMap<Arc<str>, Slot>,
+    /// Edges with a live session whose first view has not come: whether they push.
+    pending: HashMap<Box<str>, bool>,
+    models: HashMap<Box<str>, ModelBook>,
+    /// Providers filed, whatever their models.
+    providers: u64,
+    /// (proved_ms, slot) of the live Edges that are pulled: the stale ones are the
+    /// oldest.
+    pulled: BTreeSet<(u64, Slot)>,
+    /// The same of the live Edges that push.
+    pushing: BTreeSet<(u64, Slot)>,
+    /// (until_ms, slot, index) of every reservation.
+    lapses: BTreeSet<(u64, Slot, u32)>,
+    stats: PlacementStats,
+}
+
+impl Placement {
+    pub(crate) fn new(staleness: Staleness) -> Self {
+        Self {
+            staleness,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            by_edge: HashMap::new(),
+            pending: HashMap::new(),
+            models: HashMap::new(),
+            providers: 0,
+            pulled: BTreeSet::new(),
+            pushing: BTreeSet::new(),
+            lapses: BTreeSet::new(),
+            stats: PlacementStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> PlacementStats {
+        self.stats
+    }
+
+    pub(crate) fn staleness(&self) -> Staleness {
+        self.staleness
+    }
+
+    /// A session of `edge_id` was accepted; `pushes`: it pushes load updates. Its
+    /// numbers count from its first view on this session.
+    pub(crate) fn session(&mut self, edge_id: &str, pushes: bool) {
+        self.pending.insert(edge_id.into(), pushes);
+    }
+
+    /// `edge_id`'s view is `load` as of `at_ms`: new (`changed` is `None`) or with the
+    /// numbers of providers `changed` updated.
+    pub(crate) fn view(
+        &mut self,
+        edge_id: &str,
+        load: &Arc<EdgeLoad>,
+        changed: Option<&[u32]>,
+        at_ms: u64,
+    ) {
+        let pushes = self.pending.remove(edge_id);
+        let slot = match self.by_edge.get(edge_id) {
+            Some(&slot) => slot,
+            None => self.new_slot(edge_id, load),
+        };
+        let Some(e) = self.slot_mut(slot) else { return };
+        let was_live = e.live;
+        if let Some(pushes) = pushes {
+            e.pushes = pushes;
+        }
+        let whole = changed.is_none() || !was_live || load.providers().len() != e.filed.len();
+        if whole {
+            self.unfile_all(slot);
+            let Some(e) = self.slot_mut(slot) else { return };
+            e.view = load.clone();
+            e.node_of = nodes_of(load);
+            let n = load.providers().len();
+            e.filed = vec![Class::Offline; n];
+            e.reported_ms = vec![at_ms; n];
+            e.reserved = vec![Reserved::default(); n];
+            e.live = true;
+            for i in 0..n {
+                self.file(slot, i, true);
+            }
+        } else {
+            for &i in changed.unwrap_or_default() {
+                let i = i as usize;
+                self.unfile(slot, i);
+                if let Some(e) = self.slot_mut(slot) {
+                    e.view = load.clone();
+                    if let Some(r) = e.reported_ms.get_mut(i) {
+                        *r = at_ms;
+                    }
+                }
+                self.clear_reservation(slot, i);
+                self.file(slot, i, true);
+            }
+            if let Some(e) = self.slot_mut(slot) {
+                e.view = load.clone();
+            }
+        }
+        self.prove(slot, at_ms);
+    }
+
+    /// `edge_id`'s numbers were proven current at `at_ms` (a refresh found them
+    /// unchanged, or an Edge that pushes sent a heartbeat).
+    pub(crate) fn confirmed(&mut self, edge_id: &str, at_ms: u64) {
+        if let Some(&slot) = self.by_edge.get(edge_id)
+            && self.slot(slot).is_some_and(|e| e.live)
+        {
+            self.prove(slot, at_ms);
+        }
+    }
+
+    /// `edge_id`'s session ended: its providers count offline.
+    pub(crate) fn disconnected(&mut self, edge_id: &str) {
+        self.pending.remove(edge_id);
+        let Some(&slot) = self.by_edge.get(edge_id) else {
+            return;
+        };
+        self.unfile_all(slot);
+        let Some(e) = self.slot_mut(slot) else { return };
+        e.live = false;
+        let (pushes, proved) = (e.pushes, e.proved_ms);
+        for r in &mut e.reserved {
+            *r = Reserved::default();
+        }
+        self.proofs(pushes).remove(&(proved, slot));
+        for i in 0..self.slot(slot).map_or(0, |e| e.filed.len()) {
+            self.file(slot, i, false);
+        }
+    }
+
+    /// `edge_id` is no longer counted here (forgotten, or held by another Control
+    /// Plane).
+    pub(crate) fn gone(&mut self, edge_id: &str) {
+        self.pending.remove(edge_id);
+        let Some(slot) = self.by_edge.remove(edge_id) else {
+            return;
+        };
+        self.unfile_all(slot);
+        if let Some(e) = self.slots.get_mut(slot as usize).and_then(Option::take) {
+            self.proofs(e.pushes).remove(&(e.proved_ms, slot));
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// Answers `query` at `now_ms`; `reserve`: count one more request in flight on the
+    /// first candidate.
+    pub(crate) fn place(
+        &mut self,
+        query: &PlacementQuery,
+        now_ms: u64,
+        reserve: bool,
+    ) -> Result<PlacementAnswer, PlacementError> {
+        query.validate()?;
+        self.lapse(now_ms);
+        let mut answer = self.read(query, now_ms);
+        if reserve && let Some(first) = answer.candidates.first_mut() {
+            self.reserve(first, query.long_context, now_ms);
+            answer.reserved = true;
+            self.stats.reservations += 1;
+        }
+        self.stats.placements += 1;
+        if !query.include_stale {
+            self.stats.stale_excluded += answer.excluded.stale;
+        }
+        match answer.candidates.first() {
+            Some(c) => {
+                let bucket = AGE_BUCKETS_MS
+                    .iter()
+                    .position(|&b| c.age_ms <= b)
+                    .unwrap_or(AGE_BUCKETS_MS.len());
+                if let Some(n) = self.stats.age_ms_buckets.get_mut(bucket) {
+                    *n += 1;
+                }
+                self.stats.age_ms_sum = self.stats.age_ms_sum.saturating_add(c.age_ms);
+            }
+            None => self.stats.empty += 1,
+        }
+        Ok(answer)
+    }
+
+    /// The candidates for `query`, walking the model's ranking best first.
+    fn read(&self, query: &PlacementQuery, now_ms: u64) -> PlacementAnswer {
+        let mut answer = PlacementAnswer {
+            candidates: Vec::new(),
+            serving: 0,
+            excluded: Excluded::default(),
+            reserved: false,
+        };
+        let Some(book) = self.models.get(query.model.as_str()) else {
+            answer.excluded.not_serving = self.providers;
+            return answer;
+        };
+        let long = query.long_context;
+        answer.serving = book.serving;
+        answer.excluded = Excluded {
+            not_serving: self.providers.saturating_sub(book.serving),
+            offline: book.offline,
+            not_eligible: book.not_eligible,
+            full: book.full + if long { book.long_full } else { 0 },
+            stale: self.stale_open(&query.model, long, now_ms),
+            labels: 0,
+        };
+        let ranking = if long { &book.long_open } else { &book.open };
+        let mut stale = Vec::new();
+        for rank in ranking {
+            let Some(e) = self.slot(rank.slot) else {
+                continue;
+            };
+            let is_stale = self.is_stale(e, now_ms);
+            if is_stale && (!query.include_stale || stale.len() >= query.limit) {
+                continue;
+            }
+            if !query.labels.is_empty() && !labelled(e, rank.index, &query.labels) {
+                answer.excluded.labels += u64::from(!is_stale);
+                continue;
+            }
+            if is_stale {
+                stale.push(candidate(e, rank, now_ms, true));
+            } else if answer.candidates.len() < query.limit {
+                answer.candidates.push(candidate(e, rank, now_ms, false));
+            } else if query.labels.is_empty() && !query.include_stale {
+                // Nothing left to count: the stale were counted by their Edges.
+                break;
+            }
+        }
+        let room = query.limit.saturating_sub(answer.candidates.len());
+        answer.candidates.extend(stale.into_iter().take(room));
+        answer
+    }
+
+    /// Open providers of `model` whose Edge's numbers are stale at `now_ms`.
+    fn stale_open(&self, model: &str, long: bool, now_ms: u64) -> u64 {
+        let mut n = 0;
+        for (proofs, pushes) in [(&self.pulled, false), (&self.pushing, true)] {
+            let after = self.staleness.after_ms(pushes);
+            for &(proved, slot) in proofs {
+                if proved.saturating_add(after) >= now_ms {
+                    break;
+                }
+                let Some(e) = self.slot(slot) else { continue };
+                for (i, class) in e.filed.iter().enumerate() {
+                    let open = match class {
+                        Class::Open { long: l, .. } => !long || l.is_some(),
+                        _ => false,
+                    };
+                    if open
+                        && e.view
+                            .provider(i)
+                            .is_some_and(|p| models_of(p).any(|m| m == model))
+                    {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    fn is_stale(&self, e: &EdgeSlot, now_ms: u64) -> bool {
+        e.proved_ms
+            .saturating_add(self.staleness.after_ms(e.pushes))
+            < now_ms
+    }
+
+    /// Counts one more request in flight on `pick` until its next report.
+    fn reserve(&mut self, pick: &mut Candidate, long: bool, now_ms: u64) {
+        let Some(&slot) = self.by_edge.get(&pick.edge_id) else {
+            return;
+        };
+        let Some(index) = self.slot(slot).and_then(|e| {
+            let at = e.view.node(&pick.node_id)?.provider_indexes();
+            at.into_iter().find(|&i| {
+                e.view
+                    .provider(i)
+                    .is_some_and(|p| p.provider_id() == pick.provider_id)
+            })
+        }) else {
+            return;
+        };
+        self.unfile(slot, index);
+        let after = self
+            .slot(slot)
+            .map_or(0, |e| self.staleness.after_ms(e.pushes));
+        if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index)) {
+            let before = r.until_ms;
+            r.any += 1;
+            r.long += u32::from(long);
+            r.until_ms = now_ms.saturating_add(after);
+            let (until, any) = (r.until_ms, r.any);
+            self.lapses.remove(&(before, slot, index as u32));
+            self.lapses.insert((until, slot, index as u32));
+            pick.reserved = any;
+        }
+        pick.free = pick.free.saturating_sub(1);
+        self.file(slot, index, true);
+    }
+
+    /// Drops the reservations that lapsed by `now_ms`.
+    fn lapse(&mut self, now_ms: u64) {
+        while let Some(&(until, slot, index)) = self.lapses.first() {
+            if until > now_ms {
+                break;
+            }
+            self.lapses.pop_first();
+            let index = index as usize;
+            self.unfile(slot, index);
+            if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index)) {
+                *r = Reserved::default();
+            }
+            let live = self.slot(slot).is_some_and(|e| e.live);
+            self.file(slot, index, live);
+        }
+    }
+
+    /// Provider `index`'s next report overwrote its reservations.
+    fn clear_reservation(&mut self, slot: Slot, index: usize) {
+        if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index)) {
+            let until = std::mem::take(r).until_ms;
+            self.lapses.remove(&(until, slot, index as u32));
+        }
+    }
+
+    fn new_slot(&mut self, edge_id: &str, load: &Arc<EdgeLoad>) -> Slot {
+        let e = EdgeSlot {
+            edge_id: edge_id.into(),
+            view: load.clone(),
+            node_of: Box::default(),
+            filed: Vec::new(),
+            reported_ms: Vec::new(),
+            reserved: Vec::new(),
+            pushes: false,
+            live: false,
+            proved_ms: 0,
+        };
+        let key = e.edge_id.clone();
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                if let Some(s) = self.slots.get_mut(slot as usize) {
+                    *s = Some(e);
+                }
+                slot
+            }
+            None => {
+                self.slots.push(Some(e));
+                Slot::try_from(self.slots.len() - 1).unwrap_or(Slot::MAX)
+            }
+        };
+        self.by_edge.insert(key, slot);
+        slot
+    }
+
+    fn slot(&self, slot: Slot) -> Option<&EdgeSlot> {
+        self.slots.get(slot as usize)?.as_ref()
+    }
+
+    fn slot_mut(&mut self, slot: Slot) -> Option<&mut EdgeSlot> {
+        self.slots.get_mut(slot as usize)?.as_mut()
+    }
+
+    /// `slot`'s Edge proved its numbers at `at_ms`.
+    fn prove(&mut self, slot: Slot, at_ms: u64) {
+        let Some(e) = self.slot_mut(slot) else { return };
+        let (pushes, before) = (e.pushes, e.proved_ms);
+        e.proved_ms = e.proved_ms.max(at_ms);
+        let after = e.proved_ms;
+        self.pulled.remove(&(before, slot));
+        self.pushing.remove(&(before, slot));
+        self.proofs(pushes).insert((after, slot));
+    }
+
+    /// The proofs of the Edges that push (or are pulled).
+    fn proofs(&mut self, pushes: bool) -> &mut BTreeSet<(u64, Slot)> {
+        if pushes {
+            &mut self.pushing
+        } else {
+            &mut self.pulled
+        }
+    }
+
+    /// Files provider `index` of `slot` by its numbers (`live`) or as offline.
+    fn file(&mut self, slot: Slot, index: usize, live: bool) {
+        let Some(e) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        let Some(p) = e.view.provider(index) else {
+            return;
+        };
+        let reserved = e.reserved.get(index).copied().unwrap_or_default();
+        let reported = e.reported_ms.get(index).copied().unwrap_or_default();
+        let class = classify(&p, live && e.live, reserved, reported, slot, index as u32);
+        for model in models_of(p) {
+            self.models
+                .entry(model.into())
+                .or_default()
+                .file(class, true);
+        }
+        if let Some(f) = e.filed.get_mut(index) {
+            *f = class;
+        }
+        self.providers += 1;
+    }
+
+    /// Takes provider `index` of `slot` out of the books.
+    fn unfile(&mut self, slot: Slot, index: usize) {
+        let Some(e) = self.slots.get(slot as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        let (Some(p), Some(&class)) = (e.view.provider(index), e.filed.get(index)) else {
+            return;
+        };
+        for model in models_of(p) {
+            if let Some(book) = self.models.get_mut(model) {
+                book.file(class, false);
+                if book.serving == 0 {
+                    self.models.remove(model);
+                }
+            }
+        }
+        self.providers = self.providers.saturating_sub(1);
+    }
+
+    fn unfile_all(&mut self, slot: Slot) {
+        for i in 0..self.slot(slot).map_or(0, |e| e.filed.len()) {
+            self.unfile(slot, i);
+        }
+        if let Some(e) = self.slot_mut(slot) {
+            e.filed.iter_mut().for_each(|c| *c = Class::Offline);
+        }
+    }
+}
+
+/// Provider index → node index, for `load`.
+fn nodes_of(load: &EdgeLoad) -> Box<[u32]> {
+    let mut of = vec![0; load.providers().len()];
+    for (n, node) in load.nodes().enumerate() {
+        for i in node.provider_indexes() {
+            if let Some(slot) = of.get_mut(i) {
+                *slot = n as u32;
+            }
+        }
+    }
+    of.into()
+}
+
+/// Whether provider `index`'s node carries every label of `labels`.
+fn labelled(e: &EdgeSlot, index: u32, labels: &[(String, String)]) -> bool {
+    let Some(node) = e
+        .node_of
+        .get(index as usize)
+        .and_then(|&n| e.view.node_at(n as usize))
+    else {
+        return false;
+    };
+    labels
+        .iter()
+        .all(|(k, v)| node.labels().any(|(nk, nv)| nk == k && nv == v))
+}
+
+fn candidate(e: &EdgeSlot, rank: &Rank, now_ms: u64, stale: bool) -> Candidate {
+    let index = rank.index as usize;
+    let p = e.view.provider(index);
+    let node_id = e
+        .node_of
+        .get(index)
+        .and_then(|&n| e.view.node_at(n as usize))
+        .map(|n| n.node_id().to_owned())
+        .unwrap_or_default();
+    let reserved = e.reserved.get(index).copied().unwrap_or_default();
+    let reported = e.reported_ms.get(index).copied().unwrap_or_default();
+    let [
+        capacity,
+        in_flight,
+        queued,
+        long_capacity,
+        long_in_flight,
+        long_queued,
+    ] = p.map(|p| p.numbers()).unwrap_or_default();
+    Candidate {
+        edge_id: e.edge_id.clone(),
+        node_id,
+        provider_id: p.map(|p| p.provider_id().to_owned()).unwrap_or_default(),
+        capacity,
+        in_flight,
+        queued,
+        long_context_capacity: long_capacity,
+        long_context_in_flight: long_in_flight,
+        long_context_queued: long_queued,
+        admission_eligible: true,
+        reserved: reserved.any,
+        free: rank.free.0,
+        age_ms: now_ms.saturating_sub(e.proved_ms.max(reported)),
+        stale,
+    }
+}
