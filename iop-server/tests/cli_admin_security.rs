@@ -194,6 +194,15 @@ fn tokens_authenticate_and_their_roles_authorise() {
     );
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert_eq!(refused.json()["error"]["code"], "forbidden");
+    // The router's API is read scope, its reserving placement included.
+    let placed = http_with(
+        cp.admin,
+        "POST",
+        "/v1/placement?model=llama-3",
+        &[("Authorization", &ro)],
+        None,
+    );
+    assert_eq!(placed.status, 200, "{}", placed.body);
     // An operate token may.
     let sent = http_with(
         cp.admin,

@@ -210,6 +210,13 @@ fn changes_something(method: &Method) -> bool {
     )
 }
 
+/// A change a `read` token may make: a reserving placement (`POST /v1/placement`),
+/// which counts a router's pick on the view until the Edge next reports — the router's
+/// API is read scope.
+fn routers_may(request: &Request) -> bool {
+    request.method() == Method::POST && request.uri().path() == "/v1/placement"
+}
+
 fn is_json(request: &Request) -> bool {
     request
         .headers()
@@ -287,7 +294,7 @@ pub async fn guard(
         };
         match tokens.role_of(token) {
             None => return unauthorized("the admin token is not valid"),
-            Some(Role::Read) if changes_something(request.method()) => {
+            Some(Role::Read) if changes_something(request.method()) && !routers_may(&request) => {
                 return ApiError::new(
                     StatusCode::FORBIDDEN,
                     "forbidden",

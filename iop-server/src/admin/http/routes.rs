@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::access;
 use super::error::ApiError;
 use crate::admin::commands::{cancel, jobs, send};
-use crate::admin::views::{edges, events, load};
+use crate::admin::views::{edges, events, load, placement};
 use crate::admin::{AdminState, dashboard, metrics};
 
 /// The admin API's router over `state`, every route behind its access rules
@@ -27,6 +27,10 @@ pub fn router(state: AdminState) -> Router {
         .route("/v1/edges/{edge_id}/history", get(load::edge_history))
         .route("/v1/fleet/load", get(load::fleet_load))
         .route("/v1/fleet/history", get(load::fleet_history))
+        .route(
+            "/v1/placement",
+            get(placement::get_placement).post(placement::post_placement),
+        )
         // The body rules sit on the handler of the one method that takes a body, so
         // that a method a route does not have is a plain 405.
         .route(
@@ -122,13 +126,9 @@ mod tests {
         for chunk in body.split(".route(").skip(1) {
             let path = chunk.split('"').nth(1).unwrap_or_default().to_owned();
             let rest = chunk.split('"').nth(2).unwrap_or_default();
-            let method = ["get(", "post("]
-                .iter()
-                .filter_map(|m| rest.find(m).map(|at| (at, m.trim_end_matches('('))))
-                .min()
-                .map(|(_, m)| m.to_owned())
-                .unwrap_or_default();
-            routes.insert((method, path));
+            for method in ["get(", "post("].iter().filter(|m| rest.contains(*m)) {
+                routes.insert((method.trim_end_matches('(').to_owned(), path.clone()));
+            }
         }
         routes
     }

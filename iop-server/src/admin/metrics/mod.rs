@@ -14,6 +14,7 @@ use iop_tokio::fleet::{FleetLoad, LoadView};
 mod cluster;
 mod encode;
 mod fleet;
+mod placement;
 mod protocol;
 
 use cluster::encode_cluster;
@@ -109,6 +110,8 @@ pub struct Scrape {
     pub loads: Vec<LoadView>,
     /// The most per-Edge and per-provider series shown (`--metrics-max-series`).
     pub max_series: usize,
+    /// What placements have done.
+    pub placement: iop_tokio::fleet::PlacementStats,
     ok: HistogramData,
     failed: HistogramData,
 }
@@ -130,6 +133,7 @@ impl Scrape {
             fleet,
             loads,
             max_series,
+            placement: Default::default(),
             ok: admin.status_ok.snapshot(),
             failed: admin.status_failed.snapshot(),
         }
@@ -207,6 +211,7 @@ impl Collector for Scrape {
         if let Some(c) = &self.cluster {
             encode_cluster(&mut e, c)?;
         }
+        placement::encode(&mut e, &self.placement)?;
         fleet::encode(&mut e, &self.fleet, &self.loads, self.max_series)
     }
 }
@@ -252,6 +257,7 @@ pub(in crate::admin) async fn metrics_text(
         s.metrics_max_series,
     );
     scrape.cluster = s.cluster_stats.as_ref().map(|c| c.snapshot());
+    scrape.placement = s.cp.placement_stats();
     let text = tokio::task::spawn_blocking(move || render(scrape))
         .await
         .unwrap_or_default();
