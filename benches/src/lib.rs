@@ -6,6 +6,8 @@
 //!   and the frame codec and `NodeRegistry::encode_snapshot` against plain prost.
 //! * `cargo bench -p iop-bench --bench memory` — Control Plane heap per idle enrolled
 //!   edge, with a counting allocator.
+//! * `cargo bench -p iop-bench --bench placement` — a placement and a load update at
+//!   10 000 and 100 000 Edges ([`fleet`]), against a scan of every view.
 //!
 //! Results and method: `BENCHMARKS.md` at the repository root.
 //!
@@ -27,5 +29,6 @@ pub mod callgrind;
 pub mod edge_session;
 pub mod filter;
 pub mod fixtures;
+pub mod fleet;
 pub mod session;
 pub mod table;

@@ -28,6 +28,12 @@ pub struct FleetConfig {
     /// When an Edge's numbers are too old for a placement: set it with
     /// [`FleetConfig::follow`] from the Control Plane's configuration.
     pub staleness: Staleness,
+    /// Changes the watch log keeps at most (a watcher further behind starts again
+    /// from a snapshot). Default [`DEFAULT_WATCH_CHANGES`](crate::watch::DEFAULT_WATCH_CHANGES).
+    pub watch_changes: usize,
+    /// Bytes of views the watch log keeps at most. Default
+    /// [`DEFAULT_WATCH_BYTES`](crate::watch::DEFAULT_WATCH_BYTES).
+    pub watch_bytes: usize,
 }
 
 impl Default for FleetConfig {
@@ -38,6 +44,8 @@ impl Default for FleetConfig {
             edge_history_interval: Duration::from_secs(120),
             load_history: Duration::from_secs(3600),
             staleness: Staleness::default(),
+            watch_changes: crate::watch::DEFAULT_WATCH_CHANGES,
+            watch_bytes: crate::watch::DEFAULT_WATCH_BYTES,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::load::{Counted, EdgeHistory, FleetHistory, FleetLoad, FleetSample, Lo
 use crate::placement::{
     Placement, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
 };
+use crate::watch::{ChangeKind, ChangeLog, FleetChange, WatchGap};
 
 /// What the fleet holds of one Edge with a view.
 #[derive(Debug)]
@@ -68,6 +69,7 @@ pub struct Fleet {
     /// Samples an Edge's ring holds.
     edge_samples: usize,
     placement: Placement,
+    changes: ChangeLog,
 }
 
 impl Fleet {
@@ -77,6 +79,7 @@ impl Fleet {
         config.validate()?;
         Ok(Self {
             placement: Placement::new(config.staleness),
+            changes: ChangeLog::new(config.watch_changes, config.watch_bytes),
             history: FleetHistory::new(config.samples(config.fleet_history_interval)),
             edge_samples: config.samples(config.edge_history_interval),
             fleet_every_ms: millis(config.fleet_history_interval),
@@ -108,11 +111,18 @@ impl Fleet {
                 // in): counted as a new view, its totals recounted.
                 LoadChange::Replaced(load) => {
                     self.placement.view(edge_id, load, None, *at_unix_ms);
+                    self.changes
+                        .push(edge_id, Some(*at_unix_ms), ChangeKind::View(load.clone()));
                     self.replaced(edge_id, load, *at_unix_ms)
                 }
                 LoadChange::Updated { view, changed } => {
                     self.placement
                         .view(edge_id, view, Some(changed), *at_unix_ms);
+                    let kind = ChangeKind::Numbers {
+                        view: view.clone(),
+                        changed: changed.as_slice().into(),
+                    };
+                    self.changes.push(edge_id, Some(*at_unix_ms), kind);
                     self.replaced(edge_id, view, *at_unix_ms)
                 }
                 LoadChange::Confirmed => {
@@ -146,6 +156,7 @@ impl Fleet {
                 if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                     e.connected = false;
                     e.recount(&mut self.totals, Counted::Offline);
+                    self.changes.push(edge_id, None, ChangeKind::Offline);
                 }
             }
             CpEvent::EdgeSuperseded {
@@ -159,12 +170,14 @@ impl Fleet {
                     e.connected = false;
                     e.elsewhere = true;
                     e.recount(&mut self.totals, Counted::No);
+                    self.changes.push(edge_id, None, ChangeKind::Gone);
                 }
             }
             CpEvent::EdgeForgotten { edge_id, .. } => {
                 self.placement.gone(edge_id);
                 if let Some(mut e) = self.edges.remove(edge_id.as_str()) {
                     e.recount(&mut self.totals, Counted::No);
+                    self.changes.push(edge_id, None, ChangeKind::Gone);
                 }
             }
             _ => {}
@@ -211,6 +224,7 @@ impl Fleet {
                 e.elsewhere = true;
                 e.recount(&mut self.totals, Counted::No);
                 self.placement.gone(edge_id);
+                self.changes.push(edge_id, None, ChangeKind::Gone);
                 true
             }
             _ => false,
@@ -237,6 +251,20 @@ impl Fleet {
         now_unix_ms: u64,
     ) -> Result<PlacementAnswer, PlacementError> {
         self.placement.place(query, now_unix_ms, true)
+    }
+
+    /// The number of the latest change of the fleet's load (0: none yet): a watcher
+    /// that takes a snapshot now reads on from here.
+    pub fn last_change(&self) -> u64 {
+        self.changes.last()
+    }
+
+    /// Up to `max` changes of the fleet's load after change `after`, oldest first
+    /// (see the [watch module](crate::watch)); a [`WatchGap`] when the log no longer
+    /// keeps them all: take a snapshot ([`edges`](Self::edges)) and go on from
+    /// [`last_change`](Self::last_change).
+    pub fn changes_since(&self, after: u64, max: usize) -> Result<Vec<FleetChange>, WatchGap> {
+        self.changes.since(after, max)
     }
 
     /// What placements have done so far.

@@ -74,6 +74,7 @@ mod job;
 mod listed;
 pub mod load;
 pub mod placement;
+pub mod watch;
 
 pub use config::{FleetConfig, FleetConfigError, MAX_LOAD_SAMPLES};
 pub use fleet::Fleet;
@@ -89,3 +90,4 @@ pub use load::{
 pub use placement::{
     Candidate, Excluded, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
 };
+pub use watch::{ChangeKind, FleetChange, WatchGap};

@@ -20,6 +20,7 @@ mod update;
 
 pub(crate) use build::LoadBuild;
 pub use edge::{EdgeLoad, NodeLoad, NodeStates, ProviderLoad};
+pub use update::Applied;
 
 /// What happened to an Edge's view of its load ([`CpEvent::LoadView`](super::CpEvent::LoadView)).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,13 +6,14 @@ use iop_proto::{NodeState, ProviderHealth, ProviderLoad as WireLoad, ProviderSta
 
 use super::edge::EdgeLoad;
 
-/// What applying an update to a view came to.
+/// What applying an update to a view came to ([`EdgeLoad::apply`]).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Applied {
+#[non_exhaustive]
+pub struct Applied {
     /// Indexes (into [`EdgeLoad::providers`]) whose numbers changed.
-    pub(crate) changed: Vec<u32>,
+    pub changed: Vec<u32>,
     /// Providers the view does not hold.
-    pub(crate) unknown: usize,
+    pub unknown: usize,
 }
 
 impl EdgeLoad {
@@ -29,8 +30,10 @@ impl EdgeLoad {
 
     /// Replaces the numbers of each provider `loads` names that this view holds; a
     /// node reported not connected is DISCONNECTED here (unless it was never READY),
-    /// one reported connected READY.
-    pub(crate) fn apply(&mut self, loads: &[WireLoad]) -> Applied {
+    /// one reported connected READY. What the Control Plane does with a load update
+    /// (PROTOCOL.md §4.8); public for a copy of the view kept elsewhere (another
+    /// replica's, a benchmark's).
+    pub fn apply(&mut self, loads: &[WireLoad]) -> Applied {
         let mut applied = Applied::default();
         for load in loads {
             let Some(index) = self.provider_index(&load.node_id, &load.provider_id) else {
