@@ -95,9 +95,9 @@ pub use clock::{Clock, process_seed};
 pub use cp::{
     CancelError, CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
     ControlPlaneHandle, ControlPlaneServer, DirectoryFactory, JobEdge, JobLauncher, JobObserver,
-    JobTracker, JournalError, LaunchFuture, NoAnswer, RecordLimits, Recording, SendCommandError,
-    ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal, TlsReloadError,
-    TlsStats, WaitForEdgeError,
+    JobTracker, JournalError, LaunchFuture, LoadWatch, NoAnswer, RecordLimits, Recording,
+    SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal,
+    TlsReloadError, TlsStats, WATCH_BATCH, WaitForEdgeError, WatchItem,
 };
 pub use edge::{
     CommandContext, CommandResult, ConnectedError, DialError, EdgeClient, EdgeHandle, EdgeSession,

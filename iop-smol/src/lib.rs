@@ -115,14 +115,16 @@ pub use iop_driver::{
     CommandResult, CommandUpdate, ConnectedError, DialError, EdgeSession, HandlerFuture, JobEdge,
     JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture, NoAnswer, Notice,
     RecordLimits, Recording, SendCommandError, ServeError, ServerConfig, StatusRequestError,
-    SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats, WaitForEdgeError,
-    process_seed,
+    SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats, WATCH_BATCH,
+    WaitForEdgeError, WatchItem, process_seed,
 };
 
 /// A running Control Plane on smol.
 pub type ControlPlaneServer = iop_driver::ControlPlaneServer<Smol>;
 /// A cloneable handle to a running Control Plane.
 pub type ControlPlaneHandle = iop_driver::ControlPlaneHandle<Smol>;
+/// A watch of the fleet's load ([`ControlPlaneHandle::watch_load`]).
+pub type LoadWatch = iop_driver::LoadWatch<Smol>;
 /// Follows one command's response and phases.
 pub type CommandTracker = iop_driver::CommandTracker<Smol>;
 /// Builds and starts an Edge on smol (with a [`NodeRegistry`](core::NodeRegistry)

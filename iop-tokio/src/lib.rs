@@ -119,13 +119,15 @@ pub use iop_driver::{
     HandlerFuture, JobEdge, JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture,
     NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError, ServerConfig,
     StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats,
-    WaitForEdgeError, process_seed,
+    WATCH_BATCH, WaitForEdgeError, WatchItem, process_seed,
 };
 
 /// A running Control Plane on tokio.
 pub type ControlPlaneServer = iop_driver::ControlPlaneServer<Tokio>;
 /// A cloneable handle to a running Control Plane.
 pub type ControlPlaneHandle = iop_driver::ControlPlaneHandle<Tokio>;
+/// A watch of the fleet's load ([`ControlPlaneHandle::watch_load`]).
+pub type LoadWatch = iop_driver::LoadWatch<Tokio>;
 /// Follows one command's response and phases.
 pub type CommandTracker = iop_driver::CommandTracker<Tokio>;
 /// Builds and starts an Edge on tokio (with a [`NodeRegistry`](core::NodeRegistry)

@@ -21,6 +21,7 @@ mod status_waiters;
 mod timer;
 mod tracker;
 mod wait_edge;
+mod watch;
 mod write_ahead;
 
 pub use answer::NoAnswer;
@@ -34,3 +35,4 @@ pub use outcome::{CommandFailure, Terminal};
 pub use server::ControlPlaneServer;
 pub use tracker::CommandTracker;
 pub use wait_edge::WaitForEdgeError;
+pub use watch::{LoadWatch, WATCH_BATCH, WatchItem};

@@ -91,6 +91,8 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 handshaking_by_ip: HashMap::new(),
                 refusing: 0,
                 tls_stats: TlsStats::default(),
+                load_watchers: Vec::new(),
+                watched_change: 0,
             }),
             clock,
             timer: Signal::new(),

@@ -77,6 +77,10 @@ pub(crate) struct CpState {
     /// `OVERLOADED` once done (at most [`MAX_REFUSAL_HANDSHAKES`]).
     pub(super) refusing: usize,
     pub(crate) tls_stats: TlsStats,
+    /// Load watchers to wake when the fleet's change log moves on.
+    pub(crate) load_watchers: super::watch::Watchers,
+    /// The latest change the watchers were woken for.
+    pub(crate) watched_change: u64,
 }
 
 /// State shared by the server's tasks and every handle.
@@ -168,6 +172,9 @@ impl<R: Runtime> CpShared<R> {
                 self.record(edge_id, request);
             }
             dispatch(state, event);
+        }
+        if !state.load_watchers.is_empty() {
+            super::watch::notify_watchers(state);
         }
         let next = state.next_deadline();
         let earlier = match (next, state.timer_armed) {

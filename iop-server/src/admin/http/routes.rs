@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::access;
 use super::error::ApiError;
 use crate::admin::commands::{cancel, jobs, send};
-use crate::admin::views::{edges, events, load, placement};
+use crate::admin::views::{edges, events, load, placement, watch};
 use crate::admin::{AdminState, dashboard, metrics};
 
 /// The admin API's router over `state`, every route behind its access rules
@@ -31,6 +31,7 @@ pub fn router(state: AdminState) -> Router {
             "/v1/placement",
             get(placement::get_placement).post(placement::post_placement),
         )
+        .route("/v1/load/watch", get(watch::watch))
         // The body rules sit on the handler of the one method that takes a body, so
         // that a method a route does not have is a plain 405.
         .route(

@@ -286,7 +286,7 @@ fn woven(
 }
 
 /// `stream`, ended once the token it was opened with is no longer in force.
-fn until_revoked<S>(
+pub(in crate::admin) fn until_revoked<S>(
     s: &AdminState,
     headers: &axum::http::HeaderMap,
     stream: S,
