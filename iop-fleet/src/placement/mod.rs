@@ -14,6 +14,56 @@
 //! Control Plane's view until the provider's next report overwrites it (or its
 //! numbers would be stale), so that routers asking at once do not all pick the
 //! provider that looked emptiest.
+//!
+//! ```
+//! use std::time::Duration;
+//! use iop_core::cp::CpConfig;
+//! use iop_core::edge::EdgeConfig;
+//! use iop_core::registry::{NodeConfig, NodeRegistry, ProviderCategory, ProviderConfig};
+//! use iop_core::testing::{NetConfig, Pair};
+//! use iop_fleet::{Fleet, FleetConfig, PlacementQuery};
+//!
+//! // An Edge with two READY nodes serving `llama-3`: room for 4 and for 2.
+//! let mut nodes = NodeRegistry::new();
+//! for (id, capacity) in [("gpu-1", 4), ("gpu-2", 2)] {
+//!     let node = NodeConfig::new(id).with_provider(
+//!         ProviderConfig::new("llama", ProviderCategory::LocalInference, capacity, 0)
+//!             .with_model("llama-3"),
+//!     );
+//!     nodes.configure(node, 0)?;
+//!     nodes.connect_ready(id, 1)?;
+//! }
+//! let cp = CpConfig::default();
+//! let mut pair = Pair::new(0, cp.clone(), NetConfig::default())?;
+//! pair.add_edge(EdgeConfig::new("edge-1", 1), nodes)?;
+//! pair.advance(Duration::from_secs(1));
+//!
+//! let mut config = FleetConfig::default();
+//! config.follow(&cp); // staleness from the Control Plane's periods
+//! let mut fleet = Fleet::new(config)?;
+//! for event in pair.cp_events.drain(..) {
+//!     fleet.handle_event(&event);
+//! }
+//! let now = cp.wall_clock.unix_ms(pair.now);
+//! let answer = fleet.placement(&PlacementQuery::new("llama-3"), now)?;
+//! let best: Vec<(&str, u32)> =
+//!     answer.candidates.iter().map(|c| (c.node_id.as_str(), c.free)).collect();
+//! assert_eq!(best, [("gpu-1", 4), ("gpu-2", 2)]);
+//!
+//! // Three routers reserve at once: 4, then 3, then 2 against 2 (the tie to the
+//! // newer report or the first position) — none picks a full provider.
+//! for _ in 0..3 {
+//!     assert!(fleet.reserve(&PlacementQuery::new("llama-3"), now)?.reserved);
+//! }
+//! let left: u32 = fleet
+//!     .placement(&PlacementQuery::new("llama-3"), now)?
+//!     .candidates
+//!     .iter()
+//!     .map(|c| c.free)
+//!     .sum();
+//! assert_eq!(left, 3);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod book;
 mod query;
