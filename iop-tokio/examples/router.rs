@@ -72,8 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pushed = loop {
         match watch.next().await {
             Some(WatchItem::Changes(changes)) => {
-                if let Some(ChangeKind::Numbers { view, changed }) =
-                    changes.iter().map(|c| &c.kind).last()
+                if let Some(ChangeKind::Numbers { view, changed }) = changes.last().map(|c| &c.kind)
                 {
                     let p = view.provider(changed[0] as usize).ok_or("no provider")?;
                     break p.in_flight();
