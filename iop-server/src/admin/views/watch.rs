@@ -1,5 +1,6 @@
 //! `GET /v1/load/watch`: the fleet's load as server-sent events — a `snapshot` of every
-//! Edge's providers, then a `change` per view, update, disconnection or departure as
+//! Edge's providers (in parts of 100 Edges, `part` from 0, the `last` one with the
+//! event id), then a `change` per view, update, disconnection or departure as
 //! the fleet applies it, `?model=` and `?edge=` narrowing both. Each event's id is
 //! `<epoch>.<change>`: a client that reconnects with `Last-Event-ID` resumes after it,
 //! or — when the id is another process's or the fleet's bounded log no longer holds
@@ -21,6 +22,9 @@ use serde_json::{Value, json};
 use super::events::until_revoked;
 use crate::admin::http::error::ApiError;
 use crate::admin::{AdminState, MAX_EVENT_STREAMS};
+
+/// Edges per `snapshot` event: a few hundred KiB at most.
+const SNAPSHOT_PART: usize = 100;
 
 /// What a watch shows.
 #[derive(Debug, Clone, Default)]
@@ -117,13 +121,19 @@ async fn events(watch: &mut LoadWatch, filter: &Filter, epoch: u64) -> Option<Ve
                 .filter(|v| filter.edge(v.load().edge_id()))
                 .filter_map(|v| snapshot_edge(v, filter))
                 .collect();
-            let data = json!({ "seq": seq, "edges": edges });
-            vec![
-                Event::default()
-                    .event("snapshot")
-                    .id(id(seq))
-                    .data(data.to_string()),
-            ]
+            // In parts of a bounded size; only the last carries the id, so that a
+            // client cut off within a snapshot resumes from the one before.
+            let parts = edges.len().div_ceil(SNAPSHOT_PART).max(1);
+            let mut chunks = edges.chunks(SNAPSHOT_PART);
+            (0..parts)
+                .map(|part| {
+                    let last = part + 1 == parts;
+                    let chunk = chunks.next().unwrap_or_default();
+                    let data = json!({ "seq": seq, "part": part, "last": last, "edges": chunk });
+                    let event = Event::default().event("snapshot").data(data.to_string());
+                    if last { event.id(id(seq)) } else { event }
+                })
+                .collect()
         }
         WatchItem::Gap(gap) => {
             let data = json!({ "reason": gap.to_string() });
