@@ -518,3 +518,85 @@ fn a_job_drains_the_gpu_nodes_of_a_fleet_a_few_edges_at_a_time() {
     assert_eq!(rest["progress"]["total"], 6);
     assert_eq!(code(&ctl(cp.admin, &["job", "get", "no-such-job"])), 3);
 }
+
+#[test]
+fn iopctl_places_a_request_and_shows_the_fleets_load_live() {
+    const SERVING: &str = r#"
+[[nodes]]
+id = "gpu-1"
+labels = { zone = "a" }
+
+[[nodes.providers]]
+id = "llama"
+category = "local_inference"
+models = ["llama-3-8b"]
+capacity = 4
+"#;
+    let cp = control_plane(&[]);
+    let config = temp_file("iopctl-place.toml", SERVING);
+    // Simulated, its node held with one request in flight (the simulation leaves it
+    // alone): 1 of 4, pushed to the Control Plane.
+    let _edge = edge(cp.edges, "edge-1", &config, &["--simulate"]);
+    wait_connected(cp.admin, "edge-1");
+    let held = ctl(
+        cp.admin,
+        &[
+            "send",
+            "edge-1",
+            "sim.lease",
+            "--selector",
+            "node:gpu-1",
+            "--wait",
+        ],
+    );
+    assert_eq!(code(&held), 0, "{}", stderr(&held));
+    cli_support::wait_until("the held request", || {
+        let a = cli_support::get(cp.admin, "/v1/placement?model=llama-3-8b").json();
+        (a["candidates"][0]["inFlight"] == 1).then_some(())
+    });
+
+    let placed = ctl(cp.admin, &["place", "llama-3-8b"]);
+    assert_eq!(code(&placed), 0, "{}", stderr(&placed));
+    let text = stdout(&placed);
+    assert!(text.starts_with("EDGE"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("edge-1") && l.contains("gpu-1") && l.contains("1/4")),
+        "{text}"
+    );
+    assert!(text.contains("1 serving"), "{text}");
+    // A reservation, for scripts: the pick counted.
+    let reserved = ctl(
+        cp.admin,
+        &["place", "llama-3-8b", "--reserve", "-o", "json"],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&reserved.stdout).unwrap();
+    assert_eq!(json["reserved"], true);
+    assert_eq!(json["candidates"][0]["reserved"], 1);
+    assert_eq!(json["candidates"][0]["free"], 2);
+    // Nobody serves this one, or not in that zone: exit 1, and why.
+    let none = ctl(cp.admin, &["place", "mistral"]);
+    assert_eq!(code(&none), 1);
+    assert!(stdout(&none).contains("no provider"), "{}", stdout(&none));
+    let zoned = ctl(cp.admin, &["place", "llama-3-8b", "--label", "zone=b"]);
+    assert_eq!(code(&zoned), 1);
+    assert!(stdout(&zoned).contains("1 labels"), "{}", stdout(&zoned));
+
+    // The live view: two frames, by model and by Edge.
+    let top = ctl(cp.admin, &["top", "--frames", "2", "--interval-ms", "100"]);
+    assert_eq!(code(&top), 0, "{}", stderr(&top));
+    let text = stdout(&top);
+    assert_eq!(
+        text.matches("iop top: 1 Edges (1 live)").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("llama-3-8b") && l.contains(" 4 ")),
+        "{text}"
+    );
+    let json = ctl(cp.admin, &["top", "--frames", "1", "-o", "json"]);
+    let frame: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(frame["models"]["llama-3-8b"]["capacity"], 4);
+}

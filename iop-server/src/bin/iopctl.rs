@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use iop_server::ctl::{self, Admin, AdminUrl, CtlError, EventsArgs, Output, SendArgs};
+use iop_server::ctl::{
+    self, Admin, AdminUrl, CtlError, EventsArgs, Output, PlaceArgs, SendArgs, TopArgs,
+};
 use iop_server::private_file::read_private;
 use iop_tokio::ClientTls;
 use zeroize::Zeroizing;
@@ -18,7 +20,7 @@ use zeroize::Zeroizing;
 /// event stream. Tables for people; `-o json` prints the API's JSON for scripts.
 ///
 /// Exit codes: 0 done; 1 the command failed (rejected, or ended other than
-/// SUCCEEDED); 2 usage; 3 the Edge or command is unknown, or the Edge not connected;
+/// SUCCEEDED), or `place` found no provider; 2 usage; 3 the Edge or command is unknown, or the Edge not connected;
 /// 4 refused by the admin API (token, conflict, a finished command, a limit); 5 the
 /// admin API unreachable, failing or too slow.
 #[derive(Debug, Parser)]
@@ -149,6 +151,44 @@ enum Subcommands {
         /// Some kinds only, comma-separated (e.g. node_event,command_event).
         #[arg(long, value_name = "KINDS")]
         kinds: Option<String>,
+    },
+    /// The providers that can take one more request of MODEL now, best first (exit 1
+    /// when none can), and why the others cannot.
+    Place {
+        /// The model.
+        model: String,
+        /// A long-context request.
+        #[arg(long)]
+        long_context: bool,
+        /// Candidates at most (default 10).
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Node labels the provider's node must carry, KEY=VALUE (repeat, or commas).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_delimiter = ',')]
+        labels: Vec<String>,
+        /// List providers whose numbers are stale too (marked).
+        #[arg(long)]
+        include_stale: bool,
+        /// Count the first candidate as one more request in flight until its Edge
+        /// next reports it (a router's reservation).
+        #[arg(long)]
+        reserve: bool,
+    },
+    /// A live view of the fleet's load by model and by Edge (busiest first),
+    /// following the load watch.
+    Top {
+        /// Only providers of this model.
+        #[arg(long, value_name = "MODEL")]
+        model: Option<String>,
+        /// Redraw at most once per this many milliseconds.
+        #[arg(long, default_value_t = 1_000, value_name = "MS")]
+        interval_ms: u64,
+        /// Edges listed at most.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        edges: usize,
+        /// Stop after this many redraws (for scripts; default: until interrupted).
+        #[arg(long, value_name = "N")]
+        frames: Option<u64>,
     },
 }
 
@@ -357,6 +397,38 @@ fn run(args: Args) -> Result<u8, CtlError> {
                     quiet: Duration::from_secs(1),
                 };
                 ctl::run_events(&admin, out, &events).await
+            }
+            Subcommands::Place {
+                model,
+                long_context,
+                limit,
+                labels,
+                include_stale,
+                reserve,
+            } => {
+                let place = PlaceArgs {
+                    model,
+                    long_context,
+                    limit,
+                    labels,
+                    include_stale,
+                    reserve,
+                };
+                ctl::run_place(&admin, out, &place).await
+            }
+            Subcommands::Top {
+                model,
+                interval_ms,
+                edges,
+                frames,
+            } => {
+                let top = TopArgs {
+                    model,
+                    every: Duration::from_millis(interval_ms.max(50)),
+                    frames,
+                    edges,
+                };
+                ctl::run_top(&admin, out, &top).await
             }
         }
     })

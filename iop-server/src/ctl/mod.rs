@@ -4,7 +4,7 @@
 //! | exit code | meaning |
 //! |---|---|
 //! | 0 | done (a command waited for SUCCEEDED) |
-//! | 1 | the command failed: rejected by the Edge, or ended FAILED, CANCELLED, TIMED_OUT, or given up on by the Control Plane |
+//! | 1 | the command failed: rejected by the Edge, or ended FAILED, CANCELLED, TIMED_OUT, or given up on by the Control Plane; `place` found no provider |
 //! | 2 | usage: bad flags or arguments |
 //! | 3 | not found or not connected: the Edge or command is unknown, or the Edge has no session |
 //! | 4 | refused by the admin API: no or a wrong token, a conflict, a finished command, a limit |
@@ -13,6 +13,7 @@
 mod commands;
 mod http;
 mod job;
+mod load;
 mod render;
 mod sse;
 
@@ -22,6 +23,7 @@ pub use commands::{
 };
 pub use http::{Admin, AdminUrl, Reply};
 pub use job::{JobArgs, run_job, run_job_cancel, run_job_get};
+pub use load::{PlaceArgs, TopArgs, run_place, run_top};
 pub use sse::{EventStream, SseEvent};
 
 /// Why `iopctl` stopped short of what was asked; [`code`](Self::code) is its exit code.
