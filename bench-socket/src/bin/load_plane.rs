@@ -71,13 +71,20 @@ fn configure(reg: &mut NodeRegistry, now: u64) {
 
 /// A step of one provider: a lease taken, or one released (at random, within room).
 fn step(reg: &mut NodeRegistry, held: &mut Vec<(usize, Lease)>, slot: usize, coin: bool) {
-    let (node, provider) = (slot / 2, if slot % 2 == 0 { "llama" } else { "api" });
+    let (node, provider) = (
+        slot / 2,
+        if slot.is_multiple_of(2) {
+            "llama"
+        } else {
+            "api"
+        },
+    );
     let mine = held.iter().filter(|(s, _)| *s == slot).count();
-    if coin || mine == 0 {
-        if let Ok(lease) = reg.admit(&format!("gpu-{node}"), provider, LeaseKind::Normal) {
-            held.push((slot, lease));
-            return;
-        }
+    if (coin || mine == 0)
+        && let Ok(lease) = reg.admit(&format!("gpu-{node}"), provider, LeaseKind::Normal)
+    {
+        held.push((slot, lease));
+        return;
     }
     if let Some(at) = held.iter().position(|(s, _)| *s == slot) {
         let (_, lease) = held.swap_remove(at);
