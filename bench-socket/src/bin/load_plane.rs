@@ -399,7 +399,7 @@ fn orchestrate(args: &[String]) -> Result<(), BoxError> {
     let idle = run(n, "push", 250, window, false)?;
     let ms = |x: f64| format!("{x:.1} ms");
     let mut table = Table::new(
-        &format!(
+        format!(
             "Load plane over sockets: {n} Edges × 4 nodes × 2 providers, each provider changing ~1/s"
         ),
         "ours (push)",
