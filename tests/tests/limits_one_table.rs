@@ -38,6 +38,26 @@ const LOCAL: &[(&str, &str)] = &[
     ),
     ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
     (
+        "MAX_PLACEMENT_LIMIT",
+        "candidates one placement of the admin API lists, never on the wire",
+    ),
+    (
+        "DEFAULT_PLACEMENT_LIMIT",
+        "candidates one placement of the admin API lists, never on the wire",
+    ),
+    (
+        "MAX_PLACEMENT_LABELS",
+        "labels one placement query of the admin API requires, never on the wire",
+    ),
+    (
+        "DEFAULT_WATCH_CHANGES",
+        "the fleet's load-watch log inside the Control Plane, never on the wire",
+    ),
+    (
+        "DEFAULT_WATCH_BYTES",
+        "the fleet's load-watch log inside the Control Plane, never on the wire",
+    ),
+    (
         "MAX_JOB_EDGES",
         "the Edges one fleet-wide job plans for, inside the Control Plane",
     ),
