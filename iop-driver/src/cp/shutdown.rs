@@ -85,7 +85,7 @@ fn finish<R: Runtime>(shared: &Arc<CpShared<R>>) {
     state.book.wake_all();
     state.finished = true;
     state.events.close();
-    super::watch::notify_watchers(&mut state);
+    super::state::notify_watchers(&mut state);
     drop(state);
     shared.timer.notify();
 }

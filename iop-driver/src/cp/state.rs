@@ -78,7 +78,7 @@ pub(crate) struct CpState {
     pub(super) refusing: usize,
     pub(crate) tls_stats: TlsStats,
     /// Load watchers to wake when the fleet's change log moves on.
-    pub(crate) load_watchers: super::watch::Watchers,
+    pub(crate) load_watchers: Vec<std::sync::Weak<Signal>>,
     /// The latest change the watchers were woken for.
     pub(crate) watched_change: u64,
 }
@@ -174,7 +174,7 @@ impl<R: Runtime> CpShared<R> {
             dispatch(state, event);
         }
         if !state.load_watchers.is_empty() {
-            super::watch::notify_watchers(state);
+            notify_watchers(state);
         }
         let next = state.next_deadline();
         let earlier = match (next, state.timer_armed) {
@@ -302,4 +302,21 @@ pub(super) fn release_pending(state: &mut CpState, slot: &ConnSlot) {
             state.pending_by_ip.remove(&ip);
         }
     }
+}
+
+/// Wakes every watcher when the fleet's log moved on (or the server finished), and
+/// forgets the watchers that are gone.
+pub(super) fn notify_watchers(state: &mut CpState) {
+    let last = state.fleet.last_change();
+    if last == state.watched_change && !state.finished {
+        return;
+    }
+    state.watched_change = last;
+    state.load_watchers.retain(|w| match w.upgrade() {
+        Some(signal) => {
+            signal.notify();
+            true
+        }
+        None => false,
+    });
 }

@@ -4,12 +4,12 @@
 //! told ([`WatchItem::Gap`]) and starts again from a fresh snapshot: a slow watcher
 //! costs no memory of its own.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use iop_fleet::{FleetChange, LoadView, WatchGap};
 
 use super::handle::ControlPlaneHandle;
-use super::state::{CpShared, CpState};
+use super::state::CpShared;
 use crate::Runtime;
 use crate::signal::{Signal, lock};
 
@@ -92,23 +92,6 @@ impl<R: Runtime> LoadWatch<R> {
     }
 }
 
-/// Wakes every watcher when the fleet's log moved on (or the server finished), and
-/// forgets the watchers that are gone.
-pub(super) fn notify_watchers(state: &mut CpState) {
-    let last = state.fleet.last_change();
-    if last == state.watched_change && !state.finished {
-        return;
-    }
-    state.watched_change = last;
-    state.load_watchers.retain(|w| match w.upgrade() {
-        Some(signal) => {
-            signal.notify();
-            true
-        }
-        None => false,
-    });
-}
-
 impl<R: Runtime> ControlPlaneHandle<R> {
     /// Watches the fleet's load: a snapshot of every Edge's view, then every change
     /// (a new view, updated numbers, an Edge offline or gone) as the fleet applies it.
@@ -138,6 +121,3 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         self.shared.clock.wall_clock().origin_unix_ms
     }
 }
-
-/// The watchers' wake-ups, held by the server's state.
-pub(crate) type Watchers = Vec<Weak<Signal>>;
