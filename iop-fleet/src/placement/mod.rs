@@ -67,6 +67,7 @@
 
 mod book;
 mod query;
+mod slot;
 mod staleness;
 
 use std::collections::{BTreeSet, HashMap};
@@ -74,11 +75,12 @@ use std::sync::Arc;
 
 use iop_core::cp::load::EdgeLoad;
 
-use book::{Class, ModelBook, Rank, Reserved, Slot, classify, models_of};
+use book::{Class, ModelBook, Reserved, Slot, classify, models_of};
 pub use query::{
     Candidate, DEFAULT_PLACEMENT_LIMIT, Excluded, MAX_PLACEMENT_LABELS, MAX_PLACEMENT_LIMIT,
     PlacementAnswer, PlacementError, PlacementQuery,
 };
+use slot::{EdgeSlot, candidate, labelled, nodes_of};
 pub use staleness::{STALE_GRACE_RANGE, Staleness};
 
 /// Upper bounds (ms) of the buckets of [`PlacementStats::age_ms_buckets`]; the last
@@ -102,25 +104,6 @@ pub struct PlacementStats {
     pub age_ms_buckets: [u64; AGE_BUCKETS_MS.len() + 1],
     /// The sum of those ages, ms.
     pub age_ms_sum: u64,
-}
-
-/// One Edge as the placement files it.
-#[derive(Debug)]
-struct EdgeSlot {
-    edge_id: Arc<str>,
-    view: Arc<EdgeLoad>,
-    /// Provider index → the index of its node.
-    node_of: Box<[u32]>,
-    /// Provider index → where it is filed.
-    filed: Vec<Class>,
-    /// Provider index → when its numbers were last reported (Unix ms).
-    reported_ms: Vec<u64>,
-    reserved: Vec<Reserved>,
-    pushes: bool,
-    /// Its numbers count (its session is live here).
-    live: bool,
-    /// When its Edge last proved its numbers current (Unix ms).
-    proved_ms: u64,
 }
 
 /// The fleet's providers filed for placement; fed by [`Fleet`](crate::Fleet).
@@ -556,69 +539,5 @@ impl Placement {
         if let Some(e) = self.slot_mut(slot) {
             e.filed.iter_mut().for_each(|c| *c = Class::Offline);
         }
-    }
-}
-
-/// Provider index → node index, for `load`.
-fn nodes_of(load: &EdgeLoad) -> Box<[u32]> {
-    let mut of = vec![0; load.providers().len()];
-    for (n, node) in load.nodes().enumerate() {
-        for i in node.provider_indexes() {
-            if let Some(slot) = of.get_mut(i) {
-                *slot = n as u32;
-            }
-        }
-    }
-    of.into()
-}
-
-/// Whether provider `index`'s node carries every label of `labels`.
-fn labelled(e: &EdgeSlot, index: u32, labels: &[(String, String)]) -> bool {
-    let Some(node) = e
-        .node_of
-        .get(index as usize)
-        .and_then(|&n| e.view.node_at(n as usize))
-    else {
-        return false;
-    };
-    labels
-        .iter()
-        .all(|(k, v)| node.labels().any(|(nk, nv)| nk == k && nv == v))
-}
-
-fn candidate(e: &EdgeSlot, rank: &Rank, now_ms: u64, stale: bool) -> Candidate {
-    let index = rank.index as usize;
-    let p = e.view.provider(index);
-    let node_id = e
-        .node_of
-        .get(index)
-        .and_then(|&n| e.view.node_at(n as usize))
-        .map(|n| n.node_id().to_owned())
-        .unwrap_or_default();
-    let reserved = e.reserved.get(index).copied().unwrap_or_default();
-    let reported = e.reported_ms.get(index).copied().unwrap_or_default();
-    let [
-        capacity,
-        in_flight,
-        queued,
-        long_capacity,
-        long_in_flight,
-        long_queued,
-    ] = p.map(|p| p.numbers()).unwrap_or_default();
-    Candidate {
-        edge_id: e.edge_id.clone(),
-        node_id,
-        provider_id: p.map(|p| p.provider_id().to_owned()).unwrap_or_default(),
-        capacity,
-        in_flight,
-        queued,
-        long_context_capacity: long_capacity,
-        long_context_in_flight: long_in_flight,
-        long_context_queued: long_queued,
-        admission_eligible: true,
-        reserved: reserved.any,
-        free: rank.free.0,
-        age_ms: now_ms.saturating_sub(e.proved_ms.max(reported)),
-        stale,
     }
 }
