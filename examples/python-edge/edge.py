@@ -235,11 +235,16 @@ class Edge:
                     in_flight=busy, admission_eligible=busy < p["capacity"], node_connected=True)
 
     def churn_load(self):
-        """A request starts or ends on a random online provider (--load-churn)."""
-        n = random.choice(self.nodes)
-        p = random.choice(n["providers"])
+        """A request starts or ends on a random online provider (--load-churn): always a change."""
+        online = [(n, p) for n in self.nodes if n.get("ready", True)
+                  for p in n["providers"] if not p.get("offline", False) and p["capacity"] > 0]
+        if not online:
+            return
+        n, p = random.choice(online)
         key = (n["id"], p["id"])
-        self.in_flight[key] = min(p["capacity"], max(0, self.in_flight.get(key, 0) + random.choice((-1, 1))))
+        busy = self.in_flight.get(key, 0)
+        step = 1 if busy == 0 else -1 if busy >= p["capacity"] else random.choice((-1, 1))
+        self.in_flight[key] = busy + step
 
     def push(self):
         """One update with every provider whose numbers changed since last told; False: none."""
