@@ -581,3 +581,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_departed_edges_reservation_never_lapses_anothers() {
+    let mut f = fleet();
+    let q = PlacementQuery::new("m");
+    let lapse = f.staleness().pushed.as_millis() as u64;
+    f.handle_event(&accepted("a", true));
+    let a = view("a", &[("eu", vec![p("x", "m", 2, 0, 0)])]);
+    f.handle_event(&load_view("a", T0, LoadChange::Replaced(a)));
+    assert!(f.reserve(&q, T0).unwrap().reserved);
+    f.handle_event(&CpEvent::EdgeForgotten {
+        edge_id: "a".into(),
+        reason: iop_core::cp::ForgetReason::Asked,
+        unfinished_commands: Vec::new(),
+    });
+    // "b" takes the place "a" left, and reserves a second later.
+    f.handle_event(&accepted("b", true));
+    let b = view("b", &[("eu", vec![p("y", "m", 2, 0, 0)])]);
+    f.handle_event(&load_view("b", T0 + 1_000, LoadChange::Replaced(b)));
+    f.handle_event(&load_view("b", T0 + lapse, LoadChange::Confirmed));
+    assert!(f.reserve(&q, T0 + 1_000).unwrap().reserved);
+    // When "a"'s reservation would have lapsed, "b"'s still counts.
+    let answer = f.placement(&q, T0 + lapse + 10).unwrap();
+    assert_eq!(
+        (answer.candidates[0].free, answer.candidates[0].reserved),
+        (1, 1)
+    );
+}

@@ -193,20 +193,17 @@ impl Placement {
                 self.file(slot, i, true);
             }
         } else {
+            // Same structure: the new view names the same models, so each changed
+            // provider is unfiled (by the class it was filed under) and filed anew.
+            e.view = load.clone();
             for &i in changed.unwrap_or_default() {
                 let i = i as usize;
                 self.unfile(slot, i);
-                if let Some(e) = self.slot_mut(slot) {
-                    e.view = load.clone();
-                    if let Some(r) = e.reported_ms.get_mut(i) {
-                        *r = at_ms;
-                    }
+                if let Some(r) = self.slot_mut(slot).and_then(|e| e.reported_ms.get_mut(i)) {
+                    *r = at_ms;
                 }
                 self.clear_reservation(slot, i);
                 self.file(slot, i, true);
-            }
-            if let Some(e) = self.slot_mut(slot) {
-                e.view = load.clone();
             }
         }
         self.prove(slot, at_ms);
@@ -416,6 +413,15 @@ impl Placement {
             }
             self.lapses.pop_first();
             let index = index as usize;
+            // An entry left by a reservation that a new view, a disconnection or the
+            // Edge's departure (its slot reused since) already dropped: nothing to do.
+            let ours = self
+                .slot(slot)
+                .and_then(|e| e.reserved.get(index))
+                .is_some_and(|r| r.until_ms == until);
+            if !ours {
+                continue;
+            }
             self.unfile(slot, index);
             if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index)) {
                 *r = Reserved::default();
