@@ -7,7 +7,7 @@
 //! what followed — gets a `resync` event and a fresh snapshot. A slow client never
 //! holds memory of its own: it only falls behind the shared log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 
 use axum::extract::{Query, State};
@@ -27,7 +27,7 @@ use crate::admin::{AdminState, MAX_EVENT_STREAMS};
 const SNAPSHOT_PART: usize = 100;
 
 /// What a watch shows.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Filter {
     model: Option<String>,
     edge: Option<String>,
@@ -91,18 +91,16 @@ pub(in crate::admin) async fn watch(
             .event("resync")
             .data(json!({ "reason": "the event id is not this control plane's" }).to_string())
     });
-    let pending: Vec<Event> = first.into_iter().collect();
-    let stream = futures_lite::stream::unfold(Some((watch, pending, slot)), move |open| {
-        let filter = filter.clone();
-        async move {
-            let (mut watch, mut pending, slot) = open?;
-            loop {
-                if !pending.is_empty() {
-                    let event = pending.remove(0);
-                    return Some((Ok::<_, Infallible>(event), Some((watch, pending, slot))));
-                }
-                pending = events(&mut watch, &filter, epoch).await?;
+    let pending: VecDeque<Event> = first.into_iter().collect();
+    let open = Some((watch, pending, filter, slot));
+    let stream = futures_lite::stream::unfold(open, move |open| async move {
+        let (mut watch, mut pending, filter, slot) = open?;
+        loop {
+            if let Some(event) = pending.pop_front() {
+                let open = Some((watch, pending, filter, slot));
+                return Some((Ok::<_, Infallible>(event), open));
             }
+            pending = events(&mut watch, &filter, epoch).await?.into();
         }
     });
     Ok(Sse::new(until_revoked(&s, &headers, Box::pin(stream)))
