@@ -7,20 +7,20 @@
 //! for is refused. Reported: the queueing delay (p50, p99) and the refusals.
 //!
 //! Run: `cargo bench -p iop-bench --bench routing [-- SVG_PATH]` (seconds; writes a
-//! bar chart of the delays when given a path).
+//! bar chart of the delays when given a path — an absolute one: benches run in their
+//! package's directory).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use iop_bench::fleet::Rng;
+use iop_bench::fleet::{Rng, snapshot};
 use iop_bench::table::{Row, Table};
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 use iop_core::cp::{ConnectionId, CpEvent};
 use iop_core::proto::{
-    EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderHealth, ProviderLoad,
-    ProviderSnapshot, ProviderStatus,
+    EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderHealth, ProviderLoad, ProviderStatus,
 };
 use iop_fleet::{Fleet, FleetConfig, PlacementQuery};
 
@@ -99,20 +99,10 @@ fn status(e: usize, truth: &[Provider]) -> EdgeStatusResponse {
             .map(|(n, p)| {
                 let l = load(n, p);
                 EdgeNodeSnapshot {
-                    node_id: l.node_id,
+                    node_id: l.node_id.clone(),
                     connected: true,
                     state: NodeState::Ready as i32,
-                    provider_snapshots: vec![ProviderSnapshot {
-                        provider_id: l.provider_id,
-                        status: l.status,
-                        health: l.health,
-                        capacity: l.capacity,
-                        in_flight: l.in_flight,
-                        queued: l.queued,
-                        models: vec!["llama-3".into()],
-                        admission_eligible: l.admission_eligible,
-                        ..Default::default()
-                    }],
+                    provider_snapshots: vec![snapshot(l, "llama-3")],
                     ..Default::default()
                 }
             })

@@ -97,6 +97,25 @@ pub fn capacity_of(provider: usize) -> u32 {
     if provider == 0 { 4 } else { 8 }
 }
 
+/// A provider as a full status reports it: the numbers of its load update `l`, the
+/// model it serves.
+pub fn snapshot(l: ProviderLoad, model: &str) -> ProviderSnapshot {
+    ProviderSnapshot {
+        provider_id: l.provider_id,
+        status: l.status,
+        health: l.health,
+        capacity: l.capacity,
+        in_flight: l.in_flight,
+        queued: l.queued,
+        long_context_capacity: l.long_context_capacity,
+        long_context_in_flight: l.long_context_in_flight,
+        long_context_queued: l.long_context_queued,
+        models: vec![model.into()],
+        admission_eligible: l.admission_eligible,
+        ..Default::default()
+    }
+}
+
 /// Edge `e`'s full status, its numbers drawn from `rng`.
 pub fn status(e: usize, rng: &mut Rng) -> EdgeStatusResponse {
     let nodes = (0..NODES)
@@ -113,17 +132,7 @@ pub fn status(e: usize, rng: &mut Rng) -> EdgeStatusResponse {
                     } else {
                         API_MODELS[e % API_MODELS.len()]
                     };
-                    ProviderSnapshot {
-                        provider_id: l.provider_id,
-                        status: l.status,
-                        health: l.health,
-                        capacity: l.capacity,
-                        in_flight: l.in_flight,
-                        queued: l.queued,
-                        models: vec![model.into()],
-                        admission_eligible: l.admission_eligible,
-                        ..Default::default()
-                    }
+                    snapshot(l, model)
                 })
                 .collect(),
             ..Default::default()
