@@ -1,45 +1,18 @@
 //! The watch log: every change of the fleet's load in order, read from any cursor;
 //! a cursor the bounded log no longer covers is a gap (start again from a snapshot).
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{load_view, p};
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 use iop_core::cp::{CloseReason, CpEvent, ForgetReason};
-use iop_core::proto::{EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderSnapshot};
 use iop_fleet::{ChangeKind, Fleet, FleetConfig, WatchGap};
 
+/// `edge`'s view: one provider of capacity 4 serving `m`, `in_flight` busy.
 fn view(edge: &str, in_flight: u32) -> Arc<EdgeLoad> {
-    let status = EdgeStatusResponse {
-        edge_id: edge.into(),
-        nodes: vec![EdgeNodeSnapshot {
-            node_id: "n0".into(),
-            connected: true,
-            state: NodeState::Ready as i32,
-            provider_snapshots: vec![ProviderSnapshot {
-                provider_id: "p".into(),
-                status: 1,
-                health: 1,
-                capacity: 4,
-                in_flight,
-                models: vec!["m".into()],
-                admission_eligible: in_flight < 4,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        registry_revision: 1,
-        ..Default::default()
-    };
-    Arc::new(EdgeLoad::from_status(&status, 1))
-}
-
-fn load_view(edge: &str, at: u64, change: LoadChange) -> CpEvent {
-    CpEvent::LoadView {
-        edge_id: edge.into(),
-        session_id: 1,
-        at_unix_ms: at,
-        change,
-    }
+    common::view(edge, &[("eu", vec![p("p", "m", 4, in_flight, 0)])])
 }
 
 #[test]
