@@ -224,10 +224,7 @@ impl Sse {
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
         )
         .unwrap();
-        Sse {
-            stream,
-            seen: String::new(),
-        }
+        Sse::answered(stream)
     }
 
     /// [`open`](Self::open) with extra request `headers`, on a connection the server
@@ -244,10 +241,18 @@ impl Sse {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         write!(stream, "{head}\r\n").unwrap();
-        Sse {
+        Sse::answered(stream)
+    }
+
+    /// The stream once the server has answered the request: its subscription exists
+    /// from then on, so nothing that happens after `open` returns is missed.
+    fn answered(stream: TcpStream) -> Sse {
+        let mut sse = Sse {
             stream,
             seen: String::new(),
-        }
+        };
+        sse.wait_for("\r\n\r\n");
+        sse
     }
 
     /// Whether the stream ends within `wait`.
