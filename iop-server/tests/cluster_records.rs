@@ -2,7 +2,8 @@
 //! remains of a write-ahead that landed after its replica refused the command — a
 //! record never answered, its pointer, and no line in the Edge's index, so that no
 //! replica carries it on — are finished UNRECORDED and read so through every replica,
-//! never as a command running.
+//! never as a command running; and a command its replica refused while the engine was
+//! down reaches its end in the engine once it is back, however busy the replica is.
 
 mod cluster_support;
 
@@ -11,8 +12,10 @@ use std::time::Duration;
 use cluster_support::*;
 use iop_cluster::key::edge_key;
 use iop_cluster::stored::StoredCommand;
-use iop_tokio::core::cp::{CommandState, DuplicatePolicy};
+use iop_tokio::CommandFailure;
+use iop_tokio::core::cp::{CommandState, DuplicatePolicy, Ending};
 use iop_tokio::core::proto::{EdgeCommandRequest, Message};
+use iop_tokio::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
@@ -65,6 +68,73 @@ async fn an_orphan_record_is_finished_unrecorded_through_every_replica() {
     let entry = kv.entry(&record).await.unwrap().unwrap();
     let finished = StoredCommand::decode_value(&entry.value).unwrap();
     assert!(finished.finished() && finished.unrecorded_ending());
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+async fn a_refused_commands_end_reaches_every_replica_while_its_replica_stays_busy() {
+    let mut nats = NatsServer::start_with_accounts();
+    // Engine operations of 500 ms: the refusing replica retries its pending ends
+    // every 500 ms, while new commands reach it every 100 ms.
+    let quick = |c: &mut iop_cluster::ClusterConfig| c.op_timeout = Duration::from_millis(500);
+    let a = node_with(&[&nats], "cp-a", DuplicatePolicy::Replace, quick).await;
+    let b = node_with(&[&nats], "cp-b", DuplicatePolicy::Replace, quick).await;
+    let edge = EdgeClient::new(fast_edge("edge-1"))
+        .operation("model.load", TargetLevel::Edge, |_ctx| async {
+            CommandResult::succeeded("loaded")
+        })
+        .connect(a.addr())
+        .unwrap();
+    bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap();
+    let admin_b = admin_of(&b).await;
+
+    // The engine gone: cp-a refuses a command, which must end UNRECORDED everywhere.
+    nats.kill();
+    eventually("cp-a to see the engine down", || {
+        (!a.replica.stats().snapshot().engine_up).then_some(())
+    })
+    .await;
+    let refused = a
+        .cp()
+        .send_command("edge-1", CommandSpec::new("model.load"))
+        .unwrap();
+    let id = refused.command_id().to_owned();
+    let outcome = bounded("the refusal", refused.outcome()).await;
+    assert!(
+        matches!(
+            outcome,
+            Err(CommandFailure::Ended(Ending::Unrecorded { .. }))
+        ),
+        "{outcome:?}"
+    );
+
+    // Back, and kept busy: a command every 100 ms, never 500 ms of quiet.
+    nats.restart();
+    let cp = a.cp();
+    let busy = tokio::spawn(async move {
+        for _ in 0..1_000 {
+            let _ = cp.send_command("edge-1", CommandSpec::new("model.load"));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let ended = bounded("the refused command's end through cp-b", async {
+        loop {
+            let (status, body) = http(admin_b, "GET", &format!("/v1/commands/{id}"), None).await;
+            if status == 200 && body["terminal"] == true {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(!busy.is_finished(), "the replica was not busy throughout");
+    busy.abort();
+    assert_eq!(ended["outcome"], "UNRECORDED", "{ended}");
+    edge.shutdown().await;
     a.stop().await;
     b.stop().await;
 }

@@ -68,16 +68,23 @@ pub(super) struct Writer<R: Runtime> {
 
 impl<R: Runtime> Writer<R> {
     pub(super) async fn run(mut self, mut jobs: mpsc::Receiver<Job>) {
+        // Retries run every `timeout` while any are pending, on a deadline rather than
+        // after `timeout` of quiet: a replica kept busy by new commands would otherwise
+        // never retry, and a refused command's end would not reach the engine.
+        let mut next_retry = tokio::time::Instant::now() + self.timeout;
         loop {
             let job = if self.retry.is_empty() && self.unrecord.is_empty() {
-                jobs.recv().await
+                let job = jobs.recv().await;
+                next_retry = tokio::time::Instant::now() + self.timeout;
+                job
+            } else if tokio::time::Instant::now() >= next_retry {
+                self.retry_failed().await;
+                next_retry = tokio::time::Instant::now() + self.timeout;
+                continue;
             } else {
-                match tokio::time::timeout(self.timeout, jobs.recv()).await {
+                match tokio::time::timeout_at(next_retry, jobs.recv()).await {
                     Ok(job) => job,
-                    Err(_) => {
-                        self.retry_failed().await;
-                        continue;
-                    }
+                    Err(_) => continue,
                 }
             };
             let Some(job) = job else { return };
