@@ -56,7 +56,8 @@ pub struct ServerConfig {
     /// handshakes under way included; past it a new one is refused
     /// `GoAway{OVERLOADED}` (over TLS, closed before its handshake), so one address
     /// never holds the slots other Edges need (the Control Plane's own cap, 1 024, is
-    /// for all addresses together). Default 64.
+    /// for all addresses together). A hello that has passed its checks and waits only
+    /// on the directory's answer to its claim no longer counts. Default 64.
     pub max_pending_hellos_per_ip: usize,
     /// TLS for every Edge connection (`None`: plain TCP). A handshake must finish
     /// within the core's `hello_timeout`. For the mutual-TLS identity check also set

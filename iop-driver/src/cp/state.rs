@@ -226,7 +226,12 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
                 release_pending(state, &slot);
             }
         }
-        CpEvent::SessionAccepted { conn, .. } => {
+        // A hello that passed its checks and waits only on the directory (a cluster's
+        // engine) is no flood of silent connections: it stops counting against its
+        // address's cap, so a storm from behind one address (a NAT, a load balancer)
+        // is not refused while claims are slow.
+        CpEvent::SessionAccepted { conn, .. }
+        | CpEvent::OwnershipClaim(iop_core::cp::Claim { conn, .. }) => {
             if let Some(slot) = state.conns.get(conn).cloned() {
                 release_pending(state, &slot);
             }

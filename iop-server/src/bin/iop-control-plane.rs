@@ -213,7 +213,8 @@ struct Args {
     admin_idle_timeout_ms: u64,
 
     /// Connections from one IP address that may await their hello at once; past it a
-    /// new one gets GoAway{OVERLOADED}.
+    /// new one gets GoAway{OVERLOADED}. A hello waiting only on the cluster's claim
+    /// (it passed its checks) does not count.
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_pending_hellos_per_ip: usize,
 
