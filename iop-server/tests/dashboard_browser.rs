@@ -126,6 +126,23 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
          return counts.every(c => c === n) && charts.every(c => Number(c.dataset.points) === n) && n;",
     );
     assert!(drawn.as_u64().unwrap() >= 3, "{drawn}");
+    // The load panel follows the load watch: the simulated Edges' pushed changes
+    // arrive, and the panel is read again within a second or so of them — not at the
+    // 10 s pace it keeps while the load is idle.
+    let changes = browser.wait(
+        "load changes from the watch",
+        "const n = Number(document.body.dataset.watchChanges || 0); return n >= 3 && n;",
+    );
+    assert!(changes.as_u64().unwrap() >= 3, "{changes}");
+    let t0 = browser.js("return Number(document.body.dataset.loadAt)", json!([]));
+    let redrawn = browser.wait(
+        "the load panel redrawn as the load changes",
+        &format!("const t = Number(document.body.dataset.loadAt); return t > {t0} && t - {t0}"),
+    );
+    assert!(
+        redrawn.as_f64().unwrap() < 5_000.0,
+        "redrawn {redrawn} ms apart: polled, not following the watch"
+    );
     let categories = browser.js(
         "return [...document.querySelectorAll('#load-categories tbody tr')].map(r => r.dataset.group)",
         json!([]),

@@ -1,5 +1,5 @@
 // The admin API as the dashboard uses it: JSON requests with the tab's token, and the
-// `/v1/events` stream read with fetch (EventSource cannot send a header, and the token
+// `/v1/events` and `/v1/load/watch` streams read with fetch (EventSource cannot send a header, and the token
 // never goes into a URL).
 
 const TOKEN_KEY = "iop-admin-token";
@@ -62,11 +62,24 @@ export async function request(method, path, body) {
  * comes and goes. Reconnects with a growing pause (1 s to 10 s); `onEvent("reload")`
  * says events may have been missed (a new stream, or `lagged`), so views reload.
  */
-export async function streamEvents(onEvent, onState, signal) {
+export function streamEvents(onEvent, onState, signal) {
+  return stream("/v1/events", onEvent, onState, signal);
+}
+
+/**
+ * Reads `/v1/load/watch` as {@link streamEvents} reads `/v1/events`: `snapshot` parts,
+ * then a `change` per view, update, disconnection or departure; `resync` (or `reload`,
+ * a new stream) before a fresh snapshot.
+ */
+export function streamLoad(onEvent, onState, signal) {
+  return stream("/v1/load/watch", onEvent, onState, signal);
+}
+
+async function stream(path, onEvent, onState, signal) {
   let pause = 1000;
   while (!signal.aborted) {
     try {
-      const res = await fetch("/v1/events", { headers: headers({ Accept: "text/event-stream" }), signal });
+      const res = await fetch(path, { headers: headers({ Accept: "text/event-stream" }), signal });
       if (res.status === 401) {
         onState("unauthorized");
         return;

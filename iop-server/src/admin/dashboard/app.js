@@ -4,7 +4,7 @@
 
 import { ApiError, request, setToken, streamEvents, token } from "./api.js";
 import {
-  firstPage, loadLoad, loadPage, nextPage, previousPage, renderFleet, renderLoad,
+  firstPage, followLoad, loadLoad, loadPage, nextPage, previousPage, renderFleet, renderLoad,
 } from "./fleet.js";
 import {
   commandItem, edgeSummary, eventRow, eventText, h, nodeRows, selectorChoices,
@@ -12,9 +12,8 @@ import {
 
 const $ = (id) => document.getElementById(id);
 
-/** How often the fleet page re-reads the load, its last hour and the page of Edges. */
-const FLEET_EVERY_MS = 5000;
-/** How often an open Edge view re-reads its last hour. */
+/** How often an open Edge view re-reads its last hour (and the fleet page the fleet's,
+    while its load is idle: changes come from the load watch). */
 const HISTORY_EVERY_MS = 10000;
 /** Events kept for the events view. */
 const EVENTS_KEPT = 500;
@@ -35,6 +34,7 @@ const state = {
   events: [], // newest first: { name, edgeId, text, at }
   route: { view: "fleet" },
   stream: null,
+  watch: null, // the load watch's AbortController while the fleet page is shown
 };
 
 // ---- helpers -------------------------------------------------------------------
@@ -372,6 +372,8 @@ function route() {
   clearInterval(statusTimer);
   clearInterval(historyTimer);
   clearInterval(fleetTimer);
+  if (state.watch) state.watch.abort();
+  state.watch = null;
   notice("");
   if (hash.startsWith("/edge/")) {
     const edgeId = decodeURIComponent(hash.slice(6));
@@ -397,12 +399,15 @@ function route() {
     show("fleet-view");
     renderFleet(state);
     renderLoad(state);
-    const refresh = () => {
-      loadLoad(state).catch(failed);
-      loadPage(state).catch(failed);
-    };
-    refresh();
-    fleetTimer = setInterval(refresh, FLEET_EVERY_MS);
+    loadPage(state).catch(failed);
+    // The load panel follows the watch (read again as the load changes); the
+    // charts' samples also come at the history's own pace while the load is idle.
+    loadLoad(state).catch(failed);
+    fleetTimer = setInterval(() => loadLoad(state).catch(failed), HISTORY_EVERY_MS);
+    state.watch = new AbortController();
+    followLoad(state, state.watch.signal, (edgeId) => {
+      if (state.page.ids.includes(edgeId)) debounce(`edge:${edgeId}`, 200, () => loadEdge(edgeId).catch(failed));
+    }, failed);
   }
 }
 

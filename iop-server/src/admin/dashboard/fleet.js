@@ -3,7 +3,7 @@
 // the Edges a page at a time (the API pages, filters and counts: the page stays
 // light at 20 000 Edges).
 
-import { request } from "./api.js";
+import { request, streamLoad } from "./api.js";
 import { lineChart, loadBar, short, svg } from "./charts.js";
 import { fleetRows, h } from "./views.js";
 
@@ -84,7 +84,43 @@ export async function loadLoad(state) {
   state.history = history;
   renderLoad(state);
   const marks = document.body.dataset;
-  if (!marks.firstLoadAt) marks.firstLoadAt = String(Math.round(performance.now()));
+  marks.loadAt = String(Math.round(performance.now()));
+  if (!marks.firstLoadAt) marks.firstLoadAt = marks.loadAt;
+}
+
+/** The load panel redraws at most this often while the load changes. */
+const LOAD_REDRAW_MS = 1000;
+
+/**
+ * Follows the fleet's load (`/v1/load/watch`) until `signal` aborts: the load panel is
+ * read again when the load changed (at most every second), never while it is idle;
+ * `onEdge(edgeId)` for each Edge whose providers changed. Counts the changes seen on
+ * `<body data-watch-changes>`.
+ */
+export function followLoad(state, signal, onEdge, failed) {
+  let due = null;
+  let last = 0;
+  const redraw = () => {
+    if (due || signal.aborted) return;
+    const wait = Math.max(0, last + LOAD_REDRAW_MS - performance.now());
+    due = setTimeout(() => {
+      due = null;
+      last = performance.now();
+      if (!signal.aborted) loadLoad(state).catch(failed);
+    }, wait);
+  };
+  signal.addEventListener("abort", () => clearTimeout(due));
+  const marks = document.body.dataset;
+  const onEvent = (name, data) => {
+    if (name === "change") {
+      marks.watchChanges = String(Number(marks.watchChanges || 0) + 1);
+      onEdge(data.edgeId);
+      redraw();
+    } else if (name === "resync" || (name === "snapshot" && data.last)) {
+      redraw();
+    }
+  };
+  streamLoad(onEvent, () => {}, signal);
 }
 
 /** A colour's sample for the legend (the bars' own class). */
