@@ -77,6 +77,25 @@ pub fn run_named_edges(
     addr: SocketAddr,
     prefix: &str,
 ) -> Result<(), String> {
+    run_edges_configured(system, n, addr, prefix, |config| {
+        config.backoff_base = Duration::from_millis(100);
+        config.backoff_max = Duration::from_secs(1);
+    })
+}
+
+/// [`run_named_edges`] with our Edges' config as it ships (their reconnect backoff
+/// included), as a new user runs them.
+pub fn run_edges_as_shipped(n: usize, addr: SocketAddr, prefix: &str) -> Result<(), String> {
+    run_edges_configured(System::Ours, n, addr, prefix, |_| {})
+}
+
+fn run_edges_configured(
+    system: System,
+    n: usize,
+    addr: SocketAddr,
+    prefix: &str,
+    tune: fn(&mut EdgeConfig),
+) -> Result<(), String> {
     check_fd_limit(n)?;
     let rt = runtime().map_err(|e| e.to_string())?;
     rt.block_on(async {
@@ -86,8 +105,7 @@ pub fn run_named_edges(
             match system {
                 System::Ours => {
                     let mut config = EdgeConfig::new(edge_id, iop_tokio::process_seed());
-                    config.backoff_base = Duration::from_millis(100);
-                    config.backoff_max = Duration::from_secs(1);
+                    tune(&mut config);
                     let edge = EdgeClient::<()>::with_edge_registry(config, ())
                         .connect(addr)
                         .map_err(|e| e.to_string())?;
