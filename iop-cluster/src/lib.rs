@@ -74,6 +74,7 @@ pub mod commands;
 pub mod directory;
 mod driver;
 pub mod events;
+pub mod group_commit;
 pub mod holder;
 pub mod key;
 pub mod liveness;

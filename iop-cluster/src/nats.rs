@@ -8,6 +8,7 @@ use async_nats::jetstream::{self, kv};
 use iop_driver::{DirectoryFactory, ServerConfig};
 
 use crate::directory::ReplicaDirectory;
+use crate::group_commit::{self, GroupCommit};
 use crate::holder::HolderConfig;
 use crate::ownership::{OwnershipStore, StoreError, WriteError};
 use crate::record::{Current, OwnerRecord};
@@ -51,6 +52,10 @@ pub struct ClusterConfig {
     /// The longest a routed command waits for its Edge's first answer (30 s), whatever
     /// wait the asking replica names.
     pub max_routed_wait: Duration,
+    /// The fewest ownership writes that go to the engine as one atomic batch (default
+    /// [`ATOMIC_MIN`](crate::group_commit::ATOMIC_MIN)); smaller groups go as single
+    /// writes. `usize::MAX` writes every claim on its own.
+    pub atomic_batch_min: usize,
     /// The replica's counters, made before the replica so that its Control Plane's
     /// directory can read them from the start.
     pub(crate) stats: Arc<ClusterStats>,
@@ -74,6 +79,7 @@ impl ClusterConfig {
             engine_ping: Duration::from_secs(2),
             max_routed_requests: 256,
             max_routed_wait: Duration::from_secs(30),
+            atomic_batch_min: group_commit::ATOMIC_MIN,
             stats: Arc::default(),
             connected: Arc::default(),
         }
@@ -124,6 +130,8 @@ impl ClusterConfig {
 pub struct NatsStore {
     pub(crate) owners: kv::Store,
     pub(crate) replicas: kv::Store,
+    /// Claims and releases, written in groups.
+    writes: GroupCommit,
     timeout: Duration,
 }
 
@@ -151,7 +159,7 @@ pub(crate) async fn bucket(
 impl NatsStore {
     /// Opens (or creates) the buckets of `config` on `js`.
     pub async fn open(js: &jetstream::Context, config: &ClusterConfig) -> Result<Self, StoreError> {
-        let owners = bucket(
+        let mut owners = bucket(
             js,
             kv::Config {
                 bucket: config.owners_bucket.clone(),
@@ -177,9 +185,18 @@ impl NatsStore {
             },
         )
         .await?;
+        let atomic = group_commit::allow_atomic(js, &mut owners).await;
+        let writes = GroupCommit::spawn(
+            owners.clone(),
+            js.client(),
+            config.op_timeout,
+            atomic.then_some(config.atomic_batch_min.max(2)),
+            config.stats.clone(),
+        );
         Ok(Self {
             owners,
             replicas,
+            writes,
             timeout: config.op_timeout,
         })
     }
@@ -256,14 +273,9 @@ impl OwnershipStore for NatsStore {
     }
 
     async fn create(&self, key: &str, record: &OwnerRecord) -> Result<u64, WriteError> {
-        match self
-            .bounded(self.owners.create(key, record.encode()))
-            .await?
-        {
-            Ok(revision) => Ok(revision),
-            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Err(WriteError::Conflict),
-            Err(e) => Err(engine(e).into()),
-        }
+        (self.writes)
+            .write(key, record.encode(), 0, self.timeout)
+            .await
     }
 
     async fn update(
@@ -272,16 +284,9 @@ impl OwnershipStore for NatsStore {
         record: &OwnerRecord,
         expected: u64,
     ) -> Result<u64, WriteError> {
-        match self
-            .bounded(self.owners.update(key, record.encode(), expected))
-            .await?
-        {
-            Ok(revision) => Ok(revision),
-            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                Err(WriteError::Conflict)
-            }
-            Err(e) => Err(engine(e).into()),
-        }
+        (self.writes)
+            .write(key, record.encode(), expected, self.timeout)
+            .await
     }
 
     async fn replica_alive(&self, replica: &str) -> Result<bool, StoreError> {

@@ -32,6 +32,12 @@ pub struct ClusterStats {
     reconciles: AtomicU64,
     events_retried: AtomicU64,
     events_outbox: AtomicU64,
+    owner_writes: AtomicU64,
+    owner_batches: AtomicU64,
+    owner_batched_writes: AtomicU64,
+    owner_single_writes: AtomicU64,
+    owner_batches_refused: AtomicU64,
+    owner_largest_batch: AtomicU64,
 }
 
 /// The counters at one moment.
@@ -90,6 +96,29 @@ pub struct ClusterSnapshot {
     pub watch_restarts: u64,
     /// Reconciles run (periodic, after a watch restart, after a reconnect).
     pub reconciles: u64,
+    /// Ownership records written (claims and releases), by the group commit.
+    pub owner_writes: u64,
+    /// Atomic batches of them sent to the engine (one durable commit each).
+    pub owner_batches: u64,
+    /// Writes that went in those batches.
+    pub owner_batched_writes: u64,
+    /// Writes sent on their own (a small group, or a refused batch's writes again).
+    pub owner_single_writes: u64,
+    /// Batches the engine refused (nothing stored): their writes went one by one.
+    pub owner_batches_refused: u64,
+    /// The most writes one batch carried.
+    pub owner_largest_batch: u64,
+}
+
+impl ClusterSnapshot {
+    /// Durable commits the engine made per ownership record written: 1.0 when every
+    /// write went on its own, lower the more writes shared a batch.
+    pub fn commits_per_owner_write(&self) -> f64 {
+        if self.owner_writes == 0 {
+            return 0.0;
+        }
+        (self.owner_batches + self.owner_single_writes) as f64 / self.owner_writes as f64
+    }
 }
 
 fn add(counter: &AtomicU64) {
@@ -124,6 +153,12 @@ impl ClusterStats {
             reconciles: get(&self.reconciles),
             events_retried: get(&self.events_retried),
             events_outbox: get(&self.events_outbox),
+            owner_writes: get(&self.owner_writes),
+            owner_batches: get(&self.owner_batches),
+            owner_batched_writes: get(&self.owner_batched_writes),
+            owner_single_writes: get(&self.owner_single_writes),
+            owner_batches_refused: get(&self.owner_batches_refused),
+            owner_largest_batch: get(&self.owner_largest_batch),
         }
     }
 
@@ -220,5 +255,22 @@ impl ClusterStats {
     }
     pub(crate) fn outbox(&self, len: usize) {
         self.events_outbox.store(len as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn owner_writes(&self, n: usize) {
+        self.owner_writes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn owner_batch(&self, n: usize) {
+        add(&self.owner_batches);
+        self.owner_batched_writes
+            .fetch_add(n as u64, Ordering::Relaxed);
+        self.owner_largest_batch
+            .fetch_max(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn owner_singles(&self, n: usize) {
+        self.owner_single_writes
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn owner_batch_refused(&self) {
+        add(&self.owner_batches_refused);
     }
 }

@@ -46,6 +46,19 @@ pub struct ClusterArgs {
     )]
     pub cluster_reconcile_ms: u64,
 
+    /// The fewest claims and releases written to the engine as one atomic batch (one
+    /// durable commit for the group): writes that arrive while earlier ones are in
+    /// flight wait and go together. Smaller groups go one write each, which costs
+    /// less below about two dozen.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = iop_cluster::group_commit::ATOMIC_MIN as u64,
+        value_parser = clap::value_parser!(u64).range(2..=1_000),
+        requires = "cluster"
+    )]
+    pub cluster_batch_min: u64,
+
     /// PEM file of the CA that signs the NATS server's certificate: TLS to NATS.
     #[arg(long, value_name = "FILE", requires = "cluster")]
     pub cluster_ca: Option<PathBuf>,
@@ -186,6 +199,8 @@ impl ClusterArgs {
         config.bucket_replicas = self.cluster_replicas.clamp(1, 5);
         config.holder.reconcile_every =
             std::time::Duration::from_millis(self.cluster_reconcile_ms.max(1_000));
+        config.atomic_batch_min =
+            usize::try_from(self.cluster_batch_min.max(2)).unwrap_or(usize::MAX);
         Ok(Some(config))
     }
 

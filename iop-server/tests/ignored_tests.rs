@@ -7,6 +7,7 @@ use std::path::Path;
 
 const REASONS: &[&str] = &[
     "#[ignore = \"needs nats-server 2.10+: scripts/test.sh runs it\"]",
+    "#[ignore = \"needs nats-server 2.12+: scripts/test.sh runs it\"]",
     "#[ignore = \"needs Chromium and chromedriver: scripts/test.sh runs it\"]",
     "#[ignore = \"needs Python with protobuf and grpcio-tools: scripts/test.sh runs it\"]",
 ];

@@ -38,7 +38,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("server") => server(args[1].parse()?, &args[2], &args[3]),
+        Some("server") => server(args[1].parse()?, &args[2], &args[3], args[4].parse()?),
         Some("edges") => {
             fleet::run_edges_as_shipped(args[1].parse()?, args[2].parse()?, &args[3])?;
             Ok(())
@@ -56,14 +56,28 @@ struct Storm {
     /// Hellos refused (per-address cap, pending cap, claims the engine could not
     /// take in time) over the whole storm.
     refused: u64,
+    /// Ownership records written, and the engine commits they took (atomic batches
+    /// plus single writes).
+    writes: u64,
+    commits: u64,
+    /// The most writes one batch carried.
+    largest: u64,
 }
 
 fn orchestrate(n: usize) -> Result<(), BoxError> {
     let config =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nats/nats-server.conf");
     let nats = NatsServer::try_start_with_config(&config)?;
-    let alone = storm(n, 1, "-")?;
-    let cluster = storm(n, REPLICAS, &nats.url())?;
+    let alone = storm(n, 1, "-", 0)?;
+    let cluster = storm(
+        n,
+        REPLICAS,
+        &nats.url(),
+        iop_cluster::group_commit::ATOMIC_MIN,
+    )?;
+    // The same with every claim written on its own (no atomic batches), for the
+    // group commit's share.
+    let singles = storm(n, REPLICAS, &nats.url(), usize::MAX)?;
     let mut table = Table::new(
         format!(
             "{n} Edges reconnecting at once from one address, every flag at its default (127.0.0.1, 2 tokio workers per process)"
@@ -111,13 +125,45 @@ fn orchestrate(n: usize) -> Result<(), BoxError> {
         "—",
         None,
     ));
+    table.push(Row::new(
+        "engine commits per ownership write (batches reached: largest)",
+        format!(
+            "{:.3} ({} writes, largest batch {})",
+            cluster.commits as f64 / cluster.writes.max(1) as f64,
+            cluster.writes,
+            cluster.largest
+        ),
+        "—",
+        "—",
+        "—",
+        None,
+    ));
+    table.push(Row::new(
+        "the same replicas writing every claim on its own: time until all enrolled",
+        secs(&singles),
+        secs(&alone),
+        match (singles.all, alone.all) {
+            (Some(c), Some(a)) => format!("{:.2}", c / a),
+            _ => "—".into(),
+        },
+        "—",
+        None,
+    ));
+    table.push(Row::new(
+        "the same, hellos refused per enrolled Edge",
+        format!("{:.2}", per(&singles)),
+        format!("{:.2}", per(&alone)),
+        "—",
+        "—",
+        None,
+    ));
     println!("{table}");
     Ok(())
 }
 
 /// `n` Edges storming `replicas` Control Planes (on `url`, or alone with `-`), each
 /// replica's share from a process of its own.
-fn storm(n: usize, replicas: usize, url: &str) -> Result<Storm, BoxError> {
+fn storm(n: usize, replicas: usize, url: &str, batch_min: usize) -> Result<Storm, BoxError> {
     let share = n / replicas;
     let mut servers = Vec::new();
     let mut addrs = Vec::new();
@@ -132,6 +178,7 @@ fn storm(n: usize, replicas: usize, url: &str) -> Result<Storm, BoxError> {
             count.to_string(),
             url.into(),
             format!("cp-{i}"),
+            batch_min.to_string(),
         ])?;
         addrs.push((s.expect("addr")?, count));
         servers.push(s);
@@ -150,9 +197,15 @@ fn storm(n: usize, replicas: usize, url: &str) -> Result<Storm, BoxError> {
         all: Some(0.0),
         at_minute: 0,
         refused: 0,
+        writes: 0,
+        commits: 0,
+        largest: 0,
     };
     for s in &mut servers {
-        let [all, at_minute, refused] = s.numbers("storm")?;
+        let [all, at_minute, refused, writes, commits, largest] = s.numbers("storm")?;
+        storm.writes += writes as u64;
+        storm.commits += commits as u64;
+        storm.largest = storm.largest.max(largest as u64);
         storm.all = match (storm.all, all) {
             (Some(t), all) if all >= 0.0 => Some(t.max(all)),
             _ => None,
@@ -166,13 +219,18 @@ fn storm(n: usize, replicas: usize, url: &str) -> Result<Storm, BoxError> {
 }
 
 /// A Control Plane for `n` Edges with every default, alone (`url` `-`) or replica
-/// `id` on `url`; reports its address, then `storm SECONDS_TO_ALL AT_MINUTE REFUSED`
-/// (seconds −1: not all within [`BOUND`]).
-fn server(n: usize, url: &str, id: &str) -> Result<(), BoxError> {
+/// `id` on `url` (atomic batches of at least `batch_min` claims); reports its address,
+/// then `storm SECONDS_TO_ALL AT_MINUTE REFUSED WRITES COMMITS LARGEST_BATCH` (seconds
+/// −1: not all within [`BOUND`]).
+fn server(n: usize, url: &str, id: &str, batch_min: usize) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let cluster = (url != "-").then(|| ClusterConfig::new(id));
+        let cluster = (url != "-").then(|| {
+            let mut cluster = ClusterConfig::new(id);
+            cluster.atomic_batch_min = batch_min;
+            cluster
+        });
         let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
         if let Some(cluster) = &cluster {
             cluster.configure(&mut config);
@@ -206,9 +264,15 @@ fn server(n: usize, url: &str, id: &str) -> Result<(), BoxError> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let stats = cp.stats();
-        let unavailable = replica
-            .as_ref()
-            .map_or(0, |r| r.stats().snapshot().claims_unavailable);
+        let snapshot = replica.as_ref().map(|r| r.stats().snapshot());
+        let unavailable = snapshot.map_or(0, |s| s.claims_unavailable);
+        let (writes, commits, largest) = snapshot.map_or((0, 0, 0), |s| {
+            (
+                s.owner_writes,
+                s.owner_batches + s.owner_single_writes,
+                s.owner_largest_batch,
+            )
+        });
         let refused = stats.pending_hellos_refused + stats.connections_refused + unavailable;
         eprintln!(
             "{id}: {n} Edges: all enrolled after {all:?} s; refused at the address cap {}, at the pending cap {}, claims unavailable {unavailable}, hello timeouts {}",
@@ -217,7 +281,7 @@ fn server(n: usize, url: &str, id: &str) -> Result<(), BoxError> {
         report(
             "storm",
             format!(
-                "{} {} {refused}",
+                "{} {} {refused} {writes} {commits} {largest}",
                 all.unwrap_or(-1.0),
                 at_minute.unwrap_or(stats.live_sessions)
             ),

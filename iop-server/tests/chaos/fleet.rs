@@ -183,6 +183,10 @@ impl Fleet {
                 &servers.to_string(),
                 "--cluster-reconcile-ms",
                 &RECONCILE.as_millis().to_string(),
+                // Every group of claims and releases goes as one atomic batch, so the
+                // faults land on the batched path (a default group needs a crowd).
+                "--cluster-batch-min",
+                "2",
                 "--heartbeat-interval-ms",
                 "1000",
                 "--log-level",

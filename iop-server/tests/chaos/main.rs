@@ -50,6 +50,9 @@ struct Report {
     retries: usize,
     sessions: usize,
     events: usize,
+    /// Atomic batches of claims and releases the replicas alive at the end wrote, and
+    /// the writes they carried (a killed replica's counters went with it).
+    batches: (u64, u64),
     violations: Vec<String>,
 }
 
@@ -71,7 +74,7 @@ fn tally(reports: &[Report]) -> Tally {
 impl Report {
     fn print(&self, origin: Instant) {
         println!(
-            "== seed {} ({} NATS server{}): {} faults, {} commands answered ({} unanswered, {} retries), {} sessions, {} events, {} violations",
+            "== seed {} ({} NATS server{}): {} faults, {} commands answered ({} unanswered, {} retries), {} sessions, {} events, {} claim batches ({} writes), {} violations",
             self.seed,
             self.servers,
             if self.servers == 1 { "" } else { "s" },
@@ -81,6 +84,8 @@ impl Report {
             self.retries,
             self.sessions,
             self.events,
+            self.batches.0,
+            self.batches.1,
             self.violations.len()
         );
         let mut faults = self.faults.clone();
@@ -192,6 +197,7 @@ fn run(seed: u64, engine: Engine) -> Report {
         retries: history.retries,
         sessions: sessions.len(),
         events,
+        batches: owner_batches(&admins),
         violations,
     };
     report.print(origin);
@@ -203,6 +209,32 @@ fn run(seed: u64, engine: Engine) -> Report {
         println!("   logs kept in {}", dir.display());
     }
     report
+}
+
+/// The atomic batches of ownership writes the replicas at `admins` count on `/metrics`,
+/// and the writes they carried.
+fn owner_batches(admins: &[std::net::SocketAddr]) -> (u64, u64) {
+    let mut sum = (0, 0);
+    for admin in admins {
+        let Some((200, text)) =
+            http::request(*admin, "GET", "/metrics", None, Duration::from_secs(2))
+        else {
+            continue;
+        };
+        for line in text.lines() {
+            let value = |name: &str| {
+                line.strip_prefix(name)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(v) = value("iop_cluster_owner_batches_total ") {
+                sum.0 += v;
+            }
+            if let Some(v) = value("iop_cluster_owner_batched_writes_total ") {
+                sum.1 += v;
+            }
+        }
+    }
+    sum
 }
 
 /// Fails, saying how to install it, without a nats-server.

@@ -23,6 +23,12 @@ pub(super) fn encode_cluster(
     )?;
     gauge(
         e,
+        "iop_cluster_owner_largest_batch",
+        "The most ownership writes one atomic batch carried.",
+        c.owner_largest_batch,
+    )?;
+    gauge(
+        e,
         "iop_cluster_fenced",
         "1 once another process took this replica's liveness entry (same --replica-id): it decides no more claims.",
         u8::from(c.fenced),
@@ -33,7 +39,7 @@ pub(super) fn encode_cluster(
         "Events waiting in this replica's outbox for the fleet's stream.",
         c.events_outbox,
     )?;
-    let counters: [(&str, &str, u64); 19] = [
+    let counters: [(&str, &str, u64); 24] = [
         (
             "iop_cluster_commands_recorded",
             "Command records written to the cluster engine.",
@@ -128,6 +134,31 @@ pub(super) fn encode_cluster(
             "iop_cluster_reconciles",
             "Ownership reconciles run (periodic, after a watch restart, after a reconnect).",
             c.reconciles,
+        ),
+        (
+            "iop_cluster_owner_writes",
+            "Ownership records written (claims and releases), through the group commit.",
+            c.owner_writes,
+        ),
+        (
+            "iop_cluster_owner_batches",
+            "Atomic batches of ownership writes sent to the engine (one durable commit each).",
+            c.owner_batches,
+        ),
+        (
+            "iop_cluster_owner_batched_writes",
+            "Ownership writes that went in an atomic batch.",
+            c.owner_batched_writes,
+        ),
+        (
+            "iop_cluster_owner_single_writes",
+            "Ownership writes sent on their own (a small group, or a refused batch's writes again).",
+            c.owner_single_writes,
+        ),
+        (
+            "iop_cluster_owner_batches_refused",
+            "Atomic batches the engine refused, storing nothing; their writes went one by one.",
+            c.owner_batches_refused,
         ),
     ];
     for (name, help, value) in counters {
