@@ -156,6 +156,12 @@ fn past_the_pending_hello_cap_a_connection_is_told_overloaded() {
     assert_eq!(reason, GoAwayReason::Overloaded as i32);
     assert!((200..400).contains(&retry), "{retry}");
     assert_eq!(t.cp.stats().pending_hellos_refused, 1);
+    // 100 ms on, the burst's first hellos still unanswered (each waiting on a durable
+    // claim, say): no rate yet, but no stall either — still back soon.
+    t.advance(Duration::from_millis(100));
+    let slow = t.connect();
+    let (_, retry) = go_away(&t.take_frames(slow)).unwrap();
+    assert!((200..1_000).contains(&retry), "{retry}");
     // Nothing accepted for over a second: whatever holds the hellos is no burst, and
     // the refusal names the full `retry_after_overloaded`.
     t.advance(Duration::from_millis(1_100));

@@ -9,8 +9,10 @@
 //! acceptance apart at the rate hellos were accepted lately (plus up to an eighth,
 //! by the connection), and between [`MIN_RETRY_AFTER_BURST`] and
 //! `retry_after_overloaded` (in the first moments of a burst, before any rate is
-//! measured, the least). A Control Plane that has accepted nothing for a while (a
-//! cluster engine down, say) keeps the full `retry_after_overloaded`.
+//! measured, the least). A Control Plane that has accepted nothing for a whole
+//! window while connections kept arriving (a cluster engine down, say) keeps the
+//! full `retry_after_overloaded`; one whose first hellos of a burst are merely slow
+//! (each waiting on a durable claim) is not taken for it.
 
 use std::time::Duration;
 
@@ -35,11 +37,29 @@ pub(crate) struct HelloRate {
     per_sec: u64,
     /// When the next connection refused in a burst is to come back.
     next_slot: Option<Instant>,
+    /// The running total of sessions at the last observation.
+    accepted: u64,
+    /// When the last observation was.
+    last_seen: Option<Instant>,
+    /// The last sign of progress: a session accepted since the observation before, or
+    /// the first connection after a quiet window with no hello pending (the start of
+    /// a burst).
+    progress_at: Option<Instant>,
 }
 
 impl HelloRate {
-    /// Moves the windows on to `now`; `accepted` is the running total of sessions.
-    pub(crate) fn observe(&mut self, now: Instant, accepted: u64) {
+    /// Moves the windows on to `now`; `accepted` is the running total of sessions,
+    /// `pending` the hellos awaited now.
+    pub(crate) fn observe(&mut self, now: Instant, accepted: u64, pending: usize) {
+        let quiet = pending == 0
+            && self
+                .last_seen
+                .is_none_or(|seen| now.saturating_duration_since(seen) >= WINDOW);
+        if accepted > self.accepted || quiet {
+            self.progress_at = Some(now);
+        }
+        self.accepted = accepted;
+        self.last_seen = Some(now);
         let Some(start) = self.window_start else {
             self.window_start = Some(now);
             self.at_start = accepted;
@@ -51,6 +71,12 @@ impl HelloRate {
             self.window_start = Some(now);
             self.at_start = accepted;
         }
+    }
+
+    /// Connections have kept arriving for a whole window and none was accepted.
+    fn stalled(&self, now: Instant) -> bool {
+        self.progress_at
+            .is_some_and(|at| now.saturating_duration_since(at) >= WINDOW)
     }
 
     /// The rate now: the current window's when it says enough, else the last one's;
@@ -78,8 +104,11 @@ impl ControlPlane {
         let max = self.config.retry_after_overloaded;
         let least = MIN_RETRY_AFTER_BURST.min(max);
         let slot = match self.hello_rate.now(now, self.stats.sessions_accepted) {
-            // Nothing accepted for a while: whatever holds the hellos, not a burst.
-            Some(0) => return max,
+            // Nothing accepted for a whole window: whatever holds the hellos, not a
+            // burst.
+            Some(0) if self.hello_rate.stalled(now) => return max,
+            // Nothing accepted yet in a burst's first window: too early to measure.
+            Some(0) => now + least,
             Some(rate) => {
                 // After the hellos pending now, and after every connection refused
                 // before this one, each one acceptance apart.
@@ -114,17 +143,46 @@ mod tests {
     fn the_rate_comes_from_the_current_window_or_the_last_whole_one() {
         let mut r = HelloRate::default();
         let t0 = Instant::from_millis(1_000);
-        r.observe(t0, 0);
+        r.observe(t0, 0, 0);
         assert_eq!(r.now(t0, 0), None, "nothing measured yet");
         assert_eq!(r.now(t0 + Duration::from_millis(100), 500), Some(5_000));
-        r.observe(t0 + Duration::from_millis(1_000), 2_000);
+        r.observe(t0 + Duration::from_millis(1_000), 2_000, 0);
         assert_eq!(r.per_sec, 2_000);
         // A new window too young to say falls back to the last whole one.
         assert_eq!(r.now(t0 + Duration::from_millis(1_005), 2_000), Some(2_000));
         // Nothing accepted for long enough is a rate of 0.
-        r.observe(t0 + Duration::from_millis(5_000), 2_000);
+        r.observe(t0 + Duration::from_millis(5_000), 2_000, 0);
         assert_eq!(r.now(t0 + Duration::from_millis(5_100), 2_000), Some(0));
         // ...except in a window just begun after the quiet one: a burst may start.
         assert_eq!(r.now(t0 + Duration::from_millis(5_001), 2_000), None);
+    }
+
+    #[test]
+    fn a_burst_whose_first_hellos_are_slow_is_not_taken_for_a_stall() {
+        let mut r = HelloRate::default();
+        let t0 = Instant::from_millis(1_000);
+        let ms = |n| t0 + Duration::from_millis(n);
+        // A burst begins after a quiet time; its first hellos wait on their claims for
+        // 100 ms: a rate of 0, but not a stall.
+        r.observe(t0, 0, 0);
+        for n in 1..=100 {
+            r.observe(ms(n), 0, n as usize);
+        }
+        assert_eq!(r.now(ms(100), 0), Some(0));
+        assert!(!r.stalled(ms(100)));
+        // Still nothing after a whole window of arrivals: stalled (the engine is down).
+        for n in 101..=300 {
+            r.observe(ms(n), 0, n as usize);
+        }
+        assert!(r.stalled(ms(300)));
+        // One accepted: progress again.
+        r.observe(ms(301), 1, 299);
+        assert!(!r.stalled(ms(400)));
+        // Quiet for a second with hellos still pending: still stalled.
+        r.observe(ms(1_400), 1, 299);
+        assert!(r.stalled(ms(1_450)));
+        // A quiet window with nothing pending, then a new connection: a new burst.
+        r.observe(ms(3_000), 1, 0);
+        assert!(!r.stalled(ms(3_100)));
     }
 }

@@ -59,7 +59,8 @@ impl ControlPlane {
             return Err(ConnectionIdInUse(conn));
         }
         self.stats.connections_accepted += 1;
-        self.hello_rate.observe(now, self.stats.sessions_accepted);
+        self.hello_rate
+            .observe(now, self.stats.sessions_accepted, self.pending_hellos);
         let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
         let over = refuse || self.conns.len() >= self.config.max_connections || hellos_full;
         let session = Session::new(conn, now, &self.config, identity);
