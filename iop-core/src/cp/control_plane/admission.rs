@@ -6,10 +6,11 @@
 //! all been told `retry_after_overloaded` (10 s), a burst that the Control Plane
 //! drains in a second would take ten. Such a refusal instead names a turn: after the
 //! hellos pending now and after every connection refused before it, each one
-//! acceptance apart at the rate hellos were accepted lately (plus up to an eighth,
-//! by the connection), and between [`MIN_RETRY_AFTER_BURST`] and
-//! `retry_after_overloaded` (in the first moments of a burst, before any rate is
-//! measured, the least). A Control Plane that has accepted nothing for a whole
+//! acceptance apart at half as fast again as hellos were accepted lately (the rate
+//! the turns let arrive can then grow to what the Control Plane takes; plus up to an
+//! eighth, by the connection), and between [`MIN_RETRY_AFTER_BURST`] and
+//! `retry_after_overloaded` (in the first moments of a burst, before a rate is
+//! measured over at least 32 acceptances, the least). A Control Plane that has accepted nothing for a whole
 //! window while connections kept arriving (a cluster engine down, say) keeps the
 //! full `retry_after_overloaded`; one whose first hellos of a burst are merely slow
 //! (each waiting on a durable claim) is not taken for it.
@@ -26,6 +27,10 @@ use crate::cp::ids::ConnectionId;
 const WINDOW: Duration = Duration::from_millis(250);
 /// A window shorter than this says too little of the rate.
 const MIN_SAMPLE: Duration = Duration::from_millis(20);
+/// Nor does one with fewer acceptances: two hellos in the first 150 ms of a burst
+/// whose claims are slow to start would read as 13 a second, and name every refused
+/// connection the longest wait.
+const MIN_COUNT: u64 = 32;
 
 /// Hellos accepted per second, over the last whole window and the current one.
 #[derive(Debug, Default)]
@@ -67,7 +72,12 @@ impl HelloRate {
         };
         let elapsed = now.saturating_duration_since(start);
         if elapsed >= WINDOW {
-            self.per_sec = per_sec(accepted - self.at_start, elapsed);
+            let count = accepted - self.at_start;
+            self.per_sec = if count >= MIN_COUNT {
+                per_sec(count, elapsed)
+            } else {
+                0
+            };
             self.window_start = Some(now);
             self.at_start = accepted;
         }
@@ -79,16 +89,18 @@ impl HelloRate {
             .is_some_and(|at| now.saturating_duration_since(at) >= WINDOW)
     }
 
-    /// The rate now: the current window's when it says enough, else the last one's;
-    /// `None` when neither says anything yet (a window just begun after a quiet one:
-    /// the start of a burst).
+    /// The rate now: the current window's when it says enough, else the last whole
+    /// one's; `None` when neither says enough (the start of a burst, or too few
+    /// acceptances to measure).
     fn now(&self, now: Instant, accepted: u64) -> Option<u64> {
         let start = self.window_start?;
         let elapsed = now.saturating_duration_since(start);
-        if elapsed < MIN_SAMPLE {
-            return (self.per_sec > 0).then_some(self.per_sec);
+        let count = accepted - self.at_start;
+        let last = (self.per_sec > 0).then_some(self.per_sec);
+        if elapsed < MIN_SAMPLE || count < MIN_COUNT {
+            return last;
         }
-        Some(per_sec(accepted - self.at_start, elapsed).max(self.per_sec))
+        Some(per_sec(count, elapsed).max(self.per_sec))
     }
 }
 
@@ -103,13 +115,18 @@ impl ControlPlane {
     pub(super) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
         let max = self.config.retry_after_overloaded;
         let least = MIN_RETRY_AFTER_BURST.min(max);
+        // Nothing accepted for a whole window while connections kept coming: whatever
+        // holds the hellos (an engine down, say), not a burst.
+        if self.hello_rate.stalled(now) {
+            return max;
+        }
         let slot = match self.hello_rate.now(now, self.stats.sessions_accepted) {
-            // Nothing accepted for a whole window: whatever holds the hellos, not a
-            // burst.
-            Some(0) if self.hello_rate.stalled(now) => return max,
-            // Nothing accepted yet in a burst's first window: too early to measure.
-            Some(0) => now + least,
-            Some(rate) => {
+            Some(measured) if measured > 0 => {
+                // Turns at half as fast again as measured: what a storm's turns let
+                // arrive bounds the rate measured next, so turns at the measured rate
+                // would hold the drain to the rate of its first moments however fast
+                // the Control Plane could go; a little faster lets it grow each window.
+                let rate = measured + measured / 2;
                 // After the hellos pending now, and after every connection refused
                 // before this one, each one acceptance apart.
                 let drain = Duration::from_micros(
@@ -124,8 +141,8 @@ impl ControlPlane {
                 self.hello_rate.next_slot = Some(slot + Duration::from_micros(1_000_000 / rate));
                 slot
             }
-            // The first moments of a burst: too early to measure.
-            None => now + least,
+            // The first moments of a burst, or too few acceptances to measure.
+            _ => now + least,
         };
         let wait = slot.saturating_duration_since(now);
         // Up to an eighth more, from the connection id (and the process's command-id
@@ -150,11 +167,11 @@ mod tests {
         assert_eq!(r.per_sec, 2_000);
         // A new window too young to say falls back to the last whole one.
         assert_eq!(r.now(t0 + Duration::from_millis(1_005), 2_000), Some(2_000));
-        // Nothing accepted for long enough is a rate of 0.
-        r.observe(t0 + Duration::from_millis(5_000), 2_000, 0);
-        assert_eq!(r.now(t0 + Duration::from_millis(5_100), 2_000), Some(0));
-        // ...except in a window just begun after the quiet one: a burst may start.
-        assert_eq!(r.now(t0 + Duration::from_millis(5_001), 2_000), None);
+        // A window with too few acceptances says nothing of the rate.
+        r.observe(t0 + Duration::from_millis(5_000), 2_010, 0);
+        assert_eq!(r.per_sec, 0);
+        assert_eq!(r.now(t0 + Duration::from_millis(5_100), 2_020), None);
+        assert_eq!(r.now(t0 + Duration::from_millis(5_100), 2_050), Some(400));
     }
 
     #[test]
@@ -168,7 +185,7 @@ mod tests {
         for n in 1..=100 {
             r.observe(ms(n), 0, n as usize);
         }
-        assert_eq!(r.now(ms(100), 0), Some(0));
+        assert_eq!(r.now(ms(100), 0), None, "no rate yet");
         assert!(!r.stalled(ms(100)));
         // Still nothing after a whole window of arrivals: stalled (the engine is down).
         for n in 101..=300 {
