@@ -93,6 +93,8 @@ impl ClusterConfig {
         let connected = self.connected.clone();
         async_nats::ConnectOptions::new()
             .name(format!("iop-control-plane {}", self.replica_id))
+            // Its replies arrive where only it may read (crate::permissions).
+            .custom_inbox_prefix(crate::permissions::replica_inbox_prefix(&self.replica_id))
             .ping_interval(self.engine_ping)
             .event_callback(move |event| {
                 let connected = connected.clone();

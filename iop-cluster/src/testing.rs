@@ -52,7 +52,11 @@ impl Accounts {
         );
         let text = format!(
             "jetstream {{\n  store_dir: \"unused\"\n}}\n{}\naccounts {{\n  IOP: {{\n    jetstream: enabled\n    users: [\n      {{ nkey: {}, permissions: $IOP_REPLICA }}\n      {{ nkey: {}, permissions: $IOP_OBSERVER }}\n      {{ nkey: {} }}\n    ]\n  }}\n  APPS: {{\n    users: [\n      {{ nkey: {} }}\n    ]\n  }}\n}}\n",
-            crate::permissions::config_block(&crate::ClusterConfig::new("test")),
+            // One user for every replica of a test, whatever its id.
+            crate::permissions::block(
+                &crate::ClusterConfig::new("test"),
+                &[("IOP_REPLICA".to_owned(), "*".to_owned())]
+            ),
             replica.public_key(),
             observer.public_key(),
             admin.public_key(),
@@ -146,11 +150,12 @@ impl NatsServer {
         }
     }
 
-    /// A client of this server, as a replica connects.
+    /// A client of this server, as a replica connects (replies under a replica's
+    /// inbox prefix, which the replicas' user of a test may read whatever its id).
     pub async fn connect(&self) -> Result<async_nats::Client, async_nats::ConnectError> {
-        self.authorize(async_nats::ConnectOptions::new())
-            .connect(self.url())
-            .await
+        let options = async_nats::ConnectOptions::new()
+            .custom_inbox_prefix(crate::permissions::replica_inbox_prefix("test"));
+        self.authorize(options).connect(self.url()).await
     }
 
     /// Starts `n` servers forming one NATS cluster on loopback (routes between them,

@@ -73,7 +73,9 @@ fn cluster_permissions_prints_the_block_the_example_holds() {
     assert!(out.status.success());
     let block = String::from_utf8(out.stdout).unwrap();
     assert!(
-        block.contains("IOP_REPLICA = {") && block.contains("IOP_OBSERVER = {"),
+        block.contains("IOP_REPLICA_A = {")
+            && block.contains("IOP_REPLICA_C = {")
+            && block.contains("IOP_OBSERVER = {"),
         "{block}"
     );
     assert!(std::fs::read_to_string(ACCOUNTS).unwrap().contains(&block));
@@ -101,7 +103,7 @@ fn a_replica_with_its_own_nkey_works_on_the_example_engine_and_no_other_starts()
         "--cluster",
         &url,
         "--replica-id",
-        "cp-a",
+        "a",
         "--cluster-nkey",
         seed,
     ]);

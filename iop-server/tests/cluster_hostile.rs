@@ -84,8 +84,9 @@ async fn a_flood_of_routed_requests_is_answered_busy_past_the_cap_and_waits_no_l
             .build()
             .unwrap();
         rt.block_on(async {
-            // Another replica: the replicas' credentials.
-            let options = async_nats::ConnectOptions::new();
+            // Another replica: the replicas' credentials, a replica's inbox.
+            let options = async_nats::ConnectOptions::new()
+                .custom_inbox_prefix(iop_cluster::permissions::replica_inbox_prefix("flood"));
             let options = match seed {
                 Some(seed) => options.nkey(seed),
                 None => options,

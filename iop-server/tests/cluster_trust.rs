@@ -74,11 +74,58 @@ impl Users {
     }
 
     async fn client(&self, name: &str, url: &str) -> Result<async_nats::Client, String> {
-        async_nats::ConnectOptions::new()
-            .nkey(self.seed(name))
+        self.options(name)
             .connect(url)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    fn options(&self, name: &str) -> async_nats::ConnectOptions {
+        let options = async_nats::ConnectOptions::new().nkey(self.seed(name));
+        if name == "OBSERVER" {
+            options.custom_inbox_prefix(iop_cluster::permissions::OBSERVER_INBOX_PREFIX)
+        } else {
+            options
+        }
+    }
+
+    /// Whether user `name` is refused a subscription to `subject` (the server says
+    /// so), and received nothing on it while `meanwhile` ran.
+    async fn cannot_read(
+        &self,
+        name: &str,
+        url: &str,
+        subject: &str,
+        meanwhile: impl std::future::Future<Output = ()>,
+    ) -> bool {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = self
+            .options(name)
+            .event_callback(move |event| {
+                let tx = tx.clone();
+                async move {
+                    if let async_nats::Event::ServerError(e) = event {
+                        let _ = tx.send(e.to_string());
+                    }
+                }
+            })
+            .connect(url)
+            .await
+            .unwrap();
+        let mut sub = client.subscribe(subject.to_owned()).await.unwrap();
+        client.flush().await.unwrap();
+        let refused = bounded("the server's refusal", async {
+            loop {
+                let e = rx.recv().await.expect("events");
+                if e.contains("Permissions Violation") && e.contains(subject) {
+                    return true;
+                }
+            }
+        })
+        .await;
+        meanwhile.await;
+        let got = tokio::time::timeout(Duration::from_millis(500), sub.next()).await;
+        refused && !matches!(got, Ok(Some(_)))
     }
 }
 
@@ -115,7 +162,7 @@ fn connected(event: &CpEvent) -> Option<(&'static str, serde_json::Value)> {
 }
 
 /// The request the attacker sent: a command to `edge_id`'s session on
-/// replica `cp-a`, as a replica would route it.
+/// replica `a`, as a replica would route it.
 fn forged_command(edge_id: &str, session: u64) -> async_nats::Request {
     routed_command(edge_id, session, "edge.ping", None, Duration::from_secs(2))
 }
@@ -124,7 +171,10 @@ fn forged_command(edge_id: &str, session: u64) -> async_nats::Request {
 #[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
 fn the_example_grants_replicas_and_observers_exactly_the_generated_permissions() {
     let example = std::fs::read_to_string(EXAMPLE).unwrap();
-    let block = iop_cluster::permissions::config_block(&iop_cluster::ClusterConfig::new("a"));
+    let block = iop_cluster::permissions::config_block(
+        &iop_cluster::ClusterConfig::new("a"),
+        &["a", "b", "c"],
+    );
     assert!(
         example.contains(&block),
         "examples/nats/accounts.conf must hold `iop-control-plane cluster-permissions`'s block"
@@ -139,8 +189,8 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
     let nats = NatsServer::start_with_config(&config);
     let _ = std::fs::remove_file(&config);
     let url = nats.url();
-    let mut a = replica(&nats, &users, "cp-a", "REPLICA_A").await;
-    let b = replica(&nats, &users, "cp-b", "REPLICA_B").await;
+    let mut a = replica(&nats, &users, "a", "REPLICA_A").await;
+    let b = replica(&nats, &users, "b", "REPLICA_B").await;
     a.replica.publish_events(
         a.cp(),
         vec![CpEventKind::SessionAccepted],
@@ -156,7 +206,7 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
     let edge = counting_edge("edge-1", runs.clone())
         .connect(a.addr())
         .unwrap();
-    let session = bounded("edge-1 on cp-a", edge.connected())
+    let session = bounded("edge-1 on a", edge.connected())
         .await
         .unwrap()
         .session_id;
@@ -169,15 +219,15 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
         }
         other => panic!("{other:?}"),
     }
-    eventually("cp-b seeing cp-a's record", || {
+    eventually("b seeing a's record", || {
         router
             .other_replicas()
-            .contains(&"cp-a".to_owned())
+            .contains(&"a".to_owned())
             .then_some(())
     })
     .await;
     let sent = bounded(
-        "a command routed through cp-b",
+        "a command routed through b",
         router.command(
             "edge-1",
             CommandSpec::new("edge.ping"),
@@ -191,13 +241,13 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
         .await
         .unwrap();
     assert!(record.is_some(), "the command's record is in the engine");
-    bounded("a status through cp-b", router.status("edge-1", Vec::new()))
+    bounded("a status through b", router.status("edge-1", Vec::new()))
         .await
         .unwrap();
     let views = bounded("the fleet's views", router.remote_views()).await;
     let ids: Vec<&str> = views.iter().map(|v| v.view.edge_id.as_str()).collect();
     assert_eq!(ids, ["edge-1"]);
-    assert_eq!(views[0].replica.as_deref(), Some("cp-a"));
+    assert_eq!(views[0].replica.as_deref(), Some("a"));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 
     // Without credentials: refused at the door.
@@ -209,7 +259,7 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
     // Another account's user sees none of it: no replica answers, no bucket exists.
     let app = users.client("APP", &url).await.unwrap();
     let e = app
-        .send_request("iop.cluster.cp-a.edge", forged_command("edge-1", session))
+        .send_request("iop.cluster.a.edge", forged_command("edge-1", session))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), async_nats::RequestErrorKind::NoResponders, "{e}");
@@ -228,13 +278,13 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
     assert_eq!(entry.revision, session);
     assert!(
         observer
-            .send_request("iop.cluster.cp-a.edge", forged_command("edge-1", session))
+            .send_request("iop.cluster.a.edge", forged_command("edge-1", session))
             .await
             .is_err(),
         "a routed command from an observer is never answered"
     );
     let _ = observer
-        .publish("iop.cluster.cp-a.superseded", "edge-1".into())
+        .publish("iop.cluster.a.superseded", "edge-1".into())
         .await;
     assert!(
         tokio::time::timeout(
@@ -259,17 +309,54 @@ async fn replicas_with_their_own_nkeys_work_and_no_other_client_reaches_an_edge(
     let after = owners.entry("edge-1").await.unwrap().unwrap();
     assert_eq!(after.revision, session, "its record unchanged");
 
-    // A second process with the same id on cp-b supersedes it through the notice
+    // What is routed to a replica, and the replies to a replica's requests, are read
+    // by that replica alone: not by another replica's user, not by an observer.
+    let route = || async {
+        let sent = router
+            .command(
+                "edge-1",
+                CommandSpec::new("edge.ping"),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert!(sent.response.accepted);
+    };
+    assert!(
+        users
+            .cannot_read("REPLICA_B", &url, "iop.cluster.a.edge", route())
+            .await,
+        "replica b's user reads what is routed to a"
+    );
+    assert!(
+        users
+            .cannot_read("REPLICA_A", &url, "_INBOX_IOP.b.>", route())
+            .await,
+        "replica a's user reads b's replies"
+    );
+    for inbox in ["_INBOX_IOP.>", "_INBOX.>"] {
+        assert!(
+            users.cannot_read("OBSERVER", &url, inbox, route()).await,
+            "an observer reads the replies under {inbox}"
+        );
+    }
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        5,
+        "the routed commands ran once each"
+    );
+
+    // A second process with the same id on b supersedes it through the notice
     // subject, which the replicas may use.
     let second = counting_edge("edge-1", runs.clone())
         .connect(b.addr())
         .unwrap();
-    let moved = bounded("edge-1 on cp-b", second.connected())
+    let moved = bounded("edge-1 on b", second.connected())
         .await
         .unwrap()
         .session_id;
     assert!(moved > session);
-    eventually("cp-a to drop the superseded session", || {
+    eventually("a to drop the superseded session", || {
         (live_session(&a.cp(), "edge-1").is_none()).then_some(())
     })
     .await;

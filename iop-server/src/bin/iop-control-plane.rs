@@ -246,10 +246,17 @@ enum Command {
         #[arg(long = "edge-id", value_name = "ID")]
         edge_ids: Vec<String>,
     },
-    /// Prints the nats-server permission blocks a replica's NATS user and a read-only
-    /// observer's need (variables IOP_REPLICA and IOP_OBSERVER, as
-    /// examples/nats/accounts.conf uses them), to check an engine's configuration by.
-    ClusterPermissions,
+    /// Prints the nats-server permission blocks the replicas' NATS users and a
+    /// read-only observer's need (variables IOP_REPLICA_<ID> for each replica id given,
+    /// IOP_REPLICA_PUBLISH and IOP_OBSERVER, as examples/nats/accounts.conf uses them),
+    /// to check an engine's configuration by. Each replica reads only what is routed
+    /// to it and its own replies; an observer's client uses the inbox prefix
+    /// _INBOX_IOP_OBSERVER (`nats --inbox-prefix`).
+    ClusterPermissions {
+        /// The replicas' ids (their --replica-id), each a user of its own.
+        #[arg(value_name = "REPLICA_ID", default_values_t = ["a".to_owned(), "b".to_owned(), "c".to_owned()])]
+        replica_ids: Vec<String>,
+    },
     /// Writes a new NATS user NKey seed to FILE (mode 0600; an existing file is never
     /// overwritten), for --cluster-nkey, and prints its public key for the engine's
     /// configuration.
@@ -284,8 +291,10 @@ fn run(args: Args) -> Result<(), Failure> {
             }
             return Ok(());
         }
-        Some(Command::ClusterPermissions) => {
-            let block = iop_cluster::permissions::config_block(&ClusterConfig::new("replica"));
+        Some(Command::ClusterPermissions { replica_ids }) => {
+            let ids: Vec<&str> = replica_ids.iter().map(String::as_str).collect();
+            let block =
+                iop_cluster::permissions::config_block(&ClusterConfig::new("replica"), &ids);
             let _ = write!(std::io::stdout().lock(), "{block}");
             return Ok(());
         }
