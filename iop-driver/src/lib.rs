@@ -95,9 +95,10 @@ pub use clock::{Clock, process_seed};
 pub use cp::{
     CancelError, CommandFailure, CommandJournal, CommandRecord, CommandTracker, CommandUpdate,
     ControlPlaneHandle, ControlPlaneServer, DirectoryFactory, JobEdge, JobLauncher, JobObserver,
-    JobTracker, JournalError, LaunchFuture, LoadWatch, NoAnswer, RecordLimits, Recording,
-    SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Terminal,
-    TlsReloadError, TlsStats, WATCH_BATCH, WaitForEdgeError, WatchItem,
+    JobTracker, JournalError, LaunchFuture, LoadWatch, NoAnswer, ProxyHeaderError, ProxyProtocol,
+    ProxyRangeError, RecordLimits, Recording, SendCommandError, ServeError, ServerConfig,
+    StatusRequestError, SubscribeOptions, Terminal, TlsReloadError, TlsStats, WATCH_BATCH,
+    WaitForEdgeError, WatchItem,
 };
 pub use edge::{
     CommandContext, CommandResult, ConnectedError, DialError, EdgeClient, EdgeHandle, EdgeSession,

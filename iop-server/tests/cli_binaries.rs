@@ -41,6 +41,8 @@ fn help_explains_every_flag() {
                 "SIGHUP",
                 "hash-credential",
                 "gen-test-certs",
+                "--proxy-protocol-from",
+                "--cluster-batch-min",
             ][..],
         ),
         (
@@ -192,6 +194,25 @@ fn usage_errors_exit_2_with_a_clear_message() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("/nonexistent/secret"));
+
+    // A trusted-proxy range that is not one.
+    let out = run(
+        CP_BIN,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--proxy-protocol-from",
+            "10.0.0.0/33",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("10.0.0.0/33"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -114,9 +114,9 @@ pub use iop_driver::{
     CancelError, Clock, CommandContext, CommandFailure, CommandJournal, CommandRecord,
     CommandResult, CommandUpdate, ConnectedError, DialError, EdgeSession, HandlerFuture, JobEdge,
     JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture, NoAnswer, Notice,
-    RecordLimits, Recording, SendCommandError, ServeError, ServerConfig, StatusRequestError,
-    SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats, WATCH_BATCH,
-    WaitForEdgeError, WatchItem, process_seed,
+    ProxyHeaderError, ProxyProtocol, ProxyRangeError, RecordLimits, Recording, SendCommandError,
+    ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Subscription, Terminal,
+    TlsReloadError, TlsStats, WATCH_BATCH, WaitForEdgeError, WatchItem, process_seed,
 };
 
 /// A running Control Plane on smol.

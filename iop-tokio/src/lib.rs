@@ -117,9 +117,9 @@ pub use iop_driver::{
     CancelError, Clock, CommandContext, CommandFailure, CommandJournal, CommandRecord,
     CommandResult, CommandUpdate, ConnectedError, DialError, DirectoryFactory, EdgeSession,
     HandlerFuture, JobEdge, JobLauncher, JobObserver, JobTracker, JournalError, LaunchFuture,
-    NoAnswer, Notice, RecordLimits, Recording, SendCommandError, ServeError, ServerConfig,
-    StatusRequestError, SubscribeOptions, Subscription, Terminal, TlsReloadError, TlsStats,
-    WATCH_BATCH, WaitForEdgeError, WatchItem, process_seed,
+    NoAnswer, Notice, ProxyHeaderError, ProxyProtocol, ProxyRangeError, RecordLimits, Recording,
+    SendCommandError, ServeError, ServerConfig, StatusRequestError, SubscribeOptions, Subscription,
+    Terminal, TlsReloadError, TlsStats, WATCH_BATCH, WaitForEdgeError, WatchItem, process_seed,
 };
 
 /// A running Control Plane on tokio.

@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use super::conn_task::conn_task;
 use super::direct::Direct;
+use super::proxy_header::{ProxyHeaderError, read_header};
 use super::state::{ConnSlot, CpShared, CpState};
 use crate::Runtime;
 use crate::io;
@@ -52,74 +53,132 @@ pub(super) async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: 
                 continue;
             }
         };
-        let tls = lock(&shared.tls).clone();
-        match &tls {
-            None => {
-                if !start_conn(&shared, MaybeTls::Plain(stream), peer, None) {
-                    break;
-                }
-            }
-            Some(tls) => {
-                let admitted = shared.with_state(|state| {
-                    if state.stopped {
-                        return None;
-                    }
-                    // A handshake awaits its hello too: one address holding every
-                    // handshake slot would keep every other Edge out.
-                    let ip = peer.ip();
-                    let held = state.pending_by_ip.get(&ip).copied().unwrap_or(0)
-                        + state.handshaking_by_ip.get(&ip).copied().unwrap_or(0);
-                    if held >= shared.max_pending_hellos_per_ip {
-                        state.tls_stats.refused_per_address += 1;
-                        return Some(Admit::DropPerAddress);
-                    }
-                    if state.conns.len() + state.handshaking < shared.max_connections {
-                        state.handshaking += 1;
-                        *state.handshaking_by_ip.entry(ip).or_default() += 1;
-                        return Some(Admit::Handshake);
-                    }
-                    // Over the cap the Edge is still told OVERLOADED with its
-                    // retry_after, as over plain TCP: after a handshake, by the core.
-                    // A few such handshakes at a time; past them, a bare close.
-                    state.tls_stats.refused_over_capacity += 1;
-                    if state.refusing < MAX_REFUSAL_HANDSHAKES {
-                        state.refusing += 1;
-                        return Some(Admit::Refuse);
-                    }
-                    Some(Admit::Drop)
-                });
-                let refuse = match admitted {
-                    None => break,
-                    Some(Admit::Drop) => {
-                        shared.with_state(|state| {
-                            state.refusals.hit(|count| {
-                                tracing::warn!(%peer, count, "connection cap reached: connections dropped before their TLS handshake");
-                            });
-                        });
-                        continue;
-                    }
-                    Some(Admit::DropPerAddress) => {
-                        shared.with_state(|state| {
-                            state.refusals.hit(|count| {
-                                tracing::warn!(%peer, count, limit = shared.max_pending_hellos_per_ip, "too many connections from one address awaiting their TLS handshake or hello: closed");
-                            });
-                        });
-                        continue;
-                    }
-                    Some(Admit::Handshake) => false,
-                    Some(Admit::Refuse) => true,
-                };
-                let acceptor = futures_rustls::TlsAcceptor::from(tls.config.clone());
-                let span = tracing::info_span!("tls_accept", %peer);
-                R::spawn(
-                    handshake::<R>(shared.clone(), acceptor, stream, peer, refuse).instrument(span),
-                );
-            }
+        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+        if let Some(proxy) = &shared.proxy_protocol
+            && proxy.trusts(peer.ip())
+        {
+            read_proxy_header(&shared, stream, peer);
+            continue;
+        }
+        if !admit(&shared, stream, peer) {
+            break;
         }
     }
     drop(listener);
     shared.with_state(|state| state.accept_done = true);
     tracing::debug!("accept loop stopped");
+}
+
+/// Admits one connection from `peer` (its real source): TLS handshake or not, the caps.
+/// False when the server is stopping.
+fn admit<R: Runtime>(shared: &Arc<CpShared<R>>, stream: R::Stream, peer: SocketAddr) -> bool {
+    let tls = lock(&shared.tls).clone();
+    match &tls {
+        None => {
+            if !start_conn(shared, MaybeTls::Plain(stream), peer, None) {
+                return false;
+            }
+        }
+        Some(tls) => {
+            let admitted = shared.with_state(|state| {
+                if state.stopped {
+                    return None;
+                }
+                // A handshake awaits its hello too: one address holding every
+                // handshake slot would keep every other Edge out.
+                let ip = peer.ip();
+                let held = state.pending_by_ip.get(&ip).copied().unwrap_or(0)
+                    + state.handshaking_by_ip.get(&ip).copied().unwrap_or(0);
+                if held >= shared.max_pending_hellos_per_ip {
+                    state.tls_stats.refused_per_address += 1;
+                    return Some(Admit::DropPerAddress);
+                }
+                if state.conns.len() + state.handshaking < shared.max_connections {
+                    state.handshaking += 1;
+                    *state.handshaking_by_ip.entry(ip).or_default() += 1;
+                    return Some(Admit::Handshake);
+                }
+                // Over the cap the Edge is still told OVERLOADED with its
+                // retry_after, as over plain TCP: after a handshake, by the core.
+                // A few such handshakes at a time; past them, a bare close.
+                state.tls_stats.refused_over_capacity += 1;
+                if state.refusing < MAX_REFUSAL_HANDSHAKES {
+                    state.refusing += 1;
+                    return Some(Admit::Refuse);
+                }
+                Some(Admit::Drop)
+            });
+            let refuse = match admitted {
+                None => return false,
+                Some(Admit::Drop) => {
+                    shared.with_state(|state| {
+                        state.refusals.hit(|count| {
+                            tracing::warn!(%peer, count, "connection cap reached: connections dropped before their TLS handshake");
+                        });
+                    });
+                    return true;
+                }
+                Some(Admit::DropPerAddress) => {
+                    shared.with_state(|state| {
+                        state.refusals.hit(|count| {
+                            tracing::warn!(%peer, count, limit = shared.max_pending_hellos_per_ip, "too many connections from one address awaiting their TLS handshake or hello: closed");
+                        });
+                    });
+                    return true;
+                }
+                Some(Admit::Handshake) => false,
+                Some(Admit::Refuse) => true,
+            };
+            let acceptor = futures_rustls::TlsAcceptor::from(tls.config.clone());
+            let span = tracing::info_span!("tls_accept", %peer);
+            R::spawn(
+                handshake::<R>(shared.clone(), acceptor, stream, peer, refuse).instrument(span),
+            );
+        }
+    }
+    true
+}
+
+/// Reads the PROXY header of a trusted proxy's connection (bounded in number and by
+/// the hello timeout), then admits the connection as from the source it names.
+fn read_proxy_header<R: Runtime>(
+    shared: &Arc<CpShared<R>>,
+    mut stream: R::Stream,
+    peer: SocketAddr,
+) {
+    let room = shared.with_state(|state| {
+        let room = state.reading_proxy_headers < shared.max_proxy_reads;
+        if room {
+            state.reading_proxy_headers += 1;
+        } else {
+            state.refusals.hit(|count| {
+                tracing::warn!(%peer, count, "too many PROXY headers awaited at once: connections closed");
+            });
+        }
+        room
+    });
+    if !room {
+        return;
+    }
+    let shared = shared.clone();
+    R::spawn(async move {
+        let deadline = std::time::Instant::now() + shared.handshake_timeout;
+        let read = crate::runtime::before::<R, _>(deadline, read_header(&mut stream))
+            .await
+            .unwrap_or(Err(ProxyHeaderError::TimedOut));
+        shared.with_state(|state| state.reading_proxy_headers -= 1);
+        match read {
+            Ok(source) => {
+                let source = source.map_or(peer, |s| SocketAddr::new(s.ip().to_canonical(), s.port()));
+                admit(&shared, stream, source);
+            }
+            Err(error) => shared.with_state(|state| {
+                state.refusals.hit(|count| {
+                    tracing::warn!(%peer, %error, count, "a trusted proxy's connection without a valid PROXY header: closed");
+                });
+            }),
+        }
+    });
 }
 
 /// Registers a connection (after its TLS handshake, if any) with the core and spawns

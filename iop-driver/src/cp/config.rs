@@ -9,6 +9,7 @@ use iop_core::cp::{ConfigError, CpConfig, Directory, EnrolmentPolicy, ExternalDi
 use iop_fleet::{FleetConfig, FleetConfigError};
 
 use super::book::RecordLimits;
+use super::proxy_header::ProxyProtocol;
 use crate::tls::{HandshakeError, ServerTls};
 
 /// Everything a [`ControlPlaneServer`](crate::ControlPlaneServer) needs besides its address.
@@ -70,6 +71,11 @@ pub struct ServerConfig {
     /// cluster's replica, whose claims are answered through
     /// [`ControlPlaneHandle::answer_claim`](crate::ControlPlaneHandle::answer_claim).
     pub directory: Option<DirectoryFactory>,
+    /// Peers whose connections begin with a PROXY protocol header (v1 or v2) naming
+    /// the Edge's real source address, which the per-address cap and the logs then
+    /// use (`None`, the default: no header is read). Such a peer must send one,
+    /// within the hello timeout; see [`ProxyProtocol`].
+    pub proxy_protocol: Option<ProxyProtocol>,
 }
 
 /// What a [`DirectoryFactory`] calls.
@@ -136,6 +142,7 @@ impl ServerConfig {
             max_pending_hellos_per_ip: 64,
             tls: None,
             directory: None,
+            proxy_protocol: None,
         }
     }
 }

@@ -62,6 +62,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
         }
         let handshake_timeout = cp_config.hello_timeout;
         let max_connections = cp_config.max_connections;
+        let max_proxy_reads = cp_config.max_pending_hellos;
         let cp = match &config.directory {
             None => ControlPlane::new(cp_config, config.enrolment)?,
             Some(factory) => {
@@ -88,6 +89,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 refusals: crate::RateLog::default(),
                 failed_handshakes: crate::RateLog::default(),
                 handshaking: 0,
+                reading_proxy_headers: 0,
                 handshaking_by_ip: HashMap::new(),
                 refusing: 0,
                 tls_stats: TlsStats::default(),
@@ -105,6 +107,8 @@ impl<R: Runtime> ControlPlaneServer<R> {
             tls: Mutex::new(config.tls),
             handshake_timeout,
             max_connections,
+            proxy_protocol: config.proxy_protocol,
+            max_proxy_reads,
             journal: Mutex::new(None),
             _runtime: PhantomData,
         });

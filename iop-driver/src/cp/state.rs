@@ -70,6 +70,8 @@ pub(crate) struct CpState {
     pub(super) failed_handshakes: crate::RateLog,
     /// TLS handshakes under way (they count against the connection cap).
     pub(super) handshaking: usize,
+    /// Connections of trusted proxies whose PROXY header is being read.
+    pub(super) reading_proxy_headers: usize,
     /// TLS handshakes under way by peer address (they count against its share of
     /// connections awaiting their hello).
     pub(super) handshaking_by_ip: HashMap<std::net::IpAddr, usize>,
@@ -99,6 +101,10 @@ pub(crate) struct CpShared<R: Runtime> {
     pub(crate) tls: Mutex<Option<ServerTls>>,
     pub(super) handshake_timeout: Duration,
     pub(super) max_connections: usize,
+    /// Peers whose connections begin with a PROXY header.
+    pub(super) proxy_protocol: Option<super::proxy_header::ProxyProtocol>,
+    /// PROXY headers read at once at most (the core's pending-hello cap).
+    pub(super) max_proxy_reads: usize,
     /// Where commands are recorded before they are sent, if anywhere.
     pub(super) journal: Mutex<Option<Arc<dyn super::journal::CommandJournal>>>,
     pub(super) _runtime: PhantomData<fn() -> R>,

@@ -218,6 +218,13 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_pending_hellos_per_ip: usize,
 
+    /// Read a PROXY protocol header (v1 or v2) from each Edge connection of a peer in
+    /// this range (an address or CIDR, e.g. 10.0.0.0/8; repeatable): a load balancer
+    /// that names each Edge's real address, which the per-address cap and the logs
+    /// then use. Such a peer must send the header; other peers are served as they are.
+    #[arg(long = "proxy-protocol-from", value_name = "RANGE")]
+    proxy_protocol_from: Vec<String>,
+
     /// Log filter: a level (error, warn, info, debug, trace) or `RUST_LOG`-style
     /// directives. Default: `RUST_LOG`, else `info`. Logs go to stderr.
     #[arg(long, value_name = "LEVEL")]
@@ -414,6 +421,11 @@ fn run(args: Args) -> Result<(), Failure> {
     }
     config.cp.max_connections = max_connections;
     config.max_pending_hellos_per_ip = args.max_pending_hellos_per_ip;
+    if !args.proxy_protocol_from.is_empty() {
+        let proxies = iop_tokio::ProxyProtocol::trusting(&args.proxy_protocol_from)
+            .map_err(|e| Failure::Usage(format!("--proxy-protocol-from: {e}")))?;
+        config.proxy_protocol = Some(proxies);
+    }
     let tokens = tokens.map(TokenBook::new);
     let access = AdminAccess {
         tokens: tokens.clone(),
