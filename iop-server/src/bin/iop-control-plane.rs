@@ -254,7 +254,7 @@ enum Command {
         edge_ids: Vec<String>,
     },
     /// Prints the nats-server permission blocks the replicas' NATS users and a
-    /// read-only observer's need (variables IOP_REPLICA_<ID> for each replica id given,
+    /// read-only observer's need (variables `IOP_REPLICA_<ID>` for each replica id given,
     /// IOP_REPLICA_PUBLISH and IOP_OBSERVER, as examples/nats/accounts.conf uses them),
     /// to check an engine's configuration by. Each replica reads only what is routed
     /// to it and its own replies; an observer's client uses the inbox prefix
