@@ -105,6 +105,10 @@ const LOCAL: &[(&str, &str)] = &[
         "the shortest window the CP's acceptance rate is read over",
     ),
     (
+        "MIN_COUNT",
+        "the fewest acceptances the CP's acceptance rate is read from",
+    ),
+    (
         "MAX_REFUSAL_HANDSHAKES",
         "a driver's TLS refusals under way",
     ),
