@@ -177,9 +177,9 @@ fn an_operator_sees_the_fleet_runs_a_command_and_watches_a_node_drop_and_return(
 
     // One Edge, opened from the keyboard: its nodes and providers, from a status
     // round trip.
-    let link = browser.find("a[href=\"#/edge/edge-a\"]");
-    browser.js("arguments[0].focus()", json!([link.reference()]));
-    browser.type_text(&link, "\u{E007}"); // Enter
+    // (The fleet page redraws its table as the load changes: the link is found again
+    // when it was replaced meanwhile.)
+    browser.focus_and_type("a[href=\"#/edge/edge-a\"]", "\u{E007}"); // Enter
     browser.wait(
         "the Edge view, focused on its title",
         "return document.activeElement && document.activeElement.id === 'edge-title'",
@@ -409,7 +409,8 @@ fn the_dashboard_works_over_https_and_the_admin_port_speaks_nothing_else() {
     plain
         .set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
-    write!(plain, "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", cp.admin).unwrap();
+    // The port may close on the first bytes before they are all written.
+    let _ = write!(plain, "GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", cp.admin);
     let mut answer = Vec::new();
     let _ = plain.read_to_end(&mut answer);
     assert!(

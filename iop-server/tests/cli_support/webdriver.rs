@@ -199,6 +199,34 @@ impl Browser {
         );
     }
 
+    /// Focuses the element `selector` finds and types `text` into it, again with a
+    /// fresh element while the page redraws it between the two (a stale reference,
+    /// or one not interactable while it is replaced);
+    /// a page that keeps redrawing it for 5 s is a failure.
+    pub fn focus_and_type(&self, selector: &str, text: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let e = self.find(selector);
+            let focus = format!(
+                "const e = document.querySelector({}); if (e) e.focus();",
+                json!(selector)
+            );
+            self.js(&focus, json!([]));
+            let path = format!("/session/{}/element/{}/value", self.session, e.0);
+            let body = json!({ "text": text }).to_string();
+            let (status, answer) = exchange(self.driver, "POST", &path, &body)
+                .unwrap_or_else(|e| panic!("WebDriver POST {path}: {e}"));
+            if status == 200 {
+                return;
+            }
+            assert!(
+                answer.contains("stale element reference") && std::time::Instant::now() < deadline,
+                "WebDriver POST {path}: {status} {answer}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Empties the input `e`.
     pub fn clear(&self, e: &Element) {
         self.call("POST", &format!("/element/{}/clear", e.0), Some(json!({})));
