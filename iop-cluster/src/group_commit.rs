@@ -24,7 +24,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -65,6 +65,8 @@ struct Write {
 #[derive(Debug, Clone)]
 pub(crate) struct GroupCommit {
     tx: mpsc::Sender<Write>,
+    /// The engine operation timeout: each write is answered within it.
+    timeout: Duration,
 }
 
 /// What the group-commit task writes with.
@@ -72,11 +74,9 @@ struct Engine {
     kv: kv::Store,
     client: async_nats::Client,
     timeout: Duration,
-    /// The owners bucket takes atomic batches (turned off for good when the engine
-    /// says it does not).
-    atomic: AtomicBool,
-    /// The fewest writes sent as one.
-    atomic_min: usize,
+    /// The fewest writes sent as one atomic batch (`usize::MAX`: none, for good once
+    /// the engine says the bucket takes none).
+    atomic_min: AtomicUsize,
     stats: Arc<ClusterStats>,
     /// Names this task's batches (unique per process and replica).
     batch_prefix: String,
@@ -101,25 +101,24 @@ impl GroupCommit {
             kv,
             client,
             timeout,
-            atomic: AtomicBool::new(atomic_min.is_some()),
-            atomic_min: atomic_min.unwrap_or(usize::MAX),
+            atomic_min: AtomicUsize::new(atomic_min.unwrap_or(usize::MAX)),
             stats,
             batch_prefix: format!("iop-{:x}-{nanos:x}", std::process::id()),
         };
         tokio::spawn(engine.run(rx));
-        Self { tx }
+        Self { tx, timeout }
     }
 
     /// Writes `value` at `key` if the key is at revision `expected` (0: has none); its
-    /// new revision, once the engine has it. Answers within `timeout` (the engine
-    /// operation's): a write that waited half of it in the queue fails unsent.
+    /// new revision, once the engine has it. Answers within the engine operation
+    /// timeout: a write that waited half of it in the queue fails unsent.
     pub(crate) async fn write(
         &self,
         key: &str,
         value: Bytes,
         expected: u64,
-        timeout: Duration,
     ) -> Result<u64, WriteError> {
+        let timeout = self.timeout;
         let deadline = Instant::now() + timeout;
         let (done, answer) = oneshot::channel();
         let write = Write {
@@ -217,7 +216,7 @@ impl Engine {
             return;
         }
         self.stats.owner_writes(group.len());
-        if group.len() >= self.atomic_min && self.atomic.load(Ordering::Relaxed) {
+        if group.len() >= self.atomic_min.load(Ordering::Relaxed) {
             match self.atomic_batch(&group, batch).await {
                 Ok(revisions) => {
                     self.stats.owner_batch(group.len());
@@ -235,7 +234,7 @@ impl Engine {
                 }
                 Err(BatchError::Refused { code, description }) => {
                     if code == ATOMIC_DISABLED {
-                        self.atomic.store(false, Ordering::Relaxed);
+                        self.atomic_min.store(usize::MAX, Ordering::Relaxed);
                         tracing::warn!(
                             bucket = %self.kv.name,
                             "the owners bucket takes no atomic batches: claims are written one by one"

@@ -275,9 +275,7 @@ impl OwnershipStore for NatsStore {
     }
 
     async fn create(&self, key: &str, record: &OwnerRecord) -> Result<u64, WriteError> {
-        (self.writes)
-            .write(key, record.encode(), 0, self.timeout)
-            .await
+        self.writes.write(key, record.encode(), 0).await
     }
 
     async fn update(
@@ -286,9 +284,7 @@ impl OwnershipStore for NatsStore {
         record: &OwnerRecord,
         expected: u64,
     ) -> Result<u64, WriteError> {
-        (self.writes)
-            .write(key, record.encode(), expected, self.timeout)
-            .await
+        self.writes.write(key, record.encode(), expected).await
     }
 
     async fn replica_alive(&self, replica: &str) -> Result<bool, StoreError> {

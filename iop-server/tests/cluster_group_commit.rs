@@ -32,6 +32,26 @@ fn durable() -> NatsServer {
     NatsServer::start_with_config(&config)
 }
 
+type Answer = (String, Result<u64, WriteError>);
+
+/// Writes a live record at `key` in a task of its own (create when `expected` is 0).
+fn spawn_write(
+    store: &Arc<NatsStore>,
+    key: String,
+    expected: u64,
+) -> tokio::task::JoinHandle<Answer> {
+    let store = store.clone();
+    tokio::spawn(async move {
+        let record = OwnerRecord::live("cp-test");
+        let r = if expected == 0 {
+            store.create(&key, &record).await
+        } else {
+            store.update(&key, &record, expected).await
+        };
+        (key, r)
+    })
+}
+
 /// Writes `keys` concurrently (create when `expected` is 0) while the engine is paused,
 /// so that every one of them is queued before the first is answered; the answers.
 async fn burst(
@@ -39,23 +59,12 @@ async fn burst(
     store: &NatsStore,
     writes: Vec<(String, u64)>,
     pause: Duration,
-) -> Vec<(String, Result<u64, WriteError>)> {
+) -> Vec<Answer> {
     let store = Arc::new(store.clone());
     nats.pause();
     let tasks: Vec<_> = writes
         .into_iter()
-        .map(|(key, expected)| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                let record = OwnerRecord::live("cp-test");
-                let r = if expected == 0 {
-                    store.create(&key, &record).await
-                } else {
-                    store.update(&key, &record, expected).await
-                };
-                (key, r)
-            })
-        })
+        .map(|(key, expected)| spawn_write(&store, key, expected))
         .collect();
     tokio::time::sleep(pause).await;
     nats.resume();
@@ -135,13 +144,7 @@ async fn writes_whose_claims_stopped_waiting_on_a_stalled_engine_are_never_made(
     // and 99 writes queued behind it: every one fails; the queued ones are dropped
     // when their claims give up, not made once the engine is back.
     let store = Arc::new(store.clone());
-    let write = |key: String| {
-        let store = store.clone();
-        tokio::spawn(async move {
-            let r = store.create(&key, &OwnerRecord::live("cp-test")).await;
-            (key, r)
-        })
-    };
+    let write = |key: String| spawn_write(&store, key, 0);
     nats.pause();
     let mut tasks = vec![write("in-flight".to_owned())];
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -74,11 +74,7 @@ pub(super) async fn accept_loop<R: Runtime>(shared: Arc<CpShared<R>>, listener: 
 fn admit<R: Runtime>(shared: &Arc<CpShared<R>>, stream: R::Stream, peer: SocketAddr) -> bool {
     let tls = lock(&shared.tls).clone();
     match &tls {
-        None => {
-            if !start_conn(shared, MaybeTls::Plain(stream), peer, None) {
-                return false;
-            }
-        }
+        None => start_conn(shared, MaybeTls::Plain(stream), peer, None),
         Some(tls) => {
             let admitted = shared.with_state(|state| {
                 if state.stopped {
@@ -134,9 +130,9 @@ fn admit<R: Runtime>(shared: &Arc<CpShared<R>>, stream: R::Stream, peer: SocketA
             R::spawn(
                 handshake::<R>(shared.clone(), acceptor, stream, peer, refuse).instrument(span),
             );
+            true
         }
     }
-    true
 }
 
 /// Reads the PROXY header of a trusted proxy's connection (bounded in number and by

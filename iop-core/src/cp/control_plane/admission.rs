@@ -10,10 +10,10 @@
 //! the turns let arrive can then grow to what the Control Plane takes; plus up to an
 //! eighth, by the connection), and between [`MIN_RETRY_AFTER_BURST`] and
 //! `retry_after_overloaded` (in the first moments of a burst, before a rate is
-//! measured over at least 32 acceptances, the least). A Control Plane that has accepted nothing for a whole
-//! window while connections kept arriving (a cluster engine down, say) keeps the
-//! full `retry_after_overloaded`; one whose first hellos of a burst are merely slow
-//! (each waiting on a durable claim) is not taken for it.
+//! measured over at least 32 acceptances, the least). A Control Plane that has
+//! accepted nothing for a whole window while connections kept arriving (a cluster
+//! engine down, say) keeps the full `retry_after_overloaded`; one whose first hellos
+//! of a burst are merely slow (each waiting on a durable claim) is not taken for it.
 
 use std::time::Duration;
 
