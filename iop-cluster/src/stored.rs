@@ -11,7 +11,7 @@ use prost::Message;
 
 /// Values larger than this are not read back (a stranger's write, say): well above
 /// any record a replica writes (a request within the Edge's limits, the response and
-/// the events the record book keeps, 64 KiB by default).
+/// the events the Control Plane's record keeps, 64 KiB by default).
 pub const MAX_STORED_LEN: usize = 1024 * 1024;
 
 /// A command record, protobuf-encoded.
@@ -36,7 +36,7 @@ pub struct StoredCommand {
     /// The Edge's message with its answer.
     #[prost(string, tag = "6")]
     pub message: String,
-    /// The events an operator reads (those the record book keeps).
+    /// The events an operator reads (those the Control Plane's record keeps).
     #[prost(message, repeated, tag = "7")]
     pub events: Vec<EdgeCommandEvent>,
     /// The latest phase the core saw.
@@ -55,7 +55,7 @@ pub struct StoredCommand {
     /// Sessions that ended without answering the request.
     #[prost(uint32, tag = "12")]
     pub unanswered_sessions: u32,
-    /// RUNNING events the record book coalesced.
+    /// RUNNING events the Control Plane's record coalesced.
     #[prost(uint64, tag = "13")]
     pub coalesced_events: u64,
 }

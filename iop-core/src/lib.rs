@@ -147,6 +147,7 @@
 //! | §4.3 paging into one view of an Edge's load, refresh | `iop-core/src/cp/control_plane/load.rs`, `iop-core/src/cp/load/build.rs`, `iop-core/src/cp/load/edge.rs` | `iop-core/src/registry/snapshot.rs` |
 //! | §4.4 commands: order, phases, idempotency | `iop-core/src/cp/command.rs`, `iop-core/src/cp/control_plane/commands/answers.rs` | `iop-core/src/edge/commands/mod.rs`, `iop-core/src/edge/commands/table.rs` |
 //! | §4.4 commands across sessions: re-send, lost, undeliverable, abandoned | `iop-core/src/cp/control_plane/commands/sessions.rs` | `iop-core/src/edge/commands/table.rs` |
+//! | §4.4 a command's record (response, events, ending), bounded | `iop-core/src/cp/record.rs`, `iop-core/src/cp/command/records.rs`, `iop-core/src/cp/control_plane/commands/records.rs` | — |
 //! | §4.4 cancellation | `iop-core/src/cancel.rs` | `iop-core/src/cancel.rs` |
 //! | §4.5 lifecycle events | `iop-core/src/cp/session/node_events.rs`, `iop-core/src/cp/control_plane/node_events.rs` | `iop-core/src/edge/node_events.rs` |
 //! | §4.6 sending within the peer's limits | `iop-proto/src/limits/send.rs`, `iop-core/src/outbound.rs` | the same |

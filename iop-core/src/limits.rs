@@ -34,9 +34,10 @@
 //! | reconnect backoff | 250 ms × 2ⁿ up to 30 s, full jitter | — | `EdgeConfig::backoff_base` / `backoff_max` (jitter seeded by `seed`) |
 //! | retry_after on SUPERSEDED / DRAINING / OVERLOADED | 5 s / 10 s / 10 s | `CpConfig::retry_after_superseded` / `retry_after_draining` / `retry_after_overloaded` (and `retry_after_duplicate`) | honoured as received |
 //! | disconnected Edge views kept | 100 000, 24 h | `CpConfig::max_disconnected_views` / `disconnected_view_ttl` | — |
+//! | command records: histories kept | 4 096 records, 64 MiB; each the response, first event, latest 16 RUNNING (64 KiB), terminal | `CpConfig::command_records` ([`RecordLimits`](crate::cp::RecordLimits)) | — |
 //!
 //! The runtime drivers add their own knobs in `ServerConfig` (`shutdown_grace`,
-//! `command_book`, `subscriber_capacity`) and on `EdgeClient`
+//! `subscriber_capacity`) and on `EdgeClient`
 //! (`with_event_capacity`, `with_shutdown_grace`).
 
 use std::time::Duration;

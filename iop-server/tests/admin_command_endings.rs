@@ -164,12 +164,12 @@ async fn a_control_plane_that_stops_says_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_whose_record_left_the_book_is_untracked() {
     let mut config = config();
-    config.command_book = 1;
+    config.cp.command_records.records = 1;
     let cp = Cp::start(config).await;
     let mut edge = ScriptedEdge::hello(cp.edges(), "busy", &[]).await;
     let first = cp.post_ping("busy");
     edge.command_request().await;
-    // A second command takes the book's only place.
+    // A second command takes the only record the core keeps.
     let second = cp.post_ping("busy");
     edge.command_request().await;
     let first = first.await.unwrap();

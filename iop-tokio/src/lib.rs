@@ -47,7 +47,7 @@
 //!
 //! * [`ControlPlaneServer::bind`] starts a Control Plane (accept loop, timer, one task
 //!   per connection) configured by [`ServerConfig`] (the core's [`CpConfig`], the
-//!   [`EnrolmentPolicy`], shutdown grace, record book and subscriber sizes).
+//!   [`EnrolmentPolicy`], shutdown grace, subscriber sizes; command records are the core's, `CpConfig::command_records`).
 //! * [`ControlPlaneHandle`] (cloneable): `edges`, `edge`, `stats`, `request_status`
 //!   (typed [`StatusRequestError`], timeout included), `send_command` → a
 //!   [`CommandTracker`] stream of [`CommandUpdate`]s, `command` (its

@@ -72,7 +72,7 @@ async fn start(edge_id: &str) -> (ControlPlaneServer, ControlPlaneHandle, EdgeHa
     (server, cp, edge)
 }
 
-/// Waits until `command_id` has an outcome in the record book.
+/// Waits until `command_id` has an outcome in its record.
 async fn finished(cp: &ControlPlaneHandle, command_id: &str) -> CommandRecord {
     bounded("outcome", async {
         loop {

@@ -115,10 +115,7 @@ enum Job {
     /// The write-ahead of this command did not all land (or not in time) and the
     /// command was not sent: finish its record UNRECORDED, retried until the engine
     /// answers ([`truth`]).
-    Unrecord {
-        edge_id: String,
-        request: EdgeCommandRequest,
-    },
+    Unrecord { edge_id: String, command_id: String },
     /// Notes were lost: write every open record again.
     Resync,
     /// Revisions read at adoption (command id, revision): the next writes compare
@@ -386,17 +383,19 @@ async fn bounded<T, E: std::fmt::Display>(
 /// once its record (with the pointer and the Edge's index) is in the engine.
 impl CommandJournal for CommandLog {
     fn record(&self, edge_id: &str, request: &EdgeCommandRequest) -> Recording {
-        let (log, edge_id, command_id, request) = (
-            self.clone(),
-            edge_id.to_owned(),
-            request.command_id.clone(),
-            request.clone(),
-        );
+        let (log, edge_id, command_id) =
+            (self.clone(), edge_id.to_owned(), request.command_id.clone());
         Box::pin(async move {
             if !log.stats.engine_up() {
                 // Not sent: its end is written once the engine is back, so that every
                 // replica reads it the same.
-                let _ = log.jobs.send(Job::Unrecord { edge_id, request }).await;
+                let _ = log
+                    .jobs
+                    .send(Job::Unrecord {
+                        edge_id,
+                        command_id,
+                    })
+                    .await;
                 return Err(JournalError::Unavailable(
                     "the cluster engine is unreachable".into(),
                 ));
@@ -410,7 +409,10 @@ impl CommandJournal for CommandLog {
                 )),
                 _ => {
                     // Not sent; what did land must not read as running.
-                    let job = Job::Unrecord { edge_id, request };
+                    let job = Job::Unrecord {
+                        edge_id,
+                        command_id,
+                    };
                     if log.jobs.send(job).await.is_err() {
                         tracing::warn!("the command writer is gone: a refused record stays");
                     }

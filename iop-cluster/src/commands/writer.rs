@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use bytes::Bytes;
-use iop_driver::iop_core::proto::EdgeCommandRequest;
 use iop_driver::{ControlPlaneHandle, Runtime};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
@@ -61,9 +60,10 @@ pub(super) struct Writer<R: Runtime> {
     pub(super) ended: HashMap<String, BTreeSet<String>>,
     /// Writes that failed, retried every `timeout`.
     pub(super) retry: BTreeSet<(String, String)>,
-    /// Refused commands whose records are to be finished UNRECORDED, retried every
-    /// `timeout` until the engine answers.
-    pub(super) unrecord: BTreeMap<(String, String), (EdgeCommandRequest, u64)>,
+    /// Refused commands whose records are to be finished UNRECORDED (with the
+    /// session they were refused under), retried every `timeout` until the engine
+    /// answers. Each request is read from the core when its record is written.
+    pub(super) unrecord: BTreeMap<(String, String), u64>,
 }
 
 impl<R: Runtime> Writer<R> {
@@ -116,15 +116,18 @@ impl<R: Runtime> Writer<R> {
                         self.indexes.insert(edge_id, (index, listed));
                     }
                     Job::Resync => self.resync(),
-                    Job::Unrecord { edge_id, request } => {
+                    Job::Unrecord {
+                        edge_id,
+                        command_id,
+                    } => {
                         // The session it was refused under (0: none held here): the
                         // record is finished even once the Edge has moved on, so that
                         // no replica reads the refused command as running, and none
                         // as unknown while this one reads its end.
                         let session_id = held_session(&self.owned, &edge_id).unwrap_or(0);
-                        let key = (edge_id, request.command_id.clone());
+                        let key = (edge_id, command_id);
                         self.revisions.remove(&key);
-                        self.unrecord.insert(key, (request, session_id));
+                        self.unrecord.insert(key, session_id);
                         self.finish_unrecorded().await;
                     }
                     Job::Write {
@@ -175,12 +178,18 @@ impl<R: Runtime> Writer<R> {
             return;
         }
         let pending = std::mem::take(&mut self.unrecord);
-        for ((edge_id, command_id), (request, session_id)) in pending {
+        for ((edge_id, command_id), session_id) in pending {
+            // The core keeps the refused command, ended UNRECORDED, as it keeps finished
+            // ones; one it has let go of since is left to the orphan rule
+            // (`truth::finish_orphan`), which any replica applies.
+            let Some(state) = self.cp.command_state(&edge_id, &command_id) else {
+                continue;
+            };
             let finished =
-                super::truth::finish_unrecorded(&self.bucket, &edge_id, &request, session_id).await;
+                super::truth::finish_unrecorded(&self.bucket, &edge_id, &state.request, session_id)
+                    .await;
             if finished == super::truth::Finish::Retry {
-                self.unrecord
-                    .insert((edge_id, command_id), (request, session_id));
+                self.unrecord.insert((edge_id, command_id), session_id);
             } else {
                 // Its end is in the engine (or the record is not this replica's): the
                 // index, which may list it from the write-ahead, may drop it.

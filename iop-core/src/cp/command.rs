@@ -11,7 +11,10 @@ use iop_proto::{
 
 use super::command_state::{CommandAnswer, CommandOutcome, CommandState, progress};
 use super::ending::Ending;
+use super::record::{CommandUpdate, History, RecordLimits};
 use super::{CommandOrderRule, ProtocolViolation};
+
+mod records;
 
 #[derive(Debug)]
 struct Tracked {
@@ -40,6 +43,9 @@ struct Tracked {
     /// The ids of those sessions this Control Plane saw end (not carried over from
     /// another one), the first [`MAX_NAMED_SESSIONS`].
     unanswered_session_ids: Vec<u64>,
+    /// What an operator reads of it (`None`: no longer kept, past the Control Plane's
+    /// [`RecordLimits`]).
+    history: Option<History>,
 }
 
 impl Tracked {
@@ -100,6 +106,8 @@ pub(crate) struct CommandBook {
     /// Finished command ids, oldest first, for retention.
     finished: VecDeque<String>,
     next_order: u64,
+    /// Estimated bytes of every kept history.
+    history_bytes: usize,
 }
 
 fn rank(phase: CommandPhase) -> u8 {
@@ -143,6 +151,7 @@ impl CommandBook {
                 outcome: None,
                 unanswered_sessions: 0,
                 unanswered_session_ids: Vec::new(),
+                history: Some(History::default()),
             },
         );
     }
@@ -174,7 +183,7 @@ impl CommandBook {
     /// `command_id` is not held.
     pub(crate) fn drop_held(&mut self, command_id: &str) -> bool {
         if self.commands.get(command_id).is_some_and(|t| t.held) {
-            self.commands.remove(command_id);
+            self.remove(command_id);
             true
         } else {
             false
@@ -184,7 +193,13 @@ impl CommandBook {
     /// Joins a command another Control Plane sent: the further advanced of two copies
     /// of one command wins (PROTOCOL.md §8). Called before the new session's
     /// [`on_new_session`](Self::on_new_session).
-    pub(crate) fn adopt(&mut self, command: CommandState, retention: usize) {
+    /// Its `history`, if given, replaces the one kept when it is further on too.
+    pub(crate) fn adopt(
+        &mut self,
+        command: CommandState,
+        history: Option<History>,
+        retention: usize,
+    ) {
         let id = command.request.command_id.clone();
         match self.commands.get_mut(&id) {
             Some(t) => {
@@ -196,6 +211,10 @@ impl CommandBook {
                 t.answer = command.answer;
                 t.phase = command.phase;
                 t.last_seq = command.last_sequence;
+                if let (Some(new), Some(kept)) = (history, t.history.as_mut()) {
+                    self.history_bytes = self.history_bytes - kept.bytes + new.bytes;
+                    *kept = new;
+                }
                 if finishes && let Some(outcome) = command.outcome {
                     self.finish(&id, outcome, retention);
                 }
@@ -218,8 +237,14 @@ impl CommandBook {
                         outcome: None,
                         unanswered_sessions: command.unanswered_sessions,
                         unanswered_session_ids: Vec::new(),
+                        history: None,
                     },
                 );
+                let history = history.unwrap_or_default();
+                self.history_bytes += history.bytes;
+                if let Some(t) = self.commands.get_mut(&id) {
+                    t.history = Some(history);
+                }
                 if let Some(outcome) = outcome {
                     self.finish(&id, outcome, retention);
                 }
@@ -236,7 +261,7 @@ impl CommandBook {
         }
         while self.finished.len() > retention {
             if let Some(old) = self.finished.pop_front() {
-                self.commands.remove(&old);
+                self.remove(&old);
             }
         }
     }
@@ -246,6 +271,7 @@ impl CommandBook {
         &mut self,
         resp: &EdgeCommandResponse,
         retention: usize,
+        limits: &RecordLimits,
     ) -> Result<ResponseEffect, ProtocolViolation> {
         let Some(t) = self.commands.get_mut(&resp.command_id) else {
             return Ok(ResponseEffect::Unknown);
@@ -261,7 +287,13 @@ impl CommandBook {
         }
         if resp.accepted {
             t.answer = CommandAnswer::Accepted;
-            return Ok(ResponseEffect::First(t.outcome.clone()));
+            let outcome = t.outcome.clone();
+            self.record(
+                &resp.command_id,
+                CommandUpdate::Response(resp.clone()),
+                limits,
+            );
+            return Ok(ResponseEffect::First(outcome));
         }
         if t.last_seq > 0 {
             return Err(ProtocolViolation::ContradictoryCommandResponse {
@@ -272,6 +304,11 @@ impl CommandBook {
             .unwrap_or(CommandRejectReason::Unspecified);
         t.answer = CommandAnswer::Rejected(reason);
         let outcome = CommandOutcome::Rejected(reason);
+        self.record(
+            &resp.command_id,
+            CommandUpdate::Response(resp.clone()),
+            limits,
+        );
         self.finish(&resp.command_id, outcome.clone(), retention);
         Ok(ResponseEffect::First(Some(outcome)))
     }
@@ -281,6 +318,7 @@ impl CommandBook {
         &mut self,
         ev: &EdgeCommandEvent,
         retention: usize,
+        limits: &RecordLimits,
     ) -> Result<EventEffect, ProtocolViolation> {
         let Some(t) = self.commands.get_mut(&ev.command_id) else {
             return Ok(EventEffect::Unknown);
@@ -338,6 +376,7 @@ impl CommandBook {
         }
         t.last_seq = ev.sequence;
         t.phase = phase;
+        self.record(&ev.command_id, CommandUpdate::Event(ev.clone()), limits);
         if rank(phase) < 3 {
             return Ok(EventEffect::New(None));
         }
@@ -355,6 +394,7 @@ impl CommandBook {
         session_id: u64,
         max: u32,
         retention: usize,
+        limits: &RecordLimits,
     ) -> Vec<Undeliverable> {
         let mut failed: Vec<(u64, String)> = Vec::new();
         for (id, t) in &mut self.commands {
@@ -380,6 +420,7 @@ impl CommandBook {
                     sessions: t.unanswered_sessions,
                     session_ids: std::mem::take(&mut t.unanswered_session_ids),
                 };
+                self.record(&command_id, CommandUpdate::Ended(ending.clone()), limits);
                 self.finish(
                     &command_id,
                     CommandOutcome::Ended(ending.clone()),
@@ -409,7 +450,12 @@ impl CommandBook {
 
     /// Marks FAILED "abandoned" every unfinished command the Edge was sent (it has been
     /// disconnected for `disconnected_for`); returns their ids, in their original order.
-    pub(crate) fn abandon(&mut self, retention: usize, disconnected_for: Duration) -> Vec<String> {
+    pub(crate) fn abandon(
+        &mut self,
+        retention: usize,
+        limits: &RecordLimits,
+        disconnected_for: Duration,
+    ) -> Vec<String> {
         let mut open: Vec<(u64, String)> = self
             .commands
             .iter()
@@ -423,6 +469,7 @@ impl CommandBook {
                     t.phase = CommandPhase::Failed;
                 }
                 let ending = Ending::Abandoned { disconnected_for };
+                self.record(&id, CommandUpdate::Ended(ending.clone()), limits);
                 self.finish(&id, CommandOutcome::Ended(ending), retention);
                 id
             })
@@ -448,6 +495,7 @@ impl CommandBook {
         &mut self,
         inflight: &[String],
         retention: usize,
+        limits: &RecordLimits,
     ) -> (Vec<EdgeCommandRequest>, Vec<String>) {
         let held: BTreeSet<&str> = inflight.iter().map(String::as_str).collect();
         for (id, t) in &mut self.commands {
@@ -481,6 +529,7 @@ impl CommandBook {
             }
         }
         for id in &lost {
+            self.record(id, CommandUpdate::Ended(Ending::Lost), limits);
             self.finish(id, CommandOutcome::Ended(Ending::Lost), retention);
         }
         (resend, lost)

@@ -175,6 +175,17 @@ impl CommandState {
         }
     }
 
+    /// Whether it ended without ever being sent ([`Ending::Unrecorded`],
+    /// [`Ending::Conflict`]): its id may be sent anew.
+    pub fn ended_unsent(&self) -> bool {
+        matches!(
+            self.outcome,
+            Some(CommandOutcome::Ended(
+                Ending::Unrecorded { .. } | Ending::Conflict
+            ))
+        )
+    }
+
     /// The command id.
     pub fn command_id(&self) -> &str {
         &self.request.command_id

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::record::RecordLimits;
 use crate::limits;
 use crate::time::WallClock;
 
@@ -55,6 +56,9 @@ pub struct CpConfig {
     /// answer [`ControlPlane::command`](super::ControlPlane::command)); the oldest is
     /// forgotten first.
     pub finished_command_retention: usize,
+    /// How much of each command's history its record keeps, and how many records
+    /// (the latest) keep theirs ([`ControlPlane::command_record`](super::ControlPlane::command_record)).
+    pub command_records: RecordLimits,
     /// Encoded bytes queued for one connection before its peer is dropped as too slow.
     pub outbound_cap: usize,
     /// Soft limit of bytes appended by one `poll_transmit` call.
@@ -149,6 +153,7 @@ impl Default for CpConfig {
             max_inflight_status: limits::MAX_INFLIGHT_STATUS,
             max_inflight_commands: limits::MAX_INFLIGHT_COMMANDS,
             finished_command_retention: 256,
+            command_records: RecordLimits::default(),
             outbound_cap: limits::DEFAULT_OUTBOUND_CAP,
             transmit_chunk: 64 * 1024,
             max_connections: limits::DEFAULT_MAX_CONNECTIONS,

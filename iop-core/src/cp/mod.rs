@@ -193,6 +193,7 @@ mod event;
 mod identity;
 mod ids;
 pub mod load;
+mod record;
 mod session;
 mod stats;
 mod view;
@@ -215,6 +216,7 @@ pub use error::{
 pub use event::{CpEvent, CpEventKind, ForgetReason, ResyncCause};
 pub use identity::{NamedPeer, PeerIdentity};
 pub use ids::{ConnectionId, RequestId};
+pub use record::{CommandRecord, CommandUpdate, RecordLimits, UpdatePoll};
 pub use session::{ConnBuffers, Session};
 pub use stats::CpStats;
 pub use view::{EdgeView, Reachability, StatusSummary};

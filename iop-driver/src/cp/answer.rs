@@ -8,11 +8,11 @@ use futures_lite::StreamExt;
 use iop_core::cp::{CommandOutcome, Ending};
 use iop_core::proto::EdgeCommandResponse;
 
-use super::book::CommandUpdate;
 use super::tracker::CommandTracker;
 use crate::Runtime;
 use crate::runtime::before;
 use crate::signal::lock;
+use iop_core::cp::CommandUpdate;
 
 /// Why a command has no answer from its Edge, from [`CommandTracker::first_answer`].
 /// The Edge's rejection is an answer, not one of these.
@@ -82,9 +82,9 @@ impl<R: Runtime> CommandTracker<R> {
     fn ended_unanswered(&self) -> NoAnswer {
         let state = lock(&self.shared.state);
         if let Some(outcome) = state
-            .book
-            .get(self.command_id())
-            .and_then(|r| r.outcome.clone())
+            .cp
+            .command(self.edge_id(), self.command_id())
+            .and_then(|c| c.outcome)
         {
             return NoAnswer::Finished { outcome };
         }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use iop_core::cp::{ConfigError, CpConfig, Directory, EnrolmentPolicy, ExternalDirectory};
 use iop_fleet::{FleetConfig, FleetConfigError};
 
-use super::book::RecordLimits;
 use super::proxy_header::ProxyProtocol;
 use crate::tls::{HandshakeError, ServerTls};
 
@@ -44,10 +43,6 @@ pub struct ServerConfig {
     /// How long [`ControlPlaneHandle::shutdown`](crate::ControlPlaneHandle::shutdown) waits for connections to flush their
     /// `GoAway` before dropping them.
     pub shutdown_grace: Duration,
-    /// Commands remembered by [`ControlPlaneHandle::command`](crate::ControlPlaneHandle::command), oldest forgotten first.
-    pub command_book: usize,
-    /// What each command record keeps, and the book's byte budget.
-    pub command_records: RecordLimits,
     /// Undelivered events a subscriber may hold before it starts losing them.
     pub subscriber_capacity: usize,
     /// Bytes of undelivered events a subscriber may hold (an estimate of their size in
@@ -135,8 +130,6 @@ impl ServerConfig {
             fleet: FleetConfig::default(),
             enrolment,
             shutdown_grace: Duration::from_secs(5),
-            command_book: 4_096,
-            command_records: RecordLimits::default(),
             subscriber_capacity: 1_024,
             subscriber_byte_budget: 4 * 1024 * 1024,
             max_pending_hellos_per_ip: 64,

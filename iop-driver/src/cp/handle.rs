@@ -4,11 +4,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use iop_core::cp::{
-    ClaimAnswer, ClaimError, CommandSpec, CommandState, ConnectionId, CpEvent, CpEventKind,
-    CpStats, EdgeView, EnrolmentPolicy, RevokeError,
+    ClaimAnswer, ClaimError, CommandRecord, CommandSpec, CommandState, ConnectionId, CpEvent,
+    CpEventKind, CpStats, EdgeView, EnrolmentPolicy, RevokeError,
 };
 
-use super::book::CommandRecord;
 use super::config::TlsStats;
 use super::error::{CancelError, SendCommandError, TlsReloadError};
 use super::state::CpShared;
@@ -180,17 +179,16 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             if state.stopped {
                 return Err(SendCommandError::Stopped);
             }
-            // A key the core knows for this Edge: that command again, or a conflict.
+            // A key the core knows for this Edge: that command again, or a conflict
+            // (one that ended without being sent is tried anew).
             if let Some(id) = spec.key()
                 && let Some(known) = state.cp.command(edge_id, id)
+                && !known.ended_unsent()
             {
                 if !spec.same_content(&known.request) {
                     return Err(SendCommandError::Conflict {
                         command_id: id.to_owned(),
                     });
-                }
-                if state.book.get(id).is_none() {
-                    state.book.adopt(CommandRecord::of(edge_id, &known));
                 }
                 return Ok(id.to_owned());
             }
@@ -201,7 +199,6 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             } else {
                 state.cp.send_command(now, edge_id, spec)?
             };
-            state.book.insert(edge_id, &id, &operation);
             Ok(id)
         })?;
         tracing::debug!(edge_id, command_id, operation, "command sent");
@@ -220,11 +217,10 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     pub fn cancel(&self, command_id: &str) -> Result<CommandTracker<R>, CancelError> {
         let (edge_id, outcome) = {
             let state = lock(&self.shared.state);
-            let record = state
-                .book
-                .get(command_id)
-                .ok_or_else(|| CancelError::UnknownCommand(command_id.to_owned()))?;
-            (record.edge_id.clone(), record.outcome.clone())
+            let unknown = || CancelError::UnknownCommand(command_id.to_owned());
+            let edge_id = state.cp.command_edge(command_id).ok_or_else(unknown)?;
+            let known = state.cp.command(edge_id, command_id).ok_or_else(unknown)?;
+            (edge_id.to_owned(), known.outcome)
         };
         if let Some(outcome) = outcome {
             return Err(CancelError::Finished {
@@ -243,9 +239,11 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     }
 
     /// The record of a command sent through a handle of this server (response and
-    /// every event so far), while it is among the last `command_book` commands.
+    /// every event so far), while it is among the last
+    /// [`RecordLimits::records`](iop_core::cp::RecordLimits::records) commands
+    /// (`CpConfig::command_records`): a copy of the core's record as it is now.
     pub fn command(&self, command_id: &str) -> Option<CommandRecord> {
-        lock(&self.shared.state).book.get(command_id).cloned()
+        lock(&self.shared.state).cp.command_record(command_id)
     }
 
     /// Every event of the Control Plane from now on, at most `subscriber_capacity`
@@ -309,14 +307,12 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         conn: ConnectionId,
         commands: Vec<(CommandState, CommandRecord)>,
     ) -> Result<Vec<String>, ClaimError> {
-        let mut state = lock(&self.shared.state);
-        let (states, mut records): (Vec<_>, Vec<_>) = commands.into_iter().unzip();
-        let kept = state.cp.adopt_commands(conn, states)?;
-        records.retain(|r| kept.contains(&r.command_id));
-        for record in records {
-            state.book.adopt(record);
-        }
-        Ok(kept)
+        let commands = (commands.into_iter())
+            .map(|(state, record)| (state, Some(record)))
+            .collect();
+        lock(&self.shared.state)
+            .cp
+            .adopt_commands_with_records(conn, commands)
     }
 
     /// Ids of the commands of `edge_id` without an outcome yet, oldest first.

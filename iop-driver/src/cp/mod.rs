@@ -2,11 +2,11 @@
 
 mod accept;
 mod answer;
-mod book;
 mod config;
 mod conn_task;
 mod direct;
 mod error;
+mod followers;
 mod handle;
 mod job;
 mod journal;
@@ -26,10 +26,10 @@ mod watch;
 mod write_ahead;
 
 pub use answer::NoAnswer;
-pub use book::{CommandRecord, CommandUpdate, RecordLimits};
 pub use config::{DirectoryFactory, ServeError, ServerConfig, TlsStats};
 pub use error::{CancelError, SendCommandError, StatusRequestError, TlsReloadError};
 pub use handle::{ControlPlaneHandle, SubscribeOptions};
+pub use iop_core::cp::{CommandRecord, CommandUpdate, RecordLimits};
 pub use job::{JobEdge, JobLauncher, JobObserver, JobTracker, LaunchFuture};
 pub use journal::{CommandJournal, JournalError, Recording};
 pub use outcome::{CommandFailure, Terminal};

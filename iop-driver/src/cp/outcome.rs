@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use iop_core::cp::{CommandOutcome, Ending};
 use iop_core::proto::{CommandPhase, CommandRejectReason};
 
-use super::book::CommandRecord;
 use super::tracker::CommandTracker;
 use crate::Runtime;
+use iop_core::cp::CommandRecord;
 
 /// A command that SUCCEEDED: its terminal event's message and detail, and its record.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,9 +57,14 @@ pub enum CommandFailure {
 
 impl<R: Runtime> CommandTracker<R> {
     /// Waits for the command to finish: `Ok` when it SUCCEEDED, else why not.
-    pub async fn outcome(self) -> Result<Terminal, CommandFailure> {
-        let record = self.finish().await.ok_or(CommandFailure::Untracked)?;
-        judge(record)
+    pub async fn outcome(mut self) -> Result<Terminal, CommandFailure> {
+        self.run_out().await;
+        match (self.record(), self.ended()) {
+            (Some(record), _) => judge(record),
+            // Its Edge was forgotten, its record with it.
+            (None, Some(ending)) => Err(CommandFailure::Ended(ending.clone())),
+            (None, None) => Err(CommandFailure::Untracked),
+        }
     }
 }
 
@@ -81,14 +86,7 @@ fn judge(record: CommandRecord) -> Result<Terminal, CommandFailure> {
         // The ending as the book learnt it (with its details), else as the outcome
         // reads back.
         Some(CommandOutcome::Ended(ending)) => Err(CommandFailure::Ended(
-            record
-                .updates
-                .iter()
-                .find_map(|u| match u {
-                    super::book::CommandUpdate::Ended(e) => Some(e.clone()),
-                    _ => None,
-                })
-                .unwrap_or_else(|| ending.clone()),
+            record.ending().unwrap_or(ending).clone(),
         )),
         Some(CommandOutcome::Finished(CommandPhase::Succeeded)) => {
             let event = terminal.unwrap_or_default();

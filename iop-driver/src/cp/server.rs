@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use iop_core::cp::ControlPlane;
 
 use super::accept::accept_loop;
-use super::book::CommandBook;
 use super::config::{ServeError, ServerConfig, TlsStats};
 use super::handle::ControlPlaneHandle;
 use super::state::{CpShared, CpState};
@@ -79,7 +78,8 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 next_conn: 0,
                 timer_armed: None,
                 status_waiters: StatusWaiters::default(),
-                book: CommandBook::new(config.command_book, config.command_records),
+                followers: Default::default(),
+                records_dropped: 0,
                 events: Publisher::default(),
                 stopped: false,
                 finished: false,

@@ -82,7 +82,7 @@ fn abort_connections<R: Runtime>(shared: &Arc<CpShared<R>>, state: &mut super::s
 fn finish<R: Runtime>(shared: &Arc<CpShared<R>>) {
     let mut state = lock(&shared.state);
     state.status_waiters.wake_all();
-    state.book.wake_all();
+    state.followers.wake_all();
     state.finished = true;
     state.events.close();
     super::state::notify_watchers(&mut state);

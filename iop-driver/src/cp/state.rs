@@ -1,6 +1,6 @@
 //! The server's state under its one lock, shared by its tasks and every handle, and
 //! the routing of the core's outputs: wake-ups to connection tasks, events to waiters,
-//! the record book and subscribers.
+//! the trackers and subscribers.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use iop_core::Instant;
-use iop_core::cp::{CommandOutcome, ConnectionId, ControlPlane, CpEvent, Ending, IdHasher};
+use iop_core::cp::{ConnectionId, ControlPlane, CpEvent, IdHasher};
 
-use super::book::{CommandBook, CommandUpdate};
 use super::config::TlsStats;
 use super::direct::Direct;
 use super::error::StatusRequestError;
+use super::followers::Followers;
 use super::status_waiters::StatusWaiters;
 use crate::io::Claim;
 use crate::notice::{Published as _, Publisher};
@@ -52,7 +52,10 @@ pub(crate) struct CpState {
     /// The deadline the timer task sleeps until.
     pub(super) timer_armed: Option<Instant>,
     pub(crate) status_waiters: StatusWaiters,
-    pub(crate) book: CommandBook,
+    /// The trackers following commands (the records are the core's).
+    pub(crate) followers: Followers,
+    /// [`ControlPlane::records_dropped`] when the trackers last looked.
+    pub(crate) records_dropped: u64,
     pub(crate) events: Publisher<CpEvent>,
     /// Shutdown began: no new connections, trackers end.
     pub(crate) stopped: bool,
@@ -182,6 +185,11 @@ impl<R: Runtime> CpShared<R> {
         if !state.load_watchers.is_empty() {
             notify_watchers(state);
         }
+        // Histories dropped for the core's bounds end the trackers following them.
+        if state.cp.records_dropped() != state.records_dropped {
+            state.records_dropped = state.cp.records_dropped();
+            state.followers.wake_all();
+        }
         let next = state.next_deadline();
         let earlier = match (next, state.timer_armed) {
             (Some(n), Some(armed)) => n < armed,
@@ -260,39 +268,17 @@ fn dispatch(state: &mut CpState, event: CpEvent) {
                 .status_waiters
                 .complete(*request, Err(StatusRequestError::Abandoned));
         }
-        // The core's events carry its verdict: the record takes the wire's answer and
-        // event as they came, and the outcome they brought.
-        CpEvent::CommandResponded {
-            response, outcome, ..
-        } => {
-            let update = CommandUpdate::Response(response.clone());
-            state
-                .book
-                .push(&response.command_id, update, outcome.clone());
-        }
-        CpEvent::CommandEvent {
-            event: ev, outcome, ..
-        } => {
-            let update = CommandUpdate::Event(ev.clone());
-            state.book.push(&ev.command_id, update, outcome.clone());
-        }
-        CpEvent::CommandEnded {
-            command_id, ending, ..
-        } => {
-            let outcome = Some(CommandOutcome::Ended(ending.clone()));
-            state
-                .book
-                .push(command_id, CommandUpdate::Ended(ending.clone()), outcome);
-        }
+        // The record moved on (the core keeps it): its trackers read on.
+        CpEvent::CommandResponded { response, .. } => state.followers.wake(&response.command_id),
+        CpEvent::CommandEvent { event: ev, .. } => state.followers.wake(&ev.command_id),
+        CpEvent::CommandEnded { command_id, .. } => state.followers.wake(command_id),
+        // The records went with the Edge: their trackers end Forgotten.
         CpEvent::EdgeForgotten {
             unfinished_commands,
             ..
         } => {
             for command_id in unfinished_commands {
-                let outcome = Some(CommandOutcome::Ended(Ending::Forgotten));
-                state
-                    .book
-                    .push(command_id, CommandUpdate::Ended(Ending::Forgotten), outcome);
+                state.followers.forgotten(command_id);
             }
         }
         _ => {}

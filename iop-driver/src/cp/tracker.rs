@@ -1,4 +1,4 @@
-//! [`CommandTracker`]: one command's updates as a stream over the record book.
+//! [`CommandTracker`]: one command's updates as a stream over its record in the core.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -6,7 +6,9 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 
-use super::book::{CommandRecord, CommandUpdate};
+use iop_core::cp::{CommandRecord, CommandUpdate};
+
+use super::followers::Place;
 use super::state::CpShared;
 use crate::Runtime;
 use crate::signal::lock;
@@ -15,8 +17,10 @@ use crate::signal::lock;
 /// phases) and ends after the terminal one, a rejection, or [`CommandUpdate::Ended`]
 /// (an [`Ending`](iop_core::cp::Ending) that is not the Edge's word).
 ///
-/// It also ends if the command falls out of the handle's record book (more than its
-/// capacity of newer commands, or its byte budget) or the server stops. A tracker that
+/// It also ends if the command's record is no longer kept (more than
+/// [`RecordLimits::records`](iop_core::cp::RecordLimits::records) newer commands, or
+/// their byte budget) or the server stops; if its Edge is forgotten first, after
+/// [`Ending::Forgotten`](iop_core::cp::Ending::Forgotten). A tracker that
 /// falls behind skips the RUNNING events its record coalesced before it read them
 /// ([`CommandRecord::coalesced_events`] counts them); the response, the first event and
 /// the terminal one are never skipped.
@@ -24,8 +28,8 @@ pub struct CommandTracker<R: Runtime> {
     pub(super) shared: Arc<CpShared<R>>,
     edge_id: String,
     command_id: String,
-    /// The sequence of the next update to yield.
-    cursor: u64,
+    /// Where it is in the command's record.
+    place: Place,
 }
 
 impl<R: Runtime> std::fmt::Debug for CommandTracker<R> {
@@ -33,19 +37,25 @@ impl<R: Runtime> std::fmt::Debug for CommandTracker<R> {
         f.debug_struct("CommandTracker")
             .field("edge_id", &self.edge_id)
             .field("command_id", &self.command_id)
-            .field("cursor", &self.cursor)
+            .field("cursor", &self.place.cursor)
             .finish()
     }
 }
 
 impl<R: Runtime> CommandTracker<R> {
     pub(crate) fn new(shared: Arc<CpShared<R>>, edge_id: String, command_id: String) -> Self {
+        lock(&shared.state).followers.follow(&command_id);
         Self {
             shared,
             edge_id,
             command_id,
-            cursor: 0,
+            place: Place::default(),
         }
+    }
+
+    /// The ending it yielded that its record no longer holds (its Edge forgotten).
+    pub(super) fn ended(&self) -> Option<&iop_core::cp::Ending> {
+        self.place.ended.as_ref()
     }
 
     /// The command's id.
@@ -59,19 +69,24 @@ impl<R: Runtime> CommandTracker<R> {
     }
 
     /// Waits until the command is finished (or the tracker ends otherwise) and returns
-    /// its record: response, every event, outcome.
+    /// its record: response, every event, outcome (`None`: no longer kept).
     pub async fn finish(mut self) -> Option<CommandRecord> {
-        while futures_lite::future::poll_fn(|cx| Pin::new(&mut self).poll_next(cx))
-            .await
-            .is_some()
-        {}
+        self.run_out().await;
         self.record()
     }
 
-    /// The command's record so far.
+    /// Reads every update until the tracker ends.
+    pub(super) async fn run_out(&mut self) {
+        while futures_lite::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx))
+            .await
+            .is_some()
+        {}
+    }
+
+    /// The command's record so far (read from the core: a copy of it as it is now).
     pub fn record(&self) -> Option<CommandRecord> {
         let state = lock(&self.shared.state);
-        state.book.get(&self.command_id).cloned()
+        state.cp.command_record_at(&self.edge_id, &self.command_id)
     }
 }
 
@@ -81,9 +96,16 @@ impl<R: Runtime> Stream for CommandTracker<R> {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<CommandUpdate>> {
         let this = self.get_mut();
         let mut state = lock(&this.shared.state);
-        let stopped = state.stopped;
-        state
-            .book
-            .poll_update(&this.command_id, &mut this.cursor, stopped, cx)
+        let state = &mut *state;
+        let command = (this.edge_id.as_str(), this.command_id.as_str());
+        (state.followers).poll_update(&state.cp, command, &mut this.place, state.stopped, cx)
+    }
+}
+
+impl<R: Runtime> Drop for CommandTracker<R> {
+    fn drop(&mut self) {
+        lock(&self.shared.state)
+            .followers
+            .unfollow(&self.command_id);
     }
 }

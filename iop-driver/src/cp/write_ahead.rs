@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use iop_core::cp::{CommandOutcome, Ending};
+use iop_core::cp::Ending;
 use iop_core::proto::EdgeCommandRequest;
 
-use super::book::CommandUpdate;
 use super::journal::{CommandJournal, JournalError};
 use super::state::CpShared;
 use crate::Runtime;
@@ -43,13 +42,10 @@ async fn record_then_send<R: Runtime>(
             state.cp.release_command(now, &edge_id, &command_id);
         }),
         Err(e) => shared.with(|state, _| {
-            if !state.cp.drop_command(&edge_id, &command_id) {
-                return;
-            }
             let ending = match e {
                 // Sent before, by another Control Plane: its record is this command's.
                 JournalError::Exists(record) => {
-                    state.book.adopt(*record);
+                    state.cp.replace_held_command(&edge_id, *record);
                     return;
                 }
                 JournalError::Conflict => Ending::Conflict,
@@ -58,10 +54,7 @@ async fn record_then_send<R: Runtime>(
                     Ending::Unrecorded { reason }
                 }
             };
-            let outcome = Some(CommandOutcome::Ended(ending.clone()));
-            state
-                .book
-                .push(&command_id, CommandUpdate::Ended(ending), outcome);
+            state.cp.end_held_command(&edge_id, &command_id, ending);
         }),
     }
 }

@@ -16,6 +16,7 @@ use crate::cp::directory::Directory;
 use crate::cp::directory::{ClaimAnswer, ClaimError};
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::ids::ConnectionId;
+use crate::cp::record::History;
 use crate::cp::{CloseReason, CpEvent};
 
 /// The hellos whose ownership claim the directory deferred, by connection: each
@@ -32,7 +33,7 @@ pub(super) struct PendingHello {
     /// The negotiated protocol version.
     pub(super) version: u32,
     /// Commands another Control Plane sent the Edge, joined to its own on acceptance.
-    pub(super) adopted: Vec<CommandState>,
+    pub(super) adopted: Vec<(CommandState, Option<History>)>,
 }
 
 impl ControlPlane {

@@ -78,6 +78,8 @@ pub struct ControlPlane {
     /// The control plane's own status requests in flight.
     loads: load::Refreshes,
     last_command_n: u64,
+    /// The commands whose records keep their history, and the bound on them.
+    records: commands::RecordIndex,
     /// Connections whose hello is not accepted yet (awaited, or claiming).
     pending_hellos: usize,
     /// How fast hellos were accepted lately, for the `retry_after` of a burst.
@@ -117,6 +119,7 @@ impl ControlPlane {
             events: VecDeque::new(),
             io: Io::default(),
             last_command_n: 0,
+            records: Default::default(),
             pending_hellos: 0,
             hello_rate: Default::default(),
             draining: false,

@@ -35,6 +35,7 @@ impl ControlPlane {
             return;
         };
         self.stats.views_forgotten += 1;
+        self.records_gone(entry.commands());
         let (edge_id, unfinished_commands) = entry.forgotten();
         self.events.push_back(CpEvent::EdgeForgotten {
             unfinished_commands,
@@ -50,6 +51,7 @@ impl ControlPlane {
         if self.edges.get(edge_id).is_some_and(|e| e.live().is_none())
             && let Some(entry) = self.edges.remove(edge_id)
         {
+            self.records_gone(entry.commands());
             let (edge_id, unfinished_commands) = entry.forgotten();
             self.events.push_back(CpEvent::EdgeForgotten {
                 unfinished_commands,

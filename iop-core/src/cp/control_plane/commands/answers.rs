@@ -7,12 +7,21 @@ use iop_proto::{EdgeCommandEvent, EdgeCommandResponse};
 use crate::cp::command::{EventEffect, ResponseEffect};
 use crate::cp::edges::EdgeSlot;
 use crate::cp::ids::ConnectionId;
+use crate::cp::record::RecordLimits;
 use crate::cp::{CloseReason, CpEvent};
 use crate::time::Instant;
 
 use super::super::ControlPlane;
 
 impl ControlPlane {
+    /// How many finished commands an Edge's book keeps, and how much of their history.
+    pub(in crate::cp::control_plane) fn command_rules(&self) -> (usize, RecordLimits) {
+        (
+            self.config.finished_command_retention,
+            self.config.command_records,
+        )
+    }
+
     fn session_ids(&self, conn: ConnectionId) -> Option<(String, u64, EdgeSlot)> {
         self.conns
             .get(&conn)
@@ -29,9 +38,15 @@ impl ControlPlane {
         let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
             return;
         };
-        let retention = self.config.finished_command_retention;
+        let (retention, limits) = self.command_rules();
         let effect = match self.edges.live_at(slot, conn) {
-            Some(entry) => entry.commands_mut().on_response(&resp, retention),
+            Some(entry) => {
+                let before = entry.commands().history_bytes();
+                let effect = entry.commands_mut().on_response(&resp, retention, &limits);
+                let after = entry.commands().history_bytes();
+                self.records_changed(before, after);
+                effect
+            }
             None => Ok(ResponseEffect::Unknown),
         };
         match effect {
@@ -59,9 +74,15 @@ impl ControlPlane {
         let Some((edge_id, session_id, slot)) = self.session_ids(conn) else {
             return;
         };
-        let retention = self.config.finished_command_retention;
+        let (retention, limits) = self.command_rules();
         let effect = match self.edges.live_at(slot, conn) {
-            Some(entry) => entry.commands_mut().on_event(&ev, retention),
+            Some(entry) => {
+                let before = entry.commands().history_bytes();
+                let effect = entry.commands_mut().on_event(&ev, retention, &limits);
+                let after = entry.commands().history_bytes();
+                self.records_changed(before, after);
+                effect
+            }
             None => Ok(EventEffect::Unknown),
         };
         match effect {

@@ -8,6 +8,7 @@ use iop_proto::{Envelope, Message};
 use crate::cp::command_state::CommandState;
 use crate::cp::directory::ClaimError;
 use crate::cp::ids::ConnectionId;
+use crate::cp::record::{CommandRecord, History};
 use crate::ids::MAX_ID_LEN;
 
 use super::super::ControlPlane;
@@ -29,6 +30,18 @@ impl ControlPlane {
         conn: ConnectionId,
         commands: Vec<CommandState>,
     ) -> Result<Vec<String>, ClaimError> {
+        let commands = commands.into_iter().map(|c| (c, None)).collect();
+        self.adopt_commands_with_records(conn, commands)
+    }
+
+    /// [`adopt_commands`](Self::adopt_commands), each command with its record there
+    /// (`None`: an empty one), which becomes its record here.
+    pub fn adopt_commands_with_records(
+        &mut self,
+        conn: ConnectionId,
+        commands: Vec<(CommandState, Option<CommandRecord>)>,
+    ) -> Result<Vec<String>, ClaimError> {
+        let limits = self.config.command_records;
         let max_frame_len = self.config.max_frame_len as usize;
         let max_unfinished = self.config.max_inflight_commands;
         let Some(pending) = self.claims.get_mut(&conn) else {
@@ -38,9 +51,9 @@ impl ControlPlane {
         let mut unfinished = pending
             .adopted
             .iter()
-            .filter(|a| a.outcome.is_none())
+            .filter(|(a, _)| a.outcome.is_none())
             .count();
-        for command in commands {
+        for (command, record) in commands {
             let id = &command.request.command_id;
             let fits = !id.is_empty()
                 && id.len() <= MAX_ID_LEN
@@ -50,7 +63,8 @@ impl ControlPlane {
             if fits {
                 unfinished += usize::from(command.outcome.is_none());
                 kept.push(command.request.command_id.clone());
-                pending.adopted.push(command);
+                let history = record.map(|r| History::from_record(r, &limits));
+                pending.adopted.push((command, history));
             }
         }
         Ok(kept)
@@ -60,13 +74,20 @@ impl ControlPlane {
     pub(in crate::cp::control_plane) fn join_adopted(
         &mut self,
         edge_id: &str,
-        adopted: Vec<CommandState>,
+        adopted: Vec<(CommandState, Option<History>)>,
     ) {
         let retention = self.config.finished_command_retention;
-        if let Some(entry) = self.edges.get_mut(edge_id) {
-            for command in adopted {
-                entry.commands_mut().adopt(command, retention);
+        let ids: Vec<String> = adopted
+            .iter()
+            .map(|(c, _)| c.command_id().to_owned())
+            .collect();
+        self.edge_commands(edge_id, |book| {
+            for (command, history) in adopted {
+                book.adopt(command, history, retention);
             }
+        });
+        for id in ids {
+            self.index_record(edge_id, &id);
         }
     }
 }

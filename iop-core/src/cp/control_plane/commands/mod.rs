@@ -6,7 +6,10 @@
 
 mod answers;
 mod handover;
+mod records;
 mod sessions;
+
+pub(in crate::cp::control_plane) use records::RecordIndex;
 
 use iop_proto::limits::send;
 use iop_proto::{Envelope, Message};
@@ -94,7 +97,8 @@ impl ControlPlane {
                     }
                 },
             };
-        if entry.commands().contains(&command_id) {
+        let unsent_before = entry.commands().is_unsent(&command_id);
+        if entry.commands().contains(&command_id) && !unsent_before {
             return Err(CommandError::DuplicateCommandId(command_id));
         }
         let limit = self.config.max_inflight_commands;
@@ -114,9 +118,12 @@ impl ControlPlane {
         }
         self.last_command_n = next_n;
         self.stats.commands_issued += 1;
-        if let Some(entry) = self.edges.get_mut(edge_id) {
-            entry.commands_mut().insert(request, true);
-        }
+        self.edge_commands(edge_id, |book| {
+            // A command that ended without being sent is tried anew under its id.
+            book.forget_unsent(&request.command_id);
+            book.insert(request, true);
+        });
+        self.index_record(edge_id, &command_id);
         Ok(command_id)
     }
 
@@ -141,9 +148,8 @@ impl ControlPlane {
     /// Forgets a command [`hold_command`](Self::hold_command) held back: its record
     /// could not be written, and it was never sent. False when it is not held.
     pub fn drop_command(&mut self, edge_id: &str, command_id: &str) -> bool {
-        self.edges
-            .get_mut(edge_id)
-            .is_some_and(|e| e.commands_mut().drop_held(command_id))
+        self.edge_commands(edge_id, |book| book.drop_held(command_id))
+            .unwrap_or(false)
     }
 
     /// Ids of the commands of `edge_id` without an outcome yet, oldest first.

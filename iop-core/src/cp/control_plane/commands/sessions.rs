@@ -22,11 +22,12 @@ impl ControlPlane {
         edge_id: &str,
         inflight: &[String],
     ) {
-        let retention = self.config.finished_command_retention;
-        let Some(entry) = self.edges.get_mut(edge_id) else {
+        let (retention, limits) = self.command_rules();
+        let Some((resend, lost)) = self.edge_commands(edge_id, |book| {
+            book.on_new_session(inflight, retention, &limits)
+        }) else {
             return;
         };
-        let (resend, lost) = entry.commands_mut().on_new_session(inflight, retention);
         for command_id in lost {
             self.stats.commands_lost += 1;
             self.events.push_back(CpEvent::CommandEnded {
@@ -49,14 +50,13 @@ impl ControlPlane {
     /// hello): each command whose request it carried unanswered counts it, and those
     /// that reach the limit are FAILED "undeliverable" (PROTOCOL.md §4.4).
     pub(in crate::cp::control_plane) fn unanswered_on(&mut self, edge_id: &str, session_id: u64) {
-        let Some(entry) = self.edges.get_mut(edge_id) else {
+        let (retention, limits) = self.command_rules();
+        let max = self.config.undeliverable_after_sessions;
+        let Some(undeliverable) = self.edge_commands(edge_id, |book| {
+            book.on_session_end(session_id, max, retention, &limits)
+        }) else {
             return;
         };
-        let undeliverable = entry.commands_mut().on_session_end(
-            session_id,
-            self.config.undeliverable_after_sessions,
-            self.config.finished_command_retention,
-        );
         for u in undeliverable {
             self.stats.commands_undeliverable += 1;
             self.events.push_back(CpEvent::CommandEnded {
@@ -70,11 +70,16 @@ impl ControlPlane {
     /// Abandons the unfinished commands of the Edges disconnected for longer than they
     /// remember them (PROTOCOL.md §4.4): FAILED, their outcome never to be learned.
     pub(in crate::cp::control_plane) fn abandon_commands(&mut self, now: Instant) {
-        let retention = self.config.finished_command_retention;
+        let (retention, limits) = self.command_rules();
         while let Some((entry, since)) = self.edges.abandon_due(now) {
             let edge_id = entry.view().edge_id.clone();
             let disconnected_for = now.saturating_duration_since(since);
-            let abandoned = entry.commands_mut().abandon(retention, disconnected_for);
+            let before = entry.commands().history_bytes();
+            let abandoned = entry
+                .commands_mut()
+                .abandon(retention, &limits, disconnected_for);
+            let after = entry.commands().history_bytes();
+            self.records_changed(before, after);
             for command_id in abandoned {
                 self.stats.commands_abandoned += 1;
                 self.events.push_back(CpEvent::CommandEnded {
