@@ -288,11 +288,8 @@ impl CommandBook {
         if resp.accepted {
             t.answer = CommandAnswer::Accepted;
             let outcome = t.outcome.clone();
-            self.record(
-                &resp.command_id,
-                CommandUpdate::Response(resp.clone()),
-                limits,
-            );
+            let update = CommandUpdate::Response(resp.clone());
+            records::keep(t, &mut self.history_bytes, update, limits);
             return Ok(ResponseEffect::First(outcome));
         }
         if t.last_seq > 0 {
@@ -304,11 +301,8 @@ impl CommandBook {
             .unwrap_or(CommandRejectReason::Unspecified);
         t.answer = CommandAnswer::Rejected(reason);
         let outcome = CommandOutcome::Rejected(reason);
-        self.record(
-            &resp.command_id,
-            CommandUpdate::Response(resp.clone()),
-            limits,
-        );
+        let update = CommandUpdate::Response(resp.clone());
+        records::keep(t, &mut self.history_bytes, update, limits);
         self.finish(&resp.command_id, outcome.clone(), retention);
         Ok(ResponseEffect::First(Some(outcome)))
     }
@@ -376,7 +370,8 @@ impl CommandBook {
         }
         t.last_seq = ev.sequence;
         t.phase = phase;
-        self.record(&ev.command_id, CommandUpdate::Event(ev.clone()), limits);
+        let update = CommandUpdate::Event(ev.clone());
+        records::keep(t, &mut self.history_bytes, update, limits);
         if rank(phase) < 3 {
             return Ok(EventEffect::New(None));
         }

@@ -4,7 +4,7 @@
 
 use iop_proto::CommandPhase;
 
-use super::{CommandBook, CommandOutcome};
+use super::{CommandBook, CommandOutcome, Tracked};
 use crate::cp::ending::Ending;
 use crate::cp::record::{CommandRecord, CommandUpdate, RecordLimits, UpdatePoll};
 
@@ -69,14 +69,8 @@ impl CommandBook {
         update: CommandUpdate,
         limits: &RecordLimits,
     ) {
-        if let Some(h) = self
-            .commands
-            .get_mut(command_id)
-            .and_then(|t| t.history.as_mut())
-        {
-            self.history_bytes -= h.bytes;
-            h.push(update, limits);
-            self.history_bytes += h.bytes;
+        if let Some(t) = self.commands.get_mut(command_id) {
+            keep(t, &mut self.history_bytes, update, limits);
         }
     }
 
@@ -121,5 +115,19 @@ impl CommandBook {
             None if t.outcome.is_some() => UpdatePoll::Done,
             None => UpdatePoll::Pending,
         }
+    }
+}
+
+/// Adds `update` to `t`'s history (if kept), its bytes counted in `total`.
+pub(super) fn keep(
+    t: &mut Tracked,
+    total: &mut usize,
+    update: CommandUpdate,
+    limits: &RecordLimits,
+) {
+    if let Some(h) = t.history.as_mut() {
+        *total -= h.bytes;
+        h.push(update, limits);
+        *total += h.bytes;
     }
 }

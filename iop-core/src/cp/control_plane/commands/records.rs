@@ -169,10 +169,11 @@ impl ControlPlane {
         let pair = (edge_id.to_owned(), command_id.to_owned());
         // An id used again by its Edge (a command that was never sent, retried; or
         // one forgotten since): its place in the order is the new one's.
-        if records.by_id.get(command_id).map(String::as_str) == Some(edge_id) {
+        if let Some(before) = records.by_id.insert(pair.1.clone(), pair.0.clone())
+            && before == edge_id
+        {
             records.order.retain(|p| *p != pair);
         }
-        records.by_id.insert(pair.1.clone(), pair.0.clone());
         records.order.push_back(pair);
         self.records_changed(0, 0);
     }
