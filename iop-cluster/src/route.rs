@@ -393,6 +393,9 @@ async fn answer<R: Runtime>(
     if kind == "views" {
         return Ok(own_views(server, &headers));
     }
+    if kind == "list" {
+        return crate::route_list::own_list(server, &message.payload);
+    }
     let edge_id = get(EDGE).unwrap_or_default();
     // The fleet's load is this replica's share, whoever holds which Edge.
     let load = LoadQuery::from_kind(&kind, &edge_id);

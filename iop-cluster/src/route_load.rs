@@ -240,7 +240,7 @@ fn typed(message: &impl Message, more: Option<(&'static str, String)>) -> (Heade
 }
 
 /// An Edge of `cp`, held by replica `me`, as the fleet's list shows it.
-fn listed<R: Runtime>(
+pub(crate) fn listed<R: Runtime>(
     cp: &ControlPlaneHandle<R>,
     me: &str,
     view: iop_driver::iop_core::cp::EdgeView,
@@ -274,7 +274,11 @@ pub(crate) fn own_views<R: Runtime>(
         })
         .map(|v| listed(&server.cp, &server.me, v).to_message())
         .collect();
-    typed(&cluster::EdgeViewPage { views }, next.map(|n| (AFTER, n)))
+    let page = cluster::EdgeViewPage {
+        views,
+        ..Default::default()
+    };
+    typed(&page, next.map(|n| (AFTER, n)))
 }
 
 /// This replica's view of `edge_id` (its live session checked by the caller).

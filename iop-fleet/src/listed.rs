@@ -122,9 +122,123 @@ fn reachability_from(r: i32) -> Reachability {
     }
 }
 
+/// Which Edges a fleet listing shows: those in one of `states` (any when empty) whose
+/// id, software version, metadata (keys or values) or holding replica holds `text`
+/// (lower case; any when empty). One filter for the list a replica makes of its own
+/// Edges and for the page it asks each other replica for ([`to_query`](Self::to_query)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EdgeFilter {
+    /// The states an Edge may be in (none: any).
+    pub states: Vec<Reachability>,
+    /// Lower-case text the Edge must mention (empty: any).
+    pub text: String,
+}
+
+/// The longest `text` a replica takes from another's query (longer never matches an
+/// id, a version or a metadata entry within the hello's caps).
+pub const MAX_FILTER_TEXT: usize = 4_096;
+
+impl EdgeFilter {
+    /// Edges in one of `states` (none: any) that mention `text` (any case).
+    pub fn new(states: Vec<Reachability>, text: &str) -> Self {
+        Self {
+            states,
+            text: text.to_lowercase(),
+        }
+    }
+
+    /// Whether `view`, held live by `holder` (a replica id, in a cluster), passes.
+    pub fn matches(&self, view: &EdgeView, holder: Option<&str>) -> bool {
+        if !self.states.is_empty() && !self.states.contains(&view.reachability) {
+            return false;
+        }
+        if self.text.is_empty() {
+            return true;
+        }
+        let holds = |s: &str| s.to_lowercase().contains(&self.text);
+        holds(&view.edge_id)
+            || holds(&view.software_version)
+            || holder.is_some_and(holds)
+            || view.metadata.iter().any(|(k, v)| holds(k) || holds(v))
+    }
+
+    /// The page after `after` of at most `limit` Edges this filter passes, as a
+    /// replica asks another for it.
+    pub fn to_query(&self, after: &str, limit: usize) -> cluster::EdgeListQuery {
+        cluster::EdgeListQuery {
+            after: after.to_owned(),
+            limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            states: self
+                .states
+                .iter()
+                .map(|r| reachability_to(*r) as i32)
+                .collect(),
+            text: self.text.clone(),
+        }
+    }
+
+    /// The filter and page another replica asks for: `(filter, after, limit)`, or
+    /// `None` for a query no replica of this schema sends (a text past
+    /// [`MAX_FILTER_TEXT`], an unknown state, an `after` that is not an Edge id).
+    pub fn from_query(query: &cluster::EdgeListQuery) -> Option<(Self, &str, usize)> {
+        if query.text.len() > MAX_FILTER_TEXT || query.states.len() > 3 {
+            return None;
+        }
+        if !query.after.is_empty() && validate_id("after", &query.after).is_err() {
+            return None;
+        }
+        let states = (query.states.iter())
+            .map(|r| match cluster::Reachability::try_from(*r) {
+                Ok(cluster::Reachability::Unspecified) | Err(_) => None,
+                Ok(_) => Some(reachability_from(*r)),
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let filter = Self {
+            states,
+            text: query.text.to_lowercase(),
+        };
+        Some((filter, query.after.as_str(), query.limit as usize))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_reads_back_as_it_was_asked_and_a_bad_query_is_refused() {
+        let filter = EdgeFilter::new(vec![Reachability::Connected], "EU-1");
+        let query = filter.to_query("edge-3", 100);
+        assert_eq!(
+            EdgeFilter::from_query(&query),
+            Some((filter.clone(), "edge-3", 100))
+        );
+        let mut view = EdgeView::new("edge-9");
+        view.reachability = Reachability::Connected;
+        view.metadata = vec![("zone".into(), "eu-1".into())];
+        assert!(filter.matches(&view, None));
+        view.reachability = Reachability::Unreachable;
+        assert!(!filter.matches(&view, None));
+        let by_holder = EdgeFilter::new(Vec::new(), "Cp-B");
+        assert!(by_holder.matches(&view, Some("cp-b")) && !by_holder.matches(&view, Some("cp-a")));
+        for bad in [
+            cluster::EdgeListQuery {
+                after: "not an id".into(),
+                ..query.clone()
+            },
+            cluster::EdgeListQuery {
+                states: vec![0],
+                ..query.clone()
+            },
+            cluster::EdgeListQuery {
+                text: "x".repeat(MAX_FILTER_TEXT + 1),
+                ..query.clone()
+            },
+        ] {
+            assert_eq!(EdgeFilter::from_query(&bad), None);
+        }
+    }
 
     #[test]
     fn an_edge_reads_back_as_it_was_told_and_a_bad_id_is_refused() {

@@ -2,7 +2,10 @@
 //! at most ~20 000 sockets, so each replica and each third of the Edges is a process
 //! of its own) with one nats-server: every Edge enrolled, none dropped while they
 //! heartbeat for 30 s, and every replica's fleet listing (its own views and the other
-//! replicas', through the cluster) showing all of them.
+//! replicas', through the cluster) showing all of them; then the first replica pages
+//! through the whole fleet 100 Edges at a time as `GET /v1/edges?limit=100` does (its
+//! own page, and every other replica's for the same cursor, merged), against the same
+//! page cut from every view pulled from every replica (the baseline).
 //!
 //! ```text
 //! cargo run --release --manifest-path bench-socket/Cargo.toml --bin cluster_scale [-- EDGES_PER_REPLICA]
@@ -19,10 +22,15 @@ use iop_cluster::testing::NatsServer;
 use iop_cluster::{ClusterConfig, Replica};
 use iop_tokio::ControlPlaneServer;
 use iop_tokio::core::cp::Reachability;
+use iop_tokio::fleet::EdgeFilter;
 
 const REPLICAS: usize = 3;
 const HOLD: Duration = Duration::from_secs(30);
 const BOUND: Duration = Duration::from_secs(300);
+/// Edges a page of the listing holds, as a router or the dashboard asks for them.
+const PAGE: usize = 100;
+/// Pages of the baseline (each pulls the whole fleet).
+const BASELINE_PAGES: usize = 10;
 
 type BoxError = Box<dyn std::error::Error>;
 
@@ -75,6 +83,7 @@ fn orchestrate(per_replica: usize) -> Result<(), BoxError> {
             f.next().unwrap_or("0").parse::<usize>()?,
             f.next().unwrap_or("0"),
         );
+        let pages = r.expect("pages")?;
         let held: usize = r.expect("held")?.parse()?;
         let rss: f64 = r.expect("rss")?.parse()?;
         let rows = [
@@ -104,6 +113,19 @@ fn orchestrate(per_replica: usize) -> Result<(), BoxError> {
         ];
         for (what, value, met) in rows {
             table.push(Row::new(what, value, "—", "—", "—", met));
+        }
+        // `pages COUNT SEEN P50 P99 BASELINE_P50 BASELINE_P99` (ms), on cp-0 only.
+        let f: Vec<&str> = pages.split_whitespace().collect();
+        if let [count, seen, p50, p99, b50, b99] = f[..] {
+            let (p99, b99): (f64, f64) = (p99.parse()?, b99.parse()?);
+            table.push(Row::new(
+                format!("cp-{i}: a page of {PAGE} of the fleet's list, p50 / p99 over {count} pages ({seen} Edges seen; goal p99 ≤ 50 ms)"),
+                format!("{p50} / {p99:.1} ms"),
+                format!("{b50} / {b99:.1} ms"),
+                format!("{:.3}", p99 / b99),
+                "≤ 50 ms",
+                Some(p99 <= 50.0 && seen.parse::<usize>()? == total),
+            ));
         }
     }
     println!("{table}");
@@ -148,6 +170,12 @@ fn replica(per_replica: usize, total: usize, url: &str, id: &str) -> Result<(), 
             "fleet",
             format!("{listed} {:.1}", listing.elapsed().as_secs_f64()),
         );
+        let pages = if id == "cp-0" {
+            list_pages(&cp, &router).await
+        } else {
+            "-".to_owned()
+        };
+        report("pages", pages);
 
         let hold = Instant::now();
         let mut least = usize::MAX;
@@ -165,4 +193,95 @@ fn replica(per_replica: usize, total: usize, url: &str, id: &str) -> Result<(), 
         .await;
         Ok(())
     })
+}
+
+/// One page of the fleet's list as the admin API makes it in a cluster: this replica's
+/// own page, then every other replica's for the same cursor, merged; its Edge ids and
+/// whether more follow.
+async fn page(
+    cp: &iop_tokio::ControlPlaneHandle,
+    router: &iop_cluster::Router,
+    after: &str,
+) -> (Vec<String>, bool) {
+    let filter = EdgeFilter::default();
+    let mut mine: Vec<String> = cp
+        .edges()
+        .into_iter()
+        .filter(|v| v.reachability != Reachability::Disconnected)
+        .filter(|v| filter.matches(v, Some("cp-0")))
+        .map(|v| v.edge_id)
+        .filter(|id| id.as_str() > after)
+        .collect();
+    mine.sort_unstable();
+    let theirs = router.list_edges(&filter, after, PAGE).await;
+    mine.extend(theirs.edges.into_iter().map(|l| l.view.edge_id));
+    mine.sort_unstable();
+    mine.dedup();
+    let more = mine.len() > PAGE || theirs.more;
+    mine.truncate(PAGE);
+    (mine, more)
+}
+
+/// The baseline: the same page cut from every view of this replica and every other
+/// replica's, pulled whole (as the listing did before it asked each for a page).
+async fn baseline_page(
+    cp: &iop_tokio::ControlPlaneHandle,
+    router: &iop_cluster::Router,
+    after: &str,
+) -> Vec<String> {
+    let mut all: Vec<String> = cp
+        .edges()
+        .into_iter()
+        .filter(|v| v.reachability != Reachability::Disconnected)
+        .map(|v| v.edge_id)
+        .collect();
+    all.extend(
+        router
+            .remote_views()
+            .await
+            .into_iter()
+            .map(|l| l.view.edge_id),
+    );
+    all.sort_unstable();
+    all.dedup();
+    all.into_iter()
+        .filter(|id| id.as_str() > after)
+        .take(PAGE)
+        .collect()
+}
+
+/// Pages through the whole fleet; `COUNT SEEN P50 P99 BASELINE_P50 BASELINE_P99` (ms).
+async fn list_pages(cp: &iop_tokio::ControlPlaneHandle, router: &iop_cluster::Router) -> String {
+    let mut took = Vec::new();
+    let mut seen = 0;
+    let mut after = String::new();
+    for _ in 0..100_000 / PAGE + 10 {
+        let started = Instant::now();
+        let (ids, more) = page(cp, router, &after).await;
+        took.push(started.elapsed().as_secs_f64() * 1e3);
+        seen += ids.len();
+        match ids.last() {
+            Some(last) if more => after = last.clone(),
+            _ => break,
+        }
+    }
+    let mut baseline = Vec::new();
+    for k in 0..BASELINE_PAGES {
+        let started = Instant::now();
+        let ids = baseline_page(cp, router, &format!("edge{}", k % REPLICAS)).await;
+        baseline.push(started.elapsed().as_secs_f64() * 1e3);
+        assert!(!ids.is_empty());
+    }
+    let pct = |v: &mut Vec<f64>, p: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * p).round() as usize]
+    };
+    let count = took.len();
+    format!(
+        "{count} {seen} {:.1} {:.1} {:.1} {:.1}",
+        pct(&mut took, 0.5),
+        pct(&mut took, 0.99),
+        pct(&mut baseline, 0.5),
+        pct(&mut baseline, 0.99)
+    )
 }

@@ -8,6 +8,9 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use serde_json::{Value, json};
 
+use iop_core::cp::Reachability;
+use iop_tokio::fleet::EdgeFilter;
+
 use super::listing as fleet;
 use super::{json as shape, load};
 use crate::admin::AdminState;
@@ -19,7 +22,9 @@ pub(in crate::admin) const MAX_EDGE_PAGE: usize = 1_000;
 /// `GET /v1/edges`: every Edge, or one page of them (`limit`, `after`: the last Edge id
 /// of the page before), of those in a state (`state=connected,unreachable`) or whose
 /// id, version, metadata or replica holds a text (`q`, any case); `total` counts the
-/// Edges that pass the filters, `next` is the id to ask `after` when more follow.
+/// Edges that pass the filters, `next` is the id to ask `after` when more follow. In a
+/// cluster a page is asked of every replica at once with the same filter and cursor;
+/// one that does not answer within a second is named (`silentReplicas`, `partial`).
 pub(in crate::admin) async fn list_edges(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
@@ -35,53 +40,58 @@ pub(in crate::admin) async fn list_edges(
             }
         },
     };
-    let states: Vec<&str> = match query.get("state") {
+    let states = match query.get("state") {
         None => Vec::new(),
-        Some(list) => {
-            let states: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
-            if let Some(bad) = states
-                .iter()
-                .find(|s| !["connected", "unreachable", "disconnected"].contains(s))
-            {
-                return Err(ApiError::bad_request(format!(
+        Some(list) => list
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|state| match state {
+                "connected" => Ok(Reachability::Connected),
+                "unreachable" => Ok(Reachability::Unreachable),
+                "disconnected" => Ok(Reachability::Disconnected),
+                bad => Err(ApiError::bad_request(format!(
                     "state {bad:?}: use connected, unreachable or disconnected"
-                )));
-            }
-            states
-        }
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
     };
-    let text = query.get("q").map(|q| q.to_lowercase()).unwrap_or_default();
+    let filter = EdgeFilter::new(
+        states,
+        query.get("q").map(String::as_str).unwrap_or_default(),
+    );
     let after = query.get("after").map(String::as_str).unwrap_or_default();
-    let all = if load::whole_fleet(&query)? {
-        fleet::edges(&s).await
-    } else {
-        fleet::local_edges(&s)
-    };
-    // Filtered and paged on the views; only the page is written as JSON.
+    let whole = load::whole_fleet(&query)?;
     let replica = s.replica_id.as_deref();
-    let matching = all
-        .into_iter()
-        .filter(|v| states.is_empty() || states.contains(&v.state()))
-        .filter(|v| text.is_empty() || v.mentions(&text, replica));
-    let mut total = 0;
-    let mut page: Vec<Value> = Vec::new();
-    let mut more = false;
-    for edge in matching {
-        total += 1;
-        if edge.edge_id() <= after {
-            continue;
+    let page = match (&s.router, limit) {
+        // A page: each replica sends its own for the same filter and cursor.
+        (Some(router), Some(limit)) if whole => {
+            fleet::fleet_page(&s, router, &filter, after, limit).await
         }
-        if limit.is_some_and(|limit| page.len() == limit) {
-            more = true;
-        } else {
-            page.push(edge.render(&s));
+        _ => {
+            let all = if whole {
+                fleet::edges(&s).await
+            } else {
+                fleet::local_edges(&s)
+            };
+            fleet::page_of(all, &filter, after, limit, replica)
         }
-    }
-    // The page is full and more follow: the next starts after its last Edge.
-    let next = page.last().filter(|_| more).map(|v| v["edgeId"].clone());
-    let mut out = json!({ "edges": page, "total": total });
-    if let (Some(next), Some(o)) = (next, out.as_object_mut()) {
-        o.insert("next".into(), next);
+    };
+    // Only the page is written as JSON.
+    let edges: Vec<Value> = page.edges.into_iter().map(|e| e.render(&s)).collect();
+    // More follow: the next page starts after this one's last Edge.
+    let next = edges
+        .last()
+        .filter(|_| page.more)
+        .map(|v| v["edgeId"].clone());
+    let mut out = json!({ "edges": edges, "total": page.total });
+    if let Some(o) = out.as_object_mut() {
+        if let Some(next) = next {
+            o.insert("next".into(), next);
+        }
+        if !page.silent.is_empty() {
+            o.insert("partial".into(), true.into());
+            o.insert("silentReplicas".into(), page.silent.into());
+        }
     }
     Ok(Json(out))
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use iop_core::cp::{EdgeView, Reachability};
-use iop_tokio::fleet::ListedEdge;
+use iop_tokio::fleet::{EdgeFilter, ListedEdge};
 
 use super::json;
 use crate::admin::AdminState;
@@ -40,15 +40,6 @@ impl FleetEdge {
         self.view().reachability != Reachability::Disconnected
     }
 
-    /// The Edge's reachability as the list's `state` filter names it.
-    pub(in crate::admin) fn state(&self) -> &'static str {
-        match self.view().reachability {
-            Reachability::Connected => "connected",
-            Reachability::Unreachable => "unreachable",
-            _ => "disconnected",
-        }
-    }
-
     /// The replica holding its live session (`me`: this one's id).
     fn holder<'a>(&'a self, me: Option<&'a str>) -> Option<&'a str> {
         match self {
@@ -67,15 +58,9 @@ impl FleetEdge {
         self.view().metadata(key)
     }
 
-    /// Whether its id, version, metadata (keys or values) or the replica holding it
-    /// holds `text` (lower case; `me` is this replica's id).
-    pub(in crate::admin) fn mentions(&self, text: &str, me: Option<&str>) -> bool {
-        let holds = |s: &str| s.to_lowercase().contains(text);
-        let v = self.view();
-        holds(&v.edge_id)
-            || holds(&v.software_version)
-            || self.holder(me).is_some_and(holds)
-            || v.metadata.iter().any(|(k, val)| holds(k) || holds(val))
+    /// Whether it passes `filter` (`me`: this replica's id).
+    pub(in crate::admin) fn passes(&self, filter: &EdgeFilter, me: Option<&str>) -> bool {
+        filter.matches(self.view(), self.holder(me))
     }
 
     /// The Edge as the list shows it (a local view with its load's summary).
@@ -137,6 +122,87 @@ pub(in crate::admin) async fn edges(s: &AdminState) -> Vec<FleetEdge> {
     }
     all.sort_unstable_by(|a, b| a.edge_id().cmp(b.edge_id()));
     all
+}
+
+/// One page of the fleet's list.
+pub(in crate::admin) struct Page {
+    /// Its Edges, in Edge id order.
+    pub(in crate::admin) edges: Vec<FleetEdge>,
+    /// How many Edges pass the filters in all.
+    pub(in crate::admin) total: u64,
+    /// Whether more follow its last Edge.
+    pub(in crate::admin) more: bool,
+    /// The replicas that did not answer: the page lacks their Edges.
+    pub(in crate::admin) silent: Vec<String>,
+}
+
+/// The page of `all` (in Edge id order) after `after`, of at most `limit` (`None`: all)
+/// Edges that pass `filter`.
+pub(in crate::admin) fn page_of(
+    all: Vec<FleetEdge>,
+    filter: &EdgeFilter,
+    after: &str,
+    limit: Option<usize>,
+    me: Option<&str>,
+) -> Page {
+    let mut page = Page {
+        edges: Vec::new(),
+        total: 0,
+        more: false,
+        silent: Vec::new(),
+    };
+    for edge in all.into_iter().filter(|e| e.passes(filter, me)) {
+        page.total += 1;
+        if edge.edge_id() <= after {
+            continue;
+        }
+        if limit.is_some_and(|limit| page.edges.len() == limit) {
+            page.more = true;
+        } else {
+            page.edges.push(edge);
+        }
+    }
+    page
+}
+
+/// One page of the whole fleet's list in a cluster: this replica's Edges (its
+/// disconnected views of Edges another replica holds live left to that replica) and
+/// the page every other live replica sends for the same filter and cursor, merged in
+/// Edge id order.
+pub(in crate::admin) async fn fleet_page(
+    s: &AdminState,
+    router: &iop_cluster::Router,
+    filter: &EdgeFilter,
+    after: &str,
+    limit: usize,
+) -> Page {
+    let me = s.replica_id.as_deref();
+    let mine: Vec<FleetEdge> = (local_edges(s).into_iter())
+        .filter(|e| e.connected() || !router.live_elsewhere(e.edge_id()))
+        .collect();
+    let mine = page_of(mine, filter, after, Some(limit), me);
+    let theirs = router.list_edges(filter, after, limit).await;
+    let mut edges = mine.edges;
+    edges.extend(theirs.edges.into_iter().map(FleetEdge::Remote));
+    edges.sort_by(|a, b| a.edge_id().cmp(b.edge_id()));
+    // One Edge listed twice (its session moved while asked): the newer session's.
+    edges.dedup_by(|later, kept| {
+        if later.edge_id() != kept.edge_id() {
+            return false;
+        }
+        if later.connected() && later.view().session_id > kept.view().session_id {
+            std::mem::swap(later, kept);
+        }
+        true
+    });
+    let more = mine.more || theirs.more || edges.len() > limit;
+    edges.truncate(limit);
+    Page {
+        edges,
+        total: mine.total + theirs.total,
+        more,
+        silent: theirs.silent,
+    }
 }
 
 /// One Edge as the list shows it: this replica's if it holds the Edge, else the
