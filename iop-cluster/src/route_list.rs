@@ -5,6 +5,7 @@
 //! its own in Edge id order. A replica that does not answer in time is named in the
 //! result ([`RemoteList::silent`]), never waited for past it.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -83,13 +84,17 @@ impl Router {
         out
     }
 
-    /// Whether another replica holds `edge_id`'s live session, by the records seen:
-    /// it lists the Edge, not this one's disconnected view.
-    pub fn live_elsewhere(&self, edge_id: &str) -> bool {
+    /// Those of `edge_ids` whose live session another replica holds, by the records
+    /// seen: that replica lists them, not this one's disconnected views.
+    pub fn live_elsewhere<'a>(
+        &self,
+        edge_ids: impl IntoIterator<Item = &'a str>,
+    ) -> HashSet<&'a str> {
         let holder = lock(&self.holder);
-        holder
-            .owner(edge_id)
-            .is_some_and(|(replica, _)| replica != holder.replica_id())
+        let me = holder.replica_id();
+        (edge_ids.into_iter())
+            .filter(|id| holder.owner(id).is_some_and(|(replica, _)| replica != me))
+            .collect()
     }
 }
 
@@ -105,33 +110,17 @@ pub(crate) fn own_list<R: Runtime>(
     let (filter, after, limit) = EdgeFilter::from_query(&query)
         .ok_or_else(|| RouteError::unavailable("a list query this schema does not send"))?;
     let limit = limit.clamp(1, VIEWS_PAGE);
-    let mut held: Vec<(String, u64)> = lock(&server.holder)
-        .sessions()
-        .map(|(edge_id, session_id)| (edge_id.to_owned(), session_id))
-        .collect();
-    held.sort_unstable();
     let me = server.me.as_str();
-    let mut page = cluster::EdgeViewPage::default();
-    for (edge_id, session_id) in held {
-        let Some(view) = server
-            .cp
-            .edge(&edge_id)
-            .filter(|v| v.session_id == session_id && v.reachability != Reachability::Disconnected)
-        else {
-            continue;
-        };
-        if !filter.matches(&view, Some(me)) {
-            continue;
-        }
-        page.total += 1;
-        if edge_id.as_str() <= after {
-            continue;
-        }
-        if page.views.len() == limit {
-            page.more = true;
-        } else {
-            page.views.push(listed(&server.cp, me, view).to_message());
-        }
-    }
+    let page = server.cp.visit_edges(|views| {
+        let live = views.filter(|v| v.reachability != Reachability::Disconnected);
+        filter.page(live, after, limit, |_| Some(me))
+    });
+    let page = cluster::EdgeViewPage {
+        views: (page.views.into_iter())
+            .map(|v| listed(&server.cp, me, v).to_message())
+            .collect(),
+        total: page.total,
+        more: page.more,
+    };
     Ok((HeaderMap::new(), page.encode_to_vec()))
 }

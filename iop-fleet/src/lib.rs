@@ -82,7 +82,7 @@ pub use job::{
     EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop, MAX_JOB_EDGES,
     OfflinePolicy,
 };
-pub use listed::{EdgeFilter, ListedEdge, MAX_FILTER_TEXT};
+pub use listed::{EdgeFilter, EdgePage, ListedEdge, MAX_FILTER_TEXT};
 pub use load::{
     EdgeHistory, EdgeSample, FleetHistory, FleetLoad, FleetSample, LastOnline, LoadSummary,
     LoadTotals, LoadView,

@@ -135,6 +135,18 @@ pub struct EdgeFilter {
     pub text: String,
 }
 
+/// One page of Edge views ([`EdgeFilter::page`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EdgePage {
+    /// The page's views, in Edge id order.
+    pub views: Vec<EdgeView>,
+    /// How many views pass the filter in all (before paging).
+    pub total: u64,
+    /// Whether more follow the page's last view.
+    pub more: bool,
+}
+
 /// The longest `text` a replica takes from another's query (longer never matches an
 /// id, a version or a metadata entry within the hello's caps).
 pub const MAX_FILTER_TEXT: usize = 4_096;
@@ -161,6 +173,53 @@ impl EdgeFilter {
             || holds(&view.software_version)
             || holder.is_some_and(holds)
             || view.metadata.iter().any(|(k, v)| holds(k) || holds(v))
+    }
+
+    /// The page of `views` (in any order) after `after` in Edge id order, of at most
+    /// `limit` that pass, each Edge's holding replica being `holder(view)`: only the
+    /// page's views are copied, and picking it costs `O(n log limit)`.
+    pub fn page<'a, 'h>(
+        &self,
+        views: impl Iterator<Item = &'a EdgeView>,
+        after: &str,
+        limit: usize,
+        holder: impl Fn(&EdgeView) -> Option<&'h str>,
+    ) -> EdgePage {
+        struct ById<'a>(&'a EdgeView);
+        impl PartialEq for ById<'_> {
+            fn eq(&self, other: &Self) -> bool {
+                self.0.edge_id == other.0.edge_id
+            }
+        }
+        impl Eq for ById<'_> {}
+        impl PartialOrd for ById<'_> {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for ById<'_> {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.0.edge_id.cmp(&other.0.edge_id)
+            }
+        }
+        let mut page = EdgePage::default();
+        // The `limit` smallest ids after the cursor: a max-heap of them.
+        let mut heap = std::collections::BinaryHeap::with_capacity(limit.min(1_024) + 1);
+        for view in views.filter(|v| self.matches(v, holder(v))) {
+            page.total += 1;
+            if view.edge_id.as_str() <= after {
+                continue;
+            }
+            heap.push(ById(view));
+            if heap.len() > limit {
+                heap.pop();
+                page.more = true;
+            }
+        }
+        page.views = (heap.into_sorted_vec().into_iter())
+            .map(|v| v.0.clone())
+            .collect();
+        page
     }
 
     /// The page after `after` of at most `limit` Edges this filter passes, as a
@@ -238,6 +297,36 @@ mod tests {
         ] {
             assert_eq!(EdgeFilter::from_query(&bad), None);
         }
+    }
+
+    #[test]
+    fn a_page_is_the_smallest_ids_after_the_cursor_that_pass() {
+        let views: Vec<EdgeView> = [9, 3, 7, 1, 5, 8, 2]
+            .iter()
+            .map(|n| {
+                let mut v = EdgeView::new(format!("edge-{n}"));
+                v.reachability = match n % 2 {
+                    0 => Reachability::Disconnected,
+                    _ => Reachability::Connected,
+                };
+                v
+            })
+            .collect();
+        let live = EdgeFilter::new(vec![Reachability::Connected], "");
+        let page = live.page(views.iter(), "edge-1", 2, |_| None);
+        let ids: Vec<&str> = page.views.iter().map(|v| v.edge_id.as_str()).collect();
+        assert_eq!(
+            (ids, page.total, page.more),
+            (vec!["edge-3", "edge-5"], 5, true)
+        );
+        let last = live.page(views.iter(), "edge-5", 2, |_| None);
+        let ids: Vec<&str> = last.views.iter().map(|v| v.edge_id.as_str()).collect();
+        assert_eq!((ids, last.more), (vec!["edge-7", "edge-9"], false));
+        let held = EdgeFilter::new(Vec::new(), "cp-b");
+        let page = held.page(views.iter(), "", 10, |v| {
+            (v.edge_id == "edge-8").then_some("cp-b")
+        });
+        assert_eq!(page.total, 1);
     }
 
     #[test]

@@ -181,7 +181,24 @@ async fn ghost(nats: &NatsServer, a: &Node) -> std::sync::Arc<std::sync::atomic:
                         edge_id: "edge-x".into(),
                         ..Default::default()
                     };
-                    let page = proto::cluster::EdgeViewPage { views: vec![view] };
+                    let page = proto::cluster::EdgeViewPage {
+                        views: vec![view],
+                        ..Default::default()
+                    };
+                    proto::Message::encode_to_vec(&page)
+                }
+                // A page of a list far past the limit asked, claiming a huge total.
+                Some(kind) if kind.as_str() == "list" => {
+                    headers.insert("Iop-Schema", proto::cluster::SCHEMA);
+                    let view = proto::cluster::EdgeView {
+                        edge_id: "edge-x".into(),
+                        ..Default::default()
+                    };
+                    let page = proto::cluster::EdgeViewPage {
+                        views: vec![view; 600],
+                        total: u64::MAX,
+                        more: true,
+                    };
                     proto::Message::encode_to_vec(&page)
                 }
                 _ => {
@@ -229,6 +246,16 @@ async fn a_replica_paging_for_ever_or_answering_what_no_replica_sends_is_bounded
         1,
         "ghost's first page is kept, its next of another schema not"
     );
+
+    // A page of a list past the limit asked counts as no answer: ghost is named, none
+    // of its views or its total taken.
+    let list = bounded(
+        "a page of the list",
+        router.list_edges(&iop_tokio::fleet::EdgeFilter::default(), "", 10),
+    )
+    .await;
+    assert_eq!(list.silent, vec!["ghost".to_owned()]);
+    assert_eq!((list.edges.len(), list.total), (0, 0));
 
     // An error it makes up is passed on as `unavailable`, its message cut to the
     // protocol's text limit, its command id dropped.

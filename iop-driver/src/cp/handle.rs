@@ -126,6 +126,15 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         lock(&self.shared.state).cp.edges().cloned().collect()
     }
 
+    /// Runs `f` over every Edge's view, in no order, without copying them: to page
+    /// or count a large fleet ([`EdgeFilter::page`](iop_fleet::EdgeFilter::page)).
+    /// The Control Plane is locked meanwhile: keep `f` short, and take no other lock
+    /// in it.
+    pub fn visit_edges<T>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &EdgeView>) -> T) -> T {
+        let state = lock(&self.shared.state);
+        f(&mut state.cp.edges())
+    }
+
     /// One Edge's view.
     pub fn edge(&self, edge_id: &str) -> Option<EdgeView> {
         lock(&self.shared.state).cp.edge(edge_id).cloned()

@@ -177,12 +177,22 @@ pub(in crate::admin) async fn fleet_page(
     limit: usize,
 ) -> Page {
     let me = s.replica_id.as_deref();
-    let mine: Vec<FleetEdge> = (local_edges(s).into_iter())
-        .filter(|e| e.connected() || !router.live_elsewhere(e.edge_id()))
-        .collect();
-    let mine = page_of(mine, filter, after, Some(limit), me);
+    let live = |v: &EdgeView| v.reachability != Reachability::Disconnected;
+    // This replica's disconnected views that pass, and of those the Edges another
+    // replica holds live (listed there): only their ids are copied.
+    let disconnected: Vec<String> = s.cp.visit_edges(|views| {
+        views
+            .filter(|v| !live(v) && filter.matches(v, None))
+            .map(|v| v.edge_id.clone())
+            .collect()
+    });
+    let elsewhere = router.live_elsewhere(disconnected.iter().map(String::as_str));
+    let mine = s.cp.visit_edges(|views| {
+        let listed = views.filter(|v| live(v) || !elsewhere.contains(v.edge_id.as_str()));
+        filter.page(listed, after, limit, |v| me.filter(|_| live(v)))
+    });
     let theirs = router.list_edges(filter, after, limit).await;
-    let mut edges = mine.edges;
+    let mut edges: Vec<FleetEdge> = mine.views.into_iter().map(FleetEdge::Local).collect();
     edges.extend(theirs.edges.into_iter().map(FleetEdge::Remote));
     edges.sort_by(|a, b| a.edge_id().cmp(b.edge_id()));
     // One Edge listed twice (its session moved while asked): the newer session's.
