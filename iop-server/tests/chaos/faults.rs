@@ -50,6 +50,8 @@ pub enum Kind {
     /// Replica `.0`'s link to node `.1` black-holed, then reset: it reaches the
     /// engine through the other nodes.
     CutOffNode(usize, usize),
+    /// Stopped with SIGTERM (it drains) and started again: a rolling upgrade's step.
+    RestartCp(usize),
 }
 
 impl Kind {
@@ -65,13 +67,14 @@ impl Kind {
             Kind::PauseStreamLeader => "stream leader paused",
             Kind::RollNats => "rolling restart",
             Kind::CutOffNode(..) => "replica cut from a node",
+            Kind::RestartCp(_) => "replica restarted",
         }
     }
 
     /// The replica it takes away from its Edges or the engine, if it is a replica's.
     pub fn replica(&self) -> Option<usize> {
         match *self {
-            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) => Some(r),
+            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) | Kind::RestartCp(r) => Some(r),
             _ => None,
         }
     }
@@ -79,9 +82,11 @@ impl Kind {
     /// Whether it keeps replica `cp` from the engine (an engine fault keeps them all).
     pub fn affects(&self, cp: usize) -> bool {
         match *self {
-            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) | Kind::CutOffNode(r, _) => {
-                r == cp
-            }
+            Kind::PauseCp(r)
+            | Kind::KillCp(r)
+            | Kind::CutOff(r)
+            | Kind::CutOffNode(r, _)
+            | Kind::RestartCp(r) => r == cp,
             _ => true,
         }
     }
@@ -102,7 +107,11 @@ impl Kind {
 
     fn target(&self) -> (u8, usize) {
         match *self {
-            Kind::PauseCp(r) | Kind::KillCp(r) | Kind::CutOff(r) | Kind::CutOffNode(r, _) => (0, r),
+            Kind::PauseCp(r)
+            | Kind::KillCp(r)
+            | Kind::CutOff(r)
+            | Kind::CutOffNode(r, _)
+            | Kind::RestartCp(r) => (0, r),
             Kind::PauseNats(n) | Kind::KillNats(n) => (1, n),
             _ => (1, usize::MAX),
         }
@@ -254,6 +263,9 @@ pub fn inject(fleet: &Arc<Fleet>, faults: &[Fault]) -> Vec<Applied> {
                 }
                 Kind::RollNats => roll(fleet),
                 Kind::CutOffNode(r, n) => fleet.links[r][n].blackhole(),
+                Kind::RestartCp(r) => {
+                    fleet.cps[r].restart_gracefully();
+                }
             }
             continue;
         }
@@ -279,7 +291,7 @@ pub fn inject(fleet: &Arc<Fleet>, faults: &[Fault]) -> Vec<Applied> {
                     fleet.nats[n].lock().unwrap().resume();
                 }
             }
-            Kind::RollNats => {}
+            Kind::RollNats | Kind::RestartCp(_) => {}
             Kind::CutOffNode(r, n) => fleet.links[r][n].reset(),
             Kind::KillCp(r) => {
                 let fleet = fleet.clone();

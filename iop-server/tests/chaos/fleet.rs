@@ -94,6 +94,28 @@ impl Cp {
         }
     }
 
+    /// Stops it as an operator's rolling upgrade does — SIGTERM: it drains (its Edges
+    /// told to go elsewhere) and exits, within 30 s or it is killed — and starts it
+    /// again; returns whether it exited on its own.
+    pub fn restart_gracefully(&self) -> bool {
+        let mut clean = false;
+        if let Some(mut child) = self.child.lock().unwrap().take() {
+            signal(child.id(), "-TERM");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(status)) = child.try_wait() {
+                    clean = status.success();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.spawn_within(Duration::from_secs(60));
+        clean
+    }
+
     /// Kills it and starts it again, as a supervisor would: tried again until it
     /// starts (within 60 s), for a replica does not start while the engine is out
     /// of reach.

@@ -21,6 +21,7 @@ mod fleet;
 mod http;
 mod proxy;
 mod repro;
+mod rolling;
 mod workload;
 
 use std::collections::BTreeSet;
@@ -275,6 +276,36 @@ fn schedules() {
             .iter()
             .all(|r| r.answered > 0 && !r.faults.is_empty())
     );
+}
+
+#[test]
+#[ignore = "minutes of real processes under faults: .ci/run runs it (and scripts/chaos.sh the campaign)"]
+fn rolling_restart() {
+    require_nats();
+    let rolled = rolling::run();
+    for (id, took, clean) in &rolled.steps {
+        println!(
+            "== {id} drained and restarted: every Edge on one live session again after {:.1} s{}",
+            took.as_secs_f64(),
+            if *clean {
+                ""
+            } else {
+                " (killed: it did not exit)"
+            }
+        );
+    }
+    println!(
+        "== {} commands answered ({:?}), {} events; {} violations",
+        rolled.answered,
+        rolled.outcomes,
+        rolled.events,
+        rolled.violations.len()
+    );
+    for v in &rolled.violations {
+        println!("   VIOLATION: {v}");
+    }
+    assert!(rolled.violations.is_empty(), "{:?}", rolled.violations);
+    assert!(rolled.answered > 0 && rolled.steps.len() == 3);
 }
 
 #[test]
