@@ -15,6 +15,7 @@
 #![allow(unreachable_pub)]
 
 mod checker;
+mod crowd;
 mod faults;
 mod figures;
 mod fleet;
@@ -295,10 +296,12 @@ fn rolling_restart() {
         );
     }
     println!(
-        "== {} commands answered ({:?}), {} events; {} violations",
+        "== {} commands answered ({:?}), {} events, {} claim batches ({} writes); {} violations",
         rolled.answered,
         rolled.outcomes,
         rolled.events,
+        rolled.batches.0,
+        rolled.batches.1,
         rolled.violations.len()
     );
     for v in &rolled.violations {
@@ -306,6 +309,8 @@ fn rolling_restart() {
     }
     assert!(rolled.violations.is_empty(), "{:?}", rolled.violations);
     assert!(rolled.answered > 0 && rolled.steps.len() == 3);
+    // The crowd's moves went through the batched path.
+    assert!(rolled.batches.0 > 0, "no claim batch: {:?}", rolled.batches);
 }
 
 #[test]

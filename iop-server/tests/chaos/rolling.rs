@@ -5,15 +5,44 @@
 //! until every replica agrees on one live session per Edge. Then the history is
 //! checked as after any schedule: every command ends in exactly one terminal outcome
 //! and none is lost, every Edge is enrolled again, no event is lost (a drained replica
-//! flushes its outbox).
+//! flushes its outbox). A crowd of Edges ([`Crowd`]) moves with each drain, so the
+//! replicas take its claims in groups (the group commit's batched path).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::crowd::{self, Crowd};
 use super::faults::{Applied, Kind};
 use super::fleet::Fleet;
-use super::{EDGES, checker, workload};
+use super::{EDGES, checker, http, owner_batches, workload};
+
+/// Edges in the crowd (a third of them on each replica).
+const CROWD: usize = 150;
+
+/// Whether every replica lists each of the crowd's Edges live (within 60 s); else a
+/// violation saying how many one lists.
+fn crowd_back(cps: &[(String, std::net::SocketAddr)], violations: &mut Vec<String>) {
+    let path = format!("/v1/edges?limit=1&state=connected&q={}-", crowd::PREFIX);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let totals: Vec<Option<u64>> = cps
+            .iter()
+            .map(|(_, a)| {
+                http::get_json(*a, &path, Duration::from_secs(3)).and_then(|v| v["total"].as_u64())
+            })
+            .collect();
+        if totals.iter().all(|t| *t == Some(CROWD as u64)) {
+            return;
+        }
+        last = format!("{totals:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    violations.push(format!(
+        "the crowd of {CROWD} never all live on every replica's list: {last}"
+    ));
+}
 
 /// What a rolling restart came to.
 pub struct Rolled {
@@ -23,6 +52,9 @@ pub struct Rolled {
     pub answered: usize,
     pub outcomes: std::collections::BTreeMap<String, usize>,
     pub events: usize,
+    /// Atomic batches of ownership writes, and the writes they carried, on the
+    /// replicas' counters at the end (each counts since its own restart).
+    pub batches: (u64, u64),
     pub violations: Vec<String>,
 }
 
@@ -44,6 +76,9 @@ pub fn run() -> Rolled {
     if !violations.is_empty() {
         violations.insert(0, "before the restarts:".into());
     }
+    let edge_addrs: Vec<std::net::SocketAddr> = fleet.cps.iter().map(|c| c.edges).collect();
+    let crowd = Crowd::start(CROWD, &edge_addrs);
+    crowd_back(&cps, &mut violations);
     let sampler = checker::Sampler::start(cps.clone());
     let load = workload::Workload::start(7, admins.clone(), edge_ids.clone());
     std::thread::sleep(Duration::from_secs(3));
@@ -54,6 +89,7 @@ pub fn run() -> Rolled {
         let clean = cp.restart_gracefully();
         let mut converged = Vec::new();
         checker::converged(&cps, &edge_ids, &mut converged);
+        crowd_back(&cps, &mut converged);
         let end = Instant::now();
         if !clean {
             violations.push(format!(
@@ -90,7 +126,10 @@ pub fn run() -> Rolled {
     // A drained replica loses no event: none is excused.
     let events = checker::events(&cps, &sessions, &BTreeSet::new(), &mut violations);
     violations.extend(history.violations.iter().cloned());
+    let batches = owner_batches(&admins);
+    drop(crowd);
     let rolled = Rolled {
+        batches,
         steps,
         answered: history.answered.len(),
         outcomes: history.outcomes.clone(),
