@@ -136,13 +136,23 @@ fn held_is_duplicate_edge_and_unavailable_is_overloaded() {
     assert_eq!(r.retry_after_ms, 5_000);
     assert!(t.is_closed(conn));
 
+    // A directory that cannot decide now: back soon, paced as a burst's refusals
+    // (the least wait and up to an eighth more).
     let (conn, _) = claim(&mut t, "edge-2");
     answer(&mut t, conn, ClaimAnswer::Unavailable).unwrap();
-    assert_eq!(
-        go_away(&t.take_frames(conn)),
-        Some((GoAwayReason::Overloaded as i32, 10_000))
-    );
+    let (reason, retry) = go_away(&t.take_frames(conn)).unwrap();
+    assert_eq!(reason, GoAwayReason::Overloaded as i32);
+    assert!((200..=225).contains(&retry), "{retry} ms");
     assert!(t.is_closed(conn));
+    // Hellos kept coming for a whole window and none was accepted (the engine down):
+    // the full `retry_after_overloaded`.
+    for n in 0..4 {
+        t.advance(std::time::Duration::from_millis(100));
+        let (conn, _) = claim(&mut t, &format!("edge-stalled-{n}"));
+        answer(&mut t, conn, ClaimAnswer::Unavailable).unwrap();
+        let retry = go_away(&t.take_frames(conn)).unwrap().1;
+        assert_eq!(retry >= 10_000, n >= 2, "claim {n}: {retry} ms");
+    }
     assert_eq!(t.cp.stats().sessions_accepted, 0);
 }
 
@@ -280,14 +290,13 @@ fn a_directory_of_ones_own_answers_some_claims_at_once_and_defers_others() {
     assert!(r.accepted);
     assert_eq!(r.session_id, 101);
 
-    // At once, refused: no claim event, the hello ends `GoAway{OVERLOADED}`.
+    // At once, refused: no claim event, the hello ends `GoAway{OVERLOADED}`, paced.
     let conn = t.connect();
     t.take_events();
     t.send(conn, hello("blocked-1", &[]));
-    assert_eq!(
-        go_away(&t.take_frames(conn)),
-        Some((GoAwayReason::Overloaded as i32, 10_000))
-    );
+    let (reason, retry) = go_away(&t.take_frames(conn)).unwrap();
+    assert_eq!(reason, GoAwayReason::Overloaded as i32);
+    assert!((200..=10_000).contains(&retry), "{retry} ms");
     assert!(t.is_closed(conn));
     assert!(
         !t.take_events()

@@ -27,7 +27,8 @@
 //!    accepts the hello under that session id (a live session of the same Edge on this
 //!    Control Plane is superseded, as under `Replace`); `Held` rejects it
 //!    `DUPLICATE_EDGE`; `Unavailable` ends it `GoAway{OVERLOADED}` (the Edge retries
-//!    after `retry_after_ms`);
+//!    after `retry_after_ms`, paced as a burst's: soon while hellos are being accepted,
+//!    the full `retry_after_overloaded` when none has been for a while);
 //! 4. a session this Control Plane was granted and that ends for any reason but a
 //!    supersession emits [`CpEvent::EdgeDisconnected`] with its `session_id`: the
 //!    driver releases the record then, compare-and-delete by that id, so that a stale
@@ -216,7 +217,8 @@ pub enum ClaimAnswer {
     },
     /// A live owner holds the id and the policy is `Reject`: `DUPLICATE_EDGE`.
     Held,
-    /// The directory cannot decide now: `GoAway{OVERLOADED}`, retry later.
+    /// The directory cannot decide now: `GoAway{OVERLOADED}`, retry later (paced: see
+    /// the [module docs](self)).
     Unavailable,
 }
 

@@ -86,7 +86,14 @@ impl ControlPlane {
                 self.accept_hello(now, conn, pending, old, session_id);
             }
             ClaimAnswer::Held => self.reject_duplicate(now, conn),
-            ClaimAnswer::Unavailable => self.close(now, conn, CloseReason::Overloaded),
+            // Paced as a burst's refusals are: a directory that cannot decide now (a
+            // cluster's replica still reading the records, a group of claims the engine
+            // did not take in time) is told apart from one that takes none at all (the
+            // engine down: the full `retry_after_overloaded`) by the hellos accepted.
+            ClaimAnswer::Unavailable => {
+                let retry = self.burst_retry_after(now, conn);
+                self.close_retrying(now, conn, CloseReason::Overloaded, Some(retry));
+            }
         }
         Ok(())
     }
