@@ -67,6 +67,10 @@ const LOCAL: &[(&str, &str)] = &[
         "model and label groups a replica's share of the fleet's load adds, between replicas only",
     ),
     (
+        "MAX_FILTER_TEXT",
+        "the text of a fleet listing's filter one replica takes from another, between replicas only",
+    ),
+    (
         "MAX_LOAD_SAMPLES",
         "the samples of the fleet's load a Control Plane keeps, never on the wire",
     ),
