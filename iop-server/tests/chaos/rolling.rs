@@ -15,34 +15,10 @@ use std::time::{Duration, Instant};
 use super::crowd::{self, Crowd};
 use super::faults::{Applied, Kind};
 use super::fleet::Fleet;
-use super::{EDGES, checker, http, owner_batches, workload};
+use super::{EDGES, checker, owner_batches, workload};
 
 /// Edges in the crowd (a third of them on each replica).
 const CROWD: usize = 150;
-
-/// Whether every replica lists each of the crowd's Edges live (within 60 s); else a
-/// violation saying how many one lists.
-fn crowd_back(cps: &[(String, std::net::SocketAddr)], violations: &mut Vec<String>) {
-    let path = format!("/v1/edges?limit=1&state=connected&q={}-", crowd::PREFIX);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        let totals: Vec<Option<u64>> = cps
-            .iter()
-            .map(|(_, a)| {
-                http::get_json(*a, &path, Duration::from_secs(3)).and_then(|v| v["total"].as_u64())
-            })
-            .collect();
-        if totals.iter().all(|t| *t == Some(CROWD as u64)) {
-            return;
-        }
-        last = format!("{totals:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    violations.push(format!(
-        "the crowd of {CROWD} never all live on every replica's list: {last}"
-    ));
-}
 
 /// What a rolling restart came to.
 pub struct Rolled {
@@ -78,7 +54,7 @@ pub fn run() -> Rolled {
     }
     let edge_addrs: Vec<std::net::SocketAddr> = fleet.cps.iter().map(|c| c.edges).collect();
     let crowd = Crowd::start(CROWD, &edge_addrs);
-    crowd_back(&cps, &mut violations);
+    crowd::back(&cps, CROWD, &mut violations);
     let sampler = checker::Sampler::start(cps.clone());
     let load = workload::Workload::start(7, admins.clone(), edge_ids.clone());
     std::thread::sleep(Duration::from_secs(3));
@@ -89,7 +65,7 @@ pub fn run() -> Rolled {
         let clean = cp.restart_gracefully();
         let mut converged = Vec::new();
         checker::converged(&cps, &edge_ids, &mut converged);
-        crowd_back(&cps, &mut converged);
+        crowd::back(&cps, CROWD, &mut converged);
         let end = Instant::now();
         if !clean {
             violations.push(format!(
