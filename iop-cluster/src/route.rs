@@ -71,7 +71,7 @@ pub struct Router {
     pub(crate) client: async_nats::Client,
     js: async_nats::jetstream::Context,
     store: NatsStore,
-    me: String,
+    pub(crate) me: String,
     pub(crate) timeout: Duration,
     pub(crate) holder: HolderRef,
     stats: Arc<crate::ClusterStats>,

@@ -9,10 +9,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use iop_driver::Runtime;
-use iop_driver::iop_core::cp::Reachability;
+use iop_driver::iop_core::cp::{EdgeView, Reachability};
 use iop_driver::iop_core::proto::{Message, cluster};
-use iop_driver::iop_fleet::{EdgeFilter, ListedEdge};
+use iop_driver::iop_fleet::{EdgeFilter, EdgePage, ListedEdge};
+use iop_driver::{ControlPlaneHandle, Runtime};
 
 use crate::driver::lock;
 use crate::route::{Router, Server, subject};
@@ -84,12 +84,35 @@ impl Router {
         out
     }
 
+    /// This replica's page of the fleet's list (merge it with
+    /// [`list_edges`](Self::list_edges)'): the views of `cp` after `after` in Edge id
+    /// order, at most `limit`, that pass `filter` — its live sessions, and its
+    /// disconnected views of Edges no other replica holds live (those that one lists).
+    /// Only the page's views and the disconnected ids are copied.
+    pub fn own_page<R: Runtime>(
+        &self,
+        cp: &ControlPlaneHandle<R>,
+        filter: &EdgeFilter,
+        after: &str,
+        limit: usize,
+    ) -> EdgePage {
+        let live = |v: &EdgeView| v.reachability != Reachability::Disconnected;
+        let disconnected: Vec<String> = cp.visit_edges(|views| {
+            (views.filter(|v| !live(v) && filter.matches(v, None)))
+                .map(|v| v.edge_id.clone())
+                .collect()
+        });
+        let elsewhere = self.live_elsewhere(disconnected.iter().map(String::as_str));
+        let me = self.me.as_str();
+        cp.visit_edges(|views| {
+            let listed = views.filter(|v| live(v) || !elsewhere.contains(v.edge_id.as_str()));
+            filter.page(listed, after, limit, |v| live(v).then_some(me))
+        })
+    }
+
     /// Those of `edge_ids` whose live session another replica holds, by the records
     /// seen: that replica lists them, not this one's disconnected views.
-    pub fn live_elsewhere<'a>(
-        &self,
-        edge_ids: impl IntoIterator<Item = &'a str>,
-    ) -> HashSet<&'a str> {
+    fn live_elsewhere<'a>(&self, edge_ids: impl IntoIterator<Item = &'a str>) -> HashSet<&'a str> {
         let holder = lock(&self.holder);
         let me = holder.replica_id();
         (edge_ids.into_iter())

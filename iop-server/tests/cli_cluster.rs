@@ -6,7 +6,9 @@ mod cli_support;
 use std::path::PathBuf;
 use std::process::Command;
 
-use cli_support::{CP_BIN, Sse, control_plane, edge, get, post, wait_connected, wait_until};
+use cli_support::{
+    CP_BIN, Sse, control_plane, edge, get, post, signal, wait_connected, wait_until,
+};
 use iop_cluster::testing::NatsServer;
 
 fn example_config() -> PathBuf {
@@ -342,17 +344,6 @@ fn exit_of(mut child: std::process::Child) -> (Option<i32>, String) {
     use std::io::Read as _;
     let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
     (status.code(), stderr)
-}
-
-fn signal(proc: &cli_support::Proc, name: &str) {
-    let pid = proc.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
 }
 
 #[test]

@@ -6,10 +6,9 @@
 mod cli_support;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cli_support::{control_plane, get, wait_until};
+use cli_support::{control_plane, get, signal, wait_until};
 use iop_cluster::testing::NatsServer;
 use iop_core::edge::EdgeConfig;
 use iop_tokio::EdgeClient;
@@ -17,17 +16,6 @@ use serde_json::Value;
 
 const EDGES: usize = 30;
 const REPLICAS: [&str; 3] = ["cp-a", "cp-b", "cp-c"];
-
-fn signal(proc: &cli_support::Proc, name: &str) {
-    let pid = proc.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args([name, &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-}
 
 /// Every page of `path` (which asks for `limit=`), following `next`.
 fn pages(admin: std::net::SocketAddr, path: &str) -> (Vec<Value>, Value) {

@@ -195,27 +195,16 @@ fn replica(per_replica: usize, total: usize, url: &str, id: &str) -> Result<(), 
     })
 }
 
-/// One page of the fleet's list as the admin API makes it in a cluster
-/// (`iop-server`'s `listing::fleet_page`): this replica's own page, then every other
-/// replica's for the same cursor, merged; its Edge ids and whether more follow.
+/// One page of the fleet's list as the admin API makes it in a cluster: this replica's
+/// own page, then every other replica's for the same cursor, merged; its Edge ids and
+/// whether more follow.
 async fn page(
     cp: &iop_tokio::ControlPlaneHandle,
     router: &iop_cluster::Router,
     after: &str,
 ) -> (Vec<String>, bool) {
     let filter = EdgeFilter::default();
-    let live = |v: &iop_tokio::core::cp::EdgeView| v.reachability != Reachability::Disconnected;
-    let disconnected: Vec<String> = cp.visit_edges(|views| {
-        views
-            .filter(|v| !live(v) && filter.matches(v, None))
-            .map(|v| v.edge_id.clone())
-            .collect()
-    });
-    let elsewhere = router.live_elsewhere(disconnected.iter().map(String::as_str));
-    let own = cp.visit_edges(|views| {
-        let listed = views.filter(|v| live(v) || !elsewhere.contains(v.edge_id.as_str()));
-        filter.page(listed, after, PAGE, |v| live(v).then_some("cp-0"))
-    });
+    let own = router.own_page(cp, &filter, after, PAGE);
     let mut mine: Vec<String> = own.views.into_iter().map(|v| v.edge_id).collect();
     let theirs = router.list_edges(&filter, after, PAGE).await;
     mine.extend(theirs.edges.into_iter().map(|l| l.view.edge_id));

@@ -178,12 +178,9 @@ impl CommandState {
     /// Whether it ended without ever being sent ([`Ending::Unrecorded`],
     /// [`Ending::Conflict`]): its id may be sent anew.
     pub fn ended_unsent(&self) -> bool {
-        matches!(
-            self.outcome,
-            Some(CommandOutcome::Ended(
-                Ending::Unrecorded { .. } | Ending::Conflict
-            ))
-        )
+        self.outcome
+            .as_ref()
+            .is_some_and(CommandOutcome::never_sent)
     }
 
     /// The command id.
@@ -225,6 +222,15 @@ pub enum CommandOutcome {
 }
 
 impl CommandOutcome {
+    /// Whether the command ended without ever being sent ([`Ending::Unrecorded`],
+    /// [`Ending::Conflict`]).
+    pub(crate) fn never_sent(&self) -> bool {
+        matches!(
+            self,
+            CommandOutcome::Ended(Ending::Unrecorded { .. } | Ending::Conflict)
+        )
+    }
+
     /// The outcome's one encoding for records kept outside the core (a cluster's
     /// engine): a code (never 0, which such a record keeps for "unfinished") and a
     /// value: 1 rejected (the `CommandRejectReason`), 2 finished (the terminal

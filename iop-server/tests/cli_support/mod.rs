@@ -28,6 +28,18 @@ impl Drop for Proc {
     }
 }
 
+/// Sends signal `name` (`-STOP`, `-CONT`, `-TERM`…) to `proc`.
+pub fn signal(proc: &Proc, name: &str) {
+    let pid = proc.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 /// A running `iop-control-plane`.
 pub struct ControlPlane {
     pub proc: Proc,

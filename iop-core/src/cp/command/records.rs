@@ -12,14 +12,9 @@ impl CommandBook {
     /// Whether `command_id` ended without being sent (see
     /// [`forget_unsent`](Self::forget_unsent)).
     pub(crate) fn is_unsent(&self, command_id: &str) -> bool {
-        self.commands.get(command_id).is_some_and(|t| {
-            matches!(
-                t.outcome,
-                Some(CommandOutcome::Ended(
-                    Ending::Unrecorded { .. } | Ending::Conflict
-                ))
-            )
-        })
+        (self.commands.get(command_id))
+            .and_then(|t| t.outcome.as_ref())
+            .is_some_and(CommandOutcome::never_sent)
     }
 
     /// Ends a held command that was never sent (its record could not be written, or
@@ -80,15 +75,21 @@ impl CommandBook {
     }
 
     /// Drops the history of `command_id` (the Control Plane keeps too many); the
-    /// command goes on.
-    pub(crate) fn drop_history(&mut self, command_id: &str) {
-        if let Some(h) = self
-            .commands
-            .get_mut(command_id)
-            .and_then(|t| t.history.take())
-        {
+    /// command goes on. False when it kept none.
+    pub(crate) fn drop_history(&mut self, command_id: &str) -> bool {
+        let dropped = (self.commands.get_mut(command_id)).and_then(|t| t.history.take());
+        if let Some(h) = &dropped {
             self.history_bytes -= h.bytes;
         }
+        dropped.is_some()
+    }
+
+    /// Runs `f` on the book; returns what it returned and the book's history bytes
+    /// before and after, for the Control Plane's count.
+    pub(crate) fn counted<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> (T, usize, usize) {
+        let before = self.history_bytes;
+        let out = f(self);
+        (out, before, self.history_bytes)
     }
 
     /// The record of `command_id` as an operator reads it, while its history is kept.

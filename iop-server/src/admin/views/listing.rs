@@ -176,21 +176,7 @@ pub(in crate::admin) async fn fleet_page(
     after: &str,
     limit: usize,
 ) -> Page {
-    let me = s.replica_id.as_deref();
-    let live = |v: &EdgeView| v.reachability != Reachability::Disconnected;
-    // This replica's disconnected views that pass, and of those the Edges another
-    // replica holds live (listed there): only their ids are copied.
-    let disconnected: Vec<String> = s.cp.visit_edges(|views| {
-        views
-            .filter(|v| !live(v) && filter.matches(v, None))
-            .map(|v| v.edge_id.clone())
-            .collect()
-    });
-    let elsewhere = router.live_elsewhere(disconnected.iter().map(String::as_str));
-    let mine = s.cp.visit_edges(|views| {
-        let listed = views.filter(|v| live(v) || !elsewhere.contains(v.edge_id.as_str()));
-        filter.page(listed, after, limit, |v| me.filter(|_| live(v)))
-    });
+    let mine = router.own_page(&s.cp, filter, after, limit);
     let theirs = router.list_edges(filter, after, limit).await;
     let mut edges: Vec<FleetEdge> = mine.views.into_iter().map(FleetEdge::Local).collect();
     edges.extend(theirs.edges.into_iter().map(FleetEdge::Remote));

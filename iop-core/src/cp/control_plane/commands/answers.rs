@@ -41,9 +41,8 @@ impl ControlPlane {
         let (retention, limits) = self.command_rules();
         let effect = match self.edges.live_at(slot, conn) {
             Some(entry) => {
-                let before = entry.commands().history_bytes();
-                let effect = entry.commands_mut().on_response(&resp, retention, &limits);
-                let after = entry.commands().history_bytes();
+                let (effect, before, after) = (entry.commands_mut())
+                    .counted(|book| book.on_response(&resp, retention, &limits));
                 self.records_changed(before, after);
                 effect
             }
@@ -77,9 +76,8 @@ impl ControlPlane {
         let (retention, limits) = self.command_rules();
         let effect = match self.edges.live_at(slot, conn) {
             Some(entry) => {
-                let before = entry.commands().history_bytes();
-                let effect = entry.commands_mut().on_event(&ev, retention, &limits);
-                let after = entry.commands().history_bytes();
+                let (effect, before, after) =
+                    (entry.commands_mut()).counted(|book| book.on_event(&ev, retention, &limits));
                 self.records_changed(before, after);
                 effect
             }

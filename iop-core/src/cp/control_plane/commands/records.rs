@@ -128,10 +128,7 @@ impl ControlPlane {
         edge_id: &str,
         f: impl FnOnce(&mut CommandBook) -> T,
     ) -> Option<T> {
-        let entry = self.edges.get_mut(edge_id)?;
-        let before = entry.commands().history_bytes();
-        let out = f(entry.commands_mut());
-        let after = entry.commands().history_bytes();
+        let (out, before, after) = self.edges.get_mut(edge_id)?.commands_mut().counted(f);
         self.records_changed(before, after);
         Some(out)
     }
@@ -140,6 +137,12 @@ impl ControlPlane {
     /// the oldest histories go while past the bounds.
     pub(in crate::cp::control_plane) fn records_changed(&mut self, before: usize, after: usize) {
         self.records.bytes = self.records.bytes + after - before;
+        self.trim_records();
+    }
+
+    /// Drops the oldest histories while more are kept, or they hold more bytes, than
+    /// `CpConfig::command_records` allows.
+    fn trim_records(&mut self) {
         let limits = self.config.command_records;
         let records = &mut self.records;
         // The newest history is never dropped for the byte budget.
@@ -153,11 +156,11 @@ impl ControlPlane {
                 records.by_id.remove(&command_id);
             }
             if let Some(entry) = self.edges.get_mut(&edge_id) {
-                let book = entry.commands_mut();
-                let before = book.history_bytes();
-                book.drop_history(&command_id);
-                records.bytes -= before - book.history_bytes();
-                records.dropped += 1;
+                let (dropped, before, after) = entry
+                    .commands_mut()
+                    .counted(|b| b.drop_history(&command_id));
+                records.bytes -= before - after;
+                records.dropped += u64::from(dropped);
             }
         }
     }
@@ -175,7 +178,7 @@ impl ControlPlane {
             records.order.retain(|p| *p != pair);
         }
         records.order.push_back(pair);
-        self.records_changed(0, 0);
+        self.trim_records();
     }
 
     /// An Edge's book goes (the Edge is forgotten): its histories' bytes with it.

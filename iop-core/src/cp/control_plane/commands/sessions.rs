@@ -74,11 +74,8 @@ impl ControlPlane {
         while let Some((entry, since)) = self.edges.abandon_due(now) {
             let edge_id = entry.view().edge_id.clone();
             let disconnected_for = now.saturating_duration_since(since);
-            let before = entry.commands().history_bytes();
-            let abandoned = entry
-                .commands_mut()
-                .abandon(retention, &limits, disconnected_for);
-            let after = entry.commands().history_bytes();
+            let (abandoned, before, after) = (entry.commands_mut())
+                .counted(|book| book.abandon(retention, &limits, disconnected_for));
             self.records_changed(before, after);
             for command_id in abandoned {
                 self.stats.commands_abandoned += 1;
