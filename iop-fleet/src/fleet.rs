@@ -17,6 +17,10 @@ use crate::placement::{
 };
 use crate::watch::{ChangeKind, ChangeLog, FleetChange, WatchGap};
 
+mod remote;
+
+pub use remote::RemoteApplied;
+
 /// What the fleet holds of one Edge with a view.
 #[derive(Debug)]
 struct Entry {
@@ -70,6 +74,8 @@ pub struct Fleet {
     edge_samples: usize,
     placement: Placement,
     changes: ChangeLog,
+    /// The Edges other replicas of a cluster hold, for placement and the watch.
+    remote: remote::Remote,
 }
 
 impl Fleet {
@@ -89,6 +95,7 @@ impl Fleet {
             totals: FleetLoad::default(),
             next_fleet_sample: None,
             next_edge_sample: None,
+            remote: remote::Remote::default(),
         })
     }
 
@@ -127,6 +134,8 @@ impl Fleet {
                 }
                 LoadChange::Confirmed => {
                     self.placement.confirmed(edge_id, *at_unix_ms);
+                    self.changes
+                        .push(edge_id, Some(*at_unix_ms), ChangeKind::Confirmed);
                     if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                         e.view.received_at_unix_ms = *at_unix_ms;
                         e.view.partial = false;
@@ -144,6 +153,8 @@ impl Fleet {
                 load_update_interval,
                 ..
             } => {
+                // Held here now: what another replica said of it is older.
+                self.remote.edges.remove(edge_id.as_str());
                 self.placement
                     .session(edge_id, load_update_interval.is_some());
                 if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
@@ -186,6 +197,7 @@ impl Fleet {
 
     /// A full status of `edge_id` made the view `load`, at `at_unix_ms`.
     fn replaced(&mut self, edge_id: &str, load: &Arc<EdgeLoad>, at_unix_ms: u64) {
+        self.remote.edges.remove(edge_id);
         let how = Counted::Live;
         match self.edges.get_mut(edge_id) {
             Some(e) => {

@@ -28,6 +28,9 @@ pub enum ChangeKind {
         /// Which providers changed.
         changed: Arc<[u32]>,
     },
+    /// Its numbers were proved current (a refresh found them unchanged, or an Edge
+    /// that pushes sent a heartbeat): their age counts from `at_unix_ms`.
+    Confirmed,
     /// Its session ended: every provider counts offline.
     Offline,
     /// It no longer counts here (forgotten, or held by another Control Plane).
@@ -40,12 +43,16 @@ pub enum ChangeKind {
 pub struct FleetChange {
     /// Its number: one more than the change before it.
     pub seq: u64,
-    /// When the view it carries arrived (wall clock, Unix ms); `None` for
-    /// [`ChangeKind::Offline`] and [`ChangeKind::Gone`], which the fleet learns with no
-    /// time of their own.
+    /// When the view it carries arrived, or was confirmed (wall clock, Unix ms);
+    /// `None` for [`ChangeKind::Offline`] and [`ChangeKind::Gone`], which the fleet
+    /// learns with no time of their own.
     pub at_unix_ms: Option<u64>,
     /// The Edge.
     pub edge_id: Arc<str>,
+    /// The cluster replica whose Edge it is, when another replica applied it and told
+    /// this one ([`Fleet::apply_remote`](crate::Fleet::apply_remote)); `None`: applied
+    /// here.
+    pub replica: Option<Arc<str>>,
     /// What changed.
     pub kind: ChangeKind,
 }
@@ -89,15 +96,27 @@ impl ChangeLog {
 
     /// Appends a change of `edge_id`, dropping the oldest past the bounds.
     pub(crate) fn push(&mut self, edge_id: &str, at_unix_ms: Option<u64>, kind: ChangeKind) {
+        self.push_from(None, edge_id, at_unix_ms, kind);
+    }
+
+    /// [`push`](Self::push) of a change another replica applied (`replica`).
+    pub(crate) fn push_from(
+        &mut self,
+        replica: Option<&Arc<str>>,
+        edge_id: &str,
+        at_unix_ms: Option<u64>,
+        kind: ChangeKind,
+    ) {
         self.last += 1;
         let bytes = match &kind {
             ChangeKind::View(v) | ChangeKind::Numbers { view: v, .. } => v.heap_bytes(),
-            ChangeKind::Offline | ChangeKind::Gone => 0,
+            ChangeKind::Confirmed | ChangeKind::Offline | ChangeKind::Gone => 0,
         } + edge_id.len();
         let change = FleetChange {
             seq: self.last,
             at_unix_ms,
             edge_id: edge_id.into(),
+            replica: replica.cloned(),
             kind,
         };
         self.changes.push_back((change, bytes));

@@ -30,7 +30,7 @@ fn every_change_is_read_in_order_and_a_watcher_left_behind_finds_a_gap() {
             changed: vec![0],
         },
     ));
-    // A confirmation changes no number: nothing to watch.
+    // A confirmation changes no number, but the numbers' age starts again.
     f.handle_event(&load_view("a", 30, LoadChange::Confirmed));
     f.handle_event(&CpEvent::EdgeDisconnected {
         edge_id: "a".into(),
@@ -50,6 +50,7 @@ fn every_change_is_read_in_order_and_a_watcher_left_behind_finds_a_gap() {
                     );
                     "numbers"
                 }
+                ChangeKind::Confirmed => "confirmed",
                 ChangeKind::Offline => "offline",
                 ChangeKind::Gone => "gone",
                 _ => "other",
@@ -62,7 +63,8 @@ fn every_change_is_read_in_order_and_a_watcher_left_behind_finds_a_gap() {
         [
             (1, Some(10), "view"),
             (2, Some(20), "numbers"),
-            (3, None, "offline")
+            (3, Some(30), "confirmed"),
+            (4, None, "offline")
         ]
     );
     // A watcher that read up to 1 reads on from 2.
@@ -74,16 +76,16 @@ fn every_change_is_read_in_order_and_a_watcher_left_behind_finds_a_gap() {
         unfinished_commands: Vec::new(),
     });
     f.handle_event(&load_view("b", 40, LoadChange::Replaced(view("b", 1))));
-    assert_eq!(f.last_change(), 5);
-    // The log keeps 4: a watcher still at 0 has lost change 1.
+    assert_eq!(f.last_change(), 6);
+    // The log keeps 4: a watcher still at 0 has lost changes 1 and 2.
     assert_eq!(
         f.changes_since(0, 100),
         Err(WatchGap {
             after: 0,
-            oldest: 2
+            oldest: 3
         })
     );
-    let tail = f.changes_since(3, 100).unwrap();
+    let tail = f.changes_since(4, 100).unwrap();
     assert_eq!(tail.len(), 2);
     assert_eq!((&*tail[0].edge_id, &tail[0].kind), ("a", &ChangeKind::Gone));
 }

@@ -159,6 +159,14 @@ impl Placement {
         self.pending.insert(edge_id.into(), pushes);
     }
 
+    /// Whether `edge_id`'s filed view comes from an Edge that pushes load updates.
+    pub(crate) fn pushes(&self, edge_id: &str) -> bool {
+        self.by_edge
+            .get(edge_id)
+            .and_then(|&slot| self.slot(slot))
+            .is_some_and(|e| e.pushes)
+    }
+
     /// `edge_id`'s view is `load` as of `at_ms`: new (`changed` is `None`) or with the
     /// numbers of providers `changed` updated.
     pub(crate) fn view(

@@ -1,0 +1,400 @@
+//! The Edges other replicas hold: one replica's changes, published as numbered
+//! batches, folded into another's placement and watch — whatever is lost on the way,
+//! a snapshot puts the receiver back in step; a moved Edge is filed under its newest
+//! holder; an Edge held here wins over what others say of it.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{P, accepted, load_view, p};
+use iop_core::cp::load::{EdgeLoad, LoadChange};
+use iop_core::cp::{CloseReason, CpEvent, ForgetReason};
+use iop_core::proto::cluster::LoadBatch;
+use iop_fleet::{ChangeKind, Fleet, FleetConfig, PlacementQuery};
+use proptest::prelude::*;
+
+/// A replica's fleet and what it has published.
+struct Publisher {
+    name: &'static str,
+    epoch: u64,
+    fleet: Fleet,
+    cursor: u64,
+    seq: u64,
+}
+
+impl Publisher {
+    fn new(name: &'static str, epoch: u64) -> Self {
+        Self {
+            name,
+            epoch,
+            fleet: Fleet::new(FleetConfig::default()).unwrap(),
+            cursor: 0,
+            seq: 0,
+        }
+    }
+
+    /// The next batch: the changes of its own Edges since the last one.
+    fn batch(&mut self) -> LoadBatch {
+        let changes = self.fleet.changes_since(self.cursor, usize::MAX).unwrap();
+        self.cursor = self.fleet.last_change();
+        self.seq += 1;
+        LoadBatch {
+            replica: self.name.into(),
+            epoch: self.epoch,
+            seq: self.seq,
+            changes: self.fleet.load_changes(&changes),
+            ..Default::default()
+        }
+    }
+
+    /// Its snapshot, in pages of `limit`.
+    fn snapshot(&self, limit: usize) -> Vec<LoadBatch> {
+        let mut pages = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (changes, more) = self.fleet.load_page(&after, limit);
+            if let Some(last) = changes.last() {
+                after = last.edge_id.clone();
+            }
+            pages.push(LoadBatch {
+                replica: self.name.into(),
+                epoch: self.epoch,
+                seq: self.seq,
+                snapshot: true,
+                more,
+                changes,
+                ..Default::default()
+            });
+            if !more {
+                return pages;
+            }
+        }
+    }
+}
+
+/// Delivers `batch` to `to`, and a snapshot of `from` when it asks for one.
+fn deliver(from: &Publisher, to: &mut Fleet, batch: &LoadBatch) {
+    if to.apply_remote(batch).resync {
+        to.apply_snapshot(&from.snapshot(2));
+    }
+}
+
+fn edge(id: &str, providers: &[P]) -> Arc<EdgeLoad> {
+    common::view(id, &[("eu", providers.to_vec())])
+}
+
+/// The candidates for model `m` at `now`: (edge, node, provider, free, in_flight).
+fn placed(fleet: &mut Fleet, now: u64) -> Vec<(String, String, String, u32, u32)> {
+    let mut query = PlacementQuery::new("m");
+    query.limit = 100;
+    let answer = fleet.placement(&query, now).unwrap();
+    answer
+        .candidates
+        .iter()
+        .map(|c| {
+            let free = c.capacity - c.in_flight;
+            (
+                c.edge_id.to_string(),
+                c.node_id.clone(),
+                c.provider_id.clone(),
+                free,
+                c.in_flight,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_change_on_one_replica_reaches_anothers_placement_and_watch() {
+    let mut a = Publisher::new("a", 7);
+    let mut b = Fleet::new(FleetConfig::default()).unwrap();
+    a.fleet.handle_event(&accepted("e1", true));
+    let before = edge("e1", &[p("llama", "m", 4, 0, 0)]);
+    a.fleet.handle_event(&load_view(
+        "e1",
+        1_000,
+        LoadChange::Replaced(before.clone()),
+    ));
+    // The first batch of a publisher asks for its snapshot.
+    let first = a.batch();
+    assert!(b.apply_remote(&first).resync);
+    assert_eq!(b.remote_syncing().collect::<Vec<_>>(), ["a"]);
+    let applied = b.apply_snapshot(&a.snapshot(10));
+    assert_eq!((applied.applied, applied.resync), (1, false));
+    assert_eq!(b.remote_syncing().count(), 0);
+    assert_eq!(placed(&mut b, 1_000), placed(&mut a.fleet, 1_000));
+    assert_eq!(b.remote_edges(), 1);
+
+    // A load update on a's Edge: the next batch carries only the changed numbers.
+    let mut numbers = (*before).clone();
+    let busy = iop_core::proto::ProviderLoad {
+        node_id: "n0".into(),
+        provider_id: "llama".into(),
+        status: iop_core::proto::ProviderStatus::Available as i32,
+        health: iop_core::proto::ProviderHealth::Healthy as i32,
+        capacity: 4,
+        in_flight: 3,
+        admission_eligible: true,
+        node_connected: true,
+        ..Default::default()
+    };
+    let changed = numbers.apply(std::slice::from_ref(&busy)).changed;
+    a.fleet.handle_event(&load_view(
+        "e1",
+        1_200,
+        LoadChange::Updated {
+            view: Arc::new(numbers),
+            changed,
+        },
+    ));
+    let batch = a.batch();
+    assert_eq!(batch.changes.len(), 1);
+    let applied = b.apply_remote(&batch);
+    assert_eq!((applied.applied, applied.resync), (1, false));
+    assert_eq!(placed(&mut b, 1_200)[0].4, 3);
+    assert_eq!(placed(&mut b, 1_200), placed(&mut a.fleet, 1_200));
+    // The watch on b shows it, naming a.
+    let last = b.changes_since(0, 100).unwrap().pop().unwrap();
+    assert!(matches!(last.kind, ChangeKind::Numbers { .. }));
+    assert_eq!(last.replica.as_deref(), Some("a"));
+    assert_eq!(b.watch_views().len(), 1);
+    // A batch seen twice is skipped.
+    assert_eq!(b.apply_remote(&batch).skipped, 1);
+
+    // Changes b applies of a's Edges are not b's to publish.
+    let mut c = Publisher::new("b", 1);
+    c.fleet = b;
+    assert!(c.batch().changes.is_empty());
+}
+
+#[test]
+fn a_missed_batch_asks_for_a_snapshot_which_forgets_what_the_publisher_no_longer_holds() {
+    let mut a = Publisher::new("a", 1);
+    let mut b = Fleet::new(FleetConfig::default()).unwrap();
+    for id in ["e1", "e2"] {
+        a.fleet.handle_event(&accepted(id, false));
+        let view = edge(id, &[p("llama", "m", 4, 1, 0)]);
+        a.fleet
+            .handle_event(&load_view(id, 1_000, LoadChange::Replaced(view)));
+    }
+    let first = a.batch();
+    deliver(&a, &mut b, &first);
+    assert_eq!(b.remote_edges(), 2);
+    // e2 forgotten, and the batch saying so lost.
+    a.fleet.handle_event(&CpEvent::EdgeForgotten {
+        edge_id: "e2".into(),
+        reason: ForgetReason::Asked,
+        unfinished_commands: Vec::new(),
+    });
+    let _lost = a.batch();
+    a.fleet.handle_event(&CpEvent::EdgeDisconnected {
+        edge_id: "e1".into(),
+        session_id: 1,
+        reason: CloseReason::TransportClosed,
+    });
+    let next = a.batch();
+    let applied = b.apply_remote(&next);
+    assert!(applied.resync, "a gap asks for a snapshot");
+    assert_eq!(b.remote_edges(), 2, "until it comes, e2 stays");
+    assert!(!b.apply_snapshot(&a.snapshot(1)).resync);
+    assert_eq!(b.remote_edges(), 1);
+    let offline = b.placement(&PlacementQuery::new("m"), 1_000).unwrap();
+    assert_eq!((offline.candidates.len(), offline.excluded.offline), (0, 1));
+    // A restarted publisher's Edges from before are gone at its first batch.
+    let mut again = Publisher::new("a", 2);
+    let applied = b.apply_remote(&again.batch());
+    assert!(applied.resync);
+    assert_eq!(b.remote_edges(), 0);
+    // A snapshot of the earlier run is skipped.
+    assert_eq!(b.apply_snapshot(&a.snapshot(10)).applied, 0);
+}
+
+#[test]
+fn a_moved_edge_is_filed_under_its_new_holder_and_one_held_here_wins() {
+    let mut a = Publisher::new("a", 1);
+    let mut c = Publisher::new("c", 1);
+    let mut b = Fleet::new(FleetConfig::default()).unwrap();
+    a.fleet.handle_event(&accepted("e1", true));
+    let on_a = edge("e1", &[p("llama", "m", 4, 0, 0)]);
+    a.fleet
+        .handle_event(&load_view("e1", 1_000, LoadChange::Replaced(on_a)));
+    let first = a.batch();
+    deliver(&a, &mut b, &first);
+    // e1 moves to c; c's view comes before a's word that it lost it.
+    c.fleet.handle_event(&accepted("e1", true));
+    let on_c = edge("e1", &[p("llama", "m", 8, 0, 0)]);
+    c.fleet
+        .handle_event(&load_view("e1", 1_100, LoadChange::Replaced(on_c)));
+    let from_c = c.batch();
+    deliver(&c, &mut b, &from_c);
+    a.fleet.handle_event(&CpEvent::EdgeDisconnected {
+        edge_id: "e1".into(),
+        session_id: 1,
+        reason: CloseReason::TransportClosed,
+    });
+    assert!(a.fleet.set_elsewhere("e1"));
+    b.apply_remote(&a.batch());
+    assert_eq!(placed(&mut b, 1_100)[0].3, 8, "c's view stands");
+    // And a's snapshot, without e1, takes nothing from c.
+    b.apply_snapshot(&a.snapshot(10));
+    assert_eq!(b.remote_edges(), 1);
+
+    // e1 comes to b itself: its own session wins over c's word.
+    b.handle_event(&accepted("e1", true));
+    let here = edge("e1", &[p("llama", "m", 2, 0, 0)]);
+    b.handle_event(&load_view("e1", 1_200, LoadChange::Replaced(here)));
+    assert_eq!(b.remote_edges(), 0);
+    let mut late = (*edge("e1", &[p("llama", "m", 8, 0, 0)])).clone();
+    let numbers = late.apply(&[]);
+    c.fleet.handle_event(&load_view(
+        "e1",
+        1_300,
+        LoadChange::Updated {
+            view: Arc::new(late),
+            changed: numbers.changed,
+        },
+    ));
+    c.fleet
+        .handle_event(&load_view("e1", 1_300, LoadChange::Confirmed));
+    let applied = b.apply_remote(&c.batch());
+    assert_eq!(applied.applied, 0);
+    assert_eq!(placed(&mut b, 1_300)[0].3, 2, "b's own view stands");
+}
+
+/// What happens on the publishing replica, or to a batch on the way.
+#[derive(Debug, Clone)]
+enum Op {
+    /// Edge `e` connects (pushing or not) and reports providers with these in-flight
+    /// counts.
+    Connect(usize, bool, [u32; 2]),
+    /// A load update of provider `i` of Edge `e`.
+    Update(usize, usize, u32),
+    Confirm(usize),
+    Disconnect(usize),
+    Forget(usize),
+    /// The next batch is lost.
+    Lose,
+    /// The next batch is held back: it arrives late, after the one that follows it.
+    Hold,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..3usize, any::<bool>(), [0..5u32, 0..5u32]).prop_map(|(e, pu, n)| Op::Connect(e, pu, n)),
+        (0..3usize, 0..2usize, 0..5u32).prop_map(|(e, i, n)| Op::Update(e, i, n)),
+        (0..3usize).prop_map(Op::Confirm),
+        (0..3usize).prop_map(Op::Disconnect),
+        (0..3usize).prop_map(Op::Forget),
+        Just(Op::Lose),
+        Just(Op::Hold),
+    ]
+}
+
+fn providers(n: [u32; 2]) -> Vec<P> {
+    vec![p("p0", "m", 4, n[0], 0), p("p1", "m", 4, n[1], 1)]
+}
+
+proptest! {
+    /// Whatever is lost or delayed on the way, once the publisher's latest batch is
+    /// heard (and a snapshot asked for is applied), the receiver places exactly as the
+    /// publisher does.
+    #[test]
+    fn the_receiver_places_as_the_publisher_after_its_latest_batch(ops in prop::collection::vec(op(), 1..40)) {
+        let mut a = Publisher::new("a", 1);
+        let mut b = Fleet::new(FleetConfig::default()).unwrap();
+        let mut live: [Option<Arc<EdgeLoad>>; 3] = [None, None, None];
+        let mut held = Vec::new();
+        let (mut lose, mut hold) = (false, false);
+        let mut at = 1_000;
+        for op in ops {
+            at += 10;
+            let id = |e: usize| format!("e{e}");
+            match op {
+                Op::Connect(e, pushes, n) => {
+                    a.fleet.handle_event(&accepted(&id(e), pushes));
+                    let view = edge(&id(e), &providers(n));
+                    live[e] = Some(view.clone());
+                    a.fleet.handle_event(&load_view(&id(e), at, LoadChange::Replaced(view)));
+                }
+                Op::Update(e, i, n) => {
+                    let Some(view) = &live[e] else { continue };
+                    let mut next = (**view).clone();
+                    let provider = view.providers().nth(i).unwrap();
+                    let load = iop_core::proto::ProviderLoad {
+                        node_id: "n0".into(),
+                        provider_id: provider.provider_id().into(),
+                        status: iop_core::proto::ProviderStatus::Available as i32,
+                        health: iop_core::proto::ProviderHealth::Healthy as i32,
+                        capacity: 4,
+                        in_flight: n,
+                        queued: provider.queued(),
+                        admission_eligible: true,
+                        node_connected: true,
+                        ..Default::default()
+                    };
+                    let changed = next.apply(&[load]).changed;
+                    let next = Arc::new(next);
+                    live[e] = Some(next.clone());
+                    a.fleet.handle_event(&load_view(&id(e), at, LoadChange::Updated { view: next, changed }));
+                }
+                Op::Confirm(e) => {
+                    if live[e].is_some() {
+                        a.fleet.handle_event(&load_view(&id(e), at, LoadChange::Confirmed));
+                    }
+                }
+                Op::Disconnect(e) => {
+                    live[e] = None;
+                    a.fleet.handle_event(&CpEvent::EdgeDisconnected {
+                        edge_id: id(e), session_id: 1, reason: CloseReason::TransportClosed,
+                    });
+                }
+                Op::Forget(e) => {
+                    live[e] = None;
+                    a.fleet.handle_event(&CpEvent::EdgeForgotten {
+                        edge_id: id(e), reason: ForgetReason::Asked, unfinished_commands: Vec::new(),
+                    });
+                }
+                Op::Lose => {
+                    lose = true;
+                    continue;
+                }
+                Op::Hold => {
+                    hold = true;
+                    continue;
+                }
+            }
+            let batch = a.batch();
+            if std::mem::take(&mut lose) {
+                continue;
+            }
+            if std::mem::take(&mut hold) {
+                held.push(batch);
+                continue;
+            }
+            // Held batches arrive after this one: late, skipped.
+            deliver(&a, &mut b, &batch);
+            for late in held.drain(..) {
+                deliver(&a, &mut b, &late);
+            }
+        }
+        let last = a.batch();
+        deliver(&a, &mut b, &last);
+        if b.remote_syncing().next().is_some() {
+            b.apply_snapshot(&a.snapshot(2));
+        }
+        prop_assert_eq!(b.remote_syncing().count(), 0);
+        // The same candidates with the same numbers (ties in free slots and queue may
+        // rank apart: after a snapshot the receiver dates each provider's numbers by
+        // its Edge's view).
+        let (mut there, mut here) = (placed(&mut a.fleet, at), placed(&mut b, at));
+        there.sort();
+        here.sort();
+        prop_assert_eq!(here, there);
+        let query = PlacementQuery::new("m");
+        prop_assert_eq!(
+            b.placement(&query, at).unwrap().excluded,
+            a.fleet.placement(&query, at).unwrap().excluded
+        );
+    }
+}
