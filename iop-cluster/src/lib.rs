@@ -78,6 +78,7 @@ pub mod group_commit;
 pub mod holder;
 pub mod key;
 pub mod liveness;
+pub mod load_bus;
 mod memory;
 mod nats;
 pub mod ownership;

@@ -6,15 +6,16 @@
 //!
 //! The replicas live in a NATS account of their own: a client of any other account
 //! sees none of their subjects, buckets or stream. Inside that account each replica's
-//! user may publish to the cluster's subjects only (routing, supersede notices,
-//! events), write and read the three buckets and the event stream through JetStream's
-//! API for those streams only, and answer the requests it receives; it may read only
-//! its own: the commands and status requests routed to it, the notices for it, and
-//! the replies to its own requests, under an inbox prefix of its own
-//! ([`replica_inbox_prefix`]) — no other replica reads what is routed to another, and
-//! no observer reads any replica's replies. An observer's user may read the event
-//! stream and the ownership and command records, through replies under its own prefix
-//! ([`OBSERVER_INBOX_PREFIX`], `nats --inbox-prefix`), and write nothing.
+//! user may publish to the cluster's subjects only (routing, supersede notices, load
+//! changes, events), write and read the three buckets and the event stream through
+//! JetStream's API for those streams only, and answer the requests it receives; it
+//! may read every replica's load changes (observation, for placement and the load
+//! watch) and otherwise only its own: the commands and status requests routed to it,
+//! the notices for it, and the replies to its own requests, under an inbox prefix of
+//! its own ([`replica_inbox_prefix`]) — no other replica reads what is routed to
+//! another, and no observer reads any replica's replies. An observer's user may read
+//! the event stream and the ownership and command records, through replies under its
+//! own prefix ([`OBSERVER_INBOX_PREFIX`], `nats --inbox-prefix`), and write nothing.
 //!
 //! ```
 //! let config = iop_cluster::ClusterConfig::new("a");
@@ -57,6 +58,7 @@ pub fn replica_publish(config: &ClusterConfig) -> Vec<String> {
     let mut subjects = vec![
         "iop.cluster.*.edge".to_owned(),
         "iop.cluster.*.superseded".to_owned(),
+        crate::load_bus::LOAD_SUBJECTS.to_owned(),
         "iop.events.>".to_owned(),
         "$JS.API.INFO".to_owned(),
     ];
@@ -80,7 +82,8 @@ pub fn replica_inbox_prefix(replica_id: &str) -> String {
 pub const OBSERVER_INBOX_PREFIX: &str = "_INBOX_IOP_OBSERVER";
 
 /// The subjects replica `replica_id` subscribes to: the requests routed to it, the
-/// notices for it, and the replies to its own requests.
+/// notices for it, every replica's load changes, and the replies to its own
+/// requests.
 pub fn replica_subscribe(replica_id: &str) -> Vec<String> {
     subscribe_as(&edge_key(replica_id))
 }
@@ -90,6 +93,8 @@ fn subscribe_as(token: &str) -> Vec<String> {
     vec![
         format!("iop.cluster.{token}.edge"),
         format!("iop.cluster.{token}.superseded"),
+        // Every replica's load changes (observation, for placement and the watch).
+        crate::load_bus::LOAD_SUBJECTS.to_owned(),
         format!("_INBOX_IOP.{token}.>"),
     ]
 }

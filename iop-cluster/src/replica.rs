@@ -27,6 +27,9 @@
 //! * **commands** — writes the records of the commands sent to its Edges, and hands
 //!   an Edge's unfinished ones to the core when it wins the Edge from another replica
 //!   ([`commands`](crate::commands));
+//! * **load** — publishes the load changes of the Edges it holds and follows every
+//!   other replica's, so that placement and the load watch see the whole fleet
+//!   ([`load_bus`](crate::load_bus));
 //! * **heartbeat** — renews the replica's liveness entry (expiring after three
 //!   heartbeats).
 //!
@@ -45,6 +48,7 @@ use crate::commands::CommandLog;
 use crate::driver::{Driver, HolderRef, held_session, inbox};
 use crate::holder::Holder;
 use crate::liveness::{Liveness, LivenessError, Renewal};
+use crate::load_bus::{self, LOAD_SUBJECTS, LoadBus};
 use crate::nats::{ClusterConfig, NatsStore};
 use crate::ownership::StoreError;
 use crate::route::{self, Router};
@@ -145,6 +149,14 @@ impl Replica {
             stats.clone(),
             commands.clone(),
         );
+        let load_bus = Arc::new(LoadBus {
+            epoch: cp.load_watch_epoch(),
+            seq: AtomicU64::new(0),
+        });
+        let loads = client
+            .subscribe(LOAD_SUBJECTS)
+            .await
+            .map_err(|e| ClusterError::Subscribe(e.to_string()))?;
         let server = Arc::new(route::Server {
             client: client.clone(),
             cp: cp.clone(),
@@ -156,6 +168,7 @@ impl Replica {
                 config.max_routed_requests.max(1),
             )),
             max_wait: config.max_routed_wait,
+            load_bus: load_bus.clone(),
         });
         let driver = Arc::new(Driver {
             cp: cp.clone(),
@@ -183,6 +196,18 @@ impl Replica {
             tokio::spawn(driver.clone().inbox(inbox_sub)),
             tokio::spawn(driver.clone().timer()),
             tokio::spawn(route::serve(routes, server)),
+            tokio::spawn(load_bus::publish(
+                client.clone(),
+                cp.clone(),
+                me.clone(),
+                load_bus,
+            )),
+            tokio::spawn(load_bus::follow(
+                client.clone(),
+                loads,
+                cp.clone(),
+                me.clone(),
+            )),
             tokio::spawn(heartbeat_loop(
                 driver.clone(),
                 client,

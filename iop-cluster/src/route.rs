@@ -328,6 +328,8 @@ pub(crate) struct Server<R: Runtime> {
     pub(crate) permits: Arc<tokio::sync::Semaphore>,
     /// The longest a routed command waits ([`ClusterConfig::max_routed_wait`](crate::ClusterConfig::max_routed_wait)).
     pub(crate) max_wait: Duration,
+    /// Where this replica's load publishing stands ([`load_bus`](crate::load_bus)).
+    pub(crate) load_bus: Arc<crate::load_bus::LoadBus>,
 }
 
 /// Answers the requests of `sub` (this replica's subject), each in its own task, as
@@ -392,6 +394,9 @@ async fn answer<R: Runtime>(
     let kind = get(KIND).unwrap_or_default();
     if kind == "views" {
         return Ok(own_views(server, &headers));
+    }
+    if kind == "load-views" {
+        return Ok(crate::load_bus::own_page(server, &headers));
     }
     if kind == "list" {
         return crate::route_list::own_list(server, &message.payload);

@@ -13,6 +13,7 @@ mod journal;
 mod load;
 mod outcome;
 mod proxy_header;
+mod remote;
 mod server;
 mod shutdown;
 mod state;

@@ -20,8 +20,8 @@ pub const WATCH_BATCH: usize = 1024;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum WatchItem {
-    /// Every Edge's view now, as of change `seq` (the changes that follow are
-    /// numbered after it).
+    /// Every Edge's view now — those other replicas of a cluster hold too — as of
+    /// change `seq` (the changes that follow are numbered after it).
     Snapshot {
         /// The views, in Edge id order.
         views: Vec<LoadView>,
@@ -64,7 +64,7 @@ impl<R: Runtime> LoadWatch<R> {
                     None => {
                         let seq = state.fleet.last_change();
                         self.cursor = Some(seq);
-                        let views = state.fleet.edges().cloned().collect();
+                        let views = state.fleet.watch_views();
                         return Some(WatchItem::Snapshot { views, seq });
                     }
                     Some(after) => match state.fleet.changes_since(after, WATCH_BATCH) {

@@ -257,7 +257,8 @@ enum Command {
     /// read-only observer's need (variables `IOP_REPLICA_<ID>` for each replica id given,
     /// IOP_REPLICA_PUBLISH and IOP_OBSERVER, as examples/nats/accounts.conf uses them),
     /// to check an engine's configuration by. Each replica reads only what is routed
-    /// to it and its own replies; an observer's client uses the inbox prefix
+    /// to it, its own replies and every replica's load changes; an observer's client
+    /// uses the inbox prefix
     /// _INBOX_IOP_OBSERVER (`nats --inbox-prefix`).
     ClusterPermissions {
         /// The replicas' ids (their --replica-id), each a user of its own.

@@ -1,0 +1,70 @@
+//! The load of the Edges other replicas of a cluster hold, folded into this server's
+//! [`Fleet`](iop_fleet::Fleet) (see `iop_fleet`'s `apply_remote`), and this server's
+//! own changes as they publish them: what a cluster's replicas tell each other so
+//! that placement and the load watch on any of them see every Edge.
+
+use iop_core::proto::cluster::{EdgeLoadChange, LoadBatch};
+use iop_fleet::{FleetChange, RemoteApplied};
+
+use super::handle::ControlPlaneHandle;
+use super::state::notify_watchers;
+use crate::Runtime;
+use crate::signal::lock;
+
+impl<R: Runtime> ControlPlaneHandle<R> {
+    /// The changes of the Edges held here among `changes` (read from a
+    /// [`LoadWatch`](super::LoadWatch)), as another replica applies them.
+    pub fn load_changes(&self, changes: &[FleetChange]) -> Vec<EdgeLoadChange> {
+        lock(&self.shared.state).fleet.load_changes(changes)
+    }
+
+    /// Up to `limit` of the Edges held here after Edge id `after`, each a whole view:
+    /// a page of this server's snapshot for another replica; `true` when more follow.
+    pub fn load_page(&self, after: &str, limit: usize) -> (Vec<EdgeLoadChange>, bool) {
+        lock(&self.shared.state).fleet.load_page(after, limit)
+    }
+
+    /// Folds in a batch of changes another replica published; load watchers see
+    /// them at once. Its [`resync`](RemoteApplied::resync) says to ask that replica
+    /// for a snapshot.
+    pub fn apply_remote_load(&self, batch: &LoadBatch) -> RemoteApplied {
+        let mut state = lock(&self.shared.state);
+        let applied = state.fleet.apply_remote(batch);
+        notify_watchers(&mut state);
+        applied
+    }
+
+    /// Applies the pages of another replica's snapshot.
+    pub fn apply_load_snapshot(&self, pages: &[LoadBatch]) -> RemoteApplied {
+        let mut state = lock(&self.shared.state);
+        let applied = state.fleet.apply_snapshot(pages);
+        notify_watchers(&mut state);
+        applied
+    }
+
+    /// The replicas whose snapshot is due.
+    pub fn remote_load_syncing(&self) -> Vec<String> {
+        let state = lock(&self.shared.state);
+        state.fleet.remote_syncing().map(str::to_owned).collect()
+    }
+
+    /// The replicas heard from.
+    pub fn remote_load_replicas(&self) -> Vec<String> {
+        let state = lock(&self.shared.state);
+        state.fleet.remote_replicas().map(str::to_owned).collect()
+    }
+
+    /// Forgets replica `replica` and the Edges it held (it left the cluster); how
+    /// many Edges went.
+    pub fn forget_remote_replica(&self, replica: &str) -> usize {
+        let mut state = lock(&self.shared.state);
+        let gone = state.fleet.forget_replica(replica);
+        notify_watchers(&mut state);
+        gone
+    }
+
+    /// How many Edges other replicas hold, as this server knows them.
+    pub fn remote_load_edges(&self) -> usize {
+        lock(&self.shared.state).fleet.remote_edges()
+    }
+}
