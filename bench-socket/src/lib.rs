@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod browser;
+pub mod churn;
 pub mod core_floor;
 pub mod echo;
 pub mod fleet;

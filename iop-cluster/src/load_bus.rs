@@ -3,9 +3,11 @@
 //! folds in every other replica's, so that a placement or a watch on any replica sees
 //! every Edge's load, whoever holds it.
 //!
-//! * **Publish** — each batch of changes the replica's fleet applies to its own Edges
-//!   goes out at once as one `LoadBatch` on `iop.cluster.<replica>.load` (split past
-//!   [`MAX_BATCH_BYTES`]), numbered per run; an empty one every [`KEEPALIVE`] when
+//! * **Publish** — every [`LINGER`], what changed of the replica's own Edges since
+//!   (coalesced per Edge by its fleet: a new view, the providers whose numbers changed,
+//!   a confirmation, offline, gone — each as the Edge stands then) goes out as one
+//!   `LoadBatch` on `iop.cluster.<replica>.load` (split past [`MAX_BATCH_BYTES`]),
+//!   numbered per run: a publisher that falls behind sends less, never loses track; an empty one every [`KEEPALIVE`] when
 //!   nothing changed, so the others know the replica is there and where its numbers
 //!   stand. Observation, not records: nothing is written to the engine.
 //! * **Follow** — every replica subscribes to `iop.cluster.*.load` and applies each
@@ -26,7 +28,7 @@ use async_nats::HeaderMap;
 use futures_lite::StreamExt;
 use iop_driver::iop_core::proto::Message;
 use iop_driver::iop_core::proto::cluster::{EdgeLoadChange, LoadBatch};
-use iop_driver::{ControlPlaneHandle, Runtime, WatchItem};
+use iop_driver::{ControlPlaneHandle, Runtime};
 
 use crate::key::edge_key;
 use crate::route::{Server, subject};
@@ -35,9 +37,14 @@ use crate::route_load::{decode, request_headers};
 /// A batch's bytes at most (NATS's default message limit is 1 MiB).
 pub(crate) const MAX_BATCH_BYTES: usize = 512 * 1024;
 /// Views a page of a snapshot holds at most.
-pub(crate) const LOAD_PAGE: usize = 100;
+pub(crate) const LOAD_PAGE: usize = 400;
 /// Pages one snapshot may have at most (a million Edges at [`LOAD_PAGE`]).
 const MAX_PAGES: usize = 10_000;
+/// How often a publisher sends what changed: far below a load update's interval, and
+/// one batch for all a busy replica applies meanwhile.
+pub(crate) const LINGER: Duration = Duration::from_millis(20);
+/// Edges' changes taken into one publishing at most (then split by bytes).
+const MAX_BATCH_CHANGES: usize = 16_384;
 /// The longest a replica stays silent: an empty batch then.
 pub(crate) const KEEPALIVE: Duration = Duration::from_secs(1);
 /// A publisher silent this long is forgotten with its Edges.
@@ -66,8 +73,8 @@ pub(crate) struct LoadBus {
     pub(crate) seq: AtomicU64,
 }
 
-/// Publishes the load changes of the Edges `cp` holds, as they are applied, until the
-/// server shuts down.
+/// Publishes the load changes of the Edges `cp` holds every [`LINGER`] (the replica's
+/// tasks stop it).
 pub(crate) async fn publish<R: Runtime>(
     client: async_nats::Client,
     cp: ControlPlaneHandle<R>,
@@ -75,32 +82,22 @@ pub(crate) async fn publish<R: Runtime>(
     bus: Arc<LoadBus>,
 ) {
     let subject = load_subject(&me);
-    let mut watch = cp.watch_load();
+    cp.publish_load(true);
+    let mut tick = tokio::time::interval(LINGER);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sent = Instant::now();
     loop {
-        let wait = KEEPALIVE.saturating_sub(last_sent.elapsed());
-        let (changes, resync) = match tokio::time::timeout(wait, watch.next()).await {
-            Err(_) => (Vec::new(), false),
-            Ok(None) => return,
-            // The first snapshot, or the one after a gap (the gap was told).
-            Ok(Some(WatchItem::Snapshot { .. })) => continue,
-            Ok(Some(WatchItem::Gap(_))) => (Vec::new(), true),
-            Ok(Some(WatchItem::Changes(changes))) => {
-                let changes = cp.load_changes(&changes);
-                if changes.is_empty() && last_sent.elapsed() < KEEPALIVE {
-                    continue;
-                }
-                (changes, false)
-            }
-            Ok(Some(_)) => continue,
-        };
+        tick.tick().await;
+        let changes = cp.take_load_changes(MAX_BATCH_CHANGES);
+        if changes.is_empty() && last_sent.elapsed() < KEEPALIVE {
+            continue;
+        }
         for batch in split(changes) {
             let seq = bus.seq.fetch_add(1, Ordering::SeqCst) + 1;
             let batch = LoadBatch {
                 replica: me.clone(),
                 epoch: bus.epoch,
                 seq,
-                resync,
                 changes: batch,
                 ..Default::default()
             };

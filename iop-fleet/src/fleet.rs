@@ -17,6 +17,7 @@ use crate::placement::{
 };
 use crate::watch::{ChangeKind, ChangeLog, FleetChange, WatchGap};
 
+mod outbox;
 mod remote;
 
 pub use remote::RemoteApplied;
@@ -76,6 +77,8 @@ pub struct Fleet {
     changes: ChangeLog,
     /// The Edges other replicas of a cluster hold, for placement and the watch.
     remote: remote::Remote,
+    /// What this replica has yet to tell the others of its Edges' load.
+    outbox: outbox::Outbox,
 }
 
 impl Fleet {
@@ -96,6 +99,7 @@ impl Fleet {
             next_fleet_sample: None,
             next_edge_sample: None,
             remote: remote::Remote::default(),
+            outbox: outbox::Outbox::default(),
         })
     }
 
@@ -118,8 +122,7 @@ impl Fleet {
                 // in): counted as a new view, its totals recounted.
                 LoadChange::Replaced(load) => {
                     self.placement.view(edge_id, load, None, *at_unix_ms);
-                    self.changes
-                        .push(edge_id, Some(*at_unix_ms), ChangeKind::View(load.clone()));
+                    self.note(edge_id, Some(*at_unix_ms), ChangeKind::View(load.clone()));
                     self.replaced(edge_id, load, *at_unix_ms)
                 }
                 LoadChange::Updated { view, changed } => {
@@ -129,13 +132,12 @@ impl Fleet {
                         view: view.clone(),
                         changed: changed.as_slice().into(),
                     };
-                    self.changes.push(edge_id, Some(*at_unix_ms), kind);
+                    self.note(edge_id, Some(*at_unix_ms), kind);
                     self.replaced(edge_id, view, *at_unix_ms)
                 }
                 LoadChange::Confirmed => {
                     self.placement.confirmed(edge_id, *at_unix_ms);
-                    self.changes
-                        .push(edge_id, Some(*at_unix_ms), ChangeKind::Confirmed);
+                    self.note(edge_id, Some(*at_unix_ms), ChangeKind::Confirmed);
                     if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                         e.view.received_at_unix_ms = *at_unix_ms;
                         e.view.partial = false;
@@ -167,7 +169,7 @@ impl Fleet {
                 if let Some(e) = self.edges.get_mut(edge_id.as_str()) {
                     e.connected = false;
                     e.recount(&mut self.totals, Counted::Offline);
-                    self.changes.push(edge_id, None, ChangeKind::Offline);
+                    self.note(edge_id, None, ChangeKind::Offline);
                 }
             }
             CpEvent::EdgeSuperseded {
@@ -181,18 +183,25 @@ impl Fleet {
                     e.connected = false;
                     e.elsewhere = true;
                     e.recount(&mut self.totals, Counted::No);
-                    self.changes.push(edge_id, None, ChangeKind::Gone);
+                    self.note(edge_id, None, ChangeKind::Gone);
                 }
             }
             CpEvent::EdgeForgotten { edge_id, .. } => {
                 self.placement.gone(edge_id);
                 if let Some(mut e) = self.edges.remove(edge_id.as_str()) {
                     e.recount(&mut self.totals, Counted::No);
-                    self.changes.push(edge_id, None, ChangeKind::Gone);
+                    self.note(edge_id, None, ChangeKind::Gone);
                 }
             }
             _ => {}
         }
+    }
+
+    /// A change of `edge_id`, held here: logged for watchers, kept for the other
+    /// replicas.
+    fn note(&mut self, edge_id: &str, at_unix_ms: Option<u64>, kind: ChangeKind) {
+        self.outbox.note(edge_id, at_unix_ms, &kind);
+        self.changes.push(edge_id, at_unix_ms, kind);
     }
 
     /// A full status of `edge_id` made the view `load`, at `at_unix_ms`.
@@ -236,7 +245,7 @@ impl Fleet {
                 e.elsewhere = true;
                 e.recount(&mut self.totals, Counted::No);
                 self.placement.gone(edge_id);
-                self.changes.push(edge_id, None, ChangeKind::Gone);
+                self.note(edge_id, None, ChangeKind::Gone);
                 true
             }
             _ => false,

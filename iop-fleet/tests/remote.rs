@@ -11,6 +11,7 @@ use common::{P, accepted, load_view, p};
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 use iop_core::cp::{CloseReason, CpEvent, ForgetReason};
 use iop_core::proto::cluster::LoadBatch;
+use iop_core::proto::cluster::edge_load_change::Change;
 use iop_fleet::{ChangeKind, Fleet, FleetConfig, PlacementQuery};
 use proptest::prelude::*;
 
@@ -19,31 +20,29 @@ struct Publisher {
     name: &'static str,
     epoch: u64,
     fleet: Fleet,
-    cursor: u64,
     seq: u64,
 }
 
 impl Publisher {
     fn new(name: &'static str, epoch: u64) -> Self {
+        let mut fleet = Fleet::new(FleetConfig::default()).unwrap();
+        fleet.publish_load(true);
         Self {
             name,
             epoch,
-            fleet: Fleet::new(FleetConfig::default()).unwrap(),
-            cursor: 0,
+            fleet,
             seq: 0,
         }
     }
 
-    /// The next batch: the changes of its own Edges since the last one.
+    /// The next batch: what changed of its own Edges since the last one.
     fn batch(&mut self) -> LoadBatch {
-        let changes = self.fleet.changes_since(self.cursor, usize::MAX).unwrap();
-        self.cursor = self.fleet.last_change();
         self.seq += 1;
         LoadBatch {
             replica: self.name.into(),
             epoch: self.epoch,
             seq: self.seq,
-            changes: self.fleet.load_changes(&changes),
+            changes: self.fleet.take_load_changes(usize::MAX),
             ..Default::default()
         }
     }
@@ -163,9 +162,12 @@ fn a_change_on_one_replica_reaches_anothers_placement_and_watch() {
     assert_eq!(b.apply_remote(&batch).skipped, 1);
 
     // Changes b applies of a's Edges are not b's to publish.
-    let mut c = Publisher::new("b", 1);
-    c.fleet = b;
-    assert!(c.batch().changes.is_empty());
+    b.publish_load(true);
+    a.fleet
+        .handle_event(&load_view("e1", 1_300, LoadChange::Confirmed));
+    assert_eq!(b.apply_remote(&a.batch()).applied, 1);
+    assert_eq!(b.pending_load_changes(), 0);
+    assert!(b.take_load_changes(10).is_empty());
 }
 
 #[test]
@@ -397,4 +399,75 @@ proptest! {
             a.fleet.placement(&query, at).unwrap().excluded
         );
     }
+}
+
+#[test]
+fn what_a_replica_publishes_is_coalesced_per_edge_and_told_as_it_stands() {
+    let mut a = Publisher::new("a", 1);
+    let quiet = Fleet::new(FleetConfig::default()).unwrap();
+    assert_eq!(quiet.pending_load_changes(), 0);
+    a.fleet.handle_event(&accepted("e1", true));
+    let view = edge("e1", &[p("p0", "m", 4, 0, 0), p("p1", "m", 4, 0, 0)]);
+    a.fleet
+        .handle_event(&load_view("e1", 1_000, LoadChange::Replaced(view.clone())));
+    // A new view, then numbers: one whole view, as it stands after the numbers.
+    let update = |load: &Arc<EdgeLoad>, provider: &str, in_flight: u32| {
+        let mut next = (**load).clone();
+        let changed = next
+            .apply(&[iop_core::proto::ProviderLoad {
+                node_id: "n0".into(),
+                provider_id: provider.into(),
+                status: iop_core::proto::ProviderStatus::Available as i32,
+                health: iop_core::proto::ProviderHealth::Healthy as i32,
+                capacity: 4,
+                in_flight,
+                admission_eligible: true,
+                node_connected: true,
+                ..Default::default()
+            }])
+            .changed;
+        (Arc::new(next), changed)
+    };
+    let (v1, changed) = update(&view, "p0", 1);
+    let numbers = |view: Arc<EdgeLoad>, changed| LoadChange::Updated { view, changed };
+    a.fleet
+        .handle_event(&load_view("e1", 1_100, numbers(v1.clone(), changed)));
+    let batch = a.batch();
+    assert_eq!(batch.changes.len(), 1);
+    let Some(Change::View(whole)) = &batch.changes[0].change else {
+        panic!("a whole view, not {:?}", batch.changes[0].change);
+    };
+    let status = whole.status.as_ref().unwrap();
+    assert_eq!(status.nodes[0].provider_snapshots[0].in_flight, 1);
+    assert!(batch.changes[0].pushes);
+    // Numbers of two providers over three updates: one message of both, latest values.
+    let (v2, c2) = update(&v1, "p1", 2);
+    a.fleet
+        .handle_event(&load_view("e1", 1_200, numbers(v2.clone(), c2)));
+    let (v3, c3) = update(&v2, "p0", 3);
+    a.fleet
+        .handle_event(&load_view("e1", 1_300, numbers(v3, c3)));
+    a.fleet
+        .handle_event(&load_view("e1", 1_400, LoadChange::Confirmed));
+    let batch = a.batch();
+    assert_eq!(batch.changes.len(), 1);
+    assert_eq!(batch.changes[0].at_unix_ms, 1_400);
+    let Some(Change::Numbers(loads)) = &batch.changes[0].change else {
+        panic!("numbers, not {:?}", batch.changes[0].change);
+    };
+    let told: Vec<(&str, u32)> = loads
+        .loads
+        .iter()
+        .map(|l| (l.provider_id.as_str(), l.in_flight))
+        .collect();
+    assert_eq!(told, [("p0", 3), ("p1", 2)]);
+    // Nothing since: nothing to tell; then gone.
+    assert!(a.batch().changes.is_empty());
+    a.fleet.handle_event(&CpEvent::EdgeForgotten {
+        edge_id: "e1".into(),
+        reason: ForgetReason::Asked,
+        unfinished_commands: Vec::new(),
+    });
+    let batch = a.batch();
+    assert!(matches!(batch.changes[0].change, Some(Change::Gone(true))));
 }

@@ -19,25 +19,20 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use iop_bench_socket::churn;
 use iop_bench_socket::fleet::{self, Role, report};
 use iop_bench_socket::process::cpu_time;
 use iop_bench_socket::stats::quantile;
 use iop_bench_socket::{Row, Table};
-use iop_tokio::core::NodeRegistry;
-use iop_tokio::core::edge::EdgeConfig;
-use iop_tokio::core::registry::{Lease, LeaseKind, NodeConfig, ProviderCategory, ProviderConfig};
-use iop_tokio::fleet::ChangeKind;
-use iop_tokio::{ControlPlaneServer, EdgeClient, EdgeHandle, WatchItem};
+use iop_tokio::ControlPlaneServer;
+use iop_tokio::core::registry::Lease;
 
 type BoxError = Box<dyn std::error::Error>;
 
-const NODES: usize = 4;
 const PROBES: usize = 20;
 const PROBE_EVERY: Duration = Duration::from_millis(50);
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_BOUND: Duration = Duration::from_secs(180);
 const SETTLE: Duration = Duration::from_secs(5);
 
@@ -45,102 +40,14 @@ fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("server") => server(&args[1..]),
-        Some("edges") => edges(args[1].parse()?, args[2].parse()?, args[3] == "churn"),
+        Some("edges") => churn::edges(
+            args[1].parse()?,
+            args[2].parse()?,
+            args[3] == "churn",
+            "edge",
+        ),
         _ => orchestrate(&args),
     }
-}
-
-/// Edge `i`'s nodes: 4 READY nodes, a `llama` provider (capacity 4) and an `api` one
-/// (capacity 16) each.
-fn configure(reg: &mut NodeRegistry, now: u64) {
-    for n in 0..NODES {
-        let id = format!("gpu-{n}");
-        let node = NodeConfig::new(id.clone())
-            .with_provider(
-                ProviderConfig::new("llama", ProviderCategory::LocalInference, 4, 0)
-                    .with_model("llama-3"),
-            )
-            .with_provider(
-                ProviderConfig::new("api", ProviderCategory::Api, 16, 0).with_model("gpt-4"),
-            );
-        if reg.configure(node, now).is_ok() {
-            let _ = reg.connect_ready(&id, now);
-        }
-    }
-}
-
-/// A step of one provider: a lease taken, or one released (at random, within room).
-fn step(reg: &mut NodeRegistry, held: &mut Vec<(usize, Lease)>, slot: usize, coin: bool) {
-    let (node, provider) = (
-        slot / 2,
-        if slot.is_multiple_of(2) {
-            "llama"
-        } else {
-            "api"
-        },
-    );
-    let mine = held.iter().filter(|(s, _)| *s == slot).count();
-    if (coin || mine == 0)
-        && let Ok(lease) = reg.admit(&format!("gpu-{node}"), provider, LeaseKind::Normal)
-    {
-        held.push((slot, lease));
-        return;
-    }
-    if let Some(at) = held.iter().position(|(s, _)| *s == slot) {
-        let (_, lease) = held.swap_remove(at);
-        let _ = reg.release(lease);
-    }
-}
-
-/// `n` Edges against `addr`; with `churn`, each provider's numbers change once a
-/// second, an Edge's providers at different instants.
-fn edges(n: usize, addr: SocketAddr, churn: bool) -> Result<(), BoxError> {
-    fleet::check_fd_limit(n)?;
-    let rt = fleet::runtime()?;
-    rt.block_on(async {
-        let mut edges: Vec<(EdgeHandle, Vec<(usize, Lease)>)> = Vec::with_capacity(n);
-        for i in 0..n {
-            let mut config = EdgeConfig::new(format!("edge-{i:05}"), iop_tokio::process_seed());
-            config.backoff_base = Duration::from_millis(100);
-            config.backoff_max = Duration::from_secs(1);
-            let handle = EdgeClient::new(config).connect(addr)?;
-            handle.with_registry(|reg: &mut NodeRegistry, now| configure(reg, now));
-            edges.push((handle, Vec::new()));
-        }
-        if !churn {
-            fleet::until_parent_goes().await;
-            drop(edges);
-            return Ok(());
-        }
-        let churner = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-            // Bounded: an hour of ticks.
-            for t in 0..36_000usize {
-                tick.tick().await;
-                // Provider `slot` of Edge `i` changes on ticks where (i + slot) % 10
-                // is the tick's: each once a second, an Edge's spread over the second.
-                for (i, (handle, held)) in edges.iter_mut().enumerate() {
-                    let slots: Vec<usize> =
-                        (0..NODES * 2).filter(|s| (i + s) % 10 == t % 10).collect();
-                    if slots.is_empty() {
-                        continue;
-                    }
-                    handle.with_registry(|reg: &mut NodeRegistry, _| {
-                        for &slot in &slots {
-                            seed ^= seed << 13;
-                            seed ^= seed >> 7;
-                            seed ^= seed << 17;
-                            step(reg, held, slot, seed & 1 == 0);
-                        }
-                    });
-                }
-            }
-        });
-        fleet::until_parent_goes().await;
-        churner.abort();
-        Ok::<_, BoxError>(())
-    })
 }
 
 /// The server: a Control Plane (`push INTERVAL_MS` or `pull PERIOD_MS`), its probes,
@@ -170,21 +77,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
         let mut probe_edges = Vec::new();
         if probes {
             for p in 0..PROBES {
-                let handle = EdgeClient::new(EdgeConfig::new(format!("probe-{p:02}"), 7))
-                    .connect(server.local_addr())?;
-                handle.with_registry(|reg: &mut NodeRegistry, now| {
-                    let node = NodeConfig::new("p0")
-                        .with_provider(
-                            ProviderConfig::new("llama", ProviderCategory::LocalInference, 64, 0)
-                                .with_model("probe"),
-                        )
-                        .with_provider(
-                            ProviderConfig::new("noise", ProviderCategory::Api, 64, 0)
-                                .with_model("noise"),
-                        );
-                    let _ = reg.configure(node, now);
-                    let _ = reg.connect_ready("p0", now);
-                });
+                let handle = churn::probe_edge(&format!("probe-{p:02}"), server.local_addr())?;
                 probe_edges.push((handle, Vec::<Lease>::new()));
             }
         }
@@ -195,29 +88,7 @@ fn server(args: &[String]) -> Result<(), BoxError> {
         tokio::time::sleep(SETTLE).await;
 
         // The watch, for the probes: (edge, in_flight of its provider 0) → when seen.
-        let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut watch = cp.watch_load();
-        let watcher = tokio::spawn(async move {
-            while let Some(item) = watch.next().await {
-                let WatchItem::Changes(changes) = item else {
-                    continue;
-                };
-                let at = Instant::now();
-                for c in changes {
-                    if !c.edge_id.starts_with("probe-") {
-                        continue;
-                    }
-                    let view = match &c.kind {
-                        ChangeKind::View(v) => v,
-                        ChangeKind::Numbers { view, .. } => view,
-                        _ => continue,
-                    };
-                    if let Some(p) = view.provider(0) {
-                        let _ = seen_tx.send((c.edge_id.to_string(), p.in_flight(), at));
-                    }
-                }
-            }
-        });
+        let (mut seen_rx, watcher) = churn::watch_probes(&cp);
 
         let puller = pull.then(|| {
             let cp = cp.clone();
@@ -247,27 +118,8 @@ fn server(args: &[String]) -> Result<(), BoxError> {
                 }
             })
         });
-        // The probe Edges are busy too: another provider of each changes every 100 ms,
-        // so a probe's change waits for its Edge's next update slot, as on a busy Edge.
-        let noise_handles: Vec<EdgeHandle> = probe_edges.iter().map(|(h, _)| h.clone()).collect();
-        let noise = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
-            let mut held: Vec<Vec<Lease>> = noise_handles.iter().map(|_| Vec::new()).collect();
-            for _ in 0..36_000 {
-                tick.tick().await;
-                for (h, held) in noise_handles.iter().zip(&mut held) {
-                    h.with_registry(|reg: &mut NodeRegistry, _| {
-                        if held.len() >= 8 {
-                            for lease in held.drain(..) {
-                                let _ = reg.release(lease);
-                            }
-                        } else if let Ok(lease) = reg.admit("p0", "noise", LeaseKind::Normal) {
-                            held.push(lease);
-                        }
-                    });
-                }
-            }
-        });
+        // The probe Edges are busy too.
+        let noise = churn::noise(probe_edges.iter().map(|(h, _)| h.clone()).collect());
         let (cpu0, stats0, start) = (cpu_time(), cp.stats(), Instant::now());
         let mut fresh = Vec::new();
         let mut misses = 0u64;
@@ -281,39 +133,11 @@ fn server(args: &[String]) -> Result<(), BoxError> {
             let (handle, held) = &mut probe_edges[k % PROBES];
             let id = format!("probe-{:02}", k % PROBES);
             k += 1;
-            let expected = handle.with_registry(|reg: &mut NodeRegistry, _| {
-                if held.len() >= 32 {
-                    for lease in held.drain(..) {
-                        let _ = reg.release(lease);
-                    }
-                } else if let Ok(lease) = reg.admit("p0", "llama", LeaseKind::Normal) {
-                    held.push(lease);
-                }
-                held.len() as u32
-            });
-            let t0 = Instant::now();
-            let deadline = t0 + PROBE_TIMEOUT;
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(left, seen_rx.recv()).await {
-                    Ok(Some((edge, in_flight, at))) if edge == id && in_flight == expected => {
-                        fresh.push(at.saturating_duration_since(t0).as_secs_f64() * 1e3);
-                        break;
-                    }
-                    Ok(Some(_)) => {}
-                    _ => {
-                        misses += 1;
-                        break;
-                    }
-                }
+            match churn::probe_once(handle, held, &id, &mut seen_rx).await {
+                Some(ms) => fresh.push(ms),
+                None => misses += 1,
             }
-            // At a random phase: a probe right after the update that showed the last
-            // one would always wait the same part of an interval.
-            jitter = jitter
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            let phase = Duration::from_millis((jitter >> 33) % (period.as_millis() as u64 + 1));
-            tokio::time::sleep(PROBE_EVERY + phase).await;
+            tokio::time::sleep(churn::pause(&mut jitter, PROBE_EVERY, period)).await;
         }
         let secs = start.elapsed().as_secs_f64();
         let (cpu, stats) = (cpu_time() - cpu0, cp.stats());

@@ -1,10 +1,10 @@
 //! The load of the Edges other replicas of a cluster hold, folded into this server's
 //! [`Fleet`](iop_fleet::Fleet) (see `iop_fleet`'s `apply_remote`), and this server's
-//! own changes as they publish them: what a cluster's replicas tell each other so
+//! own changes, coalesced per Edge until taken, as they publish them: what a cluster's replicas tell each other so
 //! that placement and the load watch on any of them see every Edge.
 
 use iop_core::proto::cluster::{EdgeLoadChange, LoadBatch};
-use iop_fleet::{FleetChange, RemoteApplied};
+use iop_fleet::RemoteApplied;
 
 use super::handle::ControlPlaneHandle;
 use super::state::notify_watchers;
@@ -12,10 +12,17 @@ use crate::Runtime;
 use crate::signal::lock;
 
 impl<R: Runtime> ControlPlaneHandle<R> {
-    /// The changes of the Edges held here among `changes` (read from a
-    /// [`LoadWatch`](super::LoadWatch)), as another replica applies them.
-    pub fn load_changes(&self, changes: &[FleetChange]) -> Vec<EdgeLoadChange> {
-        lock(&self.shared.state).fleet.load_changes(changes)
+    /// Keeps the changes of the Edges held here for
+    /// [`take_load_changes`](Self::take_load_changes): a replica of a cluster that
+    /// publishes its load turns it on.
+    pub fn publish_load(&self, on: bool) {
+        lock(&self.shared.state).fleet.publish_load(on);
+    }
+
+    /// Up to `max` Edges' load changes since last taken, each as the Edge stands now,
+    /// as another replica applies them.
+    pub fn take_load_changes(&self, max: usize) -> Vec<EdgeLoadChange> {
+        lock(&self.shared.state).fleet.take_load_changes(max)
     }
 
     /// Up to `limit` of the Edges held here after Edge id `after`, each a whole view:

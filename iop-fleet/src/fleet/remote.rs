@@ -1,7 +1,7 @@
 //! The Edges other replicas of a cluster hold, in this replica's placement and watch.
 //!
 //! Each replica publishes what its [`Fleet`] applies of the Edges it holds, as
-//! numbered batches of changes ([`Fleet::load_changes`], the cluster's
+//! numbered batches of changes ([`Fleet::take_load_changes`], the cluster's
 //! `LoadBatch`); every other replica folds them in ([`Fleet::apply_remote`]) so
 //! that a placement or a watch on any replica sees every Edge's load. They are
 //! observation, not records: a receiver that misses a batch (a gap in the numbers, a
@@ -21,12 +21,11 @@ use std::sync::Arc;
 
 use iop_core::cp::load::EdgeLoad;
 use iop_core::proto::cluster::edge_load_change::Change;
-use iop_core::proto::cluster::{self, EdgeLoadChange, ProviderLoads};
-use iop_core::proto::{NodeState, ProviderLoad as WireLoad};
+use iop_core::proto::cluster::{self, EdgeLoadChange};
 
 use super::Fleet;
 use crate::load::LoadView;
-use crate::watch::{ChangeKind, FleetChange};
+use crate::watch::ChangeKind;
 
 /// What the fleet knows of the other replicas and their Edges.
 #[derive(Debug, Default)]
@@ -260,32 +259,6 @@ impl Fleet {
         }
     }
 
-    /// The changes of Edges held here among `changes`, as another replica applies
-    /// them ([`apply_remote`](Self::apply_remote)): what this replica publishes.
-    pub fn load_changes(&self, changes: &[FleetChange]) -> Vec<EdgeLoadChange> {
-        changes
-            .iter()
-            .filter(|c| c.replica.is_none())
-            .map(|c| {
-                let change = match &c.kind {
-                    ChangeKind::View(load) => Change::View(whole(load, c.at_unix_ms, true)),
-                    ChangeKind::Numbers { view, changed } => Change::Numbers(ProviderLoads {
-                        loads: changed.iter().filter_map(|&i| numbers(view, i)).collect(),
-                    }),
-                    ChangeKind::Confirmed => Change::Confirmed(true),
-                    ChangeKind::Offline => Change::Offline(true),
-                    ChangeKind::Gone => Change::Gone(true),
-                };
-                EdgeLoadChange {
-                    edge_id: c.edge_id.to_string(),
-                    at_unix_ms: c.at_unix_ms.unwrap_or(0),
-                    pushes: self.placement.pushes(&c.edge_id),
-                    change: Some(change),
-                }
-            })
-            .collect()
-    }
-
     /// Up to `limit` of the Edges held here after Edge id `after`, in id order, each
     /// a whole view (live or offline; not those another Control Plane holds now):
     /// a page of this replica's snapshot; `true` when more follow.
@@ -334,6 +307,20 @@ impl Fleet {
                 // another replica; a live one from a batch does.
                 if (snapshot || !m.live) && filed.is_some() && !ours {
                     return Step::Skipped;
+                }
+                // The view already filed (a snapshot after a gap, mostly): dated anew,
+                // not filed again.
+                if let Some(e) = self.remote.edges.get_mut(id)
+                    && ours
+                    && e.view.live() == m.live
+                    && e.view.load() == view.load()
+                {
+                    e.stamp = stamp;
+                    if m.live {
+                        e.view.received_at_unix_ms = at;
+                        self.placement.confirmed(id, at);
+                    }
+                    return Step::Applied;
                 }
                 self.remote_view(replica, stamp, view, c.pushes, at);
             }
@@ -438,52 +425,10 @@ impl Fleet {
         for id in &gone {
             self.remote.edges.remove(id);
             self.placement.gone(id);
-            self.changes.push(id, None, ChangeKind::Gone);
+            let replica: Arc<str> = replica.into();
+            self.changes
+                .push_from(Some(&replica), id, None, ChangeKind::Gone);
         }
         gone.len()
     }
-}
-
-/// `load` as a whole view, as of `at_unix_ms`.
-fn whole(load: &EdgeLoad, at_unix_ms: Option<u64>, live: bool) -> cluster::EdgeLoad {
-    cluster::EdgeLoad {
-        status: Some(load.to_status()),
-        pages: load.pages(),
-        received_at_unix_ms: at_unix_ms.unwrap_or(0),
-        partial: false,
-        live,
-        last_online: Vec::new(),
-    }
-}
-
-/// Provider `index`'s numbers in `load` as a load update carries them: applied to
-/// the view before, they make this one (its node connected exactly when READY).
-fn numbers(load: &EdgeLoad, index: u32) -> Option<WireLoad> {
-    let index = index as usize;
-    let p = load.provider(index)?;
-    let node = load
-        .nodes()
-        .find(|n| n.provider_indexes().contains(&index))?;
-    let [
-        capacity,
-        in_flight,
-        queued,
-        lc_capacity,
-        lc_in_flight,
-        lc_queued,
-    ] = p.numbers();
-    Some(WireLoad {
-        node_id: node.node_id().to_owned(),
-        provider_id: p.provider_id().to_owned(),
-        status: p.status() as i32,
-        health: p.health() as i32,
-        capacity,
-        in_flight,
-        queued,
-        long_context_capacity: lc_capacity,
-        long_context_in_flight: lc_in_flight,
-        long_context_queued: lc_queued,
-        admission_eligible: p.admission_eligible(),
-        node_connected: node.state() == NodeState::Ready,
-    })
 }
