@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use iop_bench_socket::churn;
 use iop_bench_socket::fleet::{self, Role, report};
-use iop_bench_socket::process::cpu_time;
+use iop_bench_socket::process::{cpu_time, machine_ticks};
 use iop_bench_socket::stats::quantile;
 use iop_bench_socket::{Row, Table};
 use iop_cluster::testing::NatsServer;
@@ -77,7 +77,8 @@ fn orchestrate(args: &[String]) -> Result<(), BoxError> {
         let edges = ["edges".into(), per.to_string(), addr, format!("e{i}")];
         fleets.push(Role::spawn(&edges)?);
     }
-    let [cpu0, known, r50, r99, l50, l99, rn, ln, rmiss, lmiss] = cp0.numbers::<10>("result")?;
+    let [cpu0, busy, known, r50, r99, l50, l99, rn, ln, rmiss, lmiss] =
+        cp0.numbers::<11>("result")?;
     let [cpu1] = cp1.numbers::<1>("result")?;
     let ms = |x: f64| format!("{x:.1} ms");
     let mut table = Table::new(
@@ -115,6 +116,17 @@ fn orchestrate(args: &[String]) -> Result<(), BoxError> {
     table.push(Row::new(
         "CPU (share of one core): cp-0 / cp-1",
         format!("{:.1} % / {:.1} %", cpu0 * 100.0, cpu1 * 100.0),
+        "—",
+        "—",
+        "—",
+        None,
+    ));
+    table.push(Row::new(
+        format!(
+            "the machine's CPU over the window ({} cores: replicas, Edges, nats-server)",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+        format!("{:.0} % busy", busy * 100.0),
         "—",
         "—",
         "—",
@@ -168,7 +180,7 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
         tokio::time::sleep(SETTLE).await;
         let (mut seen, watcher) = churn::watch_probes(&cp);
         let noise = churn::noise(probes.iter().map(|(_, h, _)| h.clone()).collect());
-        let (cpu0, start) = (cpu_time(), Instant::now());
+        let (cpu0, machine0, start) = (cpu_time(), machine_ticks(), Instant::now());
         let (mut remote, mut local, mut misses) = (Vec::new(), Vec::new(), [0u64; 2]);
         let mut jitter = 0x2545_f491_u64;
         let mut k = 0;
@@ -189,6 +201,8 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
             tokio::time::sleep(churn::pause(&mut jitter, PROBE_EVERY, INTERVAL)).await;
         }
         let cpu = (cpu_time() - cpu0).as_secs_f64() / start.elapsed().as_secs_f64();
+        let machine = machine_ticks();
+        let busy = (machine.0 - machine0.0) as f64 / (machine.1 - machine0.1).max(1) as f64;
         watcher.abort();
         noise.abort();
         if observer {
@@ -196,7 +210,7 @@ fn replica(args: &[String]) -> Result<(), BoxError> {
             report(
                 "result",
                 format!(
-                    "{cpu} {known} {} {} {} {} {} {} {} {}",
+                    "{cpu} {busy} {known} {} {} {} {} {} {} {} {}",
                     quantile(&mut remote, 0.5),
                     quantile(&mut remote, 0.99),
                     quantile(&mut local, 0.5),
