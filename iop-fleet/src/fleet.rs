@@ -133,7 +133,7 @@ impl Fleet {
                         changed: changed.as_slice().into(),
                     };
                     self.note(edge_id, Some(*at_unix_ms), kind);
-                    self.replaced(edge_id, view, *at_unix_ms)
+                    self.updated(edge_id, view, changed, *at_unix_ms)
                 }
                 LoadChange::Confirmed => {
                     self.placement.confirmed(edge_id, *at_unix_ms);
@@ -202,6 +202,22 @@ impl Fleet {
     fn note(&mut self, edge_id: &str, at_unix_ms: Option<u64>, kind: ChangeKind) {
         self.outbox.note(edge_id, at_unix_ms, &kind);
         self.changes.push(edge_id, at_unix_ms, kind);
+    }
+
+    /// A load update made `edge_id`'s view `load`, the numbers of providers `changed`
+    /// new, at `at_unix_ms`: only those providers are counted again when the view
+    /// counts live and kept its structure and node states; else as a new view.
+    fn updated(&mut self, edge_id: &str, load: &Arc<EdgeLoad>, changed: &[u32], at_unix_ms: u64) {
+        if let Some(e) = self.edges.get_mut(edge_id)
+            && e.counted == Counted::Live
+        {
+            let view = LoadView::new(load.clone(), Some(&e.view), at_unix_ms);
+            if self.totals.recount_providers(&e.view, &view, changed) {
+                e.view = view;
+                return;
+            }
+        }
+        self.replaced(edge_id, load, at_unix_ms);
     }
 
     /// A full status of `edge_id` made the view `load`, at `at_unix_ms`.

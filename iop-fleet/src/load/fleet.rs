@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use iop_core::cp::load::NodeStates;
+use iop_core::cp::load::{NodeLoad, NodeStates, ProviderLoad};
 use iop_core::proto::ProviderCategory;
 
-use super::totals::LoadTotals;
+use super::totals::{LoadTotals, ProviderPart};
 use super::view::{LoadView, part};
 
 /// How an Edge's view counts in the fleet's totals.
@@ -132,28 +132,7 @@ impl FleetLoad {
             let first = node.provider_indexes().start;
             for (i, p) in node.providers().enumerate() {
                 let part = part(&p, view.remembered(first + i), offline);
-                let apply = |t: &mut LoadTotals| {
-                    if add {
-                        t.add(&part);
-                    } else {
-                        t.sub(&part);
-                    }
-                };
-                apply(&mut self.total);
-                if let Some(t) = self.by_category.get_mut(p.category() as usize) {
-                    apply(t);
-                }
-                for m in p.models() {
-                    if let Some(t) = model_tally(&mut self.by_model, m) {
-                        t.members = op(t.members, 1);
-                        apply(&mut t.totals);
-                    }
-                }
-                for (k, v) in node.labels() {
-                    if let Some(t) = label_tally(&mut self.by_label, k, v) {
-                        apply(&mut t.totals);
-                    }
-                }
+                self.provider(&node, &p, &part, add);
             }
         }
         if !add {
@@ -162,6 +141,83 @@ impl FleetLoad {
                 values.retain(|_, t| t.members != 0);
                 !values.is_empty()
             });
+        }
+    }
+
+    /// Replaces the parts of providers `changed` (indexes of both views' providers) of
+    /// `old` by theirs in `new`, both counted live and of one structure (a load update
+    /// changed only numbers): what a whole recount would do, at the cost of the
+    /// providers that changed. False, changing nothing, when the structures or any
+    /// node's state differ: count the views whole then.
+    pub(crate) fn recount_providers(
+        &mut self,
+        old: &LoadView,
+        new: &LoadView,
+        changed: &[u32],
+    ) -> bool {
+        let n = new.load.providers().len();
+        let same = old.load.providers().len() == n
+            && old.load.nodes().len() == new.load.nodes().len()
+            && (old.load.nodes().zip(new.load.nodes())).all(|(a, b)| {
+                a.state() == b.state() && a.provider_indexes() == b.provider_indexes()
+            })
+            && changed.iter().all(|&i| (i as usize) < n);
+        if !same {
+            return false;
+        }
+        for &i in changed {
+            let i = i as usize;
+            let node = new.load.nodes().find(|n| n.provider_indexes().contains(&i));
+            let (Some(node), Some(before), Some(after)) =
+                (node, old.load.provider(i), new.load.provider(i))
+            else {
+                continue;
+            };
+            self.provider(
+                &node,
+                &before,
+                &part(&before, old.remembered(i), false),
+                false,
+            );
+            self.provider(&node, &after, &part(&after, new.remembered(i), false), true);
+        }
+        true
+    }
+
+    /// Adds (or takes back) one provider's part, on `node`, in every total it counts in.
+    fn provider(
+        &mut self,
+        node: &NodeLoad<'_>,
+        p: &ProviderLoad<'_>,
+        part: &ProviderPart,
+        add: bool,
+    ) {
+        let apply = |t: &mut LoadTotals| {
+            if add {
+                t.add(part);
+            } else {
+                t.sub(part);
+            }
+        };
+        apply(&mut self.total);
+        if let Some(t) = self.by_category.get_mut(p.category() as usize) {
+            apply(t);
+        }
+        let op: fn(u64, u64) -> u64 = if add {
+            u64::wrapping_add
+        } else {
+            u64::wrapping_sub
+        };
+        for m in p.models() {
+            if let Some(t) = model_tally(&mut self.by_model, m) {
+                t.members = op(t.members, 1);
+                apply(&mut t.totals);
+            }
+        }
+        for (k, v) in node.labels() {
+            if let Some(t) = label_tally(&mut self.by_label, k, v) {
+                apply(&mut t.totals);
+            }
         }
     }
 
