@@ -28,6 +28,7 @@ use async_nats::HeaderMap;
 use futures_lite::StreamExt;
 use iop_driver::iop_core::proto::Message;
 use iop_driver::iop_core::proto::cluster::{EdgeLoadChange, LoadBatch};
+use iop_driver::iop_fleet::MAX_REMOTE_REPLICAS;
 use iop_driver::{ControlPlaneHandle, Runtime};
 
 use crate::key::edge_key;
@@ -157,6 +158,9 @@ pub(crate) async fn follow<R: Runtime>(
             message = sub.next() => {
                 let Some(message) = message else { return };
                 let Some(batch) = batch_of(&message, &me) else { continue };
+                if heard.len() >= MAX_REMOTE_REPLICAS && !heard.contains_key(&batch.replica) {
+                    continue;
+                }
                 heard.insert(batch.replica.clone(), Instant::now());
                 if cp.apply_remote_load(&batch).resync {
                     fetch(batch.replica, &mut fetching, &mut fetches);

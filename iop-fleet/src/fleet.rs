@@ -20,7 +20,7 @@ use crate::watch::{ChangeKind, ChangeLog, FleetChange, WatchGap};
 mod outbox;
 mod remote;
 
-pub use remote::RemoteApplied;
+pub use remote::{MAX_REMOTE_EDGES, MAX_REMOTE_REPLICAS, RemoteApplied};
 
 /// What the fleet holds of one Edge with a view.
 #[derive(Debug)]

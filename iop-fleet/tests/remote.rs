@@ -471,3 +471,30 @@ fn what_a_replica_publishes_is_coalesced_per_edge_and_told_as_it_stands() {
     let batch = a.batch();
     assert!(matches!(batch.changes[0].change, Some(Change::Gone(true))));
 }
+
+#[test]
+fn the_replicas_followed_are_bounded() {
+    let mut b = Fleet::new(FleetConfig::default()).unwrap();
+    for r in 0..iop_fleet::MAX_REMOTE_REPLICAS {
+        let batch = LoadBatch {
+            replica: format!("r{r}"),
+            epoch: 1,
+            seq: 1,
+            ..Default::default()
+        };
+        assert!(b.apply_remote(&batch).resync);
+    }
+    let mut one_more = Publisher::new("late", 1);
+    one_more.fleet.handle_event(&accepted("e1", true));
+    let view = edge("e1", &[p("llama", "m", 4, 0, 0)]);
+    one_more
+        .fleet
+        .handle_event(&load_view("e1", 1_000, LoadChange::Replaced(view)));
+    let applied = b.apply_remote(&one_more.batch());
+    assert_eq!(
+        (applied.applied, applied.skipped, applied.resync),
+        (0, 1, false)
+    );
+    assert_eq!(b.remote_replicas().count(), iop_fleet::MAX_REMOTE_REPLICAS);
+    assert_eq!(b.remote_edges(), 0);
+}

@@ -38,6 +38,14 @@ const LOCAL: &[(&str, &str)] = &[
     ),
     ("MAX_EVENT_STREAMS", "the admin HTTP API's event streams"),
     (
+        "MAX_REMOTE_EDGES",
+        "other replicas' Edges a fleet keeps, between replicas",
+    ),
+    (
+        "MAX_REMOTE_REPLICAS",
+        "other replicas a fleet follows, between replicas",
+    ),
+    (
         "MAX_PLACEMENT_LIMIT",
         "candidates one placement of the admin API lists, never on the wire",
     ),

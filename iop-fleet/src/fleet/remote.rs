@@ -27,6 +27,13 @@ use super::Fleet;
 use crate::load::LoadView;
 use crate::watch::ChangeKind;
 
+/// Edges of other replicas a fleet keeps at most; past it, new ones are skipped
+/// (counted in [`RemoteApplied::skipped`]) — a bound on what the cluster bus can make
+/// a replica hold.
+pub const MAX_REMOTE_EDGES: usize = 1 << 20;
+/// Other replicas a fleet follows at most.
+pub const MAX_REMOTE_REPLICAS: usize = 1024;
+
 /// What the fleet knows of the other replicas and their Edges.
 #[derive(Debug, Default)]
 pub(super) struct Remote {
@@ -96,7 +103,12 @@ impl Fleet {
             syncing: true,
             gap_after: None,
         };
-        let peer = match self.remote.peers.get(&*replica).copied() {
+        let known = self.remote.peers.get(&*replica).copied();
+        if known.is_none() && self.remote.peers.len() >= MAX_REMOTE_REPLICAS {
+            out.skipped = batch.changes.len();
+            return out;
+        }
+        let peer = match known {
             Some(p) if p.epoch == batch.epoch => p,
             known => {
                 // A publisher first heard of, or one that restarted: what it held
@@ -306,6 +318,9 @@ impl Fleet {
                 // A snapshot's view (maybe offline) does not take an Edge filed under
                 // another replica; a live one from a batch does.
                 if (snapshot || !m.live) && filed.is_some() && !ours {
+                    return Step::Skipped;
+                }
+                if filed.is_none() && self.remote.edges.len() >= MAX_REMOTE_EDGES {
                     return Step::Skipped;
                 }
                 // The view already filed (a snapshot after a gap, mostly): dated anew,
