@@ -49,14 +49,19 @@ pub struct ControlPlane {
 
 /// Starts `iop-control-plane` on port 0 with `extra` flags and reads its addresses.
 pub fn control_plane(extra: &[&str]) -> ControlPlane {
-    spawn_control_plane(extra, "warn", Stdio::null())
+    spawn_control_plane("127.0.0.1:0", extra, "warn", Stdio::null())
 }
 
-/// Starts `iop-control-plane` on port 0 with `extra` flags at `log_level`, its stderr
-/// to `stderr`, and reads its addresses from its first line.
-fn spawn_control_plane(extra: &[&str], log_level: &str, stderr: Stdio) -> ControlPlane {
+/// [`control_plane`] taking its Edges on `listen` (a port a killed one had).
+pub fn control_plane_on(listen: SocketAddr, extra: &[&str]) -> ControlPlane {
+    spawn_control_plane(&listen.to_string(), extra, "warn", Stdio::null())
+}
+
+/// Starts `iop-control-plane` taking Edges on `listen` with `extra` flags at
+/// `log_level`, its stderr to `stderr`, and reads its addresses from its first line.
+fn spawn_control_plane(listen: &str, extra: &[&str], log_level: &str, stderr: Stdio) -> ControlPlane {
     let mut child = Command::new(CP_BIN)
-        .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--listen", listen, "--admin", "127.0.0.1:0"])
         .args(["--heartbeat-interval-ms", "1000", "--log-level", log_level])
         .args(extra)
         .stdout(Stdio::piped())
@@ -324,7 +329,10 @@ impl Sse {
 pub fn control_plane_logged(extra: &[&str]) -> (ControlPlane, PathBuf) {
     let log = temp_path("cp.log");
     let stderr = std::fs::File::create(&log).expect("log file");
-    (spawn_control_plane(extra, "info", stderr.into()), log)
+    (
+        spawn_control_plane("127.0.0.1:0", extra, "info", stderr.into()),
+        log,
+    )
 }
 
 /// Sends SIGHUP to `cp`.
