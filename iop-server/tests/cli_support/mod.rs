@@ -59,7 +59,12 @@ pub fn control_plane_on(listen: SocketAddr, extra: &[&str]) -> ControlPlane {
 
 /// Starts `iop-control-plane` taking Edges on `listen` with `extra` flags at
 /// `log_level`, its stderr to `stderr`, and reads its addresses from its first line.
-fn spawn_control_plane(listen: &str, extra: &[&str], log_level: &str, stderr: Stdio) -> ControlPlane {
+fn spawn_control_plane(
+    listen: &str,
+    extra: &[&str],
+    log_level: &str,
+    stderr: Stdio,
+) -> ControlPlane {
     let mut child = Command::new(CP_BIN)
         .args(["--listen", listen, "--admin", "127.0.0.1:0"])
         .args(["--heartbeat-interval-ms", "1000", "--log-level", log_level])

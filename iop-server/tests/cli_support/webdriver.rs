@@ -219,8 +219,10 @@ impl Browser {
             if status == 200 {
                 return;
             }
+            let redrawn = answer.contains("stale element reference")
+                || answer.contains("element not interactable");
             assert!(
-                answer.contains("stale element reference") && std::time::Instant::now() < deadline,
+                redrawn && std::time::Instant::now() < deadline,
                 "WebDriver POST {path}: {status} {answer}"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
