@@ -4,12 +4,13 @@
 //! every Edge's load, whoever holds it.
 //!
 //! * **Publish** — every [`LINGER`], what changed of the replica's own Edges since
-//!   (coalesced per Edge by its fleet: a new view, the providers whose numbers changed,
-//!   a confirmation, offline, gone — each as the Edge stands then) goes out as one
-//!   `LoadBatch` on `iop.cluster.<replica>.load` (split past [`MAX_BATCH_BYTES`]),
-//!   numbered per run: a publisher that falls behind sends less, never loses track; an empty one every [`KEEPALIVE`] when
-//!   nothing changed, so the others know the replica is there and where its numbers
-//!   stand. Observation, not records: nothing is written to the engine.
+//!   (coalesced per Edge by its fleet: a new view, the providers whose numbers
+//!   changed, a confirmation, offline, gone — each as the Edge stands then) goes out
+//!   as one `LoadBatch` on `iop.cluster.<replica>.load` (split past
+//!   [`MAX_BATCH_BYTES`]), numbered per run: a publisher that falls behind sends
+//!   less, never loses track. An empty one every [`KEEPALIVE`] when nothing changed,
+//!   so the others know the replica is there. Observation, not records: nothing is
+//!   written to the engine.
 //! * **Follow** — every replica subscribes to `iop.cluster.*.load` and applies each
 //!   batch under its server's lock (`ControlPlaneHandle::apply_remote_load`). A
 //!   missed batch, a restarted or lagging publisher, or a change that does not fit
@@ -36,20 +37,20 @@ use crate::route::{Server, subject};
 use crate::route_load::{decode, request_headers};
 
 /// A batch's bytes at most (NATS's default message limit is 1 MiB).
-pub(crate) const MAX_BATCH_BYTES: usize = 512 * 1024;
+pub const MAX_BATCH_BYTES: usize = 512 * 1024;
 /// Views a page of a snapshot holds at most.
-pub(crate) const LOAD_PAGE: usize = 400;
+pub const LOAD_PAGE: usize = 400;
 /// Pages one snapshot may have at most (a million Edges at [`LOAD_PAGE`]).
 const MAX_PAGES: usize = 10_000;
 /// How often a publisher sends what changed: far below a load update's interval, and
 /// one batch for all a busy replica applies meanwhile.
-pub(crate) const LINGER: Duration = Duration::from_millis(20);
+pub const LINGER: Duration = Duration::from_millis(20);
 /// Edges' changes taken into one publishing at most (then split by bytes).
 const MAX_BATCH_CHANGES: usize = 16_384;
 /// The longest a replica stays silent: an empty batch then.
-pub(crate) const KEEPALIVE: Duration = Duration::from_secs(1);
+pub const KEEPALIVE: Duration = Duration::from_secs(1);
 /// A publisher silent this long is forgotten with its Edges.
-pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(10);
+pub const FORGET_AFTER: Duration = Duration::from_secs(10);
 /// How long a publisher has to answer for a page of its snapshot.
 const PAGE_WAIT: Duration = Duration::from_secs(2);
 /// The cursor of a snapshot's pages: the last Edge id of the page before (a request),
@@ -57,7 +58,7 @@ const PAGE_WAIT: Duration = Duration::from_secs(2);
 const AFTER: &str = "Iop-After";
 
 /// The subjects every replica's load changes are published on.
-pub(crate) const LOAD_SUBJECTS: &str = "iop.cluster.*.load";
+pub const LOAD_SUBJECTS: &str = "iop.cluster.*.load";
 
 /// The subject replica `replica` publishes its load changes on.
 pub(crate) fn load_subject(replica: &str) -> String {

@@ -29,7 +29,7 @@
 //!   ([`commands`](crate::commands));
 //! * **load** — publishes the load changes of the Edges it holds and follows every
 //!   other replica's, so that placement and the load watch see the whole fleet
-//!   ([`load_bus`](crate::load_bus));
+//!   ([`load_bus`]);
 //! * **heartbeat** — renews the replica's liveness entry (expiring after three
 //!   heartbeats).
 //!
