@@ -186,14 +186,30 @@ impl Fleet {
                     self.note(edge_id, None, ChangeKind::Gone);
                 }
             }
-            CpEvent::EdgeForgotten { edge_id, .. } => {
-                self.placement.gone(edge_id);
-                if let Some(mut e) = self.edges.remove(edge_id.as_str()) {
+            CpEvent::EdgeForgotten { edge_id, .. } => match self.edges.remove(edge_id.as_str()) {
+                Some(mut e) => {
                     e.recount(&mut self.totals, Counted::No);
-                    self.note(edge_id, None, ChangeKind::Gone);
+                    self.left(edge_id);
                 }
-            }
+                None if !self.remote.edges.contains_key(edge_id.as_str()) => {
+                    self.placement.gone(edge_id);
+                }
+                None => {}
+            },
             _ => {}
+        }
+    }
+
+    /// `edge_id`, disconnected here, is no longer this replica's (forgotten, or held
+    /// by another): gone from placement and the watch — unless another replica's view
+    /// of it is filed already (it moved there first), which stands. The other replicas
+    /// are told either way.
+    fn left(&mut self, edge_id: &str) {
+        if self.remote.edges.contains_key(edge_id) {
+            self.outbox.note(edge_id, None, &ChangeKind::Gone);
+        } else {
+            self.placement.gone(edge_id);
+            self.note(edge_id, None, ChangeKind::Gone);
         }
     }
 
@@ -260,8 +276,7 @@ impl Fleet {
             Some(e) if !e.connected => {
                 e.elsewhere = true;
                 e.recount(&mut self.totals, Counted::No);
-                self.placement.gone(edge_id);
-                self.note(edge_id, None, ChangeKind::Gone);
+                self.left(edge_id);
                 true
             }
             _ => false,

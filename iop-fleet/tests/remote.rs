@@ -498,3 +498,36 @@ fn the_replicas_followed_are_bounded() {
     assert_eq!(b.remote_replicas().count(), iop_fleet::MAX_REMOTE_REPLICAS);
     assert_eq!(b.remote_edges(), 0);
 }
+
+#[test]
+fn an_edge_that_moved_stays_placed_when_its_old_replica_lets_it_go() {
+    let mut c = Publisher::new("c", 1);
+    let mut b = Fleet::new(FleetConfig::default()).unwrap();
+    // e1 was b's own, and disconnected from b.
+    b.handle_event(&accepted("e1", true));
+    let old = edge("e1", &[p("llama", "m", 4, 0, 0)]);
+    b.handle_event(&load_view("e1", 1_000, LoadChange::Replaced(old)));
+    b.handle_event(&CpEvent::EdgeDisconnected {
+        edge_id: "e1".into(),
+        session_id: 1,
+        reason: CloseReason::TransportClosed,
+    });
+    // c's view of it comes before b learns that c holds it.
+    c.fleet.handle_event(&accepted("e1", true));
+    let on_c = edge("e1", &[p("llama", "m", 8, 0, 0)]);
+    c.fleet
+        .handle_event(&load_view("e1", 1_100, LoadChange::Replaced(on_c)));
+    let batch = c.batch();
+    deliver(&c, &mut b, &batch);
+    assert_eq!(placed(&mut b, 1_100)[0].3, 8);
+    // b learns it, then forgets its own old view: c's stands.
+    assert!(b.set_elsewhere("e1"));
+    assert_eq!(placed(&mut b, 1_100)[0].3, 8);
+    b.handle_event(&CpEvent::EdgeForgotten {
+        edge_id: "e1".into(),
+        reason: ForgetReason::Asked,
+        unfinished_commands: Vec::new(),
+    });
+    assert_eq!(placed(&mut b, 1_100)[0].3, 8);
+    assert_eq!(b.watch_views().len(), 1);
+}
