@@ -138,6 +138,25 @@ async fn an_update_pushed_to_one_replica_is_placed_on_every_other() {
         other => panic!("a snapshot first, not {other:?}"),
     }
     assert_eq!(c.cp().remote_load_edges(), 2);
+    let text = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(admin_c).unwrap();
+        let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    })
+    .await
+    .unwrap();
+    assert!(
+        text.contains("iop_cluster_remote_load_edges 2"),
+        "{}",
+        text.lines()
+            .filter(|l| l.contains("remote"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 
     // cp-a stops: edge-1 is no candidate on cp-b any more (offline, or stale, then
     // forgotten with its replica).

@@ -207,6 +207,7 @@ pub async fn admin_of(node: &Node) -> SocketAddr {
     let mut state = iop_server::admin::AdminState::new(node.cp());
     state.replica_id = Some(node.replica.replica_id().to_owned());
     state.router = Some(node.replica.router());
+    state.cluster_stats = Some(node.replica.stats());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(axum::serve(listener, iop_server::admin::router(state)).into_future());

@@ -8,7 +8,14 @@ use super::encode::{counter, gauge};
 pub(super) fn encode_cluster(
     e: &mut DescriptorEncoder<'_>,
     c: &ClusterSnapshot,
+    remote_load_edges: usize,
 ) -> Result<(), std::fmt::Error> {
+    gauge(
+        e,
+        "iop_cluster_remote_load_edges",
+        "Edges other replicas hold, as this replica's placement and load watch know them.",
+        remote_load_edges as u64,
+    )?;
     gauge(
         e,
         "iop_cluster_engine_up",

@@ -104,6 +104,8 @@ pub struct Scrape {
     pub gauges: AdminGauges,
     /// A cluster replica's figures (`--cluster`).
     pub cluster: Option<ClusterSnapshot>,
+    /// Edges other replicas hold, as this one's placement and load watch know them.
+    pub remote_load_edges: usize,
     /// The fleet's totals.
     pub fleet: FleetLoad,
     /// Every Edge's view of its load, for the per-Edge and per-provider series.
@@ -130,6 +132,7 @@ impl Scrape {
             stats,
             gauges,
             cluster: None,
+            remote_load_edges: 0,
             fleet,
             loads,
             max_series,
@@ -209,7 +212,7 @@ impl Collector for Scrape {
         }
         self.encode_latencies(&mut e)?;
         if let Some(c) = &self.cluster {
-            encode_cluster(&mut e, c)?;
+            encode_cluster(&mut e, c, self.remote_load_edges)?;
         }
         placement::encode(&mut e, &self.placement)?;
         fleet::encode(&mut e, &self.fleet, &self.loads, self.max_series)
@@ -257,6 +260,7 @@ pub(in crate::admin) async fn metrics_text(
         s.metrics_max_series,
     );
     scrape.cluster = s.cluster_stats.as_ref().map(|c| c.snapshot());
+    scrape.remote_load_edges = s.cp.remote_load_edges();
     scrape.placement = s.cp.placement_stats();
     let text = tokio::task::spawn_blocking(move || render(scrape))
         .await
