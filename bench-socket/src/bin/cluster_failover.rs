@@ -232,11 +232,26 @@ fn replica(per_replica: usize, url: &str, id: &str) -> Result<(), BoxError> {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             let lost = COMMANDS - ok;
+            if lost > 0 {
+                // Name a few of them, as the engine holds them, to say where they stopped.
+                let mut named = 0;
+                for i in 0..COMMANDS {
+                    let record = records.get(&format!("fo-{i}")).await.ok().flatten();
+                    if named < 5 && record.as_ref().is_none_or(|r| r.outcome.is_none()) {
+                        named += 1;
+                        eprintln!("fo-{i} unfinished: {record:?}");
+                    }
+                }
+                eprintln!("{id}: {:?}", replica.stats().snapshot());
+            }
             report(
                 "commands",
                 format!("{ok} {lost} {:.1}", start.elapsed().as_secs_f64()),
             );
         }
+        // A survivor that went away now would be a second failover, its Edges and
+        // their running commands moving again while cp-1 reads the records.
+        fleet::until_parent_goes().await;
         Ok(())
     })
 }
