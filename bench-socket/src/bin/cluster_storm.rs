@@ -6,12 +6,14 @@
 //! included. Baseline: one Control Plane, no cluster, the same defaults, in the same
 //! run. Reports the time until every Edge is enrolled (goal ≤ 2× the baseline), how
 //! many are enrolled 60 s after the storm began, and the hellos refused per enrolled
-//! Edge.
+//! Edge. With `--engine 3` the engine is three nats-servers forming one cluster on
+//! loopback, each with the example configuration, every bucket in three copies (R3):
+//! the production setting; each replica talks to a server of its own.
 //!
 //! Needs nats-server 2.10 or newer (`IOP_NATS_SERVER`, else the PATH).
 //!
 //! ```text
-//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin cluster_storm [-- N]
+//! cargo run --release --manifest-path bench-socket/Cargo.toml --bin cluster_storm [-- [--engine 3] N]
 //! ```
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -38,12 +40,28 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("server") => server(args[1].parse()?, &args[2], &args[3], args[4].parse()?),
+        Some("server") => server(
+            args[1].parse()?,
+            &args[2],
+            &args[3],
+            args[4].parse()?,
+            args[5].parse()?,
+        ),
         Some("edges") => {
             fleet::run_edges_as_shipped(args[1].parse()?, args[2].parse()?, &args[3])?;
             Ok(())
         }
-        _ => orchestrate(args.first().and_then(|n| n.parse().ok()).unwrap_or(10_000)),
+        _ => {
+            let (engine, rest) = match args.first().map(String::as_str) {
+                Some("--engine") => (args.get(1).map_or(Ok(1), |n| n.parse())?, &args[2..]),
+                _ => (1, &args[..]),
+            };
+            if engine != 1 && engine != 3 {
+                return Err("--engine takes 1 or 3 (servers)".into());
+            }
+            let n = rest.first().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+            orchestrate(n, engine)
+        }
     }
 }
 
@@ -64,25 +82,38 @@ struct Storm {
     largest: u64,
 }
 
-fn orchestrate(n: usize) -> Result<(), BoxError> {
+/// The engine: one nats-server, or `engine` of them in one cluster.
+fn orchestrate(n: usize, engine: usize) -> Result<(), BoxError> {
     let config =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nats/nats-server.conf");
-    let nats = NatsServer::try_start_with_config(&config)?;
-    let alone = storm(n, 1, "-", 0)?;
+    let nats = if engine == 1 {
+        vec![NatsServer::try_start_with_config(&config)?]
+    } else {
+        NatsServer::try_start_cluster(engine, Some(&config))?
+    };
+    let engine = Engine {
+        urls: nats.iter().map(NatsServer::url).collect(),
+        copies: engine,
+    };
+    let alone = storm(n, 1, None, 0)?;
     let cluster = storm(
         n,
         REPLICAS,
-        &nats.url(),
+        Some(&engine),
         iop_cluster::group_commit::ATOMIC_MIN,
     )?;
     // The same with every claim written on its own (no atomic batches), for the
     // group commit's share.
-    let singles = storm(n, REPLICAS, &nats.url(), usize::MAX)?;
+    let singles = storm(n, REPLICAS, Some(&engine), usize::MAX)?;
     let mut table = Table::new(
         format!(
             "{n} Edges reconnecting at once from one address, every flag at its default (127.0.0.1, 2 tokio workers per process)"
         ),
-        "3 replicas, durable engine",
+        if engine.copies == 1 {
+            "3 replicas, durable engine"
+        } else {
+            "3 replicas, durable engine of 3 servers (R3)"
+        },
         "one Control Plane",
     );
     let secs = |s: &Storm| {
@@ -159,9 +190,20 @@ fn orchestrate(n: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// `n` Edges storming `replicas` Control Planes (on `url`, or alone with `-`), each
-/// replica's share from a process of its own.
-fn storm(n: usize, replicas: usize, url: &str, batch_min: usize) -> Result<Storm, BoxError> {
+/// The engine's servers, and the copies each bucket keeps.
+struct Engine {
+    urls: Vec<String>,
+    copies: usize,
+}
+
+/// `n` Edges storming `replicas` Control Planes (on `engine`, or alone without), each
+/// replica's share from a process of its own; replica `i` talks to server `i` first.
+fn storm(
+    n: usize,
+    replicas: usize,
+    engine: Option<&Engine>,
+    batch_min: usize,
+) -> Result<Storm, BoxError> {
     let share = n / replicas;
     let mut servers = Vec::new();
     let mut addrs = Vec::new();
@@ -171,12 +213,18 @@ fn storm(n: usize, replicas: usize, url: &str, batch_min: usize) -> Result<Storm
         } else {
             share
         };
+        let (urls, copies) = engine.map_or(("-".to_owned(), 1), |e| {
+            let k = e.urls.len();
+            let mine: Vec<&str> = (0..k).map(|j| e.urls[(i + j) % k].as_str()).collect();
+            (mine.join(","), e.copies)
+        });
         let mut s = Role::spawn(&[
             "server".into(),
             count.to_string(),
-            url.into(),
+            urls,
             format!("cp-{i}"),
             batch_min.to_string(),
+            copies.to_string(),
         ])?;
         addrs.push((s.expect("addr")?, count));
         servers.push(s);
@@ -216,17 +264,19 @@ fn storm(n: usize, replicas: usize, url: &str, batch_min: usize) -> Result<Storm
     Ok(storm)
 }
 
-/// A Control Plane for `n` Edges with every default, alone (`url` `-`) or replica
-/// `id` on `url` (atomic batches of at least `batch_min` claims); reports its address,
+/// A Control Plane for `n` Edges with every default, alone (`urls` `-`) or replica
+/// `id` on the servers `urls` (comma-separated; atomic batches of at least
+/// `batch_min` claims, buckets in `copies` copies); reports its address,
 /// then `storm SECONDS_TO_ALL AT_MINUTE REFUSED WRITES COMMITS LARGEST_BATCH` (seconds
 /// −1: not all within [`BOUND`]).
-fn server(n: usize, url: &str, id: &str, batch_min: usize) -> Result<(), BoxError> {
+fn server(n: usize, urls: &str, id: &str, batch_min: usize, copies: usize) -> Result<(), BoxError> {
     fleet::check_fd_limit(n)?;
     let rt = fleet::runtime()?;
     rt.block_on(async {
-        let cluster = (url != "-").then(|| {
+        let cluster = (urls != "-").then(|| {
             let mut cluster = ClusterConfig::new(id);
             cluster.atomic_batch_min = batch_min;
+            cluster.bucket_replicas = copies;
             cluster
         });
         let mut config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
@@ -236,7 +286,12 @@ fn server(n: usize, url: &str, id: &str, batch_min: usize) -> Result<(), BoxErro
         let server = ControlPlaneServer::bind("127.0.0.1:0".parse()?, config).await?;
         let replica = match cluster {
             Some(cluster) => {
-                let client = cluster.connect_options().connect(url).await?;
+                let addrs = urls
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<Vec<async_nats::ServerAddr>, _>>()?;
+                let options = cluster.connect_options().retain_servers_order();
+                let client = options.connect(addrs).await?;
                 Some(Replica::start(client, server.handle(), cluster).await?)
             }
             None => None,
