@@ -43,6 +43,9 @@ pub(crate) fn inbox(replica: &str) -> String {
     format!("iop.cluster.{}.superseded", edge_key(replica))
 }
 
+/// Claims and disconnects the replica's subscription holds undelivered at most.
+const CLAIM_BACKLOG: usize = 65_536;
+
 /// When a supersede notice is sent again, each after the one before: a core NATS
 /// message is lost while its receiver reconnects (its watch and reconcile close the
 /// session all the same; the notice is only the fast path).
@@ -286,9 +289,13 @@ impl<R: Runtime> Driver<R> {
 
     /// Feeds the Control Plane's claims and disconnects to the holder, until it stops.
     pub(crate) async fn cp_events(self: Arc<Self>) {
+        // Sized for a storm: every Edge of a drained or dead replica claims within a
+        // second or two, and a lost claim waits for its hello's timeout.
         let mut events = self.cp.subscribe_with(
             SubscribeOptions::default()
-                .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected]),
+                .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected])
+                .capacity(CLAIM_BACKLOG)
+                .byte_budget(CLAIM_BACKLOG * 512),
         );
         while let Some(notice) = events.next().await {
             match notice {

@@ -33,6 +33,12 @@ use crate::stats::ClusterStats;
 
 /// Events the outbox holds at most; past it the oldest is let go (counted as lost).
 pub const OUTBOX: usize = 65_536;
+/// Bytes of events the replica's subscription to its Control Plane holds undelivered
+/// at most. A reconnect storm brings a burst of several events per Edge (its session,
+/// its nodes) faster than the publisher may be scheduled on a busy machine; the
+/// subscription absorbs what the outbox would hold ([`OUTBOX`] events) instead of the
+/// default subscriber's 1 024, which a storm of a few thousand Edges overflows.
+const SUBSCRIPTION_BYTES: usize = 64 * 1024 * 1024;
 /// How long an event may wait in the outbox for the engine, and the stream's
 /// duplicate window (at least as long, so that a retry is always told a copy).
 pub const HORIZON: Duration = Duration::from_secs(300);
@@ -152,7 +158,12 @@ pub(crate) async fn publish_loop<R: Runtime>(
 ) {
     let outbox = Arc::new(Outbox::default());
     let publisher = tokio::spawn(publish_outbox(js, outbox.clone(), stats.clone()));
-    let mut events = cp.subscribe_with(SubscribeOptions::default().kinds(kinds));
+    let mut events = cp.subscribe_with(
+        SubscribeOptions::default()
+            .kinds(kinds)
+            .capacity(OUTBOX)
+            .byte_budget(SUBSCRIPTION_BYTES),
+    );
     let token = edge_key(&me);
     while let Some(notice) = events.next().await {
         let event = match notice {
