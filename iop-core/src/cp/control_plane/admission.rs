@@ -11,9 +11,10 @@
 //! eighth, by the connection), and between [`MIN_RETRY_AFTER_BURST`] and
 //! `retry_after_overloaded` (in the first moments of a burst, before a rate is
 //! measured over at least 32 acceptances, the least). A Control Plane that has
-//! accepted nothing for a whole window while connections kept arriving (a cluster
-//! engine down, say) keeps the full `retry_after_overloaded`; one whose first hellos
-//! of a burst are merely slow (each waiting on a durable claim) is not taken for it.
+//! accepted nothing for [`STALL`] while connections kept arriving (a cluster engine
+//! down, say) keeps the full `retry_after_overloaded`; one whose hellos of a burst
+//! are merely slow (each waiting on a durable claim, a batch of them in flight on a
+//! replicated engine) is not taken for it.
 
 use std::time::Duration;
 
@@ -25,6 +26,12 @@ use crate::cp::ids::ConnectionId;
 
 /// How long the acceptance rate is measured over.
 const WINDOW: Duration = Duration::from_millis(250);
+/// Nothing accepted for this long while connections keep arriving is a stall, not a
+/// slow burst. Longer than one group commit of claims takes on a three-node engine
+/// under a fleet's reconnect storm (a few hundred ms on a busy machine): a stall
+/// read into one slow batch sends every connection refused meanwhile away for the
+/// full `retry_after_overloaded`, and the storm's tail waits 10 s for nothing.
+const STALL: Duration = Duration::from_secs(1);
 /// A window shorter than this says too little of the rate.
 const MIN_SAMPLE: Duration = Duration::from_millis(20);
 /// Nor does one with fewer acceptances: two hellos in the first 150 ms of a burst
@@ -83,10 +90,10 @@ impl HelloRate {
         }
     }
 
-    /// Connections have kept arriving for a whole window and none was accepted.
+    /// Connections have kept arriving for [`STALL`] and none was accepted.
     fn stalled(&self, now: Instant) -> bool {
         self.progress_at
-            .is_some_and(|at| now.saturating_duration_since(at) >= WINDOW)
+            .is_some_and(|at| now.saturating_duration_since(at) >= STALL)
     }
 
     /// The rate now: the current window's when it says enough, else the last whole
@@ -187,19 +194,25 @@ mod tests {
         }
         assert_eq!(r.now(ms(100), 0), None, "no rate yet");
         assert!(!r.stalled(ms(100)));
-        // Still nothing after a whole window of arrivals: stalled (the engine is down).
-        for n in 101..=300 {
+        // Nothing for 400 ms (a slow batch of claims on a replicated engine): still
+        // a burst, not a stall.
+        for n in 101..=400 {
             r.observe(ms(n), 0, n as usize);
         }
-        assert!(r.stalled(ms(300)));
-        // One accepted: progress again.
-        r.observe(ms(301), 1, 299);
         assert!(!r.stalled(ms(400)));
+        // Still nothing after a second of arrivals: stalled (the engine is down).
+        for n in 401..=1_000 {
+            r.observe(ms(n), 0, n as usize);
+        }
+        assert!(r.stalled(ms(1_000)));
+        // One accepted: progress again.
+        r.observe(ms(1_001), 1, 999);
+        assert!(!r.stalled(ms(1_400)));
         // Quiet for a second with hellos still pending: still stalled.
-        r.observe(ms(1_400), 1, 299);
-        assert!(r.stalled(ms(1_450)));
+        r.observe(ms(2_100), 1, 999);
+        assert!(r.stalled(ms(2_150)));
         // A quiet window with nothing pending, then a new connection: a new burst.
-        r.observe(ms(3_000), 1, 0);
-        assert!(!r.stalled(ms(3_100)));
+        r.observe(ms(3_500), 1, 0);
+        assert!(!r.stalled(ms(3_600)));
     }
 }
