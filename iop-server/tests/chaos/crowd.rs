@@ -23,7 +23,9 @@ impl Crowd {
     /// `size` Edges over the replicas listening on `replicas`.
     pub fn start(size: usize, replicas: &[SocketAddr]) -> Crowd {
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            // One thread holds the few hundred of a campaign; a crowd of thousands
+            // reconnecting at once needs both cores the test process may use.
+            .worker_threads(if size > 1_000 { 2 } else { 1 })
             .enable_all()
             .build()
             .expect("the crowd's runtime");

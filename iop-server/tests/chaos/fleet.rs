@@ -96,8 +96,9 @@ impl Cp {
 
     /// Stops it as an operator's rolling upgrade does — SIGTERM: it drains (its Edges
     /// told to go elsewhere) and exits, within 30 s or it is killed — and starts it
-    /// again; returns whether it exited on its own.
-    pub fn restart_gracefully(&self) -> bool {
+    /// again; returns whether it exited on its own, and when it had exited and when
+    /// it listened again.
+    pub fn restart_gracefully(&self) -> (bool, Instant, Instant) {
         let mut clean = false;
         if let Some(mut child) = self.child.lock().unwrap().take() {
             signal(child.id(), "-TERM");
@@ -107,13 +108,14 @@ impl Cp {
                     clean = status.success();
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(10));
             }
             let _ = child.kill();
             let _ = child.wait();
         }
+        let exited = Instant::now();
         self.spawn_within(Duration::from_secs(60));
-        clean
+        (clean, exited, Instant::now())
     }
 
     /// Kills it and starts it again, as a supervisor would: tried again until it

@@ -296,11 +296,20 @@ fn schedules() {
 fn rolling_restart() {
     require_nats();
     let rolled = rolling::run();
-    for (id, took, clean) in &rolled.steps {
+    println!(
+        "== {} Edges ({} in the crowd), three replicas, three-node engine (R3)",
+        rolled.crowd + EDGES.iter().collect::<BTreeSet<_>>().len(),
+        rolled.crowd
+    );
+    for step in &rolled.steps {
         println!(
-            "== {id} drained and restarted: every Edge on one live session again after {:.1} s{}",
-            took.as_secs_f64(),
-            if *clean {
+            "== {} SIGTERM: exited after {:.1} s, listening again {:.1} s, the crowd live on every replica {:.1} s, every Edge on one live session {:.1} s{}",
+            step.id,
+            step.exited.as_secs_f64(),
+            step.listening.as_secs_f64(),
+            step.crowd_back.as_secs_f64(),
+            step.converged.as_secs_f64(),
+            if step.clean {
                 ""
             } else {
                 " (killed: it did not exit)"

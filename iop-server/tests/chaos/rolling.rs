@@ -17,14 +17,30 @@ use super::faults::{Applied, Kind};
 use super::fleet::Fleet;
 use super::{EDGES, checker, owner_batches, workload};
 
-/// Edges in the crowd (a third of them on each replica).
+/// Edges in the crowd (a third of them on each replica) unless `IOP_CHAOS_CROWD`
+/// says (`scripts/rolling-restart.sh --crowd 10000`).
 const CROWD: usize = 150;
+
+/// One replica's restart, each time from its SIGTERM.
+pub struct Step {
+    pub id: String,
+    /// It exited (drained: its Edges told to go elsewhere, its outbox flushed).
+    pub exited: Duration,
+    /// It listened again.
+    pub listening: Duration,
+    /// Every replica listed the whole crowd live.
+    pub crowd_back: Duration,
+    /// Every replica agreed on one live session per Edge again: the step's time.
+    pub converged: Duration,
+    /// It exited on its own (not killed 30 s after SIGTERM).
+    pub clean: bool,
+}
 
 /// What a rolling restart came to.
 pub struct Rolled {
-    /// Per replica: its id, the time from its SIGTERM until every replica agreed on
-    /// one live session per Edge again, and whether it exited on its own.
-    pub steps: Vec<(String, Duration, bool)>,
+    /// The crowd's size (the `iop-edge` processes' Edges come on top).
+    pub crowd: usize,
+    pub steps: Vec<Step>,
     pub answered: usize,
     pub outcomes: std::collections::BTreeMap<String, usize>,
     pub events: usize,
@@ -53,8 +69,12 @@ pub fn run() -> Rolled {
         violations.insert(0, "before the restarts:".into());
     }
     let edge_addrs: Vec<std::net::SocketAddr> = fleet.cps.iter().map(|c| c.edges).collect();
-    let crowd = Crowd::start(CROWD, &edge_addrs);
-    crowd::back(&cps, CROWD, &mut violations);
+    let crowd_size = match crowd::size_from_env() {
+        0 => CROWD,
+        n => n,
+    };
+    let crowd = Crowd::start(crowd_size, &edge_addrs);
+    crowd::back(&cps, crowd_size, &mut violations);
     let sampler = checker::Sampler::start(cps.clone());
     let load = workload::Workload::start(7, admins.clone(), edge_ids.clone());
     std::thread::sleep(Duration::from_secs(3));
@@ -62,10 +82,11 @@ pub fn run() -> Rolled {
     let mut applied = Vec::new();
     for (r, cp) in fleet.cps.iter().enumerate() {
         let start = Instant::now();
-        let clean = cp.restart_gracefully();
+        let (clean, exited, listening) = cp.restart_gracefully();
         let mut converged = Vec::new();
+        crowd::back(&cps, crowd_size, &mut converged);
+        let crowd_back = Instant::now();
         checker::converged(&cps, &edge_ids, &mut converged);
-        crowd::back(&cps, CROWD, &mut converged);
         let end = Instant::now();
         if !clean {
             violations.push(format!(
@@ -78,7 +99,14 @@ pub fn run() -> Rolled {
                 .into_iter()
                 .map(|v| format!("after {}'s restart: {v}", cp.id)),
         );
-        steps.push((cp.id.clone(), end - start, clean));
+        steps.push(Step {
+            id: cp.id.clone(),
+            exited: exited - start,
+            listening: listening - start,
+            crowd_back: crowd_back - start,
+            converged: end - start,
+            clean,
+        });
         applied.push(Applied {
             kind: Kind::RestartCp(r),
             start,
@@ -105,6 +133,7 @@ pub fn run() -> Rolled {
     let batches = owner_batches(&admins);
     drop(crowd);
     let rolled = Rolled {
+        crowd: crowd_size,
         batches,
         steps,
         answered: history.answered.len(),
