@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer, stream};
 use futures_lite::{Stream, StreamExt};
 use iop_driver::iop_core::cp::{CpEvent, CpEventKind};
-use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions};
+use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions, Subscription};
 
 use crate::key::edge_key;
 use crate::ownership::StoreError;
@@ -146,24 +146,45 @@ struct Outbox {
     ready: tokio::sync::Notify,
 }
 
-/// Publishes `cp`'s events of `kinds` as `encode` writes them, until the Control
-/// Plane stops and the outbox is empty (or the engine is gone for a horizon).
-pub(crate) async fn publish_loop<R: Runtime>(
+/// The subscription a replica publishes from: `cp`'s events of `kinds`, sized for a
+/// reconnect storm. Take it before the replica starts (right after the Control
+/// Plane is bound): a session accepted before it is taken never reaches the stream,
+/// and a replica starts granting claims, so accepting sessions, as it starts.
+pub fn event_feed<R: Runtime>(
+    cp: &ControlPlaneHandle<R>,
+    kinds: impl IntoIterator<Item = CpEventKind>,
+) -> EventFeed {
+    EventFeed(
+        cp.subscribe_with(
+            SubscribeOptions::default()
+                .kinds(kinds)
+                .capacity(OUTBOX)
+                .byte_budget(SUBSCRIPTION_BYTES),
+        ),
+    )
+}
+
+/// A Control Plane's events waiting to be published ([`event_feed`],
+/// [`Replica::publish_feed`](crate::Replica::publish_feed)).
+pub struct EventFeed(Subscription<CpEvent>);
+
+impl std::fmt::Debug for EventFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventFeed").finish_non_exhaustive()
+    }
+}
+
+/// Publishes the events of `feed` as `encode` writes them, until the Control Plane
+/// stops and the outbox is empty (or the engine is gone for a horizon).
+pub(crate) async fn publish_loop(
     js: jetstream::Context,
-    cp: ControlPlaneHandle<R>,
+    EventFeed(mut events): EventFeed,
     me: String,
-    kinds: Vec<CpEventKind>,
     encode: EventEncoder,
     stats: Arc<ClusterStats>,
 ) {
     let outbox = Arc::new(Outbox::default());
     let publisher = tokio::spawn(publish_outbox(js, outbox.clone(), stats.clone()));
-    let mut events = cp.subscribe_with(
-        SubscribeOptions::default()
-            .kinds(kinds)
-            .capacity(OUTBOX)
-            .byte_budget(SUBSCRIPTION_BYTES),
-    );
     let token = edge_key(&me);
     while let Some(notice) = events.next().await {
         let event = match notice {

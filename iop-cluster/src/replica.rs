@@ -265,10 +265,24 @@ impl Replica {
     /// Publishes this Control Plane's events of `kinds` on the fleet's stream, as
     /// `encode` writes them ([`events`](crate::events)); any replica's
     /// [`Router::events`] reads them. Called once: a second call replaces the first.
+    /// Sessions the replica accepted before the call are not published: to publish
+    /// every one, take an [`event_feed`](crate::events::event_feed) before
+    /// [`start`](Self::start) and hand it to [`publish_feed`](Self::publish_feed).
     pub fn publish_events<R: Runtime>(
         &mut self,
         cp: ControlPlaneHandle<R>,
         kinds: Vec<CpEventKind>,
+        encode: crate::events::EventEncoder,
+    ) {
+        self.publish_feed(crate::events::event_feed(&cp, kinds), encode);
+    }
+
+    /// Publishes the events of `feed` (taken before the replica started) on the
+    /// fleet's stream, as `encode` writes them. Called once: a second call replaces
+    /// the first.
+    pub fn publish_feed(
+        &mut self,
+        feed: crate::events::EventFeed,
         encode: crate::events::EventEncoder,
     ) {
         if let Some(task) = self.cp_events.take() {
@@ -276,9 +290,8 @@ impl Replica {
         }
         self.cp_events = Some(tokio::spawn(crate::events::publish_loop(
             self.js.clone(),
-            cp,
+            feed,
             self.config.replica_id.clone(),
-            kinds,
             encode,
             self.stats.clone(),
         )));

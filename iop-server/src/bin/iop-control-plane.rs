@@ -487,10 +487,12 @@ async fn serve(
         .map_err(|e| Failure::Runtime(format!("edge listener {listen}: {e}")))?;
     let replica = match cluster {
         Some((args, config)) => {
+            // The events `/v1/events` shows, on the fleet's stream: the feed taken
+            // before the replica starts granting claims, so every session's are.
+            let kinds = admin::STREAM_KINDS.iter().map(|(_, k)| *k);
+            let feed = iop_cluster::events::event_feed(&server.handle(), kinds);
             let mut replica = args.start(config, server.handle()).await?;
-            // The events `/v1/events` shows, on the fleet's stream.
-            let kinds = admin::STREAM_KINDS.iter().map(|(_, k)| *k).collect();
-            replica.publish_events(server.handle(), kinds, std::sync::Arc::new(admin::cp_event));
+            replica.publish_feed(feed, std::sync::Arc::new(admin::cp_event));
             tracing::info!(replica = replica.replica_id(), "cluster replica started");
             Some(replica)
         }
