@@ -1,5 +1,6 @@
 //! A crowd of Edges in this process (the library's `EdgeClient`s on a runtime of
-//! their own), each dialling one replica first and the other two after: when a
+//! their own), each dialling one replica first and the other two after (half of
+//! them in one order, half in the other): when a
 //! replica goes, its share of the crowd reconnects at once, so the replicas write
 //! their ownership claims in groups (the batched path of the group commit), not one
 //! by one as the few `iop-edge` processes alone would.
@@ -33,7 +34,14 @@ impl Crowd {
             (0..size)
                 .map(|i| {
                     let first = replicas[i % replicas.len()];
-                    let others = replicas.iter().copied().filter(|a| *a != first);
+                    // Every other Edge lists the others in reverse, so a replica's
+                    // Edges spread over the rest when it goes, as a fleet's varied
+                    // lists spread them.
+                    let mut others: Vec<SocketAddr> =
+                        replicas.iter().copied().filter(|a| *a != first).collect();
+                    if (i / replicas.len()) % 2 == 1 {
+                        others.reverse();
+                    }
                     let mut config = EdgeConfig::new(format!("{PREFIX}-{i:04}"), i as u64 + 1);
                     config.backoff_base = Duration::from_millis(200);
                     config.backoff_max = Duration::from_secs(2);
