@@ -122,7 +122,7 @@ impl ControlPlane {
     pub(super) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
         let max = self.config.retry_after_overloaded;
         let least = MIN_RETRY_AFTER_BURST.min(max);
-        // Nothing accepted for a whole window while connections kept coming: whatever
+        // Nothing accepted for `STALL` while connections kept coming: whatever
         // holds the hellos (an engine down, say), not a burst.
         if self.hello_rate.stalled(now) {
             return max;
