@@ -7,9 +7,9 @@
 # and started again; the next waits until every replica lists one live session per
 # Edge. Prints the time each step took and the claim batches written, then checks the
 # history: every command in exactly one terminal outcome, none lost, every Edge back,
-# no event lost. About a minute. With `--crowd N`, the crowd has N Edges
-# (`--crowd 9996`: 10 000 Edges with the four of the `iop-edge` processes) and everything runs as
-# built for release, as a fleet of that size would.
+# no event lost. About a minute. With `--crowd N`, the crowd has N Edges (`--crowd
+# 9996`: 10 000 Edges with the four of the `iop-edge` processes) and everything runs
+# as built for release, as a fleet of that size would.
 #
 #   scripts/rolling-restart.sh [--crowd N]
 set -euo pipefail

@@ -43,8 +43,11 @@ pub(crate) fn inbox(replica: &str) -> String {
     format!("iop.cluster.{}.superseded", edge_key(replica))
 }
 
-/// Claims and disconnects the replica's subscription holds undelivered at most.
+/// Claims and disconnects the replica's subscription holds undelivered at most, and
+/// the bytes they may take (a claim is an id, a connection and a few numbers: well
+/// under 512 bytes).
 const CLAIM_BACKLOG: usize = 65_536;
+const CLAIM_BACKLOG_BYTES: usize = CLAIM_BACKLOG * 512;
 
 /// When a supersede notice is sent again, each after the one before: a core NATS
 /// message is lost while its receiver reconnects (its watch and reconcile close the
@@ -295,7 +298,7 @@ impl<R: Runtime> Driver<R> {
             SubscribeOptions::default()
                 .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected])
                 .capacity(CLAIM_BACKLOG)
-                .byte_budget(CLAIM_BACKLOG * 512),
+                .byte_budget(CLAIM_BACKLOG_BYTES),
         );
         while let Some(notice) = events.next().await {
             match notice {

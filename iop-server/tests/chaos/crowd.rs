@@ -1,9 +1,9 @@
 //! A crowd of Edges in this process (the library's `EdgeClient`s on a runtime of
 //! their own), each dialling one replica first and the other two after (half of
-//! them in one order, half in the other): when a
-//! replica goes, its share of the crowd reconnects at once, so the replicas write
-//! their ownership claims in groups (the batched path of the group commit), not one
-//! by one as the few `iop-edge` processes alone would.
+//! them in one order, half in the other): when a replica goes, its share of the
+//! crowd reconnects at once, so the replicas write their ownership claims in groups
+//! (the batched path of the group commit), not one by one as the few `iop-edge`
+//! processes alone would.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

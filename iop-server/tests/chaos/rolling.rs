@@ -18,7 +18,7 @@ use super::fleet::Fleet;
 use super::{EDGES, checker, owner_batches, workload};
 
 /// Edges in the crowd (a third of them on each replica) unless `IOP_CHAOS_CROWD`
-/// says (`scripts/rolling-restart.sh --crowd 10000`).
+/// says (`scripts/rolling-restart.sh --crowd 9996`).
 const CROWD: usize = 150;
 
 /// One replica's restart, each time from its SIGTERM.
