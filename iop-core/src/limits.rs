@@ -17,7 +17,7 @@
 //! | PROTOCOL.md §7 row | default | Control Plane | Edge |
 //! |---|---|---|---|
 //! | max frame length after / before the hello | 4 MiB / 256 KiB | `CpConfig::max_frame_len` (announced, never below 256 KiB) / `pre_hello_max_frame_len` (not below 256 KiB) | `EdgeConfig::max_frame_len` (at least [`MAX_CONTROL_PLANE_FRAME_LEN`]); what it sends is held to the CP's announced limit (at least 64 KiB) |
-//! | connections not yet accepted | 1 024 | `CpConfig::max_pending_hellos` | — |
+//! | connections not yet accepted (awaiting their hello; not those waiting on a claim) | 1 024 | `CpConfig::max_pending_hellos` | — |
 //! | decoded size of one frame | ≤ 8 × wire size, floor 8 MiB | `decode_limits.max_amplification` / `amplification_floor` | same fields; a status answer is cut to what the CP decodes within them |
 //! | nodes per status response / providers per node / entries per map / operations per hello | 10 000 / 256 / 64 / 256 | `decode_limits.max_nodes` / `max_providers_per_node` / `max_map_entries` / `max_operations` | same fields; status answers stop at 10 000 nodes |
 //! | string lengths: ids and map keys / messages, selectors, map values | 128 B / 4 KiB | `decode_limits.max_id_len` / `max_text_len` | same fields |

@@ -180,6 +180,33 @@ fn a_claim_unanswered_within_the_hello_timeout_ends_the_hello() {
 }
 
 #[test]
+fn hellos_waiting_on_their_claims_leave_the_pending_hello_cap_to_unchecked_connections() {
+    let mut c = cfg();
+    c.max_pending_hellos = 2;
+    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory));
+    // Three hellos checked, each waiting on its claim (a durable engine's storm).
+    let claiming: Vec<_> = (0..3)
+        .map(|i| claim(&mut t, &format!("edge-{i}")).0)
+        .collect();
+    // The cap still bounds the connections that have said nothing yet.
+    let (a, b) = (t.connect(), t.connect());
+    assert!(!t.is_closed(a) && !t.is_closed(b));
+    let over = t.connect();
+    assert_eq!(
+        go_away(&t.take_frames(over)).map(|(r, _)| r),
+        Some(GoAwayReason::Overloaded as i32)
+    );
+    assert_eq!(t.cp.stats().pending_hellos_refused, 1);
+    // The claims answered, every waiting hello is accepted.
+    for (i, conn) in claiming.into_iter().enumerate() {
+        let session_id = i as u64 + 1;
+        answer(&mut t, conn, ClaimAnswer::Granted { session_id }).unwrap();
+        assert!(hello_response(&mut t, conn).accepted);
+    }
+    assert_eq!(t.cp.stats().sessions_accepted, 3);
+}
+
+#[test]
 fn a_frame_while_the_claim_waits_is_a_protocol_error() {
     let mut t = external(DuplicatePolicy::Replace);
     let (conn, _) = claim(&mut t, "edge-1");

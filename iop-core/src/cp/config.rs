@@ -65,9 +65,11 @@ pub struct CpConfig {
     pub transmit_chunk: usize,
     /// Connections held at once; past it a new connection gets `GoAway{OVERLOADED}`.
     pub max_connections: usize,
-    /// Connections held whose hello is not accepted yet (1 024); past it a new
-    /// connection gets `GoAway{OVERLOADED}`, so unauthenticated peers pin at most
-    /// this many pre-hello frame buffers.
+    /// Connections held awaiting their hello (1 024); past it a new connection gets
+    /// `GoAway{OVERLOADED}`, so unauthenticated peers pin at most this many
+    /// pre-hello frame buffers. A hello that passed its checks and waits on its
+    /// ownership claim no longer counts: its peer is authenticated, and it is
+    /// bounded by `max_connections` and the hello timeout.
     pub max_pending_hellos: usize,
     /// Sessions a command's request may be sent on and end without its response
     /// before the command is FAILED "undeliverable" and never re-sent (3).

@@ -61,7 +61,12 @@ impl ControlPlane {
         self.stats.connections_accepted += 1;
         self.hello_rate
             .observe(now, self.stats.sessions_accepted, self.pending_hellos);
-        let hellos_full = self.pending_hellos >= self.config.max_pending_hellos;
+        // The cap bounds the connections not yet checked (each may pin a pre-hello
+        // frame buffer): a hello that passed its checks and waits only on its
+        // ownership claim is authenticated, bounded by `max_connections` and the
+        // hello timeout, and a storm's claims on a durable engine must not fill it.
+        let unchecked = self.pending_hellos - self.claims.len();
+        let hellos_full = unchecked >= self.config.max_pending_hellos;
         let over = refuse || self.conns.len() >= self.config.max_connections || hellos_full;
         let session = Session::new(conn, now, &self.config, identity);
         self.conns.insert(conn, Box::new(session));
