@@ -5,6 +5,7 @@
 //! The holder is behind one lock, taken before the Control Plane's own (never the
 //! other way round): a grant and its check against the records seen are one step.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use iop_driver::iop_core::cp::{ClaimAnswer, ConnectionId, CpEvent, CpEventKind};
 use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions};
 
 use crate::commands::CommandLog;
-use crate::holder::{Action, Holder, Op, OpResult, Sessions, Superseded};
+use crate::holder::{Action, Holder, Op, OpId, OpResult, Sessions, Superseded};
 use crate::key::{edge_id_of, edge_key};
 use crate::nats::NatsStore;
 use crate::ownership::{OwnershipStore, StoreError};
@@ -60,6 +61,14 @@ const RETELL: [Duration; 3] = [
 
 /// Engine operations of the holder in flight at once.
 pub(crate) const MAX_IN_FLIGHT: usize = 128;
+
+/// The holder's engine operations waiting to run, and the runners taking them.
+#[derive(Default)]
+pub(crate) struct OpQueue {
+    waiting: VecDeque<(OpId, Op)>,
+    /// Runner tasks alive (at most [`MAX_IN_FLIGHT`]).
+    runners: usize,
+}
 
 /// The Control Plane as the holder reaches it.
 pub(crate) struct Core<'a, R: Runtime>(&'a ControlPlaneHandle<R>);
@@ -106,8 +115,8 @@ pub(crate) struct Driver<R: Runtime> {
     pub(crate) origin: std::time::Instant,
     /// This replica's id.
     pub(crate) me: String,
-    /// Engine operations in flight at most ([`MAX_IN_FLIGHT`]).
-    pub(crate) in_flight: tokio::sync::Semaphore,
+    /// Engine operations waiting for one of the [`MAX_IN_FLIGHT`] runners.
+    pub(crate) ops: Mutex<OpQueue>,
     /// Set once a watch has delivered every record's latest value.
     pub(crate) replayed: tokio::sync::watch::Sender<bool>,
     /// The last watch that did.
@@ -139,15 +148,17 @@ impl<R: Runtime> Driver<R> {
     fn act(self: &Arc<Self>, action: Action) {
         match action {
             Action::Run { id, op } => {
-                let this = self.clone();
-                tokio::spawn(async move {
-                    // Bounded: a burst of claims queued inside the engine would hold
-                    // up the liveness renewal behind it, and the replica would take
-                    // itself for cut off.
-                    let _permit = this.in_flight.acquire().await;
-                    let result = this.execute(op).await;
-                    this.with(|h, now, core| h.op_done(now, id, result, core));
-                });
+                let mut ops = self.ops.lock().unwrap_or_else(|e| e.into_inner());
+                ops.waiting.push_back((id, op));
+                // Bounded: a burst of claims queued inside the engine would hold up
+                // the liveness renewal behind it, and the replica would take itself
+                // for cut off. A storm's claims wait as queued operations (a few
+                // hundred bytes each), not as tasks (an engine operation's future is
+                // kilobytes): the replica's memory stays with its sessions.
+                if ops.runners < MAX_IN_FLIGHT {
+                    ops.runners += 1;
+                    tokio::spawn(self.clone().run_ops());
+                }
             }
             Action::Adopt {
                 claim,
@@ -168,6 +179,23 @@ impl<R: Runtime> Driver<R> {
                 let generation = self.watch.fetch_add(1, Ordering::Relaxed) + 1;
                 tokio::spawn(self.clone().watch(generation));
             }
+        }
+    }
+
+    /// One runner: runs the queued operations in turn until none is left.
+    async fn run_ops(self: Arc<Self>) {
+        loop {
+            let next = {
+                let mut ops = self.ops.lock().unwrap_or_else(|e| e.into_inner());
+                let next = ops.waiting.pop_front();
+                if next.is_none() {
+                    ops.runners -= 1;
+                }
+                next
+            };
+            let Some((id, op)) = next else { return };
+            let result = self.execute(op).await;
+            self.with(|h, now, core| h.op_done(now, id, result, core));
         }
     }
 

@@ -181,7 +181,7 @@ impl Replica {
             watch: Default::default(),
             origin,
             me: me.clone(),
-            in_flight: tokio::sync::Semaphore::new(crate::driver::MAX_IN_FLIGHT),
+            ops: Default::default(),
             replayed: tokio::sync::watch::channel(false).0,
             replayed_generation: AtomicU64::new(0),
             liveness: liveness.clone(),
