@@ -206,6 +206,69 @@ fn hellos_waiting_on_their_claims_leave_the_pending_hello_cap_to_unchecked_conne
     assert_eq!(t.cp.stats().sessions_accepted, 3);
 }
 
+/// The `retry_after` of a connection refused at the pending-hello cap, in ms.
+fn refused_retry(t: &mut Pair) -> u32 {
+    let over = t.connect();
+    let (reason, retry) = go_away(&t.take_frames(over)).expect("refused");
+    assert_eq!(reason, GoAwayReason::Overloaded as i32);
+    retry
+}
+
+#[test]
+fn turns_past_the_cap_follow_the_hellos_checked_while_their_claims_wait() {
+    let mut c = cfg();
+    c.max_pending_hellos = 1;
+    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory));
+    // A storm's first 400 ms: 400 hellos checked, none accepted yet (their claims
+    // are on their way to a durable engine): 1 000 checked a second.
+    for i in 0..400 {
+        claim(&mut t, &format!("edge-{i}"));
+        t.advance(Duration::from_millis(1));
+    }
+    let _silent = t.connect();
+    // 200 refused: turns one apart at half as fast again as hellos are checked
+    // (1 500/s), from the least wait on, each spread by up to an eighth; not all
+    // sent back together at the least wait as if nothing were measured.
+    let retries: Vec<u32> = (0..200).map(|_| refused_retry(&mut t)).collect();
+    assert!((200..=225).contains(&retries[0]), "{retries:?}");
+    let last = *retries.iter().max().unwrap();
+    assert!((320..=380).contains(&last), "{retries:?}");
+}
+
+#[test]
+fn turns_past_the_cap_follow_the_acceptances_once_the_claims_waiting_outlast_half_the_hello_timeout()
+ {
+    let mut c = cfg();
+    c.max_pending_hellos = 1;
+    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory));
+    let conns: Vec<ConnectionId> = (0..640)
+        .map(|i| claim(&mut t, &format!("edge-{i}")).0)
+        .collect();
+    // The engine grants 80 claims in 800 ms (100 a second): the 560 still waiting
+    // take it 5.6 s, past half the hello timeout.
+    for (i, conn) in conns.iter().take(80).enumerate() {
+        answer(
+            &mut t,
+            *conn,
+            ClaimAnswer::Granted {
+                session_id: i as u64 + 1,
+            },
+        )
+        .unwrap();
+        t.advance(Duration::from_millis(10));
+        if i % 8 == 0 {
+            // Connections keep arriving (the windows move on with them).
+            let c = t.connect();
+            t.drop_transport(c);
+        }
+    }
+    let _silent = t.connect();
+    // Back when the engine will have taken every hello ahead: seconds, not the
+    // checks' fraction of one.
+    let retry = refused_retry(&mut t);
+    assert!((3_000..10_000).contains(&retry), "{retry}");
+}
+
 #[test]
 fn a_frame_while_the_claim_waits_is_a_protocol_error() {
     let mut t = external(DuplicatePolicy::Replace);

@@ -86,6 +86,7 @@ impl ControlPlane {
             version,
             adopted: Vec::new(),
         };
+        self.hellos_checked += 1;
         match self.directory.claim(&claim) {
             Some(answer) => {
                 // A stale grant ends the hello `OVERLOADED` (its `Closed` event says

@@ -59,8 +59,12 @@ impl ControlPlane {
             return Err(ConnectionIdInUse(conn));
         }
         self.stats.connections_accepted += 1;
-        self.hello_rate
-            .observe(now, self.stats.sessions_accepted, self.pending_hellos);
+        self.hello_rate.observe(
+            now,
+            self.stats.sessions_accepted,
+            self.hellos_checked,
+            self.pending_hellos,
+        );
         // The cap bounds the connections not yet checked (each may pin a pre-hello
         // frame buffer): a hello that passed its checks and waits only on its
         // ownership claim is authenticated, bounded by `max_connections` and the

@@ -82,8 +82,11 @@ pub struct ControlPlane {
     records: commands::RecordIndex,
     /// Connections whose hello is not accepted yet (awaited, or claiming).
     pending_hellos: usize,
-    /// How fast hellos were accepted lately, for the `retry_after` of a burst.
+    /// How fast hellos were taken lately, for the `retry_after` of a burst.
     hello_rate: admission::HelloRate,
+    /// Hellos that passed their checks (a running total): accepted at once, or put
+    /// to the directory as a claim.
+    hellos_checked: u64,
     draining: bool,
     shut_down: bool,
     stats: CpStats,
@@ -122,6 +125,7 @@ impl ControlPlane {
             records: Default::default(),
             pending_hellos: 0,
             hello_rate: Default::default(),
+            hellos_checked: 0,
             draining: false,
             shut_down: false,
             stats: CpStats::default(),
