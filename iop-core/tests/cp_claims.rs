@@ -18,6 +18,13 @@ fn external(policy: DuplicatePolicy) -> Pair {
     harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory))
 }
 
+/// A deferring directory, with at most `max_pending_hellos` connections unchecked.
+fn external_capped(max_pending_hellos: usize) -> Pair {
+    let mut c = cfg();
+    c.max_pending_hellos = max_pending_hellos;
+    harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory))
+}
+
 /// Connects and sends a hello; returns the connection and the claim it raised.
 fn claim(t: &mut Pair, edge_id: &str) -> (ConnectionId, Claim) {
     let conn = t.connect();
@@ -181,9 +188,7 @@ fn a_claim_unanswered_within_the_hello_timeout_ends_the_hello() {
 
 #[test]
 fn hellos_waiting_on_their_claims_leave_the_pending_hello_cap_to_unchecked_connections() {
-    let mut c = cfg();
-    c.max_pending_hellos = 2;
-    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory));
+    let mut t = external_capped(2);
     // Three hellos checked, each waiting on its claim (a durable engine's storm).
     let claiming: Vec<_> = (0..3)
         .map(|i| claim(&mut t, &format!("edge-{i}")).0)
@@ -216,9 +221,7 @@ fn refused_retry(t: &mut Pair) -> u32 {
 
 #[test]
 fn turns_past_the_cap_follow_the_hellos_checked_while_their_claims_wait() {
-    let mut c = cfg();
-    c.max_pending_hellos = 1;
-    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory));
+    let mut t = external_capped(1);
     // A storm's first 400 ms: 400 hellos checked, none accepted yet (their claims
     // are on their way to a durable engine): 1 000 checked a second.
     for i in 0..400 {
@@ -238,9 +241,7 @@ fn turns_past_the_cap_follow_the_hellos_checked_while_their_claims_wait() {
 #[test]
 fn turns_past_the_cap_follow_the_acceptances_once_the_claims_waiting_outlast_half_the_hello_timeout()
  {
-    let mut c = cfg();
-    c.max_pending_hellos = 1;
-    let mut t = harness_with_directory(c, EnrolmentPolicy::AcceptAny, Box::new(ExternalDirectory));
+    let mut t = external_capped(1);
     let conns: Vec<ConnectionId> = (0..640)
         .map(|i| claim(&mut t, &format!("edge-{i}")).0)
         .collect();

@@ -146,6 +146,12 @@ fn per_sec(count: u64, over: Duration) -> u64 {
 }
 
 impl ControlPlane {
+    /// Connections whose hello is not checked yet: pending, less those waiting on
+    /// their claim. What the pending-hello cap bounds.
+    pub(super) fn unchecked_hellos(&self) -> usize {
+        self.pending_hellos.saturating_sub(self.claims.len())
+    }
+
     /// The `retry_after` for `conn`, refused because too many hellos are pending (see
     /// the [module docs](self)).
     pub(super) fn burst_retry_after(&mut self, now: Instant, conn: ConnectionId) -> Duration {
@@ -176,10 +182,7 @@ impl ControlPlane {
             (accepted, self.pending_hellos as u64)
         } else {
             let checked = self.hello_rate.checked.now(now, self.hellos_checked);
-            (
-                checked.max(accepted),
-                (self.pending_hellos as u64).saturating_sub(claiming),
-            )
+            (checked.max(accepted), self.unchecked_hellos() as u64)
         };
         let slot = match measured {
             Some(measured) if measured > 0 => {

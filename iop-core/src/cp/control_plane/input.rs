@@ -69,8 +69,7 @@ impl ControlPlane {
         // frame buffer): a hello that passed its checks and waits only on its
         // ownership claim is authenticated, bounded by `max_connections` and the
         // hello timeout, and a storm's claims on a durable engine must not fill it.
-        let unchecked = self.pending_hellos - self.claims.len();
-        let hellos_full = unchecked >= self.config.max_pending_hellos;
+        let hellos_full = self.unchecked_hellos() >= self.config.max_pending_hellos;
         let over = refuse || self.conns.len() >= self.config.max_connections || hellos_full;
         let session = Session::new(conn, now, &self.config, identity);
         self.conns.insert(conn, Box::new(session));
