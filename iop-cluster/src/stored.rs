@@ -21,7 +21,8 @@ pub struct StoredCommand {
     #[prost(string, tag = "1")]
     pub edge_id: String,
     /// The session of the Edge the writing replica held: a record is never overwritten
-    /// by a replica whose session is older than its writer's.
+    /// by a replica whose session is older than its writer's (nor an ending by another
+    /// ending: [`StoredCommand::stands_over`]).
     #[prost(uint64, tag = "2")]
     pub session_id: u64,
     /// The request as sent.
@@ -121,6 +122,20 @@ impl StoredCommand {
             .as_ref()
             .and_then(CommandOutcome::ending)
             .is_some_and(|e| e.kind() == iop_driver::iop_core::cp::EndingKind::Unrecorded)
+    }
+
+    /// Whether this record, read from the engine, stands over `write`, a replica's
+    /// next write of the same key: it was written for a newer session of the Edge, or
+    /// it ends the command otherwise than `write` does. A command's first ending in the
+    /// engine is its ending — a caller may have been told it — so a replica that ended
+    /// it differently (it adopted the command before that ending landed) or still
+    /// carries it on gives way. An UNRECORDED ending (never sent) yields to a caller's
+    /// retry.
+    pub fn stands_over(&self, write: &StoredCommand) -> bool {
+        self.session_id > write.session_id
+            || (self.finished()
+                && !self.unrecorded_ending()
+                && (self.outcome, self.outcome_value) != (write.outcome, write.outcome_value))
     }
 
     /// Whether this is the record of `request` of `edge_id`, written ahead and never

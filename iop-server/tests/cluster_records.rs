@@ -2,19 +2,23 @@
 //! remains of a write-ahead that landed after its replica refused the command — a
 //! record never answered, its pointer, and no line in the Edge's index, so that no
 //! replica carries it on — are finished UNRECORDED and read so through every replica,
-//! never as a command running; and a command its replica refused while the engine was
-//! down reaches its end in the engine once it is back, however busy the replica is.
+//! never as a command running; a command its replica refused while the engine was
+//! down reaches its end in the engine once it is back, however busy the replica is;
+//! and a command's first ending in the engine is its ending through every replica,
+//! the one whose own ending came second included.
 
 mod cluster_support;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cluster_support::*;
 use iop_cluster::key::edge_key;
 use iop_cluster::stored::StoredCommand;
 use iop_tokio::CommandFailure;
-use iop_tokio::core::cp::{CommandState, DuplicatePolicy, Ending};
-use iop_tokio::core::proto::{EdgeCommandRequest, Message};
+use iop_tokio::core::cp::{CommandOutcome, CommandState, DuplicatePolicy, Ending};
+use iop_tokio::core::proto::{CommandPhase, EdgeCommandRequest, Message};
 use iop_tokio::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,6 +138,92 @@ async fn a_refused_commands_end_reaches_every_replica_while_its_replica_stays_bu
     assert!(!busy.is_finished(), "the replica was not busy throughout");
     busy.abort();
     assert_eq!(ended["outcome"], "UNRECORDED", "{ended}");
+    edge.shutdown().await;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+async fn a_commands_first_ending_in_the_engine_is_read_through_every_replica() {
+    let nats = NatsServer::start_with_accounts();
+    let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
+    let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gate = release.clone();
+    let edge = EdgeClient::new(fast_edge("edge-1"))
+        .operation("model.load", TargetLevel::Edge, move |ctx| {
+            let gate = gate.clone();
+            async move {
+                let _ = ctx.running("loading", BTreeMap::new());
+                gate.notified().await;
+                CommandResult::succeeded("loaded")
+            }
+        })
+        .connect(a.addr())
+        .unwrap();
+    let session = bounded("the session on cp-a", edge.connected())
+        .await
+        .unwrap()
+        .session_id;
+    let (admin_a, admin_b) = (admin_of(&a).await, admin_of(&b).await);
+
+    // cp-a sends the command; the Edge takes it and runs it.
+    let mut tracker = a
+        .cp()
+        .send_command("edge-1", CommandSpec::new("model.load"))
+        .unwrap();
+    let id = tracker.command_id().to_owned();
+    let answer = bounded("the answer", tracker.first_answer(Duration::from_secs(5))).await;
+    assert!(answer.unwrap().accepted);
+    let client = nats.connect().await.unwrap();
+    let kv = async_nats::jetstream::new(client)
+        .get_key_value("iop-commands")
+        .await
+        .unwrap();
+    let key = format!("c.{}.{}", edge_key("edge-1"), edge_key(&id));
+    let (revision, running) = bounded("the answer in the engine", async {
+        loop {
+            if let Some(entry) = kv.entry(&key).await.unwrap()
+                && let Some(stored) = StoredCommand::decode_value(&entry.value)
+                && stored.answer == 1
+            {
+                return (entry.revision, stored);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+
+    // Another replica's ending lands first: one that took the Edge over in a newer
+    // session, whose Edge came back without the command.
+    let mut lost = running.clone();
+    lost.session_id = session + 1;
+    (lost.outcome, lost.outcome_value) = CommandOutcome::Ended(Ending::Lost).encode();
+    kv.update(&key, lost.encode_to_vec().into(), revision)
+        .await
+        .unwrap();
+
+    // The Edge's SUCCEEDED reaches cp-a, whose own record ends so; its write gives way.
+    release.notify_one();
+    eventually("SUCCEEDED on cp-a", || {
+        a.cp()
+            .command(&id)
+            .filter(|r| r.outcome == Some(CommandOutcome::Finished(CommandPhase::Succeeded)))
+    })
+    .await;
+    let flushed = a.replica.router().commands().flushed("edge-1", &id).await;
+    assert!(!flushed, "cp-a's ending must not be written over the first");
+    let entry = kv.entry(&key).await.unwrap().unwrap();
+    assert_eq!(StoredCommand::decode_value(&entry.value), Some(lost));
+
+    // Every replica reads the first ending, cp-a too.
+    for admin in [admin_a, admin_b] {
+        let (status, body) = http(admin, "GET", &format!("/v1/commands/{id}"), None).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["terminal"], true, "{body}");
+        assert_eq!(body["outcome"], "LOST", "{body}");
+    }
     edge.shutdown().await;
     a.stop().await;
     b.stop().await;

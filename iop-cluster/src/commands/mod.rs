@@ -17,7 +17,9 @@
 //!   whenever the Edge's set of unfinished commands changes. Every write is a
 //!   compare-and-set on the revision this replica last wrote or read; on a conflict
 //!   the value is read again, and a record written for a newer session of the Edge (a
-//!   replica that took the Edge over) is left as it is. A write that fails is retried
+//!   replica that took the Edge over) is left as it is, and so is a command's ending:
+//!   the first to land is the command's, whichever session wrote it
+//!   ([`StoredCommand::stands_over`]). A write that fails is retried
 //!   until it lands or the Edge is no longer held here; notes that could not be queued
 //!   (or events lost to a lagging subscription) have every open record written again.
 //! * **Durable answers** — a caller that sends a command waits

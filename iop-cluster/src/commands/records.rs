@@ -99,22 +99,22 @@ impl Records for Bucket {
 pub(crate) enum Put {
     /// At this revision.
     Written(u64),
-    /// A value written for a newer session is there: left as it is.
-    Newer,
+    /// A value that must stand is there (written for a newer session, or a command's
+    /// ending this write does not repeat): left as it is.
+    Stands,
     /// The engine did not take it.
     Failed,
 }
 
 /// Writes `value` at `key` by compare-and-set on `expected` (or create); on a
-/// conflict reads the value again, and gives way to one written for a newer session
-/// (`session_of` reads it).
+/// conflict reads the value again, and gives way to one that must stand (`stands`
+/// says: one written for a newer session, or an ending another replica wrote).
 pub(crate) async fn cas_put(
     records: &impl Records,
     key: &str,
     value: Bytes,
     mut expected: Option<u64>,
-    session_id: u64,
-    session_of: impl Fn(&[u8]) -> u64,
+    stands: impl Fn(&[u8]) -> bool,
 ) -> Put {
     let mut tried = HashSet::new();
     for _ in 0..ATTEMPTS {
@@ -129,12 +129,8 @@ pub(crate) async fn cas_put(
         tried.insert(expected);
         match records.entry(key).await {
             Ok(Some(entry)) => {
-                if entry
-                    .value
-                    .as_deref()
-                    .is_some_and(|v| session_of(v) > session_id)
-                {
-                    return Put::Newer;
+                if entry.value.as_deref().is_some_and(&stands) {
+                    return Put::Stands;
                 }
                 // Deleted or purged: `update` on its revision writes it again.
                 expected = Some(entry.revision);

@@ -339,8 +339,8 @@ impl<R: Runtime> Writer<R> {
         };
         let value: Bytes = stored.encode_to_vec().into();
         let record_at = record_key(edge_id, command_id);
-        let record_write = cas_put(&self.bucket, &record_at, value, expected, session_id, |v| {
-            StoredCommand::decode_value(v).map_or(0, |s| s.session_id)
+        let record_write = cas_put(&self.bucket, &record_at, value, expected, |v| {
+            StoredCommand::decode_value(v).is_some_and(|there| there.stands_over(&stored))
         });
         // A record that ends its command lands before the index stops listing it: a
         // reader that finds an unfinished record listed by no index takes it for an
@@ -349,7 +349,7 @@ impl<R: Runtime> Writer<R> {
         let record_and_pointer = async { tokio::join!(pointer, record_write) };
         let ((pointed, written), index, indexed) = if finished {
             let (pointed, written) = record_and_pointer.await;
-            let ended = matches!(written, Put::Written(_) | Put::Newer).then_some(command_id);
+            let ended = matches!(written, Put::Written(_) | Put::Stands).then_some(command_id);
             let index = self.index_change(edge_id, session_id, ended);
             let indexed = self.write_index(edge_id, session_id, &index).await;
             ((pointed, written), index, indexed)
@@ -361,7 +361,7 @@ impl<R: Runtime> Writer<R> {
             );
             (both, index, indexed)
         };
-        if finished && matches!(written, Put::Written(_) | Put::Newer) {
+        if finished && matches!(written, Put::Written(_) | Put::Stands) {
             self.ended
                 .entry(edge_id.to_owned())
                 .or_default()
@@ -388,7 +388,7 @@ impl<R: Runtime> Writer<R> {
                 }
                 true
             }
-            (Some(_), Some(Put::Newer)) => true,
+            (Some(_), Some(Put::Stands)) => true,
             (Some(_), _) => {
                 // Its revision is unknown now; what it lists is kept, so that nothing
                 // whose end is not in the engine drops out of it.
@@ -402,8 +402,9 @@ impl<R: Runtime> Writer<R> {
         match (written, pointed) {
             // The id points at another Edge's command.
             (_, None) => Written::Conflict,
-            // A replica that took the Edge over wrote it: not ours to write.
-            (Put::Newer, _) => Written::Moot,
+            // A replica that took the Edge over wrote it, or another ending stands: not
+            // ours to write.
+            (Put::Stands, _) => Written::Moot,
             (Put::Written(_), Some(true)) if index_done => Written::Done,
             _ => Written::Failed,
         }
@@ -419,14 +420,9 @@ impl<R: Runtime> Writer<R> {
         let (_, value, expected) = index.as_ref()?;
         let key = index_key(edge_id);
         Some(
-            cas_put(
-                &self.bucket,
-                &key,
-                value.clone(),
-                *expected,
-                session_id,
-                |v| parse_index(v).0,
-            )
+            cas_put(&self.bucket, &key, value.clone(), *expected, |v| {
+                parse_index(v).0 > session_id
+            })
             .await,
         )
     }

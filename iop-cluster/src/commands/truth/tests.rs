@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use iop_driver::iop_core::cp::{CommandState, EndingKind};
-use iop_driver::iop_core::proto::{EdgeCommandRequest, Message};
+use iop_driver::iop_core::cp::{CommandAnswer, CommandOutcome, CommandState, Ending, EndingKind};
+use iop_driver::iop_core::proto::{CommandPhase, EdgeCommandRequest, Message};
 
 use super::super::records::double::{Double, Step};
 use super::super::records::{Put, cas_put};
@@ -69,7 +69,7 @@ fn a_refused_command_whose_record_did_not_land_cannot_be_created_by_a_late_write
     // The write-ahead's create is reported failed and lands later.
     engine.script(&[Step::Late]);
     let key = record_key(EDGE, "c1");
-    let put = block(cas_put(&engine, &key, ahead("c1", 7), None, 7, |_| 0));
+    let put = block(cas_put(&engine, &key, ahead("c1", 7), None, |_| false));
     // It read back nothing (not landed yet), then gave up.
     assert_eq!(put, Put::Failed);
     assert_eq!(
@@ -97,8 +97,7 @@ fn a_late_update_cannot_reopen_a_finished_record() {
         &key,
         ahead("c1", 7),
         Some(revision),
-        7,
-        |_| 0,
+        |_| false,
     ));
     assert_eq!(put, Put::Failed);
     block(finish_unrecorded(&engine, EDGE, &request("c1"), 7));
@@ -170,4 +169,73 @@ fn an_orphan_is_finished_and_a_listed_or_young_record_is_not() {
     engine.age = Duration::from_secs(1);
     let young = block(finish_orphan(&engine, EDGE, "young", min_age)).unwrap();
     assert!(!young.finished());
+}
+
+/// A record of `id` at `session` with `outcome`, answered (the Edge took it).
+fn ended(id: &str, session: u64, outcome: Option<CommandOutcome>) -> StoredCommand {
+    let mut state = CommandState::new(request(id));
+    state.answer = CommandAnswer::Accepted;
+    state.outcome = outcome;
+    StoredCommand::new(EDGE, session, state, None)
+}
+
+/// The record write as the writer makes it: a compare-and-set that gives way to what
+/// stands over it.
+fn write_record(engine: &Double, write: &StoredCommand, expected: Option<u64>) -> Put {
+    let key = record_key(EDGE, &write.request.as_ref().unwrap().command_id);
+    let value: Bytes = write.encode_to_vec().into();
+    block(cas_put(engine, &key, value, expected, |v| {
+        StoredCommand::decode_value(v).is_some_and(|there| there.stands_over(write))
+    }))
+}
+
+#[test]
+fn a_commands_first_ending_stands_over_a_newer_sessions_other_ending() {
+    let engine = Double::default();
+    let key = record_key(EDGE, "c1");
+    // Session 210 sent the command (revision 1); the replica that took the Edge over
+    // in session 211 adopted it at that revision.
+    engine.put(&key, ahead("c1", 210));
+    let adopted_at = Some(1);
+    // The Edge's SUCCEEDED lands through session 210's replica (its caller is told)...
+    let succeeded = ended(
+        "c1",
+        210,
+        Some(CommandOutcome::Finished(CommandPhase::Succeeded)),
+    );
+    assert_eq!(write_record(&engine, &succeeded, Some(1)), Put::Written(2));
+    // ...then the newer session's LOST (its Edge came back without the command), and
+    // its write of the command still running: neither reopens nor rewrites the end.
+    let lost = ended("c1", 211, Some(CommandOutcome::Ended(Ending::Lost)));
+    assert_eq!(write_record(&engine, &lost, adopted_at), Put::Stands);
+    let running = ended("c1", 211, None);
+    assert_eq!(write_record(&engine, &running, adopted_at), Put::Stands);
+    assert_eq!(stored(&engine, "c1"), Some(succeeded.clone()));
+    // The same end written again (a caller's flush after its note) is no conflict.
+    assert_eq!(write_record(&engine, &succeeded, None), Put::Written(3));
+
+    // The other order: LOST landed first, the older session's SUCCEEDED gives way.
+    engine.put(&record_key(EDGE, "c2"), ahead("c2", 210));
+    let lost = ended("c2", 211, Some(CommandOutcome::Ended(Ending::Lost)));
+    assert!(matches!(
+        write_record(&engine, &lost, Some(4)),
+        Put::Written(_)
+    ));
+    let succeeded = ended(
+        "c2",
+        210,
+        Some(CommandOutcome::Finished(CommandPhase::Succeeded)),
+    );
+    assert_eq!(write_record(&engine, &succeeded, Some(4)), Put::Stands);
+    assert_eq!(stored(&engine, "c2"), Some(lost));
+
+    // An UNRECORDED end (never sent) yields to a caller's retry written ahead anew.
+    let unsent = StoredCommand::unrecorded(EDGE, 210, request("c3"));
+    engine.put(&record_key(EDGE, "c3"), unsent.encode_to_vec().into());
+    let retried = StoredCommand::new(EDGE, 211, CommandState::new(request("c3")), None);
+    assert!(matches!(
+        write_record(&engine, &retried, None),
+        Put::Written(_)
+    ));
+    assert_eq!(stored(&engine, "c3"), Some(retried));
 }

@@ -145,36 +145,60 @@ pub(in crate::admin) fn unknown_command(command_id: &str) -> ApiError {
 }
 
 /// A command's record: this replica's, or in a cluster the engine's.
+///
+/// In a cluster the engine's ending is the command's (PROTOCOL.md §8 "Command
+/// records"): its first ending to land stands, and a replica whose own record ended
+/// otherwise — it adopted the command before that ending landed, or lost its Edge to a
+/// newer session before its own ending could land — shows the engine's. So the engine
+/// is read whenever this replica's record is missing, ended, or of an Edge it no
+/// longer holds; a command running on an Edge held here is read from here (its
+/// record in the engine follows this replica's). Unreachable, the engine's word is
+/// missing: a record known here is shown as it is known here.
 pub(in crate::admin) async fn find_command(
     s: &AdminState,
     command_id: &str,
 ) -> Result<Option<iop_tokio::CommandRecord>, ApiError> {
-    let mut record = s.cp.command(command_id);
+    let mine = s.cp.command(command_id);
+    let Some(router) = &s.router else {
+        return Ok(mine);
+    };
     // Not sent from here (this replica could not record it, and a retry of its
     // caller's went through another) says nothing of the command itself.
-    let not_sent_here = record
+    let not_sent_here = mine
         .as_ref()
         .and_then(|r| r.outcome.as_ref())
         .and_then(iop_core::cp::CommandOutcome::ending)
         .is_some_and(|e| e.kind() == iop_core::cp::EndingKind::Unrecorded);
-    if (record.is_none() || not_sent_here)
-        && let Some(router) = &s.router
-    {
-        // Sent by another replica, or by one that is gone: the cluster's record. One
-        // this replica refused is shown as it knows it (never sent) while the
-        // engine's copy says no more than that it was written ahead: answered or
-        // finished, the engine's copy is the command's (a caller's retry sent it).
-        let stored = router
-            .commands()
-            .get(command_id)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.0))?;
-        let progressed =
-            |r: &iop_tokio::CommandRecord| r.response().is_some() || r.outcome.is_some();
-        record = match (stored, record) {
-            (Some(stored), Some(mine)) if not_sent_here && !progressed(&stored) => Some(mine),
-            (stored, mine) => stored.or(mine),
-        };
+    let current_here = mine
+        .as_ref()
+        .is_some_and(|r| r.outcome.is_none() && listing::held_here(s, &r.edge_id));
+    if current_here {
+        return Ok(mine);
     }
-    Ok(record)
+    let stored = match router.commands().get(command_id).await {
+        Ok(stored) => stored,
+        Err(_) if mine.is_some() => return Ok(mine),
+        Err(e) => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                e.0,
+            ));
+        }
+    };
+    let progressed = |r: &iop_tokio::CommandRecord| r.response().is_some() || r.outcome.is_some();
+    Ok(match (stored, mine) {
+        // Ended in the engine: that is the command's end, whichever replica wrote it.
+        (Some(stored), _) if stored.outcome.is_some() => Some(stored),
+        // One this replica refused is shown as it knows it (never sent) while the
+        // engine's copy says no more than that it was written ahead; answered, the
+        // engine's copy is the command's (a caller's retry sent it).
+        (Some(stored), Some(mine)) if not_sent_here => {
+            Some(if progressed(&stored) { stored } else { mine })
+        }
+        // Running, of an Edge another replica holds now: that replica carries it on.
+        (Some(stored), Some(mine)) if mine.outcome.is_none() => Some(stored),
+        // Ended here, not yet there: this replica's own write is on its way.
+        (stored, mine) => mine.or(stored),
+    })
 }
