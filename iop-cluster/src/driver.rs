@@ -14,7 +14,7 @@ use async_nats::jetstream::kv;
 use futures_lite::StreamExt;
 use iop_driver::iop_core::Instant;
 use iop_driver::iop_core::cp::{ClaimAnswer, ConnectionId, CpEvent, CpEventKind};
-use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions};
+use iop_driver::{ControlPlaneHandle, Notice, Runtime, SubscribeOptions, Subscription};
 
 use crate::commands::CommandLog;
 use crate::holder::{Action, Holder, Op, OpId, OpResult, Sessions, Superseded};
@@ -76,6 +76,10 @@ pub(crate) struct Core<'a, R: Runtime>(&'a ControlPlaneHandle<R>);
 impl<R: Runtime> Sessions for Core<'_, R> {
     fn answer(&mut self, conn: ConnectionId, answer: ClaimAnswer) -> bool {
         self.0.answer_claim(conn, answer).is_ok()
+    }
+
+    fn waiting(&self, conn: ConnectionId) -> bool {
+        self.0.claim_waiting(conn)
     }
 
     fn lose(&mut self, edge_id: &str, session_id: u64, by: u64) -> bool {
@@ -318,38 +322,60 @@ impl<R: Runtime> Driver<R> {
         }
     }
 
-    /// Feeds the Control Plane's claims and disconnects to the holder, until it stops.
-    pub(crate) async fn cp_events(self: Arc<Self>) {
+    /// The Control Plane's claims and disconnects, for [`cp_events`](Self::cp_events).
+    pub(crate) fn claim_events(&self) -> Subscription<CpEvent> {
         // Sized for a storm: every Edge of a drained or dead replica claims within a
-        // second or two, and a lost claim waits for its hello's timeout.
-        let mut events = self.cp.subscribe_with(
+        // second or two; claims lost to a lagging subscription are taken up again.
+        self.cp.subscribe_with(
             SubscribeOptions::default()
                 .kinds([CpEventKind::OwnershipClaim, CpEventKind::EdgeDisconnected])
                 .capacity(CLAIM_BACKLOG)
                 .byte_budget(CLAIM_BACKLOG_BYTES),
-        );
+        )
+    }
+
+    /// Feeds the Control Plane's claims and disconnects (`events`, from
+    /// [`claim_events`](Self::claim_events)) to the holder, until it stops.
+    pub(crate) async fn cp_events(self: Arc<Self>, mut events: Subscription<CpEvent>) {
+        // Any claim deferred before `events` was taken.
+        self.take_waiting_claims();
         while let Some(notice) = events.next().await {
             match notice {
                 Notice::Event(CpEvent::OwnershipClaim(claim)) => {
-                    self.with(|h, now, _| h.claim(now, claim));
+                    self.with(|h, now, core| h.claim(now, claim, core));
                 }
                 Notice::Event(CpEvent::EdgeDisconnected {
                     edge_id,
                     session_id,
                     ..
                 }) => self.with(|h, now, _| h.session_ended(now, &edge_id, session_id)),
-                // Claims lost with them end at their hello timeout; disconnects are
-                // found by the reconcile's sweep, run now.
+                // Claims lost with them are taken up from the core's list; disconnects
+                // are found by the reconcile's sweep, run now.
                 Notice::Lagged(n) => {
                     tracing::warn!(
                         lost = n,
                         "the replica fell behind its control plane's events"
                     );
+                    self.take_waiting_claims();
                     self.with(|h, now, core| h.engine_reconnected(now, core));
                 }
                 _ => {}
             }
         }
+    }
+
+    /// Hands the holder every claim the core waits on an answer to (those it decides
+    /// already, or answered meanwhile, it leaves alone).
+    fn take_waiting_claims(self: &Arc<Self>) {
+        let waiting = self.cp.claims_waiting();
+        if waiting.is_empty() {
+            return;
+        }
+        self.with(|h, now, core| {
+            for claim in waiting {
+                h.claim(now, claim, core);
+            }
+        });
     }
 
     /// Feeds supersede notices to the holder.

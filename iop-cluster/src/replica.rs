@@ -186,11 +186,14 @@ impl Replica {
             replayed_generation: AtomicU64::new(0),
             liveness: liveness.clone(),
         });
+        // Claims are heard before the directory defers any: one deferred before the
+        // subscription would wait for its hello's timeout.
+        let claim_events = driver.claim_events();
         stats.heartbeat(true, std::time::Duration::ZERO);
         stats.serving(true);
         // The holder's first action starts the watch.
         driver.with(|_, _, _| {});
-        let claims = tokio::spawn(driver.clone().cp_events());
+        let claims = tokio::spawn(driver.clone().cp_events(claim_events));
         let mut others = command_tasks;
         others.extend([
             tokio::spawn(driver.clone().inbox(inbox_sub)),

@@ -187,6 +187,24 @@ fn a_claim_unanswered_within_the_hello_timeout_ends_the_hello() {
 }
 
 #[test]
+fn the_claims_waiting_are_listed_until_answered_or_gone() {
+    // A directory that missed the events (it subscribed late, or lagged) finds them.
+    let mut t = external(DuplicatePolicy::Replace);
+    let (first, c1) = claim(&mut t, "edge-1");
+    let (second, c2) = claim(&mut t, "edge-2");
+    let (third, c3) = claim(&mut t, "edge-3");
+    assert_eq!(t.cp.claims_waiting(), vec![c1, c2, c3]);
+    assert!(t.cp.claim_waiting(second));
+    answer(&mut t, second, ClaimAnswer::Granted { session_id: 1 }).unwrap();
+    t.drop_transport(third);
+    assert!(!t.cp.claim_waiting(second) && !t.cp.claim_waiting(third));
+    assert_eq!(t.cp.claims_waiting().len(), 1);
+    assert_eq!(t.cp.claims_waiting()[0].conn, first);
+    t.advance(Duration::from_secs(11));
+    assert!(t.cp.claims_waiting().is_empty(), "timed out");
+}
+
+#[test]
 fn hellos_waiting_on_their_claims_leave_the_pending_hello_cap_to_unchecked_connections() {
     let mut t = external_capped(2);
     // Three hellos checked, each waiting on its claim (a durable engine's storm).

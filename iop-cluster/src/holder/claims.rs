@@ -5,7 +5,7 @@
 //! claim was pending.
 
 use iop_driver::iop_core::Instant;
-use iop_driver::iop_core::cp::{Claim, ClaimAnswer};
+use iop_driver::iop_core::cp::{Claim, ClaimAnswer, ConnectionId};
 
 use super::{Action, Holder, Op, OpResult, Purpose, Sessions, Superseded};
 use crate::ownership::{ClaimContext, Decision, Former, MAX_ATTEMPTS, WriteError, decide};
@@ -52,8 +52,14 @@ impl Holder {
     /// A claim the core deferred ([`CpEvent::OwnershipClaim`](iop_driver::iop_core::cp::CpEvent::OwnershipClaim)).
     /// It starts from the record as last seen: one write, not a read and a write, when
     /// that is current (a stale one costs a failed write); a record that would refuse
-    /// the claim is read again first.
-    pub fn claim(&mut self, _now: Instant, claim: Claim) {
+    /// the claim is read again first. A claim taken up twice (from its event and from
+    /// the core's list of claims waiting, [`ControlPlaneHandle::claims_waiting`](iop_driver::ControlPlaneHandle::claims_waiting))
+    /// is decided once: one being decided, or one answered already (its hello no longer
+    /// waits), is left alone.
+    pub fn claim(&mut self, _now: Instant, claim: Claim, core: &impl Sessions) {
+        if !core.waiting(claim.conn) || !self.claiming.insert(claim.conn) {
+            return;
+        }
         self.held.entry(claim.edge_id.clone()).or_default().pending += 1;
         self.next_claim += 1;
         let id = self.next_claim;
@@ -250,7 +256,7 @@ impl Holder {
         } else {
             self.owe_release(now, &edge_id, session_id);
         }
-        self.unpend(&edge_id);
+        self.unpend(run.claim.conn, &edge_id);
     }
 
     /// Answers a claim that is not granted.
@@ -259,10 +265,11 @@ impl Holder {
             self.stats.unavailable();
         }
         core.answer(run.claim.conn, answer);
-        self.unpend(&run.claim.edge_id);
+        self.unpend(run.claim.conn, &run.claim.edge_id);
     }
 
-    fn unpend(&mut self, edge_id: &str) {
+    fn unpend(&mut self, conn: ConnectionId, edge_id: &str) {
+        self.claiming.remove(&conn);
         if let Some(h) = self.held.get_mut(edge_id) {
             h.pending = h.pending.saturating_sub(1);
         }

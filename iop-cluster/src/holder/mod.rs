@@ -35,7 +35,7 @@ mod reconcile;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +54,8 @@ pub trait Sessions {
     /// Answers the claim waiting on `conn`; false when none waits there any more (the
     /// hello closed or timed out, or the granted id is not above the Edge's last one).
     fn answer(&mut self, conn: ConnectionId, answer: ClaimAnswer) -> bool;
+    /// Whether the hello on `conn` still waits on the answer to its claim.
+    fn waiting(&self, conn: ConnectionId) -> bool;
     /// Closes session `session_id` of `edge_id` with `GoAway{SUPERSEDED}`: its record
     /// moved on to `by`. False when that session is not live.
     fn lose(&mut self, edge_id: &str, session_id: u64, by: u64) -> bool;
@@ -230,6 +232,9 @@ pub struct Holder {
     /// longer has.
     rebuild: Option<HashMap<String, Current>>,
     runs: HashMap<ClaimId, claims::Run>,
+    /// The connections of the claims in `runs`: a claim taken up twice (from its event
+    /// and from the core's list of claims waiting) is decided once.
+    claiming: HashSet<ConnectionId>,
     next_claim: ClaimId,
     ops: HashMap<OpId, Purpose>,
     next_op: OpId,
@@ -261,6 +266,7 @@ impl Holder {
             fleet: HashMap::new(),
             rebuild: None,
             runs: HashMap::new(),
+            claiming: HashSet::new(),
             next_claim: 0,
             ops: HashMap::new(),
             next_op: 0,

@@ -40,6 +40,9 @@ impl Sessions for FakeCore {
     fn live(&self, edge_id: &str, session_id: u64) -> bool {
         self.live.get(edge_id) == Some(&session_id)
     }
+    fn waiting(&self, conn: ConnectionId) -> bool {
+        self.waiting.contains_key(&conn)
+    }
 }
 
 struct Rig {
@@ -144,7 +147,7 @@ impl Rig {
         self.core.waiting.insert(conn, edge.to_owned());
         let mut claim = Claim::new(conn, edge, DuplicatePolicy::Replace);
         claim.local_session_id = self.core.live.get(edge).copied();
-        self.holder.claim(self.now, claim);
+        self.holder.claim(self.now, claim, &self.core);
         self.collect();
     }
 
@@ -401,8 +404,11 @@ fn a_claim_is_refused_only_on_the_leaders_copy_of_its_record() {
     rig.store.set_alive("b", true);
     let conn = ConnectionId(1);
     rig.core.waiting.insert(conn, "edge-1".into());
-    rig.holder
-        .claim(rig.now, Claim::new(conn, "edge-1", DuplicatePolicy::Reject));
+    rig.holder.claim(
+        rig.now,
+        Claim::new(conn, "edge-1", DuplicatePolicy::Reject),
+        &rig.core,
+    );
     rig.collect();
     let (id, op) = rig.ops.remove(0);
     assert!(matches!(op, Op::Read { leader: false, .. }), "{op:?}");
@@ -425,4 +431,26 @@ fn a_claim_is_refused_only_on_the_leaders_copy_of_its_record() {
         .iter()
         .any(|(c, a)| *c == conn && matches!(a, ClaimAnswer::Granted { .. }));
     assert!(granted, "{:?}", rig.core.answers);
+}
+
+#[test]
+fn a_claim_taken_up_twice_is_decided_once() {
+    // Its event, and the core's list of claims waiting (a replica that subscribed
+    // late, or whose subscription lagged), both hand it over.
+    let mut rig = Rig::new();
+    rig.claim(1, "edge-1");
+    let again = Claim::new(ConnectionId(1), "edge-1", DuplicatePolicy::Replace);
+    rig.holder.claim(rig.now, again.clone(), &rig.core);
+    rig.collect();
+    assert_eq!(rig.ops.len(), 1, "one write: {:?}", rig.ops);
+    rig.settle();
+    let s = rig.store.current(&key("edge-1")).unwrap().revision;
+    assert_eq!(rig.core.live.get("edge-1"), Some(&s));
+    // Answered: its hello no longer waits, and a late copy of it writes nothing.
+    rig.holder.claim(rig.now, again, &rig.core);
+    rig.collect();
+    assert!(rig.ops.is_empty(), "{:?}", rig.ops);
+    assert_eq!(rig.core.answers.len(), 1, "{:?}", rig.core.answers);
+    assert_eq!(rig.store.current(&key("edge-1")).unwrap().revision, s);
+    assert_eq!(rig.holder.backlog(), (0, 0, 0));
 }

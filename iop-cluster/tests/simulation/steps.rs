@@ -51,7 +51,7 @@ impl Sim {
         claim.local_session_id = core.live.get(&e).map(|(s, _)| *s);
         claim.last_session_id = core.last.get(&e).copied().unwrap_or(0);
         self.procs[proc] = Some((r, conn));
-        self.with(r, |h, now, _| h.claim(now, claim));
+        self.with(r, |h, now, core| h.claim(now, claim, core));
     }
 
     /// The engine applies one operation sent to it.

@@ -103,6 +103,10 @@ pub(crate) struct Core {
 }
 
 impl Sessions for Core {
+    fn waiting(&self, conn: ConnectionId) -> bool {
+        self.waiting.contains_key(&conn)
+    }
+
     fn answer(&mut self, conn: ConnectionId, answer: ClaimAnswer) -> bool {
         let Some((edge, proc)) = self.waiting.remove(&conn) else {
             return false;

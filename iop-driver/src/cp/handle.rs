@@ -305,6 +305,20 @@ impl<R: Runtime> ControlPlaneHandle<R> {
             .with(|state, now| state.cp.handle_claim(now, conn, answer))
     }
 
+    /// The claims deferred to the directory and not answered yet, in connection order
+    /// (see [`ControlPlane::claims_waiting`](iop_core::cp::ControlPlane::claims_waiting)):
+    /// a directory that subscribed to [`CpEvent::OwnershipClaim`](iop_core::cp::CpEvent::OwnershipClaim)
+    /// after the server started serving, or whose subscription lagged, takes them up
+    /// from here.
+    pub fn claims_waiting(&self) -> Vec<iop_core::cp::Claim> {
+        lock(&self.shared.state).cp.claims_waiting()
+    }
+
+    /// Whether the hello on `conn` waits on the directory's answer to its claim.
+    pub fn claim_waiting(&self, conn: ConnectionId) -> bool {
+        lock(&self.shared.state).cp.claim_waiting(conn)
+    }
+
     /// Hands the commands another Control Plane sent to the Edge whose claim waits on
     /// `conn` to this one, each as the core's [`CommandState`] and the record an
     /// operator reads ([`command`](Self::command)); call it before

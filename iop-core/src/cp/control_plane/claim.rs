@@ -13,7 +13,7 @@ use crate::cp::command_state::CommandState;
 use crate::cp::conn_table::IdHasher;
 #[cfg(doc)]
 use crate::cp::directory::Directory;
-use crate::cp::directory::{ClaimAnswer, ClaimError};
+use crate::cp::directory::{Claim, ClaimAnswer, ClaimError};
 use crate::cp::enrolment::CredentialHash;
 use crate::cp::ids::ConnectionId;
 use crate::cp::record::History;
@@ -28,6 +28,8 @@ pub(super) type Claims = HashMap<ConnectionId, PendingHello, BuildHasherDefault<
 /// its claim.
 #[derive(Debug)]
 pub(super) struct PendingHello {
+    /// The claim put to the directory.
+    pub(super) claim: Claim,
     pub(super) hello: EdgeHelloRequest,
     pub(super) credential: CredentialHash,
     /// The negotiated protocol version.
@@ -37,6 +39,21 @@ pub(super) struct PendingHello {
 }
 
 impl ControlPlane {
+    /// The claims deferred to the directory and not answered yet, in connection order:
+    /// a driver that started listening to [`CpEvent::OwnershipClaim`] after the first
+    /// hellos arrived, or whose feed of them lost some, takes them up from here (each
+    /// once: [`claim_waiting`](Self::claim_waiting) tells whether one still waits).
+    pub fn claims_waiting(&self) -> Vec<Claim> {
+        let mut claims: Vec<Claim> = self.claims.values().map(|p| p.claim.clone()).collect();
+        claims.sort_unstable_by_key(|c| c.conn);
+        claims
+    }
+
+    /// Whether the hello on `conn` waits on the directory's answer to its claim.
+    pub fn claim_waiting(&self, conn: ConnectionId) -> bool {
+        self.claims.contains_key(&conn)
+    }
+
     /// The directory's deferred answer to the [`CpEvent::OwnershipClaim`] of `conn`: accept the
     /// hello under the granted session id, reject it `DUPLICATE_EDGE`, or end it
     /// `GoAway{OVERLOADED}`. Pull outputs afterwards, as after any input.

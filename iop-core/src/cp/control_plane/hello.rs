@@ -81,6 +81,7 @@ impl ControlPlane {
             last_session_id: entry.map_or(0, |e| e.session_id()),
         };
         let pending = PendingHello {
+            claim: claim.clone(),
             hello,
             credential,
             version,
@@ -124,6 +125,7 @@ impl ControlPlane {
         session_id: u64,
     ) {
         let PendingHello {
+            claim: _,
             mut hello,
             credential,
             version,
