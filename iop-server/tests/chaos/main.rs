@@ -267,11 +267,12 @@ fn seeds_from_env() -> Option<Vec<u64>> {
 #[ignore = "minutes of real processes under faults: .ci/run runs it (and scripts/chaos.sh the campaign)"]
 fn schedules() {
     require_nats();
-    // One schedule over one NATS server, one over a three-node cluster.
+    // One schedule over one NATS server, one over a three-node cluster; a campaign's
+    // seed replayed on the campaign's engine (`IOP_CHAOS_ENGINE`, as `--engine` sets).
     let seeds = seeds_from_env().unwrap_or(vec![1, 2]);
     let reports: Vec<Report> = seeds
         .into_iter()
-        .map(|seed| run(seed, Engine::BySeed))
+        .map(|seed| run(seed, Engine::from_env()))
         .collect();
     tally(&reports).print();
     let bad: Vec<&Report> = reports
@@ -365,16 +366,25 @@ fn campaign() {
         .and_then(|m| m.parse().ok())
         .unwrap_or(30);
     let until = Instant::now() + Duration::from_secs(minutes * 60);
-    let first: u64 = std::env::var("IOP_CHAOS_FIRST_SEED")
+    let mut first: u64 = std::env::var("IOP_CHAOS_FIRST_SEED")
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(100);
     let mut reports = Vec::new();
     let mut seed = first;
     let engine = Engine::from_env();
-    while Instant::now() < until {
-        reports.push(run(seed, engine));
-        seed += 1;
+    if let Some(replay) = seeds_from_env() {
+        // A violation's seed, replayed on the campaign's engine and crowd.
+        first = replay[0];
+        for s in replay {
+            reports.push(run(s, engine));
+            seed = s + 1;
+        }
+    } else {
+        while Instant::now() < until {
+            reports.push(run(seed, engine));
+            seed += 1;
+        }
     }
     let faults: usize = reports.iter().map(|r| r.faults.len()).sum();
     let bad: Vec<u64> = reports
