@@ -18,19 +18,28 @@
 //! answer never comes may or may not have landed: each of its writes fails as a lone
 //! write whose acknowledgement was lost does, and the holder reads its record again.
 //! Smaller groups go as concurrent single writes: an atomic commit costs about as
-//! much as two dozen single writes (docs/benchmarks/cluster.md). Nothing is
-//! acknowledged before the engine has it; the decision and the fencing of every
-//! claim stay the holder's ([`Holder`](crate::holder::Holder)).
+//! much as two dozen single writes (docs/benchmarks/cluster.md). The next group waits
+//! for a group's single writes — so that groups grow with the load — but, once the
+//! engine has answered one of them, for an eighth of the operation timeout at most:
+//! one write whose answer is slow would otherwise stall every claim behind it for up
+//! to its timeout. The next group then goes while the slow ones are in flight, without
+//! their keys: a write of a key in flight waits for its answer, so the writes of one
+//! key reach the engine in order. An engine that answers none of a group is stalled,
+//! not slow: nothing more is sent to it until they end (answered or timed out), and
+//! the writes queued meanwhile with less than half their time left are dropped
+//! unsent. Nothing is acknowledged before the engine has it;
+//! the decision and the fencing of every claim stay the holder's
+//! ([`Holder`](crate::holder::Holder)).
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::kv;
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::nats::engine;
@@ -44,6 +53,8 @@ pub const ATOMIC_MIN: usize = 24;
 pub const MAX_GROUP: usize = 512;
 /// Writes waiting for a group at most; past it a claim waits to be queued.
 const QUEUE: usize = 16_384;
+/// Single writes in flight at most; past it the next group waits for a place.
+const MAX_SINGLES: usize = 1_024;
 
 /// JetStream's "wrong last sequence": a compare-and-set lost.
 const WRONG_LAST_SEQUENCE: u64 = 10_071;
@@ -80,6 +91,25 @@ struct Engine {
     stats: Arc<ClusterStats>,
     /// Names this task's batches (unique per process and replica).
     batch_prefix: String,
+    /// The single writes sent and not answered yet.
+    singles: Arc<Singles>,
+}
+
+/// The single writes in flight: their keys, a place for each, and a signal when one
+/// is answered.
+struct Singles {
+    keys: Mutex<HashSet<String>>,
+    places: Arc<Semaphore>,
+    answered: Notify,
+}
+
+impl Singles {
+    fn in_flight(&self, key: &str) -> bool {
+        self.keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
+    }
 }
 
 impl GroupCommit {
@@ -104,6 +134,11 @@ impl GroupCommit {
             atomic_min: AtomicUsize::new(atomic_min.unwrap_or(usize::MAX)),
             stats,
             batch_prefix: format!("iop-{:x}-{nanos:x}", std::process::id()),
+            singles: Arc::new(Singles {
+                keys: Mutex::new(HashSet::new()),
+                places: Arc::new(Semaphore::new(MAX_SINGLES)),
+                answered: Notify::new(),
+            }),
         };
         tokio::spawn(engine.run(rx));
         Self { tx, timeout }
@@ -185,14 +220,31 @@ impl Engine {
         let mut carried: VecDeque<Write> = VecDeque::new();
         let mut batches = 0u64;
         loop {
-            let first = match carried.pop_front() {
-                Some(w) => w,
+            let busy = |key: &str| self.singles.in_flight(key);
+            let first = match carried.iter().position(|w| !busy(&w.key)) {
+                Some(i) => carried.remove(i).expect("a position in it"),
+                // Every carried write waits on a key in flight: for its answer, or
+                // for another write.
+                None if !carried.is_empty() => {
+                    tokio::select! {
+                        () = self.singles.answered.notified() => {}
+                        w = rx.recv() => match w {
+                            Some(w) => carried.push_back(w),
+                            None => self.singles.answered.notified().await,
+                        },
+                    }
+                    continue;
+                }
                 None => match rx.recv().await {
+                    Some(w) if busy(&w.key) => {
+                        carried.push_back(w);
+                        continue;
+                    }
                     Some(w) => w,
                     None => return,
                 },
             };
-            let group = gather(first, &mut carried, &mut rx);
+            let group = gather(first, &mut carried, &mut rx, busy);
             batches += 1;
             self.commit(group, batches).await;
         }
@@ -249,18 +301,50 @@ impl Engine {
         self.singles(group).await;
     }
 
-    /// Writes each of `group` on its own, concurrently.
+    /// Sends each of `group` on its own, concurrently, each answered when the engine
+    /// answers it; returns once all are answered, or an eighth of the operation
+    /// timeout on if the engine answered one, leaving the rest in flight (see the
+    /// [module docs](self)).
     async fn singles(&self, group: Vec<Write>) {
         self.stats.owner_singles(group.len());
         let mut writes = tokio::task::JoinSet::new();
         for w in group {
-            let kv = self.kv.clone();
+            let Ok(place) = self.singles.places.clone().acquire_owned().await else {
+                return;
+            };
+            self.singles
+                .keys
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(w.key.clone());
+            let (kv, singles) = (self.kv.clone(), self.singles.clone());
             writes.spawn(async move {
                 let result = single(&kv, w.deadline, &w.key, w.value, w.expected).await;
+                // The key is free before the claim hears: its next write may follow.
+                singles
+                    .keys
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&w.key);
                 let _ = w.done.send(result);
+                drop(place);
+                singles.answered.notify_one();
             });
         }
-        while writes.join_next().await.is_some() {}
+        let slow = tokio::time::sleep(self.timeout / 8);
+        tokio::pin!(slow);
+        let mut answered = 0usize;
+        loop {
+            tokio::select! {
+                next = writes.join_next() => match next {
+                    Some(_) => answered += 1,
+                    None => break,
+                },
+                () = &mut slow, if answered > 0 => break,
+            }
+        }
+        // Those still in flight go on, each answering its claim.
+        writes.detach_all();
     }
 
     /// Sends `group` as one atomic batch; the revision of each write, in order.
@@ -324,30 +408,31 @@ impl Engine {
 }
 
 /// The group that starts with `first`: the carried writes, then the waiting ones, up to
-/// [`MAX_GROUP`], one write per key (a second write of a key waits for the next group,
-/// its expected revision is the first's result).
+/// [`MAX_GROUP`], one write per key and none of a key `busy` (a single write in
+/// flight): a second write of a key waits for the next group after the first's answer,
+/// so that the engine takes them in order.
 fn gather(
     first: Write,
     carried: &mut VecDeque<Write>,
     rx: &mut mpsc::Receiver<Write>,
+    busy: impl Fn(&str) -> bool,
 ) -> Vec<Write> {
     let mut keys: HashSet<String> = HashSet::from([first.key.clone()]);
     let mut group = vec![first];
     let mut still: VecDeque<Write> = VecDeque::new();
-    while let Some(w) = carried.pop_front() {
-        if group.len() < MAX_GROUP && keys.insert(w.key.clone()) {
+    let mut take = |w: Write, group: &mut Vec<Write>| {
+        if group.len() < MAX_GROUP && !busy(&w.key) && keys.insert(w.key.clone()) {
             group.push(w);
         } else {
             still.push_back(w);
         }
+    };
+    while let Some(w) = carried.pop_front() {
+        take(w, &mut group);
     }
     while group.len() < MAX_GROUP {
         let Ok(w) = rx.try_recv() else { break };
-        if keys.insert(w.key.clone()) {
-            group.push(w);
-        } else {
-            still.push_back(w);
-        }
+        take(w, &mut group);
     }
     *carried = still;
     group
