@@ -5,7 +5,6 @@
 
 mod cluster_support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,18 +13,6 @@ use iop_tokio::CommandFailure;
 use iop_tokio::core::cp::{CommandOutcome, DuplicatePolicy};
 use iop_tokio::core::proto::CommandPhase;
 use iop_tokio::prelude::*;
-
-/// An Edge whose `model.load` reports RUNNING, then waits for `release`.
-fn loading_edge(edge_id: &str, release: Arc<tokio::sync::Notify>) -> EdgeClient {
-    EdgeClient::new(fast_edge(edge_id)).operation("model.load", TargetLevel::Edge, move |ctx| {
-        let release = release.clone();
-        async move {
-            let _ = ctx.running("loading", BTreeMap::new());
-            release.notified().await;
-            CommandResult::succeeded("loaded")
-        }
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]

@@ -9,7 +9,6 @@
 
 mod cluster_support;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -150,16 +149,7 @@ async fn a_commands_first_ending_in_the_engine_is_read_through_every_replica() {
     let a = node(&nats, "cp-a", DuplicatePolicy::Replace).await;
     let b = node(&nats, "cp-b", DuplicatePolicy::Replace).await;
     let release = Arc::new(tokio::sync::Notify::new());
-    let gate = release.clone();
-    let edge = EdgeClient::new(fast_edge("edge-1"))
-        .operation("model.load", TargetLevel::Edge, move |ctx| {
-            let gate = gate.clone();
-            async move {
-                let _ = ctx.running("loading", BTreeMap::new());
-                gate.notified().await;
-                CommandResult::succeeded("loaded")
-            }
-        })
+    let edge = loading_edge("edge-1", release.clone())
         .connect(a.addr())
         .unwrap();
     let session = bounded("the session on cp-a", edge.connected())

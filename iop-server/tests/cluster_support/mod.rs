@@ -1,7 +1,9 @@
 //! Replicas over a real nats-server ([`NatsServer`]). Every wait is bounded.
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use iop_cluster::testing::NatsServer;
@@ -136,6 +138,18 @@ pub async fn node_authed(
     })
     .await;
     Node { server, replica }
+}
+
+/// An Edge whose `model.load` reports RUNNING, then waits for `release`.
+pub fn loading_edge(edge_id: &str, release: Arc<tokio::sync::Notify>) -> EdgeClient {
+    EdgeClient::new(fast_edge(edge_id)).operation("model.load", TargetLevel::Edge, move |ctx| {
+        let release = release.clone();
+        async move {
+            let _ = ctx.running("loading", BTreeMap::new());
+            release.notified().await;
+            CommandResult::succeeded("loaded")
+        }
+    })
 }
 
 /// An Edge config that reconnects quickly.
