@@ -104,11 +104,12 @@ struct Singles {
 }
 
 impl Singles {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn in_flight(&self, key: &str) -> bool {
-        self.keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(key)
+        self.keys().contains(key)
     }
 }
 
@@ -312,20 +313,12 @@ impl Engine {
             let Ok(place) = self.singles.places.clone().acquire_owned().await else {
                 return;
             };
-            self.singles
-                .keys
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(w.key.clone());
+            self.singles.keys().insert(w.key.clone());
             let (kv, singles) = (self.kv.clone(), self.singles.clone());
             writes.spawn(async move {
                 let result = single(&kv, w.deadline, &w.key, w.value, w.expected).await;
                 // The key is free before the claim hears: its next write may follow.
-                singles
-                    .keys
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&w.key);
+                singles.keys().remove(&w.key);
                 let _ = w.done.send(result);
                 drop(place);
                 singles.answered.notify_one();
