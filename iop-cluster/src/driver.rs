@@ -335,10 +335,9 @@ impl<R: Runtime> Driver<R> {
     }
 
     /// Feeds the Control Plane's claims and disconnects (`events`, from
-    /// [`claim_events`](Self::claim_events)) to the holder, until it stops.
+    /// [`claim_events`](Self::claim_events), taken before the directory defers any
+    /// claim) to the holder, until it stops.
     pub(crate) async fn cp_events(self: Arc<Self>, mut events: Subscription<CpEvent>) {
-        // Any claim deferred before `events` was taken.
-        self.take_waiting_claims();
         while let Some(notice) = events.next().await {
             match notice {
                 Notice::Event(CpEvent::OwnershipClaim(claim)) => {
