@@ -4,7 +4,7 @@
 //! of scanning the fleet.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use iop_core::cp::load::ProviderLoad;
 
@@ -89,6 +89,83 @@ impl ModelBook {
                     }
                     None => step(&mut self.long_full),
                 }
+            }
+        }
+    }
+}
+
+/// Every model listed, each named once: a provider's models are filed by number, so
+/// that a change of its numbers touches no model name (neither hashed nor compared).
+/// A model's number is held while some filed view lists it, then reused.
+#[derive(Debug, Default)]
+pub(super) struct Books {
+    ids: HashMap<Box<str>, u32>,
+    /// By model number: its book, its name, and how many providers of filed views
+    /// list it.
+    books: Vec<(ModelBook, Box<str>, u64)>,
+    free: Vec<u32>,
+}
+
+impl Books {
+    /// The book of `model`, if a filed view lists it.
+    pub(super) fn get(&self, model: &str) -> Option<&ModelBook> {
+        self.books
+            .get(self.id(model)? as usize)
+            .map(|(book, ..)| book)
+    }
+
+    /// The number of `model`, if a filed view lists it.
+    pub(super) fn id(&self, model: &str) -> Option<u32> {
+        self.ids.get(model).copied()
+    }
+
+    pub(super) fn book_mut(&mut self, id: u32) -> Option<&mut ModelBook> {
+        self.books.get_mut(id as usize).map(|(book, ..)| book)
+    }
+
+    /// The numbers of the models `p` lists (each once), held for it until
+    /// [`release`](Self::release)d.
+    pub(super) fn acquire(&mut self, p: ProviderLoad<'_>) -> Box<[u32]> {
+        models_of(p).map(|m| self.acquire_one(m)).collect()
+    }
+
+    fn acquire_one(&mut self, model: &str) -> u32 {
+        if let Some(&id) = self.ids.get(model) {
+            if let Some((.., refs)) = self.books.get_mut(id as usize) {
+                *refs += 1;
+            }
+            return id;
+        }
+        let entry = (ModelBook::default(), Box::<str>::from(model), 1);
+        let id = match self.free.pop() {
+            Some(id) => {
+                if let Some(e) = self.books.get_mut(id as usize) {
+                    *e = entry;
+                }
+                id
+            }
+            None => {
+                self.books.push(entry);
+                u32::try_from(self.books.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        self.ids.insert(model.into(), id);
+        id
+    }
+
+    /// Lets go of `ids` (taken by [`acquire`](Self::acquire)): a model no filed view
+    /// lists any more is forgotten, its number free.
+    pub(super) fn release(&mut self, ids: &[u32]) {
+        for &id in ids {
+            let Some((book, name, refs)) = self.books.get_mut(id as usize) else {
+                continue;
+            };
+            *refs = refs.saturating_sub(1);
+            if *refs == 0 {
+                self.ids.remove(&**name);
+                *book = ModelBook::default();
+                *name = Box::default();
+                self.free.push(id);
             }
         }
     }

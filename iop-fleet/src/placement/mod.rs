@@ -75,7 +75,7 @@ use std::sync::Arc;
 
 use iop_core::cp::load::EdgeLoad;
 
-use book::{Class, ModelBook, Reserved, Slot, classify, models_of};
+use book::{Books, Class, Reserved, Slot, classify};
 pub use query::{
     Candidate, DEFAULT_PLACEMENT_LIMIT, Excluded, MAX_PLACEMENT_LABELS, MAX_PLACEMENT_LIMIT,
     PlacementAnswer, PlacementError, PlacementQuery,
@@ -115,7 +115,7 @@ pub(crate) struct Placement {
     by_edge: HashMap<Arc<str>, Slot>,
     /// Edges with a live session whose first view has not come: whether they push.
     pending: HashMap<Box<str>, bool>,
-    models: HashMap<Box<str>, ModelBook>,
+    books: Books,
     /// Providers filed, whatever their models.
     providers: u64,
     /// (proved_ms, slot) of the live Edges that are pulled: the stale ones are the
@@ -136,7 +136,7 @@ impl Placement {
             free_slots: Vec::new(),
             by_edge: HashMap::new(),
             pending: HashMap::new(),
-            models: HashMap::new(),
+            books: Books::default(),
             providers: 0,
             pulled: BTreeSet::new(),
             pushing: BTreeSet::new(),
@@ -176,19 +176,32 @@ impl Placement {
         changed: Option<&[u32]>,
         at_ms: u64,
     ) {
-        let pushes = self.pending.remove(edge_id);
+        let pushes = if self.pending.is_empty() {
+            None
+        } else {
+            self.pending.remove(edge_id)
+        };
         let slot = match self.by_edge.get(edge_id) {
             Some(&slot) => slot,
             None => self.new_slot(edge_id, load),
         };
         let Some(e) = self.slot_mut(slot) else { return };
         let was_live = e.live;
-        if let Some(pushes) = pushes {
+        if let Some(pushes) = pushes
+            && pushes != e.pushes
+        {
+            // Its proof, if filed, moves to the other set.
             e.pushes = pushes;
+            let proof = (e.proved_ms, slot);
+            if self.proofs(!pushes).remove(&proof) {
+                self.proofs(pushes).insert(proof);
+            }
         }
+        let Some(e) = self.slot_mut(slot) else { return };
         let whole = changed.is_none() || !was_live || load.providers().len() != e.filed.len();
         if whole {
             self.unfile_all(slot);
+            self.set_models(slot, Some(load));
             let Some(e) = self.slot_mut(slot) else { return };
             e.view = load.clone();
             e.node_of = nodes_of(load);
@@ -254,6 +267,7 @@ impl Placement {
             return;
         };
         self.unfile_all(slot);
+        self.set_models(slot, None);
         if let Some(e) = self.slots.get_mut(slot as usize).and_then(Option::take) {
             self.proofs(e.pushes).remove(&(e.proved_ms, slot));
             self.free_slots.push(slot);
@@ -304,7 +318,7 @@ impl Placement {
             excluded: Excluded::default(),
             reserved: false,
         };
-        let Some(book) = self.models.get(query.model.as_str()) else {
+        let Some(book) = self.books.get(query.model.as_str()) else {
             answer.excluded.not_serving = self.providers;
             return answer;
         };
@@ -348,6 +362,9 @@ impl Placement {
 
     /// Open providers of `model` whose Edge's numbers are stale at `now_ms`.
     fn stale_open(&self, model: &str, long: bool, now_ms: u64) -> u64 {
+        let Some(model) = self.books.id(model) else {
+            return 0;
+        };
         let mut n = 0;
         for (proofs, pushes) in [(&self.pulled, false), (&self.pushing, true)] {
             let after = self.staleness.after_ms(pushes);
@@ -361,11 +378,7 @@ impl Placement {
                         Class::Open { long: l, .. } => !long || l.is_some(),
                         _ => false,
                     };
-                    if open
-                        && e.view
-                            .provider(i)
-                            .is_some_and(|p| models_of(p).any(|m| m == model))
-                    {
+                    if open && e.model_ids.get(i).is_some_and(|ids| ids.contains(&model)) {
                         n += 1;
                     }
                 }
@@ -441,7 +454,9 @@ impl Placement {
 
     /// Provider `index`'s next report overwrote its reservations.
     fn clear_reservation(&mut self, slot: Slot, index: usize) {
-        if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index)) {
+        if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index))
+            && *r != Reserved::default()
+        {
             let until = std::mem::take(r).until_ms;
             self.lapses.remove(&(until, slot, index as u32));
         }
@@ -452,6 +467,7 @@ impl Placement {
             edge_id: edge_id.into(),
             view: load.clone(),
             node_of: Box::default(),
+            model_ids: Box::default(),
             filed: Vec::new(),
             reported_ms: Vec::new(),
             reserved: Vec::new(),
@@ -490,9 +506,13 @@ impl Placement {
         let (pushes, before) = (e.pushes, e.proved_ms);
         e.proved_ms = e.proved_ms.max(at_ms);
         let after = e.proved_ms;
-        self.pulled.remove(&(before, slot));
-        self.pushing.remove(&(before, slot));
-        self.proofs(pushes).insert((after, slot));
+        // Its proof is filed under its Edge's way of reporting (or not at all: a
+        // disconnected Edge's is taken out).
+        let proofs = self.proofs(pushes);
+        if after != before {
+            proofs.remove(&(before, slot));
+        }
+        proofs.insert((after, slot));
     }
 
     /// The proofs of the Edges that push (or are pulled).
@@ -515,11 +535,10 @@ impl Placement {
         let reserved = e.reserved.get(index).copied().unwrap_or_default();
         let reported = e.reported_ms.get(index).copied().unwrap_or_default();
         let class = classify(&p, live && e.live, reserved, reported, slot, index as u32);
-        for model in models_of(p) {
-            self.models
-                .entry(model.into())
-                .or_default()
-                .file(class, true);
+        for &id in e.model_ids.get(index).map_or(&[][..], |ids| ids) {
+            if let Some(book) = self.books.book_mut(id) {
+                book.file(class, true);
+            }
         }
         if let Some(f) = e.filed.get_mut(index) {
             *f = class;
@@ -532,18 +551,29 @@ impl Placement {
         let Some(e) = self.slots.get(slot as usize).and_then(Option::as_ref) else {
             return;
         };
-        let (Some(p), Some(&class)) = (e.view.provider(index), e.filed.get(index)) else {
+        let (Some(&class), Some(ids)) = (e.filed.get(index), e.model_ids.get(index)) else {
             return;
         };
-        for model in models_of(p) {
-            if let Some(book) = self.models.get_mut(model) {
+        for &id in ids {
+            if let Some(book) = self.books.book_mut(id) {
                 book.file(class, false);
-                if book.serving == 0 {
-                    self.models.remove(model);
-                }
             }
         }
         self.providers = self.providers.saturating_sub(1);
+    }
+
+    /// Files `slot`'s providers under the models of `load` (none: under none) from
+    /// now on.
+    fn set_models(&mut self, slot: Slot, load: Option<&EdgeLoad>) {
+        let Some(e) = self.slots.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        for ids in &e.model_ids {
+            self.books.release(ids);
+        }
+        e.model_ids = load
+            .map(|load| load.providers().map(|p| self.books.acquire(p)).collect())
+            .unwrap_or_default();
     }
 
     fn unfile_all(&mut self, slot: Slot) {

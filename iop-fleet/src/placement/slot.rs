@@ -15,6 +15,8 @@ pub(super) struct EdgeSlot {
     pub(super) view: Arc<EdgeLoad>,
     /// Provider index → the index of its node.
     pub(super) node_of: Box<[u32]>,
+    /// Provider index → the numbers of the models it lists (see `Books`).
+    pub(super) model_ids: Box<[Box<[u32]>]>,
     /// Provider index → where it is filed.
     pub(super) filed: Vec<Class>,
     /// Provider index → when its numbers were last reported (Unix ms).
