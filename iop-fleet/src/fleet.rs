@@ -2,7 +2,6 @@
 //! view with what the fleet remembers of it, the totals kept as views come and go,
 //! and samples of them over time.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use crate::placement::{
 };
 use crate::watch::{ChangeKind, ChangeLog, FleetChange, WatchGap};
 
+mod edges;
 mod outbox;
 mod remote;
 
@@ -63,7 +63,7 @@ impl Entry {
 #[derive(Debug)]
 pub struct Fleet {
     config: FleetConfig,
-    edges: BTreeMap<Box<str>, Entry>,
+    edges: edges::ById<Entry>,
     totals: FleetLoad,
     history: FleetHistory,
     /// The sampling clock: it runs while a view counts in the fleet's totals.
@@ -94,7 +94,7 @@ impl Fleet {
             fleet_every_ms: millis(config.fleet_history_interval),
             edge_every_ms: millis(config.edge_history_interval),
             config,
-            edges: BTreeMap::new(),
+            edges: edges::ById::default(),
             totals: FleetLoad::default(),
             next_fleet_sample: None,
             next_edge_sample: None,
@@ -253,7 +253,7 @@ impl Fleet {
                 let view = LoadView::new(load.clone(), None, at_unix_ms);
                 self.totals.count(&view, how);
                 self.edges.insert(
-                    edge_id.into(),
+                    edge_id,
                     Entry {
                         view,
                         counted: how,
@@ -347,7 +347,7 @@ impl Fleet {
 
     /// Every Edge's view of its load, in Edge id order.
     pub fn edges(&self) -> impl ExactSizeIterator<Item = &LoadView> {
-        self.edges.values().map(|e| &e.view)
+        self.edges.iter().map(|(_, e)| &e.view)
     }
 
     /// `edge_id`'s totals over the last `load_history`.

@@ -50,8 +50,15 @@ impl Outbox {
             ChangeKind::Offline => Pending::Offline,
             ChangeKind::Gone => Pending::Gone,
         };
-        let entry = self.pending.entry(edge_id.into());
-        let slot = entry.or_insert((Pending::Confirmed, at));
+        // Looked up before an id is allocated: most changes are of an Edge that has
+        // some pending already.
+        let slot = match self.pending.get_mut(edge_id) {
+            Some(slot) => slot,
+            None => self
+                .pending
+                .entry(edge_id.into())
+                .or_insert((Pending::Confirmed, at)),
+        };
         slot.0 = match (std::mem::replace(&mut slot.0, Pending::Confirmed), next) {
             // The view pending covers numbers and confirmations since.
             (Pending::View, Pending::Numbers(_) | Pending::Confirmed) => Pending::View,
@@ -87,7 +94,7 @@ impl Fleet {
             let Some((edge_id, (pending, at))) = self.outbox.pending.pop_first() else {
                 break;
             };
-            let entry = self.edges.get(&*edge_id);
+            let entry = self.edges.get(&edge_id);
             let view = entry.map(|e| &e.view);
             let change = match (pending, view) {
                 (Pending::Gone, _) | (_, None) => Change::Gone(true),

@@ -247,7 +247,7 @@ impl Fleet {
         let mut remote = self.remote.edges.iter().peekable();
         loop {
             let next = match (local.peek(), remote.peek()) {
-                (Some((l, _)), Some((r, _))) => l.cmp(r),
+                (Some((l, _)), Some((r, _))) => (***l).cmp(&***r),
                 (Some(_), None) => std::cmp::Ordering::Less,
                 (None, Some(_)) => std::cmp::Ordering::Greater,
                 (None, None) => return out,
@@ -275,11 +275,7 @@ impl Fleet {
     /// a whole view (live or offline; not those another Control Plane holds now):
     /// a page of this replica's snapshot; `true` when more follow.
     pub fn load_page(&self, after: &str, limit: usize) -> (Vec<EdgeLoadChange>, bool) {
-        use std::ops::Bound::{Excluded, Unbounded};
-        let mut held = self
-            .edges
-            .range::<str, _>((Excluded(after), Unbounded))
-            .filter(|(_, e)| !e.elsewhere);
+        let mut held = self.edges.after(after).filter(|(_, e)| !e.elsewhere);
         let page = held
             .by_ref()
             .take(limit)
