@@ -212,11 +212,11 @@ impl LoadBuild {
         }
         EdgeLoad {
             edge_id: self.edge_id,
-            names: self.names.into_boxed_str(),
+            names: self.names.into(),
             nodes: nodes.into_boxed_slice(),
             providers: self.providers.into_boxed_slice(),
-            labels: self.labels.into_boxed_slice(),
-            models: self.models.into_boxed_slice(),
+            labels: self.labels.into(),
+            models: self.models.into(),
             revision: self.revision,
             observed_at_unix_ms: self.observed_at_unix_ms,
             pages: self.pages,

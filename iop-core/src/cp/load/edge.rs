@@ -3,6 +3,8 @@
 //! indexes into it — since a Control Plane keeps one for each of up to 20 000 Edges
 //! (BENCHMARKS.md gives the bytes per Edge).
 
+use std::sync::Arc;
+
 use iop_proto::{
     EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderCategory, ProviderHealth,
     ProviderSnapshot, ProviderStatus,
@@ -60,11 +62,13 @@ pub(crate) struct ProviderRec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeLoad {
     pub(crate) edge_id: Name,
-    pub(crate) names: Box<str>,
+    /// The parts a load update never changes are shared between a view and its
+    /// copies (each update copies the view the fleet and the watch still hold).
+    pub(crate) names: Arc<str>,
     pub(crate) nodes: Box<[NodeRec]>,
     pub(crate) providers: Box<[ProviderRec]>,
-    pub(crate) labels: Box<[(Name, Name)]>,
-    pub(crate) models: Box<[Name]>,
+    pub(crate) labels: Arc<[(Name, Name)]>,
+    pub(crate) models: Arc<[Name]>,
     pub(crate) revision: u64,
     pub(crate) observed_at_unix_ms: u64,
     pub(crate) pages: u32,
