@@ -11,7 +11,6 @@ use iop_core::proto::EdgeCommandResponse;
 use super::tracker::CommandTracker;
 use crate::Runtime;
 use crate::runtime::before;
-use crate::signal::lock;
 use iop_core::cp::CommandUpdate;
 
 /// Why a command has no answer from its Edge, from [`CommandTracker::first_answer`].
@@ -80,7 +79,7 @@ impl<R: Runtime> CommandTracker<R> {
 
     /// Why the updates ended with no answer.
     fn ended_unanswered(&self) -> NoAnswer {
-        let state = lock(&self.shared.state);
+        let state = self.shared.lock();
         if let Some(outcome) = state
             .cp
             .command(self.edge_id(), self.command_id())

@@ -47,15 +47,23 @@ struct CpConn<'a, R: Runtime> {
 
 impl<R: Runtime> ConnCore for CpConn<'_, R> {
     fn handle_bytes(&self, bytes: &[u8], out: Option<&mut Vec<u8>>) -> Option<Pull> {
-        let (pulled, edge_id) = self.shared.with(|state, now| {
-            state.cp.handle_bytes(now, self.conn, bytes);
-            let pulled = out.map(|out| pull(&mut state.cp, self.conn, out, io::PULL_BATCH));
-            if self.labelled.load(Ordering::Relaxed) {
-                return (pulled, None);
-            }
-            let edge_id = state.cp.session_of(self.conn).map(|(id, _)| id.to_owned());
-            (pulled, edge_id)
-        });
+        // The lock taken by another task: the bytes wait in its inbox, applied by
+        // whoever holds it; their output comes as a wake-up (or written for us).
+        let mut state = match self.shared.try_lock() {
+            Some(state) => state,
+            None if self.shared.defer(self.conn, bytes) => return Some(Pull::Idle),
+            None => self.shared.lock(),
+        };
+        let now = self.shared.clock.now();
+        state.cp.handle_bytes(now, self.conn, bytes);
+        let pulled = out.map(|out| pull(&mut state.cp, self.conn, out, io::PULL_BATCH));
+        let edge_id = if self.labelled.load(Ordering::Relaxed) {
+            None
+        } else {
+            state.cp.session_of(self.conn).map(|(id, _)| id.to_owned())
+        };
+        self.shared.pump(&mut state);
+        drop(state);
         if let Some(edge_id) = edge_id {
             self.labelled.store(true, Ordering::Relaxed);
             tracing::Span::current().record("edge_id", edge_id.as_str());

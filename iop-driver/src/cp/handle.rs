@@ -123,7 +123,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
 
     /// Every Edge the Control Plane knows, connected or not, sorted by id.
     pub fn edges(&self) -> Vec<EdgeView> {
-        lock(&self.shared.state).cp.edges().cloned().collect()
+        self.shared.lock().cp.edges().cloned().collect()
     }
 
     /// Runs `f` over every Edge's view, in no order, without copying them: to page
@@ -131,26 +131,26 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// The Control Plane is locked meanwhile: keep `f` short, and take no other lock
     /// in it.
     pub fn visit_edges<T>(&self, f: impl FnOnce(&mut dyn Iterator<Item = &EdgeView>) -> T) -> T {
-        let state = lock(&self.shared.state);
+        let state = self.shared.lock();
         f(&mut state.cp.edges())
     }
 
     /// One Edge's view.
     pub fn edge(&self, edge_id: &str) -> Option<EdgeView> {
-        lock(&self.shared.state).cp.edge(edge_id).cloned()
+        self.shared.lock().cp.edge(edge_id).cloned()
     }
 
     /// Whether `session_id` is `edge_id`'s session and not disconnected: what
     /// [`edge`](Self::edge) would say, without copying the view.
     pub fn session_live(&self, edge_id: &str, session_id: u64) -> bool {
-        lock(&self.shared.state).cp.edge(edge_id).is_some_and(|v| {
+        self.shared.lock().cp.edge(edge_id).is_some_and(|v| {
             v.session_id == session_id && v.reachability != iop_core::cp::Reachability::Disconnected
         })
     }
 
     /// Counters for metrics.
     pub fn stats(&self) -> CpStats {
-        lock(&self.shared.state).cp.stats()
+        self.shared.lock().cp.stats()
     }
 
     /// Calls of [`request_status`](Self::request_status) that have not returned yet
@@ -158,12 +158,20 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// A caller that drops its future stops counting at once, although the Edge may
     /// still answer (the answer is then dropped).
     pub fn status_callers_waiting(&self) -> usize {
-        lock(&self.shared.state).status_waiters.len()
+        self.shared.lock().status_waiters.len()
+    }
+
+    /// Inputs (bytes read from a connection) that found the server's lock held by
+    /// another task and were applied by that task before it let go, so far: how
+    /// often connections contend for the lock (a counter for metrics). Each is
+    /// applied in its connection's order; none waits for a later one.
+    pub fn inputs_deferred(&self) -> u64 {
+        self.shared.waiting.deferred()
     }
 
     /// TLS handshake counters and the last failure (all zero without TLS).
     pub fn tls_stats(&self) -> TlsStats {
-        lock(&self.shared.state).tls_stats.clone()
+        self.shared.lock().tls_stats.clone()
     }
 
     /// Sends a command to `edge_id` (with a generated id) and returns its tracker.
@@ -225,7 +233,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// (the cancellation's id is derived from the target's).
     pub fn cancel(&self, command_id: &str) -> Result<CommandTracker<R>, CancelError> {
         let (edge_id, outcome) = {
-            let state = lock(&self.shared.state);
+            let state = self.shared.lock();
             let unknown = || CancelError::UnknownCommand(command_id.to_owned());
             let edge_id = state.cp.command_edge(command_id).ok_or_else(unknown)?;
             let known = state.cp.command(edge_id, command_id).ok_or_else(unknown)?;
@@ -252,7 +260,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// [`RecordLimits::records`](iop_core::cp::RecordLimits::records) commands
     /// (`CpConfig::command_records`): a copy of the core's record as it is now.
     pub fn command(&self, command_id: &str) -> Option<CommandRecord> {
-        lock(&self.shared.state).cp.command_record(command_id)
+        self.shared.lock().cp.command_record(command_id)
     }
 
     /// Every event of the Control Plane from now on, at most `subscriber_capacity`
@@ -271,7 +279,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         let budget = options
             .byte_budget
             .unwrap_or(self.shared.subscriber_byte_budget);
-        let mut state = lock(&self.shared.state);
+        let mut state = self.shared.lock();
         let subscription = state.events.subscribe(options.kinds, capacity, budget);
         if state.finished {
             // Nothing will ever be published: end it at once.
@@ -311,12 +319,12 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// after the server started serving, or whose subscription lagged, takes them up
     /// from here.
     pub fn claims_waiting(&self) -> Vec<iop_core::cp::Claim> {
-        lock(&self.shared.state).cp.claims_waiting()
+        self.shared.lock().cp.claims_waiting()
     }
 
     /// Whether the hello on `conn` waits on the directory's answer to its claim.
     pub fn claim_waiting(&self, conn: ConnectionId) -> bool {
-        lock(&self.shared.state).cp.claim_waiting(conn)
+        self.shared.lock().cp.claim_waiting(conn)
     }
 
     /// Hands the commands another Control Plane sent to the Edge whose claim waits on
@@ -333,21 +341,22 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         let commands = (commands.into_iter())
             .map(|(state, record)| (state, Some(record)))
             .collect();
-        lock(&self.shared.state)
+        self.shared
+            .lock()
             .cp
             .adopt_commands_with_records(conn, commands)
     }
 
     /// Ids of the commands of `edge_id` without an outcome yet, oldest first.
     pub fn unfinished_commands(&self, edge_id: &str) -> Vec<String> {
-        lock(&self.shared.state).cp.unfinished_commands(edge_id)
+        self.shared.lock().cp.unfinished_commands(edge_id)
     }
 
     /// What the core knows of command `command_id` of `edge_id`, all another Control
     /// Plane needs to carry it on ([`CommandState`]); `None` for a command not known
     /// here.
     pub fn command_state(&self, edge_id: &str, command_id: &str) -> Option<CommandState> {
-        lock(&self.shared.state).cp.command(edge_id, command_id)
+        self.shared.lock().cp.command(edge_id, command_id)
     }
 
     /// The directory says session `session_id` of `edge_id` lost its ownership record
@@ -390,12 +399,12 @@ impl<R: Runtime> ControlPlaneHandle<R> {
 
     /// Whether [`drain`](Self::drain) or shutdown began.
     pub fn is_draining(&self) -> bool {
-        lock(&self.shared.state).cp.is_draining()
+        self.shared.lock().cp.is_draining()
     }
 
     /// Connections held now.
     pub fn connection_count(&self) -> usize {
-        lock(&self.shared.state).conns.len()
+        self.shared.lock().conns.len()
     }
 
     /// Graceful shutdown: stops accepting, sends `GoAway{SHUTDOWN}` to every connection,

@@ -2,12 +2,14 @@
 
 mod accept;
 mod answer;
+mod combine;
 mod config;
 mod conn_task;
 mod direct;
 mod error;
 mod followers;
 mod handle;
+mod inbox;
 mod job;
 mod journal;
 mod load;

@@ -96,6 +96,7 @@ impl<R: Runtime> ControlPlaneServer<R> {
                 load_watchers: Vec::new(),
                 watched_change: 0,
             }),
+            waiting: Default::default(),
             clock,
             timer: Signal::new(),
             accept_stop: Signal::new(),

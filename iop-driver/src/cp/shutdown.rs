@@ -9,7 +9,6 @@ use futures_channel::oneshot;
 
 use super::state::CpShared;
 use crate::Runtime;
-use crate::signal::lock;
 
 /// Stops accepting, sends `GoAway{SHUTDOWN}` everywhere, waits up to the grace for
 /// the connections to close, drops the rest, then ends waiters, trackers and
@@ -22,7 +21,7 @@ pub(super) async fn shutdown<R: Runtime>(shared: &Arc<CpShared<R>>) {
         .is_none()
     {
         let idle = {
-            let mut state = lock(&shared.state);
+            let mut state = shared.lock();
             tracing::warn!(
                 connections = state.conns.len(),
                 "shutdown grace over, dropping connections"
@@ -40,14 +39,14 @@ pub(super) async fn shutdown<R: Runtime>(shared: &Arc<CpShared<R>>) {
 /// What dropping the last handle does: [`shutdown`] in the background, or with no
 /// runtime left to run it on, every connection aborted at once.
 pub(super) fn shutdown_in_background<R: Runtime>(shared: Arc<CpShared<R>>) {
-    if lock(&shared.state).finished {
+    if shared.lock().finished {
         return;
     }
     tracing::info!("last control plane handle dropped: shutting down");
     let background = shared.clone();
     if !R::try_spawn(async move { shutdown(&background).await }) {
         drop(begin(&shared));
-        abort_connections(&shared, &mut lock(&shared.state));
+        abort_connections(&shared, &mut shared.lock());
         finish(&shared);
     }
 }
@@ -80,7 +79,7 @@ fn abort_connections<R: Runtime>(shared: &Arc<CpShared<R>>, state: &mut super::s
 }
 
 fn finish<R: Runtime>(shared: &Arc<CpShared<R>>) {
-    let mut state = lock(&shared.state);
+    let mut state = shared.lock();
     state.status_waiters.wake_all();
     state.followers.wake_all();
     state.finished = true;

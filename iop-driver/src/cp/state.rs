@@ -20,7 +20,7 @@ use super::followers::Followers;
 use super::status_waiters::StatusWaiters;
 use crate::io::Claim;
 use crate::notice::{Published as _, Publisher};
-use crate::signal::{Signal, lock};
+use crate::signal::Signal;
 use crate::tls::ServerTls;
 use crate::{Clock, Runtime};
 
@@ -90,7 +90,10 @@ pub(crate) struct CpState {
 
 /// State shared by the server's tasks and every handle.
 pub(crate) struct CpShared<R: Runtime> {
-    pub(crate) state: Mutex<CpState>,
+    /// Taken through [`lock`](Self::lock) (see [`super::inbox`]), never directly.
+    pub(super) state: Mutex<CpState>,
+    /// Input read while the lock was held, for its holder to apply.
+    pub(crate) waiting: super::inbox::Waiting,
     pub(crate) clock: Clock,
     pub(crate) timer: Signal,
     pub(crate) accept_stop: Signal,
@@ -116,7 +119,7 @@ pub(crate) struct CpShared<R: Runtime> {
 impl<R: Runtime> CpShared<R> {
     /// Runs `f` on the state, then routes every output the core produced.
     pub(crate) fn with<T>(self: &Arc<Self>, f: impl FnOnce(&mut CpState, Instant) -> T) -> T {
-        let mut state = lock(&self.state);
+        let mut state = self.lock();
         let now = self.clock.now();
         let out = f(&mut state, now);
         self.pump(&mut state);
@@ -133,7 +136,7 @@ impl<R: Runtime> CpShared<R> {
         self: &Arc<Self>,
         f: impl FnOnce(&mut CpState, Instant) -> T,
     ) -> T {
-        let mut state = lock(&self.state);
+        let mut state = self.lock();
         let now = self.clock.now();
         let out = f(&mut state, now);
         // The first connection the call queued output for; the others (if any) are
@@ -162,7 +165,7 @@ impl<R: Runtime> CpShared<R> {
     /// [`with`](Self::with) for calls that need no time: it does not read the clock
     /// (a read costs about as much as pulling a frame out of the core).
     pub(crate) fn with_state<T>(self: &Arc<Self>, f: impl FnOnce(&mut CpState) -> T) -> T {
-        let mut state = lock(&self.state);
+        let mut state = self.lock();
         let out = f(&mut state);
         self.pump(&mut state);
         out

@@ -9,7 +9,6 @@ use super::error::StatusRequestError;
 use super::handle::ControlPlaneHandle;
 use super::status_wait::StatusReply;
 use crate::Runtime;
-use crate::signal::lock;
 
 /// Requests a named-node status may add to its pages for nodes an answer left out.
 const MAX_EXTRA_PAGES: usize = 16;
@@ -96,7 +95,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         edge_id: &str,
     ) -> Result<EdgeStatusResponse, StatusRequestError> {
         let mut merged = self.request_status_page(edge_id, Vec::new(), None).await?;
-        let max_pages = lock(&self.shared.state).cp.config().max_status_pages;
+        let max_pages = self.shared.lock().cp.config().max_status_pages;
         let mut pages = 1;
         while merged.truncated && pages < max_pages {
             let Some(cursor) = merged.nodes.last().map(|n| n.node_id.clone()) else {

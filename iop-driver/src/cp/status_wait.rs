@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use iop_core::cp::RequestId;
@@ -14,13 +15,12 @@ use super::status_waiters::StatusOutcome;
 #[cfg(doc)]
 use super::status_waiters::StatusWaiters;
 use crate::runtime::Runtime;
-use crate::signal::lock;
 
 /// The future of one status request's outcome. Its request is registered (with the
 /// waker of the task that issued it) before it is made, so its first poll has
 /// nothing to check; dropping it before the outcome removes the entry.
 pub(crate) struct StatusReply<'a, R: Runtime> {
-    shared: &'a CpShared<R>,
+    shared: &'a Arc<CpShared<R>>,
     request: RequestId,
     /// Polled before: the registered waker may be stale, or the outcome in.
     polled: bool,
@@ -31,7 +31,7 @@ pub(crate) struct StatusReply<'a, R: Runtime> {
 impl<'a, R: Runtime> StatusReply<'a, R> {
     /// The outcome of `request`, registered in `shared`'s waiters with the waker of
     /// the task that will poll this future.
-    pub(crate) fn new(shared: &'a CpShared<R>, request: RequestId) -> Self {
+    pub(crate) fn new(shared: &'a Arc<CpShared<R>>, request: RequestId) -> Self {
         Self {
             shared,
             request,
@@ -55,7 +55,9 @@ impl<R: Runtime> Future for StatusReply<'_, R> {
             this.polled = true;
             return Poll::Pending;
         }
-        let outcome = lock(&this.shared.state)
+        let outcome = this
+            .shared
+            .lock()
             .status_waiters
             .poll(this.request, cx.waker());
         if outcome.is_ready() {
@@ -68,9 +70,7 @@ impl<R: Runtime> Future for StatusReply<'_, R> {
 impl<R: Runtime> Drop for StatusReply<'_, R> {
     fn drop(&mut self) {
         if !self.finished {
-            lock(&self.shared.state)
-                .status_waiters
-                .give_up(self.request);
+            self.shared.lock().status_waiters.give_up(self.request);
         }
     }
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::state::CpShared;
 use crate::Runtime;
-use crate::signal::lock;
 
 /// The shortest time between two wakes of the timer task. A deadline that falls
 /// sooner after the last wake waits for the end of this window and is handled with
@@ -20,7 +19,7 @@ pub(super) async fn timer_loop<R: Runtime>(shared: Arc<CpShared<R>>) {
     let mut last_wake: Option<std::time::Instant> = None;
     loop {
         let (deadline, done) = {
-            let mut state = lock(&shared.state);
+            let mut state = shared.lock();
             let next = state.next_deadline();
             state.timer_armed = next;
             (next, state.stopped && state.conns.is_empty())

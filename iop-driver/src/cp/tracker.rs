@@ -11,7 +11,6 @@ use iop_core::cp::{CommandRecord, CommandUpdate};
 use super::followers::Place;
 use super::state::CpShared;
 use crate::Runtime;
-use crate::signal::lock;
 
 /// Follows one command: yields every [`CommandUpdate`] (the Edge's response, then its
 /// phases) and ends after the terminal one, a rejection, or [`CommandUpdate::Ended`]
@@ -44,7 +43,7 @@ impl<R: Runtime> std::fmt::Debug for CommandTracker<R> {
 
 impl<R: Runtime> CommandTracker<R> {
     pub(crate) fn new(shared: Arc<CpShared<R>>, edge_id: String, command_id: String) -> Self {
-        lock(&shared.state).followers.follow(&command_id);
+        shared.lock().followers.follow(&command_id);
         Self {
             shared,
             edge_id,
@@ -85,7 +84,7 @@ impl<R: Runtime> CommandTracker<R> {
 
     /// The command's record so far (read from the core: a copy of it as it is now).
     pub fn record(&self) -> Option<CommandRecord> {
-        let state = lock(&self.shared.state);
+        let state = self.shared.lock();
         state.cp.command_record_at(&self.edge_id, &self.command_id)
     }
 }
@@ -95,7 +94,7 @@ impl<R: Runtime> Stream for CommandTracker<R> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<CommandUpdate>> {
         let this = self.get_mut();
-        let mut state = lock(&this.shared.state);
+        let mut state = this.shared.lock();
         let state = &mut *state;
         let command = (this.edge_id.as_str(), this.command_id.as_str());
         (state.followers).poll_update(&state.cp, command, &mut this.place, state.stopped, cx)
@@ -104,8 +103,6 @@ impl<R: Runtime> Stream for CommandTracker<R> {
 
 impl<R: Runtime> Drop for CommandTracker<R> {
     fn drop(&mut self) {
-        lock(&self.shared.state)
-            .followers
-            .unfollow(&self.command_id);
+        self.shared.lock().followers.unfollow(&self.command_id);
     }
 }

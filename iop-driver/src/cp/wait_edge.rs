@@ -8,7 +8,6 @@ use iop_core::cp::{CpEventKind, EdgeView, Reachability};
 
 use super::handle::{ControlPlaneHandle, SubscribeOptions};
 use crate::Runtime;
-use crate::signal::lock;
 
 /// Why [`ControlPlaneHandle::wait_for_edge`] gave up.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -72,7 +71,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
         let mut asked_in_session = None;
         loop {
             let (view, stopped, auto) = {
-                let state = lock(&self.shared.state);
+                let state = self.shared.lock();
                 (
                     state.cp.edge(edge_id).cloned(),
                     state.stopped,

@@ -11,7 +11,7 @@ use iop_fleet::{FleetChange, LoadView, WatchGap};
 use super::handle::ControlPlaneHandle;
 use super::state::CpShared;
 use crate::Runtime;
-use crate::signal::{Signal, lock};
+use crate::signal::Signal;
 
 /// Changes one [`LoadWatch::next`] returns at most.
 pub const WATCH_BATCH: usize = 1024;
@@ -56,7 +56,7 @@ impl<R: Runtime> LoadWatch<R> {
     pub async fn next(&mut self) -> Option<WatchItem> {
         loop {
             {
-                let state = lock(&self.shared.state);
+                let state = self.shared.lock();
                 if state.finished {
                     return None;
                 }
@@ -104,7 +104,7 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// log no longer holds what follows `after` ([`WatchItem::Gap`] first).
     pub fn watch_load_after(&self, after: Option<u64>) -> LoadWatch<R> {
         let signal = Arc::new(Signal::new());
-        let mut state = lock(&self.shared.state);
+        let mut state = self.shared.lock();
         state.load_watchers.push(Arc::downgrade(&signal));
         drop(state);
         LoadWatch {

@@ -92,6 +92,9 @@ pub struct AdminGauges {
     pub status_callers_waiting: usize,
     /// Event streams (`GET /v1/events`) open.
     pub event_streams: usize,
+    /// Inputs that found the server's lock held, applied by its holder
+    /// ([`ControlPlaneHandle::inputs_deferred`](iop_tokio::ControlPlaneHandle::inputs_deferred)).
+    pub inputs_deferred: u64,
 }
 
 /// Everything one scrape shows, taken at once.
@@ -185,6 +188,12 @@ impl Collector for Scrape {
             "Admin event streams (GET /v1/events) open.",
             self.gauges.event_streams,
         )?;
+        counter(
+            &mut e,
+            "iop_inputs_deferred",
+            "Inputs read from a connection while another task held the server's lock, applied by that task.",
+            self.gauges.inputs_deferred,
+        )?;
         for (name, help, value) in protocol_counters(s) {
             counter(&mut e, name, help, value)?;
         }
@@ -250,6 +259,7 @@ pub(in crate::admin) async fn metrics_text(
     let gauges = AdminGauges {
         status_callers_waiting: s.cp.status_callers_waiting(),
         event_streams: crate::admin::MAX_EVENT_STREAMS - s.event_streams.available_permits(),
+        inputs_deferred: s.cp.inputs_deferred(),
     };
     let mut scrape = Scrape::new(
         s.cp.stats(),
