@@ -89,6 +89,8 @@ mod published;
 mod rate_log;
 mod runtime;
 mod signal;
+#[cfg(test)]
+mod test_runtime;
 pub mod tls;
 
 pub use clock::{Clock, process_seed};

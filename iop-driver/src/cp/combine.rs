@@ -157,3 +157,87 @@ impl<R: Runtime> Drop for StateGuard<'_, R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cp::{ControlPlaneServer, ServerConfig};
+    use crate::test_runtime::Nop;
+    use iop_core::cp::EnrolmentPolicy;
+    use iop_core::proto::{EdgeHelloRequest, Envelope, PROTOCOL_VERSION, encode_frame};
+
+    /// A server whose tasks never run, and a connection the core knows.
+    fn server() -> (Arc<CpShared<Nop>>, ConnectionId) {
+        let config = ServerConfig::new(EnrolmentPolicy::AcceptAny);
+        let addr = ([127, 0, 0, 1], 0).into();
+        let server = futures_lite::future::block_on(ControlPlaneServer::<Nop>::bind(addr, config))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let shared = server.handle().shared.clone();
+        let conn = shared.with(|state, now| {
+            state.next_conn += 1;
+            let conn = ConnectionId(state.next_conn);
+            state
+                .cp
+                .handle_connect(now, conn)
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            state.conns.insert(conn, Arc::new(ConnSlot::default()));
+            conn
+        });
+        (shared, conn)
+    }
+
+    fn hello_bytes() -> Vec<u8> {
+        let hello = EdgeHelloRequest {
+            edge_id: "edge-1".into(),
+            protocol_version: PROTOCOL_VERSION,
+            software_version: "test/1".into(),
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        encode_frame(&Envelope::new(hello), 1 << 20, &mut bytes).unwrap_or_else(|e| panic!("{e}"));
+        bytes
+    }
+
+    #[test]
+    fn input_queued_while_the_lock_is_held_is_applied_in_order_when_it_is_let_go() {
+        let (shared, conn) = server();
+        let hello = hello_bytes();
+        let held = shared.lock();
+        // The hello in pieces, each read while another task holds the lock.
+        let pieces: Vec<&[u8]> = hello.chunks(5).collect();
+        for piece in &pieces {
+            assert!(shared.defer(conn, piece));
+        }
+        assert!(held.cp.session_of(conn).is_none(), "nothing applied yet");
+        drop(held);
+        assert!(
+            !shared.waiting.any.load(Ordering::Acquire),
+            "applied on release"
+        );
+        // Let go: applied, in the order read (out of order, the pieces are no hello).
+        let session = shared.with_state(|s| s.cp.session_of(conn).map(|(id, _)| id.to_owned()));
+        assert_eq!(session.as_deref(), Some("edge-1"));
+        assert_eq!(shared.waiting.deferred(), pieces.len() as u64);
+    }
+
+    #[test]
+    fn input_queued_as_the_lock_is_let_go_is_applied_by_the_task_that_queued_it() {
+        let (shared, conn) = server();
+        // Nobody holds the lock: the task that queued takes it and applies.
+        assert!(shared.defer(conn, &hello_bytes()));
+        assert!(!shared.waiting.any.load(Ordering::Acquire));
+        assert!(shared.lock().cp.session_of(conn).is_some());
+    }
+
+    #[test]
+    fn a_full_inbox_refuses_more_and_the_task_takes_the_lock() {
+        let (shared, conn) = server();
+        let held = shared.lock();
+        let big = vec![0u8; INBOX_BYTES / 2];
+        assert!(shared.defer(conn, &big));
+        assert!(shared.defer(conn, &big));
+        assert!(!shared.defer(conn, &[0]), "past the bound");
+        drop(held);
+        assert!(!shared.waiting.any.load(Ordering::Acquire));
+    }
+}

@@ -1,0 +1,25 @@
+//! A runtime for unit tests that never runs what it is given: no sockets, no
+//! timers, spawned tasks dropped.
+
+use crate::Runtime;
+
+pub(crate) struct Nop;
+
+impl Runtime for Nop {
+    type Stream = futures_lite::io::Cursor<Vec<u8>>;
+    type Listener = ();
+    async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn local_addr(_: &()) -> std::io::Result<std::net::SocketAddr> {
+        Ok(([127, 0, 0, 1], 0).into())
+    }
+    async fn accept(_: &()) -> std::io::Result<(Self::Stream, std::net::SocketAddr)> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+    async fn sleep_until(_: std::time::Instant) {}
+    fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
+}
