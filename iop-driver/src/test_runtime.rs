@@ -1,11 +1,14 @@
-//! A runtime for unit tests that never runs what it is given: no sockets, no
-//! timers, spawned tasks dropped.
+//! A runtime for unit tests that never runs what it is given: no sockets, spawned
+//! tasks dropped; its timers fire at once, or never when `PATIENT`.
 
 use crate::Runtime;
 
-pub(crate) struct Nop;
+pub(crate) struct Nop<const PATIENT: bool = false>;
 
-impl Runtime for Nop {
+/// [`Nop`] whose timers never fire.
+pub(crate) type Patient = Nop<true>;
+
+impl<const PATIENT: bool> Runtime for Nop<PATIENT> {
     type Stream = futures_lite::io::Cursor<Vec<u8>>;
     type Listener = ();
     async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
@@ -20,6 +23,10 @@ impl Runtime for Nop {
     async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
         Err(std::io::ErrorKind::Unsupported.into())
     }
-    async fn sleep_until(_: std::time::Instant) {}
+    async fn sleep_until(_: std::time::Instant) {
+        if PATIENT {
+            std::future::pending::<()>().await;
+        }
+    }
     fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
 }

@@ -45,11 +45,7 @@ impl<R: Runtime> CpShared<R> {
 
     /// [`lock`](Self::lock) if no other task holds it.
     pub(crate) fn try_lock(self: &Arc<Self>) -> Option<StateGuard<'_, R>> {
-        let mut guard = match self.state.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return None,
-        };
+        let mut guard = self.try_state()?;
         wake(self.apply_waiting(&mut guard));
         Some(StateGuard {
             shared: self,
@@ -75,6 +71,15 @@ impl<R: Runtime> CpShared<R> {
         fence(Ordering::SeqCst);
         drop(self.try_lock());
         true
+    }
+
+    /// The state's mutex, if no other task holds it.
+    fn try_state(&self) -> Option<MutexGuard<'_, CpState>> {
+        match self.state.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     /// Applies every input waiting in the inbox, in order, and routes what it
@@ -139,21 +144,15 @@ impl<R: Runtime> Drop for StateGuard<'_, R> {
             let sends = shared.apply_waiting(&mut guard);
             drop(guard);
             for slot in sends {
-                if !slot.direct.as_ref().is_some_and(|d| d.send()) {
-                    slot.wake.notify();
-                }
+                slot.send_or_wake();
             }
             // Pairs with the fence in `defer`.
             fence(Ordering::SeqCst);
             if !shared.waiting.any.load(Ordering::Acquire) {
                 return;
             }
-            self.guard = match shared.state.try_lock() {
-                Ok(g) => Some(g),
-                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                // Its holder applies it.
-                Err(TryLockError::WouldBlock) => None,
-            };
+            // Taken by another task: its holder applies it.
+            self.guard = shared.try_state();
         }
     }
 }

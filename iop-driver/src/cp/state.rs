@@ -41,6 +41,16 @@ pub(crate) struct ConnSlot {
     pub(super) direct: Option<Arc<dyn Direct>>,
 }
 
+impl ConnSlot {
+    /// Writes the output pulled for the connection ([`Claim::Pulled`]), without the
+    /// server's lock; what cannot be written at once is left to its task, woken.
+    pub(super) fn send_or_wake(&self) {
+        if !self.direct.as_ref().is_some_and(|d| d.send()) {
+            self.wake.notify();
+        }
+    }
+}
+
 /// Everything under the one lock.
 pub(crate) struct CpState {
     pub(crate) cp: ControlPlane,
@@ -90,7 +100,7 @@ pub(crate) struct CpState {
 
 /// State shared by the server's tasks and every handle.
 pub(crate) struct CpShared<R: Runtime> {
-    /// Taken through [`lock`](Self::lock) (see [`super::inbox`]), never directly.
+    /// Taken through [`lock`](Self::lock) (see the `combine` module), never directly.
     pub(super) state: Mutex<CpState>,
     /// Input read while the lock was held, for its holder to apply.
     pub(crate) waiting: super::inbox::Waiting,
@@ -154,10 +164,8 @@ impl<R: Runtime> CpShared<R> {
         }
         self.pump(&mut state);
         drop(state);
-        if let Some(slot) = direct
-            && !slot.direct.as_ref().is_some_and(|d| d.send())
-        {
-            slot.wake.notify();
+        if let Some(slot) = direct {
+            slot.send_or_wake();
         }
         out
     }

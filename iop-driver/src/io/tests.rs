@@ -2,30 +2,7 @@
 
 use super::*;
 
-use crate::test_runtime::Nop;
-
-/// [`Nop`] whose timers never fire.
-struct Patient;
-impl Runtime for Patient {
-    type Stream = futures_lite::io::Cursor<Vec<u8>>;
-    type Listener = ();
-    async fn bind(_: std::net::SocketAddr) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn local_addr(_: &()) -> std::io::Result<std::net::SocketAddr> {
-        Ok(([127, 0, 0, 1], 0).into())
-    }
-    async fn accept(_: &()) -> std::io::Result<(Self::Stream, std::net::SocketAddr)> {
-        Err(std::io::ErrorKind::Unsupported.into())
-    }
-    async fn connect(_: std::net::SocketAddr) -> std::io::Result<Self::Stream> {
-        Err(std::io::ErrorKind::Unsupported.into())
-    }
-    async fn sleep_until(_: std::time::Instant) {
-        std::future::pending::<()>().await;
-    }
-    fn spawn<F: Future<Output = ()> + Send + 'static>(_: F) {}
-}
+use crate::test_runtime::{Nop, Patient};
 
 /// A core that records every read it is handed and, when `echo`, writes each byte
 /// back; closes after `close_after` bytes.

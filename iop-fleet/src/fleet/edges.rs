@@ -30,11 +30,6 @@ impl<V> ById<V> {
         self.by_id.get_mut(id)
     }
 
-    #[cfg(test)]
-    fn contains_key(&self, id: &str) -> bool {
-        self.by_id.contains_key(id)
-    }
-
     /// Inserts (or replaces) `id`'s value.
     pub(super) fn insert(&mut self, id: &str, value: V) {
         if let Some(v) = self.by_id.get_mut(id) {
@@ -117,7 +112,7 @@ mod tests {
         let listed: Vec<(&str, i32)> = m.iter().map(|(k, v)| (&**k, *v)).collect();
         assert_eq!(listed, [("a", 1), ("b", 20)]);
         assert_eq!(m.iter().len(), 2);
-        assert!(m.contains_key("a") && !m.contains_key("c"));
+        assert!(m.get("a").is_some() && m.get("c").is_none());
         let after: Vec<&str> = m.after("a").map(|(k, _)| &**k).collect();
         assert_eq!(after, ["b"]);
     }

@@ -5,6 +5,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use iop_core::cp::load::ProviderLoad;
 
@@ -99,10 +100,10 @@ impl ModelBook {
 /// A model's number is held while some filed view lists it, then reused.
 #[derive(Debug, Default)]
 pub(super) struct Books {
-    ids: HashMap<Box<str>, u32>,
-    /// By model number: its book, its name, and how many providers of filed views
+    ids: HashMap<Arc<str>, u32>,
+    /// By model number: its book, its name (shared with `ids`), and how many providers of filed views
     /// list it.
-    books: Vec<(ModelBook, Box<str>, u64)>,
+    books: Vec<(ModelBook, Arc<str>, u64)>,
     free: Vec<u32>,
 }
 
@@ -136,7 +137,8 @@ impl Books {
             }
             return id;
         }
-        let entry = (ModelBook::default(), Box::<str>::from(model), 1);
+        let name: Arc<str> = model.into();
+        let entry = (ModelBook::default(), name.clone(), 1);
         let id = match self.free.pop() {
             Some(id) => {
                 if let Some(e) = self.books.get_mut(id as usize) {
@@ -149,7 +151,7 @@ impl Books {
                 u32::try_from(self.books.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        self.ids.insert(model.into(), id);
+        self.ids.insert(name, id);
         id
     }
 
@@ -164,7 +166,7 @@ impl Books {
             if *refs == 0 {
                 self.ids.remove(&**name);
                 *book = ModelBook::default();
-                *name = Box::default();
+                *name = Arc::from("");
                 self.free.push(id);
             }
         }
