@@ -53,6 +53,9 @@ async fn start(edge_id: &str) -> (ControlPlaneServer, ControlPlaneHandle, EdgeHa
                 };
                 if futures_lite::future::or(tick, cancelled).await {
                     assert!(ctx.is_cancelled());
+                    // Winding down takes a moment (well within the grace): a second
+                    // cancellation asked at once lands while it still runs.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     return CommandResult::cancelled(format!("stopped at step {step}"))
                         .with_detail("steps", step.to_string());
                 }
