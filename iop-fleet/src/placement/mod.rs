@@ -66,11 +66,14 @@
 //! ```
 
 mod book;
+mod proofs;
 mod query;
 mod slot;
 mod staleness;
 
 use std::collections::{BTreeSet, HashMap};
+
+use proofs::Proofs;
 use std::sync::Arc;
 
 use iop_core::cp::load::EdgeLoad;
@@ -118,11 +121,9 @@ pub(crate) struct Placement {
     books: Books,
     /// Providers filed, whatever their models.
     providers: u64,
-    /// (proved_ms, slot) of the live Edges that are pulled: the stale ones are the
-    /// oldest.
-    pulled: BTreeSet<(u64, Slot)>,
-    /// The same of the live Edges that push.
-    pushing: BTreeSet<(u64, Slot)>,
+    /// When each live Edge last proved its numbers, by how it reports: the stale ones
+    /// are the oldest.
+    proofs: Proofs,
     /// (until_ms, slot, index) of every reservation.
     lapses: BTreeSet<(u64, Slot, u32)>,
     stats: PlacementStats,
@@ -138,8 +139,7 @@ impl Placement {
             pending: HashMap::new(),
             books: Books::default(),
             providers: 0,
-            pulled: BTreeSet::new(),
-            pushing: BTreeSet::new(),
+            proofs: Proofs::default(),
             lapses: BTreeSet::new(),
             stats: PlacementStats::default(),
         }
@@ -190,12 +190,9 @@ impl Placement {
         if let Some(pushes) = pushes
             && pushes != e.pushes
         {
-            // Its proof, if filed, moves to the other set.
+            // Its proof, if filed, is filed under its new way of reporting by the
+            // `prove` below.
             e.pushes = pushes;
-            let proof = (e.proved_ms, slot);
-            if self.proofs(!pushes).remove(&proof) {
-                self.proofs(pushes).insert(proof);
-            }
         }
         let Some(e) = self.slot_mut(slot) else { return };
         let whole = changed.is_none() || !was_live || load.providers().len() != e.filed.len();
@@ -249,11 +246,10 @@ impl Placement {
         self.unfile_all(slot);
         let Some(e) = self.slot_mut(slot) else { return };
         e.live = false;
-        let (pushes, proved) = (e.pushes, e.proved_ms);
         for r in &mut e.reserved {
             *r = Reserved::default();
         }
-        self.proofs(pushes).remove(&(proved, slot));
+        self.proofs.unfile(slot);
         for i in 0..self.slot(slot).map_or(0, |e| e.filed.len()) {
             self.file(slot, i, false);
         }
@@ -268,8 +264,8 @@ impl Placement {
         };
         self.unfile_all(slot);
         self.set_models(slot, None);
-        if let Some(e) = self.slots.get_mut(slot as usize).and_then(Option::take) {
-            self.proofs(e.pushes).remove(&(e.proved_ms, slot));
+        if self.slots.get_mut(slot as usize).and_then(Option::take).is_some() {
+            self.proofs.unfile(slot);
             self.free_slots.push(slot);
         }
     }
@@ -366,9 +362,9 @@ impl Placement {
             return 0;
         };
         let mut n = 0;
-        for (proofs, pushes) in [(&self.pulled, false), (&self.pushing, true)] {
+        for pushes in [false, true] {
             let after = self.staleness.after_ms(pushes);
-            for &(proved, slot) in proofs {
+            for (proved, slot) in self.proofs.oldest(pushes) {
                 if proved.saturating_add(after) >= now_ms {
                     break;
                 }
@@ -503,25 +499,11 @@ impl Placement {
     /// `slot`'s Edge proved its numbers at `at_ms`.
     fn prove(&mut self, slot: Slot, at_ms: u64) {
         let Some(e) = self.slot_mut(slot) else { return };
-        let (pushes, before) = (e.pushes, e.proved_ms);
         e.proved_ms = e.proved_ms.max(at_ms);
-        let after = e.proved_ms;
-        // Its proof is filed under its Edge's way of reporting (or not at all: a
-        // disconnected Edge's is taken out).
-        let proofs = self.proofs(pushes);
-        if after != before {
-            proofs.remove(&(before, slot));
-        }
-        proofs.insert((after, slot));
-    }
-
-    /// The proofs of the Edges that push (or are pulled).
-    fn proofs(&mut self, pushes: bool) -> &mut BTreeSet<(u64, Slot)> {
-        if pushes {
-            &mut self.pushing
-        } else {
-            &mut self.pulled
-        }
+        // Its proof is filed under its Edge's way of reporting (a disconnected Edge's
+        // is taken out).
+        let (pushes, proved) = (e.pushes, e.proved_ms);
+        self.proofs.file(slot, pushes, proved);
     }
 
     /// Files provider `index` of `slot` by its numbers (`live`) or as offline.
