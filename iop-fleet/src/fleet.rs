@@ -10,7 +10,9 @@ use iop_core::cp::CpEvent;
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 
 use crate::config::{FleetConfig, FleetConfigError};
-use crate::load::{Counted, EdgeHistory, FleetHistory, FleetLoad, FleetSample, LoadView};
+use crate::load::{
+    Counted, EdgeHistory, FleetHistory, FleetLoad, FleetSample, LoadView, ProviderPart,
+};
 use crate::placement::{
     Placement, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
 };
@@ -79,6 +81,8 @@ pub struct Fleet {
     remote: remote::Remote,
     /// What this replica has yet to tell the others of its Edges' load.
     outbox: outbox::Outbox,
+    /// Scratch space of a load update's recount.
+    parts: Vec<ProviderPart>,
 }
 
 impl Fleet {
@@ -100,6 +104,7 @@ impl Fleet {
             next_edge_sample: None,
             remote: remote::Remote::default(),
             outbox: outbox::Outbox::default(),
+            parts: Vec::new(),
         })
     }
 
@@ -226,12 +231,12 @@ impl Fleet {
     fn updated(&mut self, edge_id: &str, load: &Arc<EdgeLoad>, changed: &[u32], at_unix_ms: u64) {
         if let Some(e) = self.edges.get_mut(edge_id)
             && e.counted == Counted::Live
+            && e.view.load.same_structure(load)
         {
-            let view = LoadView::new(load.clone(), Some(&e.view), at_unix_ms);
-            if self.totals.recount_providers(&e.view, &view, changed) {
-                e.view = view;
-                return;
-            }
+            let before = &mut self.parts;
+            self.totals
+                .renumber(&mut e.view, load, changed, at_unix_ms, before);
+            return;
         }
         self.replaced(edge_id, load, at_unix_ms);
     }

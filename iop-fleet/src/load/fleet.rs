@@ -4,8 +4,9 @@
 //! Edges there are.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use iop_core::cp::load::{NodeLoad, NodeStates, ProviderLoad};
+use iop_core::cp::load::{EdgeLoad, NodeLoad, NodeStates, ProviderLoad};
 use iop_core::proto::ProviderCategory;
 
 use super::totals::{LoadTotals, ProviderPart};
@@ -144,44 +145,81 @@ impl FleetLoad {
         }
     }
 
-    /// Replaces the parts of providers `changed` (indexes of both views' providers) of
-    /// `old` by theirs in `new`, both counted live and of one structure (a load update
-    /// changed only numbers): what a whole recount would do, at the cost of the
-    /// providers that changed. False, changing nothing, when the structures or any
-    /// node's state differ: count the views whole then.
-    pub(crate) fn recount_providers(
+    /// Renumbers `view` (counted live) to `load`, of the same structure (a load
+    /// update changed only numbers, [`EdgeLoad::same_structure`]), received at
+    /// `at_unix_ms`: providers `changed` (indexes of its providers) have their parts
+    /// replaced — what a whole recount would do, at the cost of the providers that
+    /// changed, each total looked up once. `before` is scratch space.
+    pub(crate) fn renumber(
         &mut self,
-        old: &LoadView,
-        new: &LoadView,
+        view: &mut LoadView,
+        load: &Arc<EdgeLoad>,
         changed: &[u32],
-    ) -> bool {
-        let n = new.load.providers().len();
-        let same = old.load.providers().len() == n
-            && old.load.nodes().len() == new.load.nodes().len()
-            && (old.load.nodes().zip(new.load.nodes())).all(|(a, b)| {
-                a.state() == b.state() && a.provider_indexes() == b.provider_indexes()
-            })
-            && changed.iter().all(|&i| (i as usize) < n);
-        if !same {
-            return false;
-        }
-        for &i in changed {
+        at_unix_ms: u64,
+        before: &mut Vec<ProviderPart>,
+    ) {
+        before.clear();
+        before.extend(changed.iter().map(|&i| {
             let i = i as usize;
-            let node = new.load.nodes().find(|n| n.provider_indexes().contains(&i));
-            let (Some(node), Some(before), Some(after)) =
-                (node, old.load.provider(i), new.load.provider(i))
-            else {
+            let p = view.load.provider(i);
+            p.map(|p| part(&p, view.remembered(i), false))
+                .unwrap_or_default()
+        }));
+        view.renumber(load.clone(), at_unix_ms);
+        for (&i, before) in changed.iter().zip(before.iter()) {
+            let i = i as usize;
+            let node = view
+                .load
+                .nodes()
+                .find(|n| n.provider_indexes().contains(&i));
+            let (Some(node), Some(after)) = (node, view.load.provider(i)) else {
                 continue;
             };
-            self.provider(
-                &node,
-                &before,
-                &part(&before, old.remembered(i), false),
-                false,
-            );
-            self.provider(&node, &after, &part(&after, new.remembered(i), false), true);
+            let after_part = part(&after, view.remembered(i), false);
+            self.provider_renumbered(&node, &after, before, &after_part);
         }
-        true
+    }
+
+    /// One provider's part on `node` went from `before` to `after`, its models and
+    /// node the same: every total it counts in takes the difference.
+    fn provider_renumbered(
+        &mut self,
+        node: &NodeLoad<'_>,
+        p: &ProviderLoad<'_>,
+        before: &ProviderPart,
+        after: &ProviderPart,
+    ) {
+        let apply = |t: &mut LoadTotals| {
+            t.sub(before);
+            t.add(after);
+        };
+        apply(&mut self.total);
+        if let Some(t) = self.by_category.get_mut(p.category() as usize) {
+            apply(t);
+        }
+        for m in p.models() {
+            // Counted before, so its tally is there (made if not, to stay exact).
+            let tally = match self.by_model.get_mut(m) {
+                Some(t) => Some(t),
+                None => model_tally(&mut self.by_model, m),
+            };
+            if let Some(t) = tally {
+                apply(&mut t.totals);
+            }
+        }
+        for (k, v) in node.labels() {
+            let tally = match self
+                .by_label
+                .get_mut(k)
+                .and_then(|values| values.get_mut(v))
+            {
+                Some(t) => Some(t),
+                None => label_tally(&mut self.by_label, k, v),
+            };
+            if let Some(t) = tally {
+                apply(&mut t.totals);
+            }
+        }
     }
 
     /// Adds (or takes back) one provider's part, on `node`, in every total it counts in.

@@ -25,4 +25,5 @@ pub use fleet::FleetLoad;
 pub use history::{EdgeHistory, EdgeSample, FleetHistory, FleetSample};
 pub use share::{MAX_GROUPS, add_history_share, history_share};
 pub use totals::LoadTotals;
+pub(crate) use totals::ProviderPart;
 pub use view::{LastOnline, LoadView};

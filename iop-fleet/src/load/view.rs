@@ -54,6 +54,26 @@ impl LoadView {
         }
     }
 
+    /// Takes `load`, of its view's structure (a load update's), received at
+    /// `at_unix_ms`: each provider online in it last reported online now; an offline
+    /// one keeps what it had.
+    pub(crate) fn renumber(&mut self, load: Arc<EdgeLoad>, at_unix_ms: u64) {
+        // Copied only when a reader holds a clone of this view.
+        let last = Arc::make_mut(&mut self.last_online);
+        for (l, p) in last.iter_mut().zip(load.providers()) {
+            if !p.is_offline() {
+                *l = LastOnline {
+                    capacity: p.capacity(),
+                    long_context_capacity: p.long_context_capacity(),
+                    at_unix_ms,
+                };
+            }
+        }
+        self.load = load;
+        self.received_at_unix_ms = at_unix_ms;
+        self.partial = false;
+    }
+
     /// The nodes and providers, as the Edge last reported them in full.
     pub fn load(&self) -> &Arc<EdgeLoad> {
         &self.load

@@ -264,7 +264,12 @@ impl Placement {
         };
         self.unfile_all(slot);
         self.set_models(slot, None);
-        if self.slots.get_mut(slot as usize).and_then(Option::take).is_some() {
+        if self
+            .slots
+            .get_mut(slot as usize)
+            .and_then(Option::take)
+            .is_some()
+        {
             self.proofs.unfile(slot);
             self.free_slots.push(slot);
         }

@@ -189,6 +189,20 @@ impl EdgeLoad {
         Some(ProviderLoad { load: self, rec })
     }
 
+    /// Whether `other` differs from it in providers' numbers at most: the same nodes
+    /// in the same states, the same providers with the same ids, categories and models
+    /// — what a load update applied to a copy leaves (the names, labels and models
+    /// are the ones it shares with its copies, compared by address).
+    pub fn same_structure(&self, other: &EdgeLoad) -> bool {
+        Arc::ptr_eq(&self.names, &other.names)
+            && Arc::ptr_eq(&self.labels, &other.labels)
+            && Arc::ptr_eq(&self.models, &other.models)
+            && self.nodes == other.nodes
+            && self.providers.len() == other.providers.len()
+            && (self.providers.iter().zip(other.providers.iter()))
+                .all(|(a, b)| (a.id, a.models, a.category) == (b.id, b.models, b.category))
+    }
+
     /// Its nodes' states, counted.
     pub fn node_states(&self) -> NodeStates {
         let mut states = NodeStates::default();

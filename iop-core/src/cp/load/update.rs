@@ -177,4 +177,31 @@ mod tests {
         assert_eq!(v.provider_index("a", "q"), Some(1));
         assert_eq!(v.provider_index("a", "z"), None);
     }
+
+    #[test]
+    fn an_update_keeps_the_structure_unless_a_node_changes_state() {
+        let before = view();
+        let mut after = before.clone();
+        let busy = WireLoad {
+            node_id: "a".into(),
+            provider_id: "p".into(),
+            status: ProviderStatus::Available as i32,
+            health: ProviderHealth::Healthy as i32,
+            capacity: 4,
+            in_flight: 3,
+            admission_eligible: true,
+            node_connected: true,
+            ..Default::default()
+        };
+        assert_eq!(after.apply(&[busy.clone()]).changed, vec![0]);
+        assert!(before.same_structure(&after));
+        // The same content built anew shares nothing: told apart.
+        assert!(!view().same_structure(&before));
+        let gone = WireLoad {
+            node_connected: false,
+            ..busy
+        };
+        after.apply(&[gone]);
+        assert!(!before.same_structure(&after));
+    }
 }
