@@ -193,7 +193,7 @@ mod tests {
             node_connected: true,
             ..Default::default()
         };
-        assert_eq!(after.apply(&[busy.clone()]).changed, vec![0]);
+        assert_eq!(after.apply(std::slice::from_ref(&busy)).changed, vec![0]);
         assert!(before.same_structure(&after));
         // The same content built anew shares nothing: told apart.
         assert!(!view().same_structure(&before));
