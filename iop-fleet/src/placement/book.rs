@@ -4,10 +4,12 @@
 //! of scanning the fleet.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use iop_core::cp::load::ProviderLoad;
+
+use super::ranking::Ranking;
 
 /// An Edge's place in the placement's slot table.
 pub(super) type Slot = u32;
@@ -56,8 +58,8 @@ pub(super) struct ModelBook {
     pub(super) full: u64,
     /// Open, but with no room in the long-context pool.
     pub(super) long_full: u64,
-    pub(super) open: BTreeSet<Rank>,
-    pub(super) long_open: BTreeSet<Rank>,
+    pub(super) open: Ranking,
+    pub(super) long_open: Ranking,
 }
 
 impl ModelBook {
@@ -79,15 +81,11 @@ impl ModelBook {
                 if add {
                     self.open.insert(rank);
                 } else {
-                    self.open.remove(&rank);
+                    self.open.remove(rank);
                 }
                 match long {
-                    Some(long) if add => {
-                        self.long_open.insert(long);
-                    }
-                    Some(long) => {
-                        self.long_open.remove(&long);
-                    }
+                    Some(long) if add => self.long_open.insert(long),
+                    Some(long) => self.long_open.remove(long),
                     None => step(&mut self.long_full),
                 }
             }

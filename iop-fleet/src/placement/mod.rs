@@ -68,6 +68,7 @@
 mod book;
 mod proofs;
 mod query;
+mod ranking;
 mod reserve;
 mod slot;
 mod staleness;
@@ -336,7 +337,7 @@ impl Placement {
         };
         let ranking = if long { &book.long_open } else { &book.open };
         let mut stale = Vec::new();
-        for rank in ranking {
+        for rank in ranking.iter() {
             let Some(e) = self.slot(rank.slot) else {
                 continue;
             };
@@ -349,9 +350,9 @@ impl Placement {
                 continue;
             }
             if is_stale {
-                stale.push(candidate(e, rank, now_ms, true));
+                stale.push(candidate(e, &rank, now_ms, true));
             } else if answer.candidates.len() < query.limit {
-                answer.candidates.push(candidate(e, rank, now_ms, false));
+                answer.candidates.push(candidate(e, &rank, now_ms, false));
             } else if query.labels.is_empty() && !query.include_stale {
                 // Nothing left to count: the stale were counted by their Edges.
                 break;
