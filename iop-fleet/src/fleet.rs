@@ -14,7 +14,7 @@ use crate::load::{
     Counted, EdgeHistory, FleetHistory, FleetLoad, FleetSample, LoadView, ProviderPart,
 };
 use crate::placement::{
-    Placement, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
+    Placement, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Slot, Staleness,
 };
 use crate::watch::{ChangeKind, ChangeLog, FleetChange, WatchGap};
 
@@ -27,6 +27,10 @@ pub use remote::{MAX_REMOTE_EDGES, MAX_REMOTE_REPLICAS, RemoteApplied};
 /// What the fleet holds of one Edge with a view.
 #[derive(Debug)]
 struct Entry {
+    /// The Edge's id, shared by the map that holds the entry and the changes noted.
+    id: Arc<str>,
+    /// Where the placement filed its view last.
+    slot: Option<Slot>,
     view: LoadView,
     /// How `view` counts in the fleet's totals now.
     counted: Counted,
@@ -126,18 +130,11 @@ impl Fleet {
                 // An update's view is whole (the one before with the changed numbers
                 // in): counted as a new view, its totals recounted.
                 LoadChange::Replaced(load) => {
-                    self.placement.view(edge_id, load, None, *at_unix_ms);
-                    self.note(edge_id, Some(*at_unix_ms), ChangeKind::View(load.clone()));
-                    self.replaced(edge_id, load, *at_unix_ms)
+                    self.replaced(edge_id, load, *at_unix_ms);
+                    let kind = ChangeKind::View(load.clone());
+                    self.viewed(edge_id, load, None, *at_unix_ms, kind);
                 }
                 LoadChange::Updated { view, changed } => {
-                    self.placement
-                        .view(edge_id, view, Some(changed), *at_unix_ms);
-                    let kind = ChangeKind::Numbers {
-                        view: view.clone(),
-                        changed: changed.as_slice().into(),
-                    };
-                    self.note(edge_id, Some(*at_unix_ms), kind);
                     self.updated(edge_id, view, changed, *at_unix_ms)
                 }
                 LoadChange::Confirmed => {
@@ -229,16 +226,56 @@ impl Fleet {
     /// new, at `at_unix_ms`: only those providers are counted again when the view
     /// counts live and kept its structure and node states; else as a new view.
     fn updated(&mut self, edge_id: &str, load: &Arc<EdgeLoad>, changed: &[u32], at_unix_ms: u64) {
-        if let Some(e) = self.edges.get_mut(edge_id)
-            && e.counted == Counted::Live
-            && e.view.load.same_structure(load)
-        {
+        let at = Some(at_unix_ms);
+        let kind = ChangeKind::Numbers {
+            view: load.clone(),
+            changed: changed.into(),
+        };
+        // One lookup by id serves the placement, the change log and the totals.
+        let Some(e) = self.edges.get_mut(edge_id) else {
+            self.replaced(edge_id, load, at_unix_ms);
+            return self.viewed(edge_id, load, Some(changed), at_unix_ms, kind);
+        };
+        let slot = self
+            .placement
+            .view_hinted(e.slot, &e.id, load, Some(changed), at_unix_ms);
+        e.slot = Some(slot);
+        self.outbox.note(&e.id, at, &kind);
+        self.changes.push(e.id.clone(), at, kind);
+        if e.counted == Counted::Live && e.view.load.same_structure(load) {
             let before = &mut self.parts;
             self.totals
                 .renumber(&mut e.view, load, changed, at_unix_ms, before);
             return;
         }
         self.replaced(edge_id, load, at_unix_ms);
+    }
+
+    /// Files `edge_id`'s view `load` for placement (through its entry, when it has one)
+    /// and notes `kind`.
+    fn viewed(
+        &mut self,
+        edge_id: &str,
+        load: &Arc<EdgeLoad>,
+        changed: Option<&[u32]>,
+        at_unix_ms: u64,
+        kind: ChangeKind,
+    ) {
+        let at = Some(at_unix_ms);
+        match self.edges.get_mut(edge_id) {
+            Some(e) => {
+                let slot = self
+                    .placement
+                    .view_hinted(e.slot, &e.id, load, changed, at_unix_ms);
+                e.slot = Some(slot);
+                self.outbox.note(&e.id, at, &kind);
+                self.changes.push(e.id.clone(), at, kind);
+            }
+            None => {
+                self.placement.view(edge_id, load, changed, at_unix_ms);
+                self.note(edge_id, at, kind);
+            }
+        }
     }
 
     /// A full status of `edge_id` made the view `load`, at `at_unix_ms`.
@@ -257,9 +294,12 @@ impl Fleet {
             None => {
                 let view = LoadView::new(load.clone(), None, at_unix_ms);
                 self.totals.count(&view, how);
+                let id: Arc<str> = edge_id.into();
                 self.edges.insert(
-                    edge_id,
+                    id.clone(),
                     Entry {
+                        id,
+                        slot: None,
                         view,
                         counted: how,
                         connected: true,

@@ -95,7 +95,13 @@ impl ChangeLog {
     }
 
     /// Appends a change of `edge_id`, dropping the oldest past the bounds.
-    pub(crate) fn push(&mut self, edge_id: &str, at_unix_ms: Option<u64>, kind: ChangeKind) {
+    /// (An id already shared is kept, not copied: every load update is one change.)
+    pub(crate) fn push(
+        &mut self,
+        edge_id: impl Into<Arc<str>>,
+        at_unix_ms: Option<u64>,
+        kind: ChangeKind,
+    ) {
         self.push_from(None, edge_id, at_unix_ms, kind);
     }
 
@@ -103,10 +109,11 @@ impl ChangeLog {
     pub(crate) fn push_from(
         &mut self,
         replica: Option<&Arc<str>>,
-        edge_id: &str,
+        edge_id: impl Into<Arc<str>>,
         at_unix_ms: Option<u64>,
         kind: ChangeKind,
     ) {
+        let edge_id: Arc<str> = edge_id.into();
         self.last += 1;
         let bytes = match &kind {
             ChangeKind::View(v) | ChangeKind::Numbers { view: v, .. } => v.heap_bytes(),
@@ -115,7 +122,7 @@ impl ChangeLog {
         let change = FleetChange {
             seq: self.last,
             at_unix_ms,
-            edge_id: edge_id.into(),
+            edge_id,
             replica: replica.cloned(),
             kind,
         };
@@ -157,7 +164,7 @@ mod tests {
         let mut log = ChangeLog::new(3, usize::MAX);
         assert_eq!(log.since(0, 10), Ok(vec![]));
         for i in 0..3 {
-            log.push(&format!("e{i}"), Some(10 + i), ChangeKind::Offline);
+            log.push(format!("e{i}").as_str(), Some(10 + i), ChangeKind::Offline);
         }
         let seqs = |r: Result<Vec<FleetChange>, WatchGap>| {
             r.map(|v| v.iter().map(|c| c.seq).collect::<Vec<_>>())

@@ -1,7 +1,7 @@
 //! Placement over the fleet's per-model index: ranking, the reasons a provider is left
 //! out, staleness by how each Edge reports, reservations, and (a property test) the
 //! index against a scan of every view for any sequence of views, updates, heartbeats,
-//! disconnections and departures.
+//! disconnections, departures and moves to another Control Plane.
 
 mod common;
 
@@ -266,6 +266,9 @@ enum Op {
     Confirm(usize),
     Disconnect(usize),
     Forget(usize),
+    /// Live on another Control Plane now: it counts for nothing here, but its view is
+    /// kept (so its placement slot may be reused while it is away).
+    Elsewhere(usize),
     Advance(u64),
 }
 
@@ -308,7 +311,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(e, c)| Op::Update(e, c)),
         2 => edge.clone().prop_map(Op::Confirm),
         1 => edge.clone().prop_map(Op::Disconnect),
-        1 => edge.prop_map(Op::Forget),
+        1 => edge.clone().prop_map(Op::Forget),
+        1 => edge.prop_map(Op::Elsewhere),
         3 => (0u64..8_000).prop_map(Op::Advance),
     ]
 }
@@ -456,6 +460,19 @@ proptest! {
                         edge_id: edge_name(e),
                         reason: iop_core::cp::ForgetReason::Asked,
                         unfinished_commands: Vec::new(),
+                    });
+                }
+                Op::Elsewhere(e) => {
+                    known[e] = Known::default();
+                    f.handle_event(&CpEvent::EdgeSuperseded {
+                        edge_id: edge_name(e),
+                        old_session_id: 1,
+                        new_session_id: 2,
+                        old_instance_id: None,
+                        new_instance_id: None,
+                        total_supersessions: 1,
+                        flapping: false,
+                        elsewhere: true,
                     });
                 }
                 Op::Advance(ms) => now += ms,

@@ -31,8 +31,8 @@ impl<V> ById<V> {
     }
 
     /// Inserts (or replaces) `id`'s value.
-    pub(super) fn insert(&mut self, id: &str, value: V) {
-        if let Some(v) = self.by_id.get_mut(id) {
+    pub(super) fn insert(&mut self, id: impl AsRef<str> + Into<Arc<str>>, value: V) {
+        if let Some(v) = self.by_id.get_mut(id.as_ref()) {
             *v = value;
             return;
         }

@@ -406,11 +406,11 @@ impl Fleet {
         self.placement.session(&id, pushes);
         self.placement.view(&id, &load, None, at);
         self.changes
-            .push_from(Some(replica), &id, Some(at), ChangeKind::View(load));
+            .push_from(Some(replica), id.as_str(), Some(at), ChangeKind::View(load));
         if !live {
             self.placement.disconnected(&id);
             self.changes
-                .push_from(Some(replica), &id, None, ChangeKind::Offline);
+                .push_from(Some(replica), id.as_str(), None, ChangeKind::Offline);
         }
         let entry = RemoteEdge {
             replica: replica.clone(),
@@ -438,7 +438,7 @@ impl Fleet {
             self.placement.gone(id);
             let replica: Arc<str> = replica.into();
             self.changes
-                .push_from(Some(&replica), id, None, ChangeKind::Gone);
+                .push_from(Some(&replica), &**id, None, ChangeKind::Gone);
         }
         gone.len()
     }

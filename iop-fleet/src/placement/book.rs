@@ -12,7 +12,7 @@ use iop_core::cp::load::ProviderLoad;
 use super::ranking::Ranking;
 
 /// An Edge's place in the placement's slot table.
-pub(super) type Slot = u32;
+pub(crate) type Slot = u32;
 
 /// A provider's place in a ranking: the most free slots first, then the shortest
 /// queue, then the most recently reported numbers; slot and index make it unique.

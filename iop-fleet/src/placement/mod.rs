@@ -80,7 +80,8 @@ use std::sync::Arc;
 
 use iop_core::cp::load::EdgeLoad;
 
-use book::{Books, Class, Reserved, Slot, classify};
+pub(crate) use book::Slot;
+use book::{Books, Class, Reserved, classify};
 pub use query::{
     Candidate, DEFAULT_PLACEMENT_LIMIT, Excluded, MAX_PLACEMENT_LABELS, MAX_PLACEMENT_LIMIT,
     PlacementAnswer, PlacementError, PlacementQuery,
@@ -178,14 +179,60 @@ impl Placement {
         changed: Option<&[u32]>,
         at_ms: u64,
     ) {
+        let slot = match self.by_edge.get(edge_id) {
+            Some(&slot) => slot,
+            None => self.new_slot(edge_id.into(), load),
+        };
+        self.file_view(slot, edge_id, load, changed, at_ms);
+    }
+
+    /// [`view`](Self::view) of the Edge whose id is the string `edge_id` shares, filed
+    /// in `hint` when that slot still holds it (a view filed this way before returned
+    /// it): no lookup by id. Returns where it is filed.
+    pub(crate) fn view_hinted(
+        &mut self,
+        hint: Option<Slot>,
+        edge_id: &Arc<str>,
+        load: &Arc<EdgeLoad>,
+        changed: Option<&[u32]>,
+        at_ms: u64,
+    ) -> Slot {
+        let held = |slot: Slot| {
+            self.slot(slot)
+                .is_some_and(|e| Arc::ptr_eq(&e.edge_id, edge_id))
+        };
+        let slot = match hint.filter(|&slot| held(slot)) {
+            Some(slot) => slot,
+            None => match self.by_edge.get(&**edge_id) {
+                Some(&slot) => {
+                    // Filed under another copy of the id: this one from now on, so
+                    // that the next hint holds.
+                    if let Some(e) = self.slot_mut(slot) {
+                        e.edge_id = edge_id.clone();
+                    }
+                    slot
+                }
+                None => self.new_slot(edge_id.clone(), load),
+            },
+        };
+        self.file_view(slot, edge_id, load, changed, at_ms);
+        slot
+    }
+
+    /// Files `load` (new, or with the numbers of providers `changed` updated) as the
+    /// view of `edge_id` in `slot`.
+    fn file_view(
+        &mut self,
+        slot: Slot,
+        edge_id: &str,
+        load: &Arc<EdgeLoad>,
+        changed: Option<&[u32]>,
+        at_ms: u64,
+    ) {
         let pushes = if self.pending.is_empty() {
             None
         } else {
             self.pending.remove(edge_id)
-        };
-        let slot = match self.by_edge.get(edge_id) {
-            Some(&slot) => slot,
-            None => self.new_slot(edge_id, load),
         };
         let Some(e) = self.slot_mut(slot) else { return };
         let was_live = e.live;
@@ -396,9 +443,9 @@ impl Placement {
             < now_ms
     }
 
-    fn new_slot(&mut self, edge_id: &str, load: &Arc<EdgeLoad>) -> Slot {
+    fn new_slot(&mut self, edge_id: Arc<str>, load: &Arc<EdgeLoad>) -> Slot {
         let e = EdgeSlot {
-            edge_id: edge_id.into(),
+            edge_id,
             view: load.clone(),
             node_of: Box::default(),
             model_ids: Box::default(),
