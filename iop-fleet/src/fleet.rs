@@ -42,6 +42,32 @@ struct Entry {
 }
 
 impl Entry {
+    /// Files the Edge's view `load` — new (`changed` is `None`) or with the numbers of
+    /// providers `changed` updated — for placement, under the slot it was filed in
+    /// before, and notes the change for watchers and the other replicas, under the
+    /// entry's id.
+    fn file(
+        &mut self,
+        placement: &mut Placement,
+        outbox: &mut outbox::Outbox,
+        changes: &mut ChangeLog,
+        load: &Arc<EdgeLoad>,
+        changed: Option<&[u32]>,
+        at_unix_ms: u64,
+    ) {
+        let slot = placement.view_hinted(self.slot, &self.id, load, changed, at_unix_ms);
+        self.slot = Some(slot);
+        let kind = match changed {
+            None => ChangeKind::View(load.clone()),
+            Some(changed) => ChangeKind::Numbers {
+                view: load.clone(),
+                changed: changed.into(),
+            },
+        };
+        outbox.note(&self.id, Some(at_unix_ms), &kind);
+        changes.push(self.id.clone(), Some(at_unix_ms), kind);
+    }
+
     /// Counts the view `how` from now on, taking back how it counted before.
     fn recount(&mut self, totals: &mut FleetLoad, how: Counted) {
         totals.uncount(&self.view, self.counted);
@@ -131,8 +157,7 @@ impl Fleet {
                 // in): counted as a new view, its totals recounted.
                 LoadChange::Replaced(load) => {
                     self.replaced(edge_id, load, *at_unix_ms);
-                    let kind = ChangeKind::View(load.clone());
-                    self.viewed(edge_id, load, None, *at_unix_ms, kind);
+                    self.viewed(edge_id, load, None, *at_unix_ms);
                 }
                 LoadChange::Updated { view, changed } => {
                     self.updated(edge_id, view, changed, *at_unix_ms)
@@ -226,22 +251,14 @@ impl Fleet {
     /// new, at `at_unix_ms`: only those providers are counted again when the view
     /// counts live and kept its structure and node states; else as a new view.
     fn updated(&mut self, edge_id: &str, load: &Arc<EdgeLoad>, changed: &[u32], at_unix_ms: u64) {
-        let at = Some(at_unix_ms);
-        let kind = ChangeKind::Numbers {
-            view: load.clone(),
-            changed: changed.into(),
-        };
         // One lookup by id serves the placement, the change log and the totals.
         let Some(e) = self.edges.get_mut(edge_id) else {
             self.replaced(edge_id, load, at_unix_ms);
-            return self.viewed(edge_id, load, Some(changed), at_unix_ms, kind);
+            return self.viewed(edge_id, load, Some(changed), at_unix_ms);
         };
-        let slot = self
-            .placement
-            .view_hinted(e.slot, &e.id, load, Some(changed), at_unix_ms);
-        e.slot = Some(slot);
-        self.outbox.note(&e.id, at, &kind);
-        self.changes.push(e.id.clone(), at, kind);
+        let (placement, outbox, changes) =
+            (&mut self.placement, &mut self.outbox, &mut self.changes);
+        e.file(placement, outbox, changes, load, Some(changed), at_unix_ms);
         if e.counted == Counted::Live && e.view.load.same_structure(load) {
             let before = &mut self.parts;
             self.totals
@@ -251,30 +268,18 @@ impl Fleet {
         self.replaced(edge_id, load, at_unix_ms);
     }
 
-    /// Files `edge_id`'s view `load` for placement (through its entry, when it has one)
-    /// and notes `kind`.
+    /// [`Entry::file`] for `edge_id`, whose entry [`replaced`](Self::replaced) made.
     fn viewed(
         &mut self,
         edge_id: &str,
         load: &Arc<EdgeLoad>,
         changed: Option<&[u32]>,
         at_unix_ms: u64,
-        kind: ChangeKind,
     ) {
-        let at = Some(at_unix_ms);
-        match self.edges.get_mut(edge_id) {
-            Some(e) => {
-                let slot = self
-                    .placement
-                    .view_hinted(e.slot, &e.id, load, changed, at_unix_ms);
-                e.slot = Some(slot);
-                self.outbox.note(&e.id, at, &kind);
-                self.changes.push(e.id.clone(), at, kind);
-            }
-            None => {
-                self.placement.view(edge_id, load, changed, at_unix_ms);
-                self.note(edge_id, at, kind);
-            }
+        if let Some(e) = self.edges.get_mut(edge_id) {
+            let (placement, outbox, changes) =
+                (&mut self.placement, &mut self.outbox, &mut self.changes);
+            e.file(placement, outbox, changes, load, changed, at_unix_ms);
         }
     }
 

@@ -31,12 +31,11 @@ impl<V> ById<V> {
     }
 
     /// Inserts (or replaces) `id`'s value.
-    pub(super) fn insert(&mut self, id: impl AsRef<str> + Into<Arc<str>>, value: V) {
-        if let Some(v) = self.by_id.get_mut(id.as_ref()) {
+    pub(super) fn insert(&mut self, id: Arc<str>, value: V) {
+        if let Some(v) = self.by_id.get_mut(&*id) {
             *v = value;
             return;
         }
-        let id: Arc<str> = id.into();
         self.order.insert(id.clone());
         self.by_id.insert(id, value);
     }
@@ -103,9 +102,9 @@ mod tests {
     fn values_are_found_by_id_and_listed_in_id_order() {
         let mut m = ById::default();
         for (id, v) in [("b", 2), ("c", 3), ("a", 1)] {
-            m.insert(id, v);
+            m.insert(id.into(), v);
         }
-        m.insert("b", 20);
+        m.insert("b".into(), 20);
         assert_eq!(m.get("b"), Some(&20));
         assert_eq!(m.remove("c"), Some(3));
         assert_eq!(m.remove("c"), None);
