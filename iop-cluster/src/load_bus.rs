@@ -8,9 +8,11 @@
 //!   changed, a confirmation, offline, gone — each as the Edge stands then) goes out
 //!   as one `LoadBatch` on `iop.cluster.<replica>.load` (split past
 //!   [`MAX_BATCH_BYTES`]), numbered per run: a publisher that falls behind sends
-//!   less, never loses track. An empty one every [`KEEPALIVE`] when nothing changed,
-//!   so the others know the replica is there. Observation, not records: nothing is
-//!   written to the engine.
+//!   less, never loses track. With it, the reservations placed on the replica since,
+//!   per provider, which every replica counts as the publisher does (so routers on
+//!   different replicas do not herd either). An empty one every [`KEEPALIVE`] when
+//!   nothing changed, so the others know the replica is there. Observation, not
+//!   records: nothing is written to the engine.
 //! * **Follow** — every replica subscribes to `iop.cluster.*.load` and applies each
 //!   batch under its server's lock (`ControlPlaneHandle::apply_remote_load`). A
 //!   missed batch, a restarted or lagging publisher, or a change that does not fit
@@ -47,6 +49,10 @@ const MAX_PAGES: usize = 10_000;
 pub const LINGER: Duration = Duration::from_millis(20);
 /// Edges' changes taken into one publishing at most (then split by bytes).
 const MAX_BATCH_CHANGES: usize = 16_384;
+/// Providers' reservations a batch carries at most: each at most ~420 bytes (three
+/// ids of 128), so they fill less than half of [`MAX_BATCH_BYTES`]; the rest wait for
+/// the next batch.
+const MAX_BATCH_RESERVATIONS: usize = 512;
 /// The longest a replica stays silent: an empty batch then.
 pub const KEEPALIVE: Duration = Duration::from_secs(1);
 /// A publisher silent this long is forgotten with its Edges.
@@ -91,16 +97,20 @@ pub(crate) async fn publish<R: Runtime>(
     loop {
         tick.tick().await;
         let changes = cp.take_load_changes(MAX_BATCH_CHANGES);
-        if changes.is_empty() && last_sent.elapsed() < KEEPALIVE {
+        let mut reservations = cp.take_load_reservations(MAX_BATCH_RESERVATIONS);
+        if changes.is_empty() && reservations.is_empty() && last_sent.elapsed() < KEEPALIVE {
             continue;
         }
-        for batch in split(changes) {
+        let held: usize = reservations.iter().map(|r| r.encoded_len() + 4).sum();
+        for batch in split(changes, held) {
             let seq = bus.seq.fetch_add(1, Ordering::SeqCst) + 1;
             let batch = LoadBatch {
                 replica: me.clone(),
                 epoch: bus.epoch,
                 seq,
                 changes: batch,
+                // All in the first batch (counted against its bytes).
+                reservations: std::mem::take(&mut reservations),
                 ..Default::default()
             };
             let body = batch.encode_to_vec();
@@ -112,11 +122,11 @@ pub(crate) async fn publish<R: Runtime>(
     }
 }
 
-/// `changes` in batches of at most [`MAX_BATCH_BYTES`] (one change past it alone);
-/// one empty batch when there are none.
-fn split(changes: Vec<EdgeLoadChange>) -> Vec<Vec<EdgeLoadChange>> {
+/// `changes` in batches of at most [`MAX_BATCH_BYTES`] (one change past it alone),
+/// the first holding `first` bytes besides; one empty batch when there are none.
+fn split(changes: Vec<EdgeLoadChange>, first: usize) -> Vec<Vec<EdgeLoadChange>> {
     let mut out = vec![Vec::new()];
-    let mut bytes = 0;
+    let mut bytes = first;
     for change in changes {
         let len = change.encoded_len() + 4;
         if bytes + len > MAX_BATCH_BYTES && out.last().is_some_and(|b| !b.is_empty()) {

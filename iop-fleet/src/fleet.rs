@@ -22,6 +22,7 @@ mod edges;
 mod outbox;
 mod remote;
 
+pub use outbox::MAX_PENDING_RESERVATIONS;
 pub use remote::{MAX_REMOTE_EDGES, MAX_REMOTE_REPLICAS, RemoteApplied};
 
 /// What the fleet holds of one Edge with a view.
@@ -346,13 +347,19 @@ impl Fleet {
 
     /// As [`placement`](Self::placement), and counts one more request in flight on
     /// the first candidate until its next report (or until its numbers would be
-    /// stale): routers asking at once spread instead of herding.
+    /// stale): routers asking at once spread instead of herding. A replica of a
+    /// cluster tells the others ([`take_load_reservations`](Self::take_load_reservations)),
+    /// which count it too.
     pub fn reserve(
         &mut self,
         query: &PlacementQuery,
         now_unix_ms: u64,
     ) -> Result<PlacementAnswer, PlacementError> {
-        self.placement.place(query, now_unix_ms, true)
+        let answer = self.placement.place(query, now_unix_ms, true)?;
+        if let Some(pick) = answer.candidates.first().filter(|_| answer.reserved) {
+            self.outbox.reserved(pick, query.long_context, now_unix_ms);
+        }
+        Ok(answer)
     }
 
     /// The number of the latest change of the fleet's load (0: none yet): a watcher
@@ -371,7 +378,10 @@ impl Fleet {
 
     /// What placements have done so far.
     pub fn placement_stats(&self) -> PlacementStats {
-        self.placement.stats()
+        PlacementStats {
+            reservations_unshared: self.outbox.unshared,
+            ..self.placement.stats()
+        }
     }
 
     /// The staleness thresholds placements use.

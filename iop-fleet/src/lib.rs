@@ -77,7 +77,9 @@ pub mod placement;
 pub mod watch;
 
 pub use config::{FleetConfig, FleetConfigError, MAX_LOAD_SAMPLES};
-pub use fleet::{Fleet, MAX_REMOTE_EDGES, MAX_REMOTE_REPLICAS, RemoteApplied};
+pub use fleet::{
+    Fleet, MAX_PENDING_RESERVATIONS, MAX_REMOTE_EDGES, MAX_REMOTE_REPLICAS, RemoteApplied,
+};
 pub use job::{
     EdgeRun, EdgeSelector, Job, JobError, JobProgress, JobSpec, JobStop, MAX_JOB_EDGES,
     OfflinePolicy,

@@ -166,3 +166,61 @@ async fn an_update_pushed_to_one_replica_is_placed_on_every_other() {
     b.stop().await;
     c.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+async fn a_reservation_on_one_replica_counts_on_every_other() {
+    let nats = NatsServer::start_with_accounts();
+    let policy = DuplicatePolicy::Replace;
+    let a = node(&nats, "cp-a", policy).await;
+    let b = node(&nats, "cp-b", policy).await;
+    let c = node(&nats, "cp-c", policy).await;
+    let (admin_a, admin_b, admin_c) = (admin_of(&a).await, admin_of(&b).await, admin_of(&c).await);
+    let on_a = loaded_edge(&a, "edge-1", 2, 4).await;
+    for admin in [admin_a, admin_b, admin_c] {
+        placed(admin, &["edge-1/gpu-0:4", "edge-1/gpu-1:4"]).await;
+    }
+
+    // Three routers reserve on cp-b, each taking the best pick left.
+    let mut free = [4u32, 4];
+    for _ in 0..3 {
+        let (status, v) = http(admin_b, "POST", "/v1/placement?model=llama-3&limit=1", None).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["reserved"], true, "{v}");
+        let node = v["candidates"][0]["nodeId"].as_str().unwrap();
+        let at = if node == "gpu-0" { 0 } else { 1 };
+        assert_eq!(v["candidates"][0]["free"], free[at] - 1, "{v}");
+        free[at] -= 1;
+    }
+    let want = [
+        format!("edge-1/gpu-0:{}", free[0]),
+        format!("edge-1/gpu-1:{}", free[1]),
+    ];
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    // cp-a (which holds the Edge) and cp-c count them as cp-b does.
+    let told = Instant::now();
+    for admin in [admin_b, admin_a, admin_c] {
+        placed(admin, &want).await;
+    }
+    eprintln!(
+        "cp-b's reservations counted on cp-a and cp-c after {:?}",
+        told.elapsed()
+    );
+
+    // The Edge reports gpu-0 with one request in flight: that report overwrites gpu-0's
+    // reservations on every replica; gpu-1's stand until its own next report.
+    let _lease = on_a.with_registry(|reg: &mut NodeRegistry, _| {
+        reg.admit("gpu-0", "llama", LeaseKind::Normal).unwrap()
+    });
+    let after = [
+        "edge-1/gpu-0:3".to_owned(),
+        format!("edge-1/gpu-1:{}", free[1]),
+    ];
+    let after: Vec<&str> = after.iter().map(String::as_str).collect();
+    for admin in [admin_a, admin_b, admin_c] {
+        placed(admin, &after).await;
+    }
+    a.stop().await;
+    b.stop().await;
+    c.stop().await;
+}

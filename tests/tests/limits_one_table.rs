@@ -46,6 +46,10 @@ const LOCAL: &[(&str, &str)] = &[
         "other replicas a fleet follows, between replicas",
     ),
     (
+        "MAX_PENDING_RESERVATIONS",
+        "providers' reservations a replica keeps until it publishes them, between replicas",
+    ),
+    (
         "MAX_PLACEMENT_LIMIT",
         "candidates one placement of the admin API lists, never on the wire",
     ),

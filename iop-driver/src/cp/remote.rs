@@ -3,7 +3,7 @@
 //! own changes, coalesced per Edge until taken, as they publish them: what a cluster's replicas tell each other so
 //! that placement and the load watch on any of them see every Edge.
 
-use iop_core::proto::cluster::{EdgeLoadChange, LoadBatch};
+use iop_core::proto::cluster::{EdgeLoadChange, LoadBatch, LoadReservation};
 use iop_fleet::RemoteApplied;
 
 use super::handle::ControlPlaneHandle;
@@ -22,6 +22,12 @@ impl<R: Runtime> ControlPlaneHandle<R> {
     /// as another replica applies them.
     pub fn take_load_changes(&self, max: usize) -> Vec<EdgeLoadChange> {
         self.shared.lock().fleet.take_load_changes(max)
+    }
+
+    /// Up to `max` providers' reservations placed here since last taken, as another
+    /// replica counts them.
+    pub fn take_load_reservations(&self, max: usize) -> Vec<LoadReservation> {
+        self.shared.lock().fleet.take_load_reservations(max)
     }
 
     /// Up to `limit` of the Edges held here after Edge id `after`, each a whole view:

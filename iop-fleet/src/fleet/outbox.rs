@@ -3,16 +3,26 @@
 //! numbers changed, a confirmation, offline, gone — read out as messages of the Edge's
 //! state *now* ([`Fleet::take_load_changes`]). Bounded by the Edges held, never by the
 //! rate of changes, so a publisher that falls behind sends less, never loses track.
+//! And the reservations placed here since they were last taken, per provider, for the
+//! others to count too ([`Fleet::take_load_reservations`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use iop_core::cp::load::EdgeLoad;
 use iop_core::proto::cluster::edge_load_change::Change;
-use iop_core::proto::cluster::{self, EdgeLoadChange, ProviderLoads};
+use iop_core::proto::cluster::{self, EdgeLoadChange, LoadReservation, ProviderLoads};
 use iop_core::proto::{NodeState, ProviderLoad as WireLoad};
 
 use super::Fleet;
+use crate::placement::Candidate;
 use crate::watch::ChangeKind;
+
+/// Providers with reservations not yet taken, at most: past it, a reservation counts
+/// here only ([`PlacementStats::reservations_unshared`](crate::PlacementStats)).
+pub const MAX_PENDING_RESERVATIONS: usize = 4_096;
+
+/// A provider: (Edge, node, provider).
+type ProviderKey = (Box<str>, Box<str>, Box<str>);
 
 /// What an Edge has pending, the strongest first.
 #[derive(Debug)]
@@ -33,6 +43,10 @@ pub(super) struct Outbox {
     /// Whether changes are kept at all (a replica of a cluster publishes them).
     pub(super) on: bool,
     pending: BTreeMap<Box<str>, (Pending, Option<u64>)>,
+    /// Reservations per provider: (count, long-context, latest at).
+    reservations: BTreeMap<ProviderKey, (u32, u32, u64)>,
+    /// Reservations left untold: too many providers pending.
+    pub(super) unshared: u64,
 }
 
 impl Outbox {
@@ -73,6 +87,30 @@ impl Outbox {
     }
 }
 
+impl Outbox {
+    /// Notes a reservation placed here on `pick` at `at_ms`.
+    pub(super) fn reserved(&mut self, pick: &Candidate, long: bool, at_ms: u64) {
+        if !self.on {
+            return;
+        }
+        let key: ProviderKey = (
+            (*pick.edge_id).into(),
+            pick.node_id.as_str().into(),
+            pick.provider_id.as_str().into(),
+        );
+        if self.reservations.len() >= MAX_PENDING_RESERVATIONS
+            && !self.reservations.contains_key(&key)
+        {
+            self.unshared += 1;
+            return;
+        }
+        let r = self.reservations.entry(key).or_insert((0, 0, at_ms));
+        r.0 = r.0.saturating_add(1);
+        r.1 = r.1.saturating_add(u32::from(long));
+        r.2 = r.2.max(at_ms);
+    }
+}
+
 impl Fleet {
     /// Keeps what changes of the Edges held here, for
     /// [`take_load_changes`](Self::take_load_changes) (a replica of a cluster that
@@ -81,7 +119,32 @@ impl Fleet {
         self.outbox.on = on;
         if !on {
             self.outbox.pending.clear();
+            self.outbox.reservations.clear();
         }
+    }
+
+    /// The reservations placed here since they were last taken, up to `max`
+    /// providers' (kept on publishing, [`publish_load`](Self::publish_load)): what this
+    /// replica publishes with its changes, for the others to count too
+    /// ([`apply_remote`](Self::apply_remote)).
+    pub fn take_load_reservations(&mut self, max: usize) -> Vec<LoadReservation> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(((edge_id, node_id, provider_id), (count, long, at))) =
+                self.outbox.reservations.pop_first()
+            else {
+                break;
+            };
+            out.push(LoadReservation {
+                edge_id: edge_id.into(),
+                node_id: node_id.into(),
+                provider_id: provider_id.into(),
+                count,
+                long_context: long,
+                at_unix_ms: at,
+            });
+        }
+        out
     }
 
     /// Up to `max` Edges' changes since they were last taken, each as the Edge stands

@@ -77,6 +77,9 @@ pub struct RemoteApplied {
     /// replica stays among [`remote_syncing`](Fleet::remote_syncing) until a snapshot
     /// is applied.
     pub resync: bool,
+    /// The publisher's reservations counted here (on providers this replica holds
+    /// a view of).
+    pub reservations: usize,
 }
 
 /// One change applied, skipped, or not fitting.
@@ -158,6 +161,16 @@ impl Fleet {
                     }
                 }
             }
+        }
+        for r in &batch.reservations {
+            let counted = self.placement.reserved_elsewhere(
+                &r.edge_id,
+                &r.node_id,
+                &r.provider_id,
+                (r.count, r.long_context),
+                r.at_unix_ms,
+            );
+            out.reservations += usize::from(counted);
         }
         self.remote
             .peers

@@ -101,6 +101,13 @@ pub struct PlacementStats {
     pub placements: u64,
     /// Reserving placements that reserved a pick.
     pub reservations: u64,
+    /// Reservations other replicas of a cluster placed and told, counted here (on
+    /// providers this replica holds a view of).
+    pub reservations_elsewhere: u64,
+    /// Reservations placed here that the other replicas were not told: placed while
+    /// [`MAX_PENDING_RESERVATIONS`](crate::MAX_PENDING_RESERVATIONS) providers'
+    /// waited to be published.
+    pub reservations_unshared: u64,
     /// Placements with no candidate.
     pub empty: u64,
     /// Providers left out of placements because their numbers were stale, summed.

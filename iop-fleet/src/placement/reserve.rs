@@ -1,5 +1,6 @@
 //! Reservations: a reserving placement counts its pick as one more request in flight
-//! until the provider's next report, or until its numbers would be stale.
+//! until the provider's next report, or until its numbers would be stale — on this
+//! replica, and on every other once it publishes them (`LoadReservation`).
 
 use super::Placement;
 use super::book::{Reserved, Slot};
@@ -8,35 +9,83 @@ use super::query::Candidate;
 impl Placement {
     /// Counts one more request in flight on `pick` until its next report.
     pub(super) fn reserve(&mut self, pick: &mut Candidate, long: bool, now_ms: u64) {
-        let Some(&slot) = self.by_edge.get(&pick.edge_id) else {
+        let Some((slot, index)) = self.find(&pick.edge_id, &pick.node_id, &pick.provider_id) else {
             return;
         };
-        let Some(index) = self.slot(slot).and_then(|e| {
-            let at = e.view.node(&pick.node_id)?.provider_indexes();
-            at.into_iter().find(|&i| {
-                e.view
-                    .provider(i)
-                    .is_some_and(|p| p.provider_id() == pick.provider_id)
-            })
-        }) else {
-            return;
+        if let Some(any) = self.count(slot, index, 1, u32::from(long), now_ms) {
+            pick.reserved = any;
+            pick.free = pick.free.saturating_sub(1);
+        }
+    }
+
+    /// Counts `count` more requests in flight (`long` of them long-context) on
+    /// provider `provider_id` of node `node_id` of `edge_id`, reserved at `at_ms`
+    /// by another replica, until its next report here. False when this fleet does not
+    /// hold that provider.
+    pub(crate) fn reserved_elsewhere(
+        &mut self,
+        edge_id: &str,
+        node_id: &str,
+        provider_id: &str,
+        (count, long): (u32, u32),
+        at_ms: u64,
+    ) -> bool {
+        let Some((slot, index)) = self.find(edge_id, node_id, provider_id) else {
+            return false;
         };
+        let counted = self
+            .count(slot, index, count, long.min(count), at_ms)
+            .is_some();
+        if counted {
+            self.stats.reservations_elsewhere += u64::from(count);
+        }
+        counted
+    }
+
+    /// Where provider `provider_id` of node `node_id` of `edge_id` is filed.
+    fn find(&self, edge_id: &str, node_id: &str, provider_id: &str) -> Option<(Slot, usize)> {
+        let &slot = self.by_edge.get(edge_id)?;
+        let e = self.slot(slot)?;
+        let index = e.view.node(node_id)?.provider_indexes().find(|&i| {
+            e.view
+                .provider(i)
+                .is_some_and(|p| p.provider_id() == provider_id)
+        })?;
+        Some((slot, index))
+    }
+
+    /// Counts `count` more reservations (`long` of them long-context) on provider
+    /// `index` of `slot`, lapsing a staleness threshold after `at_ms`: its
+    /// reservations now.
+    fn count(
+        &mut self,
+        slot: Slot,
+        index: usize,
+        count: u32,
+        long: u32,
+        at_ms: u64,
+    ) -> Option<u32> {
+        if count == 0 || self.slot(slot).is_none_or(|e| index >= e.reserved.len()) {
+            return None;
+        }
         self.unfile(slot, index);
         let after = self
             .slot(slot)
             .map_or(0, |e| self.staleness.after_ms(e.pushes));
+        let mut any = None;
         if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index)) {
             let before = r.until_ms;
-            r.any += 1;
-            r.long += u32::from(long);
-            r.until_ms = now_ms.saturating_add(after);
-            let (until, any) = (r.until_ms, r.any);
+            r.any = r.any.saturating_add(count);
+            r.long = r.long.saturating_add(long);
+            // The latest reservation's lapse holds for all of them.
+            r.until_ms = r.until_ms.max(at_ms.saturating_add(after));
+            let (until, n) = (r.until_ms, r.any);
             self.lapses.remove(&(before, slot, index as u32));
             self.lapses.insert((until, slot, index as u32));
-            pick.reserved = any;
+            any = Some(n);
         }
-        pick.free = pick.free.saturating_sub(1);
         self.file(slot, index, true);
+        any
     }
 
     /// Drops the reservations that lapsed by `now_ms`.

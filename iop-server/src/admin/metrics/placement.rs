@@ -27,6 +27,18 @@ pub(super) fn encode(
     )?;
     counter(
         e,
+        "iop_placement_reservations_elsewhere",
+        "Reservations other replicas placed and told, counted here as requests in flight.",
+        s.reservations_elsewhere,
+    )?;
+    counter(
+        e,
+        "iop_placement_reservations_unshared",
+        "Reservations placed here that other replicas were not told (too many waiting).",
+        s.reservations_unshared,
+    )?;
+    counter(
+        e,
         "iop_placements_empty",
         "Placements that found no candidate.",
         s.empty,

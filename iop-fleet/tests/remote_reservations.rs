@@ -1,0 +1,249 @@
+//! Reservations across replicas: a reserving placement on one replica is published
+//! with its load changes and counted by every other replica as it is by the first —
+//! as one more request in flight on the pick, until the provider's next report or
+//! until its numbers would be stale — so routers asking different replicas at once
+//! spread over the fleet instead of herding onto the same provider.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{accepted, load_view, p};
+use iop_core::cp::load::{EdgeLoad, LoadChange};
+use iop_core::proto::cluster::{LoadBatch, LoadReservation};
+use iop_core::proto::{ProviderHealth, ProviderLoad, ProviderStatus};
+use iop_fleet::{Fleet, FleetConfig, MAX_PENDING_RESERVATIONS, PlacementQuery};
+
+/// A replica's fleet, publishing, and the number of its last batch.
+struct Replica {
+    name: &'static str,
+    fleet: Fleet,
+    seq: u64,
+}
+
+impl Replica {
+    fn new(name: &'static str) -> Self {
+        let mut fleet = Fleet::new(FleetConfig::default()).unwrap();
+        fleet.publish_load(true);
+        Self {
+            name,
+            fleet,
+            seq: 0,
+        }
+    }
+
+    /// Its next batch: the changes of its Edges and the reservations placed on it.
+    fn batch(&mut self) -> LoadBatch {
+        self.seq += 1;
+        LoadBatch {
+            replica: self.name.into(),
+            epoch: 1,
+            seq: self.seq,
+            changes: self.fleet.take_load_changes(usize::MAX),
+            reservations: self.fleet.take_load_reservations(usize::MAX),
+            ..Default::default()
+        }
+    }
+
+    /// Tells `to` its next batch, and its whole snapshot when `to` asks for it.
+    fn tell(&mut self, to: &mut Fleet) -> usize {
+        let batch = self.batch();
+        let applied = to.apply_remote(&batch);
+        if applied.resync {
+            let (changes, _) = self.fleet.load_page("", 100);
+            let page = LoadBatch {
+                replica: self.name.into(),
+                epoch: 1,
+                seq: self.seq,
+                snapshot: true,
+                changes,
+                ..Default::default()
+            };
+            to.apply_snapshot(&[page]);
+        }
+        applied.reservations
+    }
+}
+
+/// Edge `e1` on replica `a`: node `n0` with two providers of model `m`, `big`
+/// (capacity 4) and `small` (capacity 2), idle; told to `b`.
+fn two_replicas() -> (Replica, Replica, Arc<EdgeLoad>) {
+    let (mut a, mut b) = (Replica::new("a"), Replica::new("b"));
+    a.fleet.handle_event(&accepted("e1", true));
+    let view = common::view(
+        "e1",
+        &[("eu", vec![p("big", "m", 4, 0, 0), p("small", "m", 2, 0, 0)])],
+    );
+    a.fleet
+        .handle_event(&load_view("e1", 1_000, LoadChange::Replaced(view.clone())));
+    a.tell(&mut b.fleet);
+    (a, b, view)
+}
+
+/// The candidates for `m` at `now`: (provider, free, reserved), best first.
+fn placed(fleet: &mut Fleet, now: u64) -> Vec<(String, u32, u32)> {
+    let answer = fleet.placement(&PlacementQuery::new("m"), now).unwrap();
+    answer
+        .candidates
+        .iter()
+        .map(|c| (c.provider_id.clone(), c.free, c.reserved))
+        .collect()
+}
+
+/// Provider `big`'s numbers with `in_flight` requests, as a load update carries them.
+fn big(in_flight: u32) -> ProviderLoad {
+    ProviderLoad {
+        node_id: "n0".into(),
+        provider_id: "big".into(),
+        status: ProviderStatus::Available as i32,
+        health: ProviderHealth::Healthy as i32,
+        capacity: 4,
+        in_flight,
+        admission_eligible: true,
+        node_connected: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_reservation_on_one_replica_counts_on_the_other_until_the_providers_next_report() {
+    let (mut a, mut b, view) = two_replicas();
+    assert_eq!(
+        placed(&mut b.fleet, 1_000),
+        [("big".into(), 4, 0), ("small".into(), 2, 0)]
+    );
+
+    // Two routers reserve on b: both land on `big` (4, then 3 free against 2).
+    for _ in 0..2 {
+        let answer = b.fleet.reserve(&PlacementQuery::new("m"), 1_010).unwrap();
+        assert_eq!(answer.candidates[0].provider_id, "big");
+    }
+    // b tells a: a counts them too, and a router on a now goes to `small`.
+    assert_eq!(b.tell(&mut a.fleet), 1, "one provider's reservations");
+    assert_eq!(a.fleet.placement_stats().reservations_elsewhere, 2);
+    assert_eq!(placed(&mut a.fleet, 1_020), placed(&mut b.fleet, 1_020));
+    assert_eq!(placed(&mut a.fleet, 1_020)[0], ("big".into(), 2, 2));
+    let answer = a.fleet.reserve(&PlacementQuery::new("m"), 1_030).unwrap();
+    assert_eq!(
+        answer.candidates[0].provider_id, "big",
+        "2 free, ahead of small's 2 by age"
+    );
+    // a's own reservation travels back to b: three on `big` everywhere.
+    assert_eq!(a.tell(&mut b.fleet), 1);
+    for fleet in [&mut a.fleet, &mut b.fleet] {
+        assert_eq!(
+            placed(fleet, 1_040),
+            [("small".into(), 2, 0), ("big".into(), 1, 3)]
+        );
+    }
+    // Reservations told once are not told again, nor echoed by the replica that counted
+    // them.
+    assert_eq!(a.tell(&mut b.fleet), 0);
+    assert_eq!(b.tell(&mut a.fleet), 0);
+
+    // The Edge reports `big` with the three requests in flight: its report overwrites
+    // the reservations on both replicas.
+    let mut numbers = (*view).clone();
+    let changed = numbers.apply(&[big(3)]).changed;
+    a.fleet.handle_event(&load_view(
+        "e1",
+        1_100,
+        LoadChange::Updated {
+            view: Arc::new(numbers),
+            changed,
+        },
+    ));
+    a.tell(&mut b.fleet);
+    for fleet in [&mut a.fleet, &mut b.fleet] {
+        assert_eq!(
+            placed(fleet, 1_100),
+            [("small".into(), 2, 0), ("big".into(), 1, 0)]
+        );
+    }
+}
+
+#[test]
+fn a_told_reservation_lapses_with_the_numbers_it_was_counted_on() {
+    let (mut a, mut b, _) = two_replicas();
+    b.fleet.reserve(&PlacementQuery::new("m"), 1_010).unwrap();
+    b.tell(&mut a.fleet);
+    assert_eq!(placed(&mut a.fleet, 1_020)[0], ("big".into(), 3, 1));
+    // No report of `big` comes: the reservation lapses on a when it does on b, a
+    // staleness threshold after it was placed (whatever a heard meanwhile).
+    let after = u64::try_from(a.fleet.staleness().pushed.as_millis()).unwrap();
+    a.fleet
+        .handle_event(&load_view("e1", 1_010 + after - 10, LoadChange::Confirmed));
+    a.tell(&mut b.fleet);
+    let now = 1_010 + after;
+    for fleet in [&mut a.fleet, &mut b.fleet] {
+        assert_eq!(placed(fleet, now)[0], ("big".into(), 4, 0));
+    }
+}
+
+/// `count` reservations (`long` long-context) on `provider_id` of node `n0` of
+/// `edge_id`, made at 1 000.
+fn told(edge_id: &str, provider_id: &str, count: u32, long: u32) -> LoadReservation {
+    LoadReservation {
+        edge_id: edge_id.into(),
+        node_id: "n0".into(),
+        provider_id: provider_id.into(),
+        count,
+        long_context: long,
+        at_unix_ms: 1_000,
+    }
+}
+
+#[test]
+fn a_reservation_on_a_provider_the_receiver_does_not_hold_is_left_alone() {
+    let (_, mut b, _) = two_replicas();
+    let batch = LoadBatch {
+        replica: "c".into(),
+        epoch: 1,
+        seq: 1,
+        reservations: vec![
+            told("e9", "big", 1, 0),
+            told("e1", "gone", 1, 0),
+            told("e1", "small", 0, 5),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(b.fleet.apply_remote(&batch).reservations, 0);
+    assert_eq!(
+        placed(&mut b.fleet, 1_000),
+        [("big".into(), 4, 0), ("small".into(), 2, 0)]
+    );
+    // A batch already applied carries nothing twice.
+    let again = LoadBatch {
+        reservations: vec![told("e1", "big", 1, 0)],
+        ..batch
+    };
+    assert_eq!(b.fleet.apply_remote(&again).reservations, 0, "seq 1 again");
+}
+
+#[test]
+fn reservations_waiting_to_be_told_are_bounded_by_providers_and_the_rest_counted() {
+    let mut a = Replica::new("a");
+    let edges = MAX_PENDING_RESERVATIONS + 10;
+    for i in 0..edges {
+        let id = format!("e{i:05}");
+        a.fleet.handle_event(&accepted(&id, true));
+        let view = common::view(&id, &[("eu", vec![p("big", "m", 1, 0, 0)])]);
+        a.fleet
+            .handle_event(&load_view(&id, 1_000, LoadChange::Replaced(view)));
+    }
+    // Each reservation fills one provider (capacity 1): the next goes elsewhere.
+    for _ in 0..edges {
+        assert!(
+            a.fleet
+                .reserve(&PlacementQuery::new("m"), 1_010)
+                .unwrap()
+                .reserved
+        );
+    }
+    let told = a.fleet.take_load_reservations(usize::MAX);
+    assert_eq!(told.len(), MAX_PENDING_RESERVATIONS);
+    assert!(told.iter().all(|r| r.count == 1 && r.at_unix_ms == 1_010));
+    assert_eq!(a.fleet.placement_stats().reservations_unshared, 10);
+    // Taken in parts: none left.
+    assert!(a.fleet.take_load_reservations(usize::MAX).is_empty());
+}
