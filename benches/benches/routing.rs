@@ -2,9 +2,12 @@
 //! simulated time) of a router sending requests at 80 % of a fleet's capacity, placing
 //! each with `iop_fleet`'s placement on the Control Plane's view, fed
 //! (a) by status pulled every 10 s, (b) by load updates pushed at most every 250 ms,
-//! (c) by pushed updates with reserving placements. A request placed on a provider
-//! that is full in truth waits in that provider's queue; one the view finds no room
-//! for is refused. Reported: the queueing delay (p50, p99) and the refusals.
+//! (c) by pushed updates with reserving placements; and (c) again with the Edges and
+//! the router's requests spread over three (and eight) Control Plane replicas that
+//! tell each other their load every 20 ms — with each replica's reservations told to
+//! the others, and without. A request placed on a provider that is full in truth waits in that
+//! provider's queue; one the view finds no room for is refused. Reported: the
+//! queueing delay (p50, p99) and the refusals.
 //!
 //! Run: `cargo bench -p iop-bench --bench routing [-- SVG_PATH]` (seconds; writes a
 //! bar chart of the delays when given a path — an absolute one: benches run in their
@@ -19,6 +22,7 @@ use iop_bench::fleet::{Rng, snapshot};
 use iop_bench::table::{Row, Table};
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 use iop_core::cp::{ConnectionId, CpEvent};
+use iop_core::proto::cluster::LoadBatch;
 use iop_core::proto::{
     EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderHealth, ProviderLoad, ProviderStatus,
 };
@@ -36,6 +40,8 @@ const RUN_MS: u64 = 120_000;
 const PULL_MS: u64 = 10_000;
 const PUSH_MS: u64 = 250;
 const HEARTBEAT_MS: u64 = 5_000;
+/// How often each replica of the cluster modes tells the others its load.
+const LINGER_MS: u64 = 20;
 const T0: u64 = 1_700_000_000_000;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -46,6 +52,29 @@ enum Mode {
     PulledReserved,
     Pushed,
     Reserved,
+    /// As `Reserved`, on `replicas` replicas: each holds a share of the Edges and
+    /// takes a share of the requests; `shared`: reservations are told to the others.
+    Replicas {
+        replicas: usize,
+        shared: bool,
+    },
+}
+
+impl Mode {
+    fn pushes(self) -> bool {
+        matches!(self, Mode::Pushed | Mode::Reserved | Mode::Replicas { .. })
+    }
+
+    fn reserves(self) -> bool {
+        !matches!(self, Mode::Pulled | Mode::Pushed)
+    }
+
+    fn replicas(self) -> usize {
+        match self {
+            Mode::Replicas { replicas, .. } => replicas,
+            _ => 1,
+        }
+    }
 }
 
 /// One provider in truth.
@@ -65,7 +94,10 @@ struct Sim {
     views: Vec<Arc<EdgeLoad>>,
     dirty: Vec<Vec<bool>>,
     next_push: Vec<u64>,
-    fleet: Fleet,
+    /// One fleet per replica; Edge `e` is held by replica `e % replicas`.
+    fleets: Vec<Fleet>,
+    /// The number of each replica's last batch.
+    seqs: Vec<u64>,
     delays: Vec<f64>,
     refused: u64,
     placed: u64,
@@ -117,32 +149,80 @@ impl Sim {
         let truth: Vec<Vec<Provider>> = (0..EDGES)
             .map(|_| (0..NODES).map(|_| Provider::default()).collect())
             .collect();
-        let mut fleet = Fleet::new(FleetConfig::default()).unwrap_or_else(|_| unreachable!());
+        let replicas = mode.replicas();
+        let mut fleets: Vec<Fleet> = (0..replicas)
+            .map(|_| {
+                let mut fleet =
+                    Fleet::new(FleetConfig::default()).unwrap_or_else(|_| unreachable!());
+                fleet.publish_load(replicas > 1);
+                fleet
+            })
+            .collect();
         let mut views = Vec::new();
         for (e, t) in truth.iter().enumerate() {
             let view = Arc::new(EdgeLoad::from_status(&status(e, t), 1));
+            let fleet = &mut fleets[e % replicas];
             fleet.handle_event(&CpEvent::SessionAccepted {
                 conn: ConnectionId(e as u64),
                 edge_id: edge_id(e),
                 session_id: 1,
                 superseded_session_id: None,
-                load_update_interval: matches!(mode, Mode::Pushed | Mode::Reserved)
-                    .then_some(Duration::from_millis(PUSH_MS)),
+                load_update_interval: mode.pushes().then_some(Duration::from_millis(PUSH_MS)),
             });
             fleet.handle_event(&view_event(e, T0, LoadChange::Replaced(view.clone())));
             views.push(view);
         }
-        Self {
+        let mut sim = Self {
             mode,
             rng: Rng::new(42),
             dirty: vec![vec![false; NODES]; EDGES],
             next_push: vec![T0; EDGES],
             truth,
             views,
-            fleet,
+            fleets,
+            seqs: vec![0; replicas],
             delays: Vec::new(),
             refused: 0,
             placed: 0,
+        };
+        sim.tell(T0);
+        sim
+    }
+
+    /// Each replica tells the others what changed of its Edges (and, when shared, the
+    /// reservations placed on it); a replica first heard of sends its snapshot.
+    fn tell(&mut self, now: u64) {
+        let replicas = self.fleets.len();
+        if replicas < 2 || !(now - T0).is_multiple_of(LINGER_MS) {
+            return;
+        }
+        for from in 0..replicas {
+            self.seqs[from] += 1;
+            let reservations = self.fleets[from].take_load_reservations(usize::MAX);
+            let batch = LoadBatch {
+                replica: format!("cp-{from}"),
+                epoch: 1,
+                seq: self.seqs[from],
+                changes: self.fleets[from].take_load_changes(usize::MAX),
+                reservations: if matches!(self.mode, Mode::Replicas { shared: true, .. }) {
+                    reservations
+                } else {
+                    Vec::new()
+                },
+                ..Default::default()
+            };
+            for to in (0..replicas).filter(|&to| to != from) {
+                if self.fleets[to].apply_remote(&batch).resync {
+                    let (changes, _) = self.fleets[from].load_page("", EDGES);
+                    let page = LoadBatch {
+                        snapshot: true,
+                        changes,
+                        reservations: Vec::new(),
+                        ..batch.clone()
+                    };
+                    self.fleets[to].apply_snapshot(&[page]);
+                }
+            }
         }
     }
 
@@ -162,10 +242,13 @@ impl Sim {
 
     fn arrive(&mut self, now: u64) {
         let q = PlacementQuery::new("llama-3");
-        let answer = if matches!(self.mode, Mode::Reserved | Mode::PulledReserved) {
-            self.fleet.reserve(&q, now)
+        // The router's requests go to the replicas in turn.
+        let at = (self.placed + self.refused) as usize % self.fleets.len();
+        let fleet = &mut self.fleets[at];
+        let answer = if self.mode.reserves() {
+            fleet.reserve(&q, now)
         } else {
-            self.fleet.placement(&q, now)
+            fleet.placement(&q, now)
         };
         let Some(pick) = answer.ok().and_then(|a| a.candidates.into_iter().next()) else {
             self.refused += 1;
@@ -207,7 +290,9 @@ impl Sim {
     }
 
     fn report(&mut self, now: u64) {
+        let replicas = self.fleets.len();
         for e in 0..EDGES {
+            let fleet = &mut self.fleets[e % replicas];
             match self.mode {
                 Mode::Pulled | Mode::PulledReserved => {
                     // Each Edge refreshed every 10 s, at a phase of its own.
@@ -215,11 +300,10 @@ impl Sim {
                     if (now - T0 + PULL_MS - phase) % PULL_MS < STEP_MS {
                         let view = Arc::new(EdgeLoad::from_status(&status(e, &self.truth[e]), 1));
                         self.views[e] = view.clone();
-                        self.fleet
-                            .handle_event(&view_event(e, now, LoadChange::Replaced(view)));
+                        fleet.handle_event(&view_event(e, now, LoadChange::Replaced(view)));
                     }
                 }
-                Mode::Pushed | Mode::Reserved => {
+                Mode::Pushed | Mode::Reserved | Mode::Replicas { .. } => {
                     let changed: Vec<ProviderLoad> = (0..NODES)
                         .filter(|&n| self.dirty[e][n])
                         .map(|n| load(n, &self.truth[e][n]))
@@ -234,11 +318,10 @@ impl Sim {
                                 view: view.clone(),
                                 changed: applied.changed,
                             };
-                            self.fleet.handle_event(&view_event(e, now, change));
+                            fleet.handle_event(&view_event(e, now, change));
                         }
                     } else if (now - T0) % HEARTBEAT_MS < STEP_MS {
-                        self.fleet
-                            .handle_event(&view_event(e, now, LoadChange::Confirmed));
+                        fleet.handle_event(&view_event(e, now, LoadChange::Confirmed));
                     }
                 }
             }
@@ -259,6 +342,7 @@ impl Sim {
                 budget += self.exp(1.0);
             }
             self.report(now);
+            self.tell(now);
         }
         self.delays.sort_by(f64::total_cmp);
         let at = |q: f64| {
@@ -331,6 +415,9 @@ fn main() {
     let pushed = Sim::new(Mode::Pushed).run();
     let reserved = Sim::new(Mode::Reserved).run();
     let pulled_reserved = Sim::new(Mode::PulledReserved).run();
+    let cluster = |replicas, shared| Sim::new(Mode::Replicas { replicas, shared }).run();
+    let (shared, unshared) = (cluster(3, true), cluster(3, false));
+    let (shared8, unshared8) = (cluster(8, true), cluster(8, false));
     let mut table = Table::new(
         format!(
             "Routing at {:.0} % load: {EDGES} Edges × {NODES} providers × {CAPACITY} slots, {} s simulated",
@@ -344,6 +431,19 @@ fn main() {
         ("pushed (250 ms)", &pushed),
         ("pushed + reservations", &reserved),
         ("pulled + reservations", &pulled_reserved),
+        (
+            "pushed + reservations, 3 replicas, told to each other",
+            &shared,
+        ),
+        ("pushed + reservations, 3 replicas, each its own", &unshared),
+        (
+            "pushed + reservations, 8 replicas, told to each other",
+            &shared8,
+        ),
+        (
+            "pushed + reservations, 8 replicas, each its own",
+            &unshared8,
+        ),
     ] {
         table.push(Row::new(
             format!("queueing delay p50 / p99, {what}"),
@@ -369,6 +469,8 @@ fn main() {
             ("(b) pushed, 250 ms", &pushed),
             ("(c) pushed + reservations", &reserved),
             ("pulled + reservations", &pulled_reserved),
+            ("(c) on 3 replicas, told", &shared),
+            ("(c) on 3 replicas, not told", &unshared),
         ];
         if let Err(e) = std::fs::write(&path, svg(&rows)) {
             eprintln!("{path}: {e}");

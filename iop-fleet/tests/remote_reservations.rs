@@ -163,6 +163,38 @@ fn a_reservation_on_one_replica_counts_on_the_other_until_the_providers_next_rep
 }
 
 #[test]
+fn a_report_that_crossed_a_reservation_on_the_way_leaves_it_counted() {
+    let (mut a, mut b, view) = two_replicas();
+    // The Edge reports `big` busy with one request to a at 1 005; before b hears of
+    // it, a router reserves `big` on b at 1 010.
+    let update = |view: &Arc<EdgeLoad>, in_flight: u32, at: u64| {
+        let mut numbers = (**view).clone();
+        let changed = numbers.apply(&[big(in_flight)]).changed;
+        let view = Arc::new(numbers);
+        let event = load_view(
+            "e1",
+            at,
+            LoadChange::Updated {
+                view: view.clone(),
+                changed,
+            },
+        );
+        (view, event)
+    };
+    let (busy, event) = update(&view, 1, 1_005);
+    a.fleet.handle_event(&event);
+    b.fleet.reserve(&PlacementQuery::new("m"), 1_010).unwrap();
+    // The report reaches b: from before the reservation, it does not know of it.
+    a.tell(&mut b.fleet);
+    assert_eq!(placed(&mut b.fleet, 1_020)[0], ("big".into(), 2, 1));
+    // The Edge's next report (with the reserved request in flight) overwrites it.
+    let (_, event) = update(&busy, 2, 1_100);
+    a.fleet.handle_event(&event);
+    a.tell(&mut b.fleet);
+    assert_eq!(placed(&mut b.fleet, 1_100)[0], ("big".into(), 2, 0));
+}
+
+#[test]
 fn a_told_reservation_lapses_with_the_numbers_it_was_counted_on() {
     let (mut a, mut b, _) = two_replicas();
     b.fleet.reserve(&PlacementQuery::new("m"), 1_010).unwrap();

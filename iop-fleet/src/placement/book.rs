@@ -47,6 +47,9 @@ pub(super) struct Reserved {
     pub(super) long: u32,
     /// When they lapse (Unix ms; 0: none).
     pub(super) until_ms: u64,
+    /// When the latest was made (Unix ms): a report from before it does not know of
+    /// it (one that crossed it on the way from another replica) and leaves them.
+    pub(super) made_ms: u64,
 }
 
 /// The providers that list one model.

@@ -276,7 +276,7 @@ impl Placement {
                 if let Some(r) = self.slot_mut(slot).and_then(|e| e.reported_ms.get_mut(i)) {
                     *r = at_ms;
                 }
-                self.clear_reservation(slot, i);
+                self.clear_reservation(slot, i, at_ms);
                 self.file(slot, i, true);
             }
         }

@@ -1,6 +1,7 @@
 //! Reservations: a reserving placement counts its pick as one more request in flight
-//! until the provider's next report, or until its numbers would be stale — on this
-//! replica, and on every other once it publishes them (`LoadReservation`).
+//! until the provider's next report (one from after it), or until its numbers would be
+//! stale — on this replica, and on every other once it publishes them
+//! (`LoadReservation`).
 
 use super::Placement;
 use super::book::{Reserved, Slot};
@@ -79,6 +80,7 @@ impl Placement {
             r.long = r.long.saturating_add(long);
             // The latest reservation's lapse holds for all of them.
             r.until_ms = r.until_ms.max(at_ms.saturating_add(after));
+            r.made_ms = r.made_ms.max(at_ms);
             let (until, n) = (r.until_ms, r.any);
             self.lapses.remove(&(before, slot, index as u32));
             self.lapses.insert((until, slot, index as u32));
@@ -114,10 +116,13 @@ impl Placement {
         }
     }
 
-    /// Provider `index`'s next report overwrote its reservations.
-    pub(super) fn clear_reservation(&mut self, slot: Slot, index: usize) {
+    /// Provider `index` was reported as of `at_ms`: that report overwrites its
+    /// reservations, unless the latest was made after it (the report, from another
+    /// replica, crossed it on the way and does not know of it).
+    pub(super) fn clear_reservation(&mut self, slot: Slot, index: usize, at_ms: u64) {
         if let Some(r) = self.slot_mut(slot).and_then(|e| e.reserved.get_mut(index))
             && *r != Reserved::default()
+            && r.made_ms <= at_ms
         {
             let until = std::mem::take(r).until_ms;
             self.lapses.remove(&(until, slot, index as u32));
