@@ -85,9 +85,7 @@ impl Outbox {
         };
         slot.1 = at.or(slot.1);
     }
-}
 
-impl Outbox {
     /// Notes a reservation placed here on `pick` at `at_ms`.
     pub(super) fn reserved(&mut self, pick: &Candidate, long: bool, at_ms: u64) {
         if !self.on {
