@@ -435,7 +435,7 @@ fn main() {
             "pushed + reservations, 3 replicas, told to each other",
             &shared,
         ),
-        ("pushed + reservations, 3 replicas, each its own", &unshared),
+        ("pushed + reservations, 3 replicas, not told", &unshared),
         (
             "pushed + reservations, 8 replicas, told to each other",
             &shared8,
