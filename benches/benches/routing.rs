@@ -440,10 +440,7 @@ fn main() {
             "pushed + reservations, 8 replicas, told to each other",
             &shared8,
         ),
-        (
-            "pushed + reservations, 8 replicas, each its own",
-            &unshared8,
-        ),
+        ("pushed + reservations, 8 replicas, not told", &unshared8),
     ] {
         table.push(Row::new(
             format!("queueing delay p50 / p99, {what}"),
