@@ -1,10 +1,11 @@
 //! A real nats-server for tests: JetStream on, a free loopback port, a temporary
-//! store, killed when dropped. Used by this crate's tests and by the reference
-//! binaries' cluster tests.
+//! store, killed when dropped — or, when the test's process dies without dropping it
+//! (an abort, a SIGKILL), by a guard that outlives the test only as long as its pipe
+//! from it. Used by this crate's tests and by the reference binaries' cluster tests.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,8 @@ const START: Duration = Duration::from_secs(15);
 pub struct NatsServer {
     bin: PathBuf,
     child: Child,
+    /// Kills the server when its pipe from this process closes.
+    guard: Guard,
     /// Where it listens (127.0.0.1, a free port).
     pub addr: SocketAddr,
     store: PathBuf,
@@ -256,6 +259,7 @@ impl NatsServer {
         let child = spawn(&bin, addr, &store, &extra)?;
         Ok(NatsServer {
             bin,
+            guard: Guard::new(&child),
             child,
             addr,
             store,
@@ -266,6 +270,7 @@ impl NatsServer {
 
     /// Kills the server (SIGKILL), keeping its store.
     pub fn kill(&mut self) {
+        self.guard.release();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -274,6 +279,18 @@ impl NatsServer {
     pub fn restart(&mut self) {
         self.kill();
         self.child = spawn(&self.bin, self.addr, &self.store, &self.extra).expect("nats-server");
+        self.guard = Guard::new(&self.child);
+    }
+
+    /// Closes the guard's pipe, as the test's process dying would: the guard kills
+    /// the server.
+    pub fn close_guard(&mut self) {
+        self.guard.pipe = None;
+    }
+
+    /// Whether the server's process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// Stops the server (SIGSTOP): it holds its connections and answers nothing, as a
@@ -466,8 +483,41 @@ fn greets_as_nats(addr: SocketAddr) -> bool {
     stream.read_exact(&mut greeting).is_ok() && &greeting == b"INFO"
 }
 
+/// A shell that kills the server (SIGKILL) once its standard input closes: when the
+/// test's process goes, however it goes (the pipe is this process's alone: the
+/// standard library opens it close-on-exec).
+#[derive(Debug)]
+struct Guard {
+    shell: Option<Child>,
+    pipe: Option<ChildStdin>,
+}
+
+impl Guard {
+    fn new(server: &Child) -> Guard {
+        let mut shell = Command::new("sh")
+            .args(["-c", "read _; kill -9 \"$0\"", &server.id().to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        let pipe = shell.as_mut().and_then(|s| s.stdin.take());
+        Guard { shell, pipe }
+    }
+
+    /// Stops guarding (before the server is killed and its id may be reused).
+    fn release(&mut self) {
+        if let Some(mut shell) = self.shell.take() {
+            let _ = shell.kill();
+            let _ = shell.wait();
+        }
+        self.pipe = None;
+    }
+}
+
 impl Drop for NatsServer {
     fn drop(&mut self) {
+        self.guard.release();
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.store);

@@ -1,6 +1,7 @@
 //! The engine's contract (PROTOCOL.md §8): the example nats-server configurations are
 //! valid, flush every write before acknowledging it, and replicas run over them — one
-//! server, and three with three copies of every bucket.
+//! server, and three with three copies of every bucket; and a test's server goes
+//! with the test's process, however that ends.
 
 mod cluster_support;
 
@@ -60,4 +61,33 @@ async fn the_example_engine_configurations_are_valid_durable_and_serve_replicas(
     edge.shutdown().await;
     a.stop().await;
     b.stop().await;
+}
+
+#[test]
+#[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
+fn a_test_server_dies_with_the_test_process_that_started_it() {
+    // What the test's process dying does to the server's guard: its pipe closes.
+    let mut nats = NatsServer::start();
+    assert!(!nats.exited(), "the server runs");
+    nats.close_guard();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !nats.exited() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server outlived its guard"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A server killed and started again is guarded again.
+    nats.restart();
+    assert!(!nats.exited(), "the server runs again");
+    nats.close_guard();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !nats.exited() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted server outlived its guard"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
