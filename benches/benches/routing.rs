@@ -5,9 +5,9 @@
 //! (c) by pushed updates with reserving placements; and (c) again with the Edges and
 //! the router's requests spread over three (and eight) Control Plane replicas that
 //! tell each other their load every 20 ms — with each replica's reservations told to
-//! the others, and without. A request placed on a provider that is full in truth waits in that
-//! provider's queue; one the view finds no room for is refused. Reported: the
-//! queueing delay (p50, p99) and the refusals.
+//! the others, and without. A request placed on a provider that is full in truth
+//! waits in that provider's queue; one the view finds no room for is refused.
+//! Reported: the queueing delay (p50, p99) and the refusals.
 //!
 //! Run: `cargo bench -p iop-bench --bench routing [-- SVG_PATH]` (seconds; writes a
 //! bar chart of the delays when given a path — an absolute one: benches run in their

@@ -7,77 +7,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{P, accepted, load_view, p};
+use common::{P, Publisher, accepted, deliver, load_view, p};
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 use iop_core::cp::{CloseReason, CpEvent, ForgetReason};
 use iop_core::proto::cluster::LoadBatch;
 use iop_core::proto::cluster::edge_load_change::Change;
 use iop_fleet::{ChangeKind, Fleet, FleetConfig, PlacementQuery};
 use proptest::prelude::*;
-
-/// A replica's fleet and what it has published.
-struct Publisher {
-    name: &'static str,
-    epoch: u64,
-    fleet: Fleet,
-    seq: u64,
-}
-
-impl Publisher {
-    fn new(name: &'static str, epoch: u64) -> Self {
-        let mut fleet = Fleet::new(FleetConfig::default()).unwrap();
-        fleet.publish_load(true);
-        Self {
-            name,
-            epoch,
-            fleet,
-            seq: 0,
-        }
-    }
-
-    /// The next batch: what changed of its own Edges since the last one.
-    fn batch(&mut self) -> LoadBatch {
-        self.seq += 1;
-        LoadBatch {
-            replica: self.name.into(),
-            epoch: self.epoch,
-            seq: self.seq,
-            changes: self.fleet.take_load_changes(usize::MAX),
-            ..Default::default()
-        }
-    }
-
-    /// Its snapshot, in pages of `limit`.
-    fn snapshot(&self, limit: usize) -> Vec<LoadBatch> {
-        let mut pages = Vec::new();
-        let mut after = String::new();
-        loop {
-            let (changes, more) = self.fleet.load_page(&after, limit);
-            if let Some(last) = changes.last() {
-                after = last.edge_id.clone();
-            }
-            pages.push(LoadBatch {
-                replica: self.name.into(),
-                epoch: self.epoch,
-                seq: self.seq,
-                snapshot: true,
-                more,
-                changes,
-                ..Default::default()
-            });
-            if !more {
-                return pages;
-            }
-        }
-    }
-}
-
-/// Delivers `batch` to `to`, and a snapshot of `from` when it asks for one.
-fn deliver(from: &Publisher, to: &mut Fleet, batch: &LoadBatch) {
-    if to.apply_remote(batch).resync {
-        to.apply_snapshot(&from.snapshot(2));
-    }
-}
 
 fn edge(id: &str, providers: &[P]) -> Arc<EdgeLoad> {
     common::view(id, &[("eu", providers.to_vec())])

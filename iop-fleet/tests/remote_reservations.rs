@@ -8,67 +8,23 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{accepted, load_view, p};
+use common::{Publisher, accepted, deliver, load_view, p};
 use iop_core::cp::load::{EdgeLoad, LoadChange};
 use iop_core::proto::cluster::{LoadBatch, LoadReservation};
 use iop_core::proto::{ProviderHealth, ProviderLoad, ProviderStatus};
-use iop_fleet::{Fleet, FleetConfig, MAX_PENDING_RESERVATIONS, PlacementQuery};
+use iop_fleet::{Fleet, MAX_PENDING_RESERVATIONS, PlacementQuery};
 
-/// A replica's fleet, publishing, and the number of its last batch.
-struct Replica {
-    name: &'static str,
-    fleet: Fleet,
-    seq: u64,
-}
-
-impl Replica {
-    fn new(name: &'static str) -> Self {
-        let mut fleet = Fleet::new(FleetConfig::default()).unwrap();
-        fleet.publish_load(true);
-        Self {
-            name,
-            fleet,
-            seq: 0,
-        }
-    }
-
-    /// Its next batch: the changes of its Edges and the reservations placed on it.
-    fn batch(&mut self) -> LoadBatch {
-        self.seq += 1;
-        LoadBatch {
-            replica: self.name.into(),
-            epoch: 1,
-            seq: self.seq,
-            changes: self.fleet.take_load_changes(usize::MAX),
-            reservations: self.fleet.take_load_reservations(usize::MAX),
-            ..Default::default()
-        }
-    }
-
-    /// Tells `to` its next batch, and its whole snapshot when `to` asks for it.
-    fn tell(&mut self, to: &mut Fleet) -> usize {
-        let batch = self.batch();
-        let applied = to.apply_remote(&batch);
-        if applied.resync {
-            let (changes, _) = self.fleet.load_page("", 100);
-            let page = LoadBatch {
-                replica: self.name.into(),
-                epoch: 1,
-                seq: self.seq,
-                snapshot: true,
-                changes,
-                ..Default::default()
-            };
-            to.apply_snapshot(&[page]);
-        }
-        applied.reservations
-    }
+/// Tells `to` the next batch of `from` (its snapshot too when `to` asks for it): the
+/// reservations `to` counted.
+fn tell(from: &mut Publisher, to: &mut Fleet) -> usize {
+    let batch = from.batch();
+    deliver(from, to, &batch).reservations
 }
 
 /// Edge `e1` on replica `a`: node `n0` with two providers of model `m`, `big`
 /// (capacity 4) and `small` (capacity 2), idle; told to `b`.
-fn two_replicas() -> (Replica, Replica, Arc<EdgeLoad>) {
-    let (mut a, mut b) = (Replica::new("a"), Replica::new("b"));
+fn two_replicas() -> (Publisher, Publisher, Arc<EdgeLoad>) {
+    let (mut a, mut b) = (Publisher::new("a", 1), Publisher::new("b", 1));
     a.fleet.handle_event(&accepted("e1", true));
     let view = common::view(
         "e1",
@@ -76,7 +32,7 @@ fn two_replicas() -> (Replica, Replica, Arc<EdgeLoad>) {
     );
     a.fleet
         .handle_event(&load_view("e1", 1_000, LoadChange::Replaced(view.clone())));
-    a.tell(&mut b.fleet);
+    tell(&mut a, &mut b.fleet);
     (a, b, view)
 }
 
@@ -119,7 +75,7 @@ fn a_reservation_on_one_replica_counts_on_the_other_until_the_providers_next_rep
         assert_eq!(answer.candidates[0].provider_id, "big");
     }
     // b tells a: a counts them too, and a router on a now goes to `small`.
-    assert_eq!(b.tell(&mut a.fleet), 1, "one provider's reservations");
+    assert_eq!(tell(&mut b, &mut a.fleet), 1, "one provider's reservations");
     assert_eq!(a.fleet.placement_stats().reservations_elsewhere, 2);
     assert_eq!(placed(&mut a.fleet, 1_020), placed(&mut b.fleet, 1_020));
     assert_eq!(placed(&mut a.fleet, 1_020)[0], ("big".into(), 2, 2));
@@ -129,7 +85,7 @@ fn a_reservation_on_one_replica_counts_on_the_other_until_the_providers_next_rep
         "2 free, ahead of small's 2 by age"
     );
     // a's own reservation travels back to b: three on `big` everywhere.
-    assert_eq!(a.tell(&mut b.fleet), 1);
+    assert_eq!(tell(&mut a, &mut b.fleet), 1);
     for fleet in [&mut a.fleet, &mut b.fleet] {
         assert_eq!(
             placed(fleet, 1_040),
@@ -138,8 +94,8 @@ fn a_reservation_on_one_replica_counts_on_the_other_until_the_providers_next_rep
     }
     // Reservations told once are not told again, nor echoed by the replica that counted
     // them.
-    assert_eq!(a.tell(&mut b.fleet), 0);
-    assert_eq!(b.tell(&mut a.fleet), 0);
+    assert_eq!(tell(&mut a, &mut b.fleet), 0);
+    assert_eq!(tell(&mut b, &mut a.fleet), 0);
 
     // The Edge reports `big` with the three requests in flight: its report overwrites
     // the reservations on both replicas.
@@ -153,7 +109,7 @@ fn a_reservation_on_one_replica_counts_on_the_other_until_the_providers_next_rep
             changed,
         },
     ));
-    a.tell(&mut b.fleet);
+    tell(&mut a, &mut b.fleet);
     for fleet in [&mut a.fleet, &mut b.fleet] {
         assert_eq!(
             placed(fleet, 1_100),
@@ -185,12 +141,12 @@ fn a_report_that_crossed_a_reservation_on_the_way_leaves_it_counted() {
     a.fleet.handle_event(&event);
     b.fleet.reserve(&PlacementQuery::new("m"), 1_010).unwrap();
     // The report reaches b: from before the reservation, it does not know of it.
-    a.tell(&mut b.fleet);
+    tell(&mut a, &mut b.fleet);
     assert_eq!(placed(&mut b.fleet, 1_020)[0], ("big".into(), 2, 1));
     // The Edge's next report (with the reserved request in flight) overwrites it.
     let (_, event) = update(&busy, 2, 1_100);
     a.fleet.handle_event(&event);
-    a.tell(&mut b.fleet);
+    tell(&mut a, &mut b.fleet);
     assert_eq!(placed(&mut b.fleet, 1_100)[0], ("big".into(), 2, 0));
 }
 
@@ -198,14 +154,14 @@ fn a_report_that_crossed_a_reservation_on_the_way_leaves_it_counted() {
 fn a_told_reservation_lapses_with_the_numbers_it_was_counted_on() {
     let (mut a, mut b, _) = two_replicas();
     b.fleet.reserve(&PlacementQuery::new("m"), 1_010).unwrap();
-    b.tell(&mut a.fleet);
+    tell(&mut b, &mut a.fleet);
     assert_eq!(placed(&mut a.fleet, 1_020)[0], ("big".into(), 3, 1));
     // No report of `big` comes: the reservation lapses on a when it does on b, a
     // staleness threshold after it was placed (whatever a heard meanwhile).
     let after = u64::try_from(a.fleet.staleness().pushed.as_millis()).unwrap();
     a.fleet
         .handle_event(&load_view("e1", 1_010 + after - 10, LoadChange::Confirmed));
-    a.tell(&mut b.fleet);
+    tell(&mut a, &mut b.fleet);
     let now = 1_010 + after;
     for fleet in [&mut a.fleet, &mut b.fleet] {
         assert_eq!(placed(fleet, now)[0], ("big".into(), 4, 0));
@@ -254,7 +210,7 @@ fn a_reservation_on_a_provider_the_receiver_does_not_hold_is_left_alone() {
 
 #[test]
 fn reservations_waiting_to_be_told_are_bounded_by_providers_and_the_rest_counted() {
-    let mut a = Replica::new("a");
+    let mut a = Publisher::new("a", 1);
     let edges = MAX_PENDING_RESERVATIONS + 10;
     for i in 0..edges {
         let id = format!("e{i:05}");

@@ -2,6 +2,11 @@
 //! and the events a Control Plane emits for them.
 #![allow(dead_code)]
 
+mod publisher;
+
+#[allow(unused_imports)]
+pub(crate) use publisher::{Publisher, deliver};
+
 use std::sync::Arc;
 use std::time::Duration;
 
