@@ -1,7 +1,7 @@
 //! Reservations: a reserving placement counts its pick as one more request in flight
-//! until the provider's next report (one from after it), or until its numbers would be
-//! stale — on this replica, and on every other once it publishes them
-//! (`LoadReservation`).
+//! until the provider's next report (a load update from after it, or a new view), or
+//! until its numbers would be stale — on this replica, and on every other once it
+//! publishes them (`LoadReservation`).
 
 use super::Placement;
 use super::book::{Reserved, Slot};
