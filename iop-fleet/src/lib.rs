@@ -90,6 +90,7 @@ pub use load::{
     LoadTotals, LoadView,
 };
 pub use placement::{
-    Candidate, Excluded, PlacementAnswer, PlacementError, PlacementQuery, PlacementStats, Staleness,
+    Candidate, Excluded, MAX_PLACEMENT_LIMIT, Pick, PlacementAnswer, PlacementError,
+    PlacementQuery, PlacementStats, Staleness,
 };
 pub use watch::{ChangeKind, FleetChange, WatchGap};

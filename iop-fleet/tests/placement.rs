@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{P, accepted, load_view, p, view};
 use iop_core::cp::CpEvent;
 use iop_core::cp::load::{EdgeLoad, LoadChange};
-use iop_fleet::{Fleet, FleetConfig, PlacementQuery};
+use iop_fleet::{Fleet, FleetConfig, Pick, PlacementQuery};
 use proptest::prelude::*;
 
 fn fleet() -> Fleet {
@@ -167,8 +167,9 @@ fn numbers_go_stale_by_how_their_edge_reports_and_a_pushers_heartbeat_renews_the
     assert!(f.placement_stats().stale_excluded >= 2);
 }
 
-#[test]
-fn a_reservation_counts_until_the_next_report_of_its_provider_or_until_it_lapses() {
+/// A fleet of one Edge that pushes, "a", with providers "big" (3 free slots) and
+/// "small" (2) of model "m".
+fn big_and_small() -> Fleet {
     let mut f = fleet();
     f.handle_event(&accepted("a", true));
     let v = view(
@@ -176,6 +177,12 @@ fn a_reservation_counts_until_the_next_report_of_its_provider_or_until_it_lapses
         &[("eu", vec![p("big", "m", 3, 0, 0), p("small", "m", 2, 0, 0)])],
     );
     f.handle_event(&load_view("a", T0, LoadChange::Replaced(v)));
+    f
+}
+
+#[test]
+fn a_reservation_counts_until_the_next_report_of_its_provider_or_until_it_lapses() {
+    let mut f = big_and_small();
     let q = PlacementQuery::new("m");
     // Four routers at once: each pick counts, so they spread by free slots (3 against
     // 2, then 2 against 2 broken by position, 1 against 2, 1 against 1).
@@ -224,6 +231,29 @@ fn a_reservation_counts_until_the_next_report_of_its_provider_or_until_it_lapses
         (answer.candidates[0].free, answer.candidates[0].reserved),
         (2, 0)
     );
+}
+
+#[test]
+fn a_spread_pick_reserves_the_provider_it_draws_and_lists_it_first() {
+    let mut f = big_and_small();
+    let mut q = PlacementQuery::new("m");
+    // Five free slots, big's three first: the top of the draw falls on small.
+    q.pick = Pick::Spread { random: u64::MAX };
+    let a = f.reserve(&q, T0).unwrap();
+    assert!(a.reserved);
+    assert_eq!(ids(&a), ["a/n0/small", "a/n0/big"]);
+    assert_eq!((a.candidates[0].reserved, a.candidates[0].free), (1, 1));
+    // Counted like any reservation; a placement that does not reserve lists in rank
+    // order whatever the pick.
+    let listed = f.placement(&q, T0).unwrap();
+    assert_eq!(ids(&listed), ["a/n0/big", "a/n0/small"]);
+    assert_eq!(listed.candidates[1].reserved, 1);
+    // The bottom of the draw falls on big.
+    q.pick = Pick::Spread { random: 0 };
+    let a = f.reserve(&q, T0).unwrap();
+    assert_eq!(ids(&a), ["a/n0/big", "a/n0/small"]);
+    assert_eq!(a.candidates[0].reserved, 1);
+    assert_eq!(f.placement_stats().reservations, 2);
 }
 
 #[test]

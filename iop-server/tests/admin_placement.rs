@@ -141,6 +141,31 @@ async fn a_router_places_requests_on_pushed_numbers_and_reservations_spread_them
         ["edge-a/gpu-1:2", "edge-a/gpu-1:3", "edge-b/gpu-0:2"]
     );
 
+    // A spread pick reserves a candidate drawn by free slots and lists it first; a
+    // pick that is neither best nor spread is refused with its code.
+    let before = cp.get("/v1/placement?model=llama-3&limit=3").await.json();
+    let spread = cp
+        .post("/v1/placement?model=llama-3&limit=3&pick=spread", "")
+        .await;
+    assert_eq!(spread.status, 200, "{}", spread.body);
+    let spread = spread.json();
+    assert_eq!(spread["reserved"], true);
+    let first = &spread["candidates"][0];
+    let was = before["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["edgeId"] == first["edgeId"] && c["nodeId"] == first["nodeId"])
+        .unwrap_or_else(|| panic!("{first} not among {before}"));
+    assert_eq!(
+        first["reserved"].as_u64(),
+        was["reserved"].as_u64().map(|n| n + 1),
+        "{spread}"
+    );
+    let bad = cp.post("/v1/placement?model=llama-3&pick=random", "").await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["error"]["code"], "bad_pick");
+
     // edge-b leaves: its provider counts offline.
     b.shutdown().await;
     let answer = cp
@@ -159,7 +184,7 @@ async fn a_router_places_requests_on_pushed_numbers_and_reservations_spread_them
             .unwrap_or_else(|| panic!("no {name} in /metrics"))
     };
     assert!(value("iop_placements_total") >= 8);
-    assert_eq!(value("iop_placement_reservations_total"), 3);
+    assert_eq!(value("iop_placement_reservations_total"), 4);
     assert!(value("iop_placements_empty_total") >= 1);
     assert!(metrics.contains("iop_placement_age_seconds_bucket{le=\"0.025\"}"));
 

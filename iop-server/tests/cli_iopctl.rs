@@ -574,6 +574,19 @@ capacity = 4
     assert_eq!(json["reserved"], true);
     assert_eq!(json["candidates"][0]["reserved"], 1);
     assert_eq!(json["candidates"][0]["free"], 2);
+    // Drawn by free slots: the only candidate, counted again; --spread alone is a
+    // usage error (it says how to reserve).
+    let spread = ctl(
+        cp.admin,
+        &["place", "llama-3-8b", "--reserve", "--spread", "-o", "json"],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&spread.stdout).unwrap();
+    assert_eq!(json["reserved"], true);
+    assert_eq!(json["candidates"][0]["reserved"], 2);
+    assert_eq!(
+        code(&ctl(cp.admin, &["place", "llama-3-8b", "--spread"])),
+        2
+    );
     // Nobody serves this one, or not in that zone: exit 1, and why.
     let none = ctl(cp.admin, &["place", "mistral"]);
     assert_eq!(code(&none), 1);

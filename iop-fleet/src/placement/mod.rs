@@ -66,6 +66,7 @@
 //! ```
 
 mod book;
+mod pick;
 mod proofs;
 mod query;
 mod ranking;
@@ -82,6 +83,7 @@ use iop_core::cp::load::EdgeLoad;
 
 pub(crate) use book::Slot;
 use book::{Books, Class, Reserved, classify};
+pub use pick::Pick;
 pub use query::{
     Candidate, DEFAULT_PLACEMENT_LIMIT, Excluded, MAX_PLACEMENT_LABELS, MAX_PLACEMENT_LIMIT,
     PlacementAnswer, PlacementError, PlacementQuery,
@@ -342,6 +344,9 @@ impl Placement {
         query.validate()?;
         self.lapse(now_ms);
         let mut answer = self.read(query, now_ms);
+        if reserve {
+            query.pick.arrange(&mut answer.candidates);
+        }
         if reserve && let Some(first) = answer.candidates.first_mut() {
             self.reserve(first, query.long_context, now_ms);
             answer.reserved = true;

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use super::pick::Pick;
+
 /// The most candidates one placement lists.
 pub const MAX_PLACEMENT_LIMIT: usize = 1000;
 /// Candidates listed when the query names no limit.
@@ -27,6 +29,9 @@ pub struct PlacementQuery {
     /// List providers whose numbers are stale too (marked so), after every current
     /// one: for a router that would rather guess than refuse.
     pub include_stale: bool,
+    /// Which candidate a reserving placement reserves (and lists first): the best,
+    /// or one drawn at random by free slots ([`Pick`]).
+    pub pick: Pick,
 }
 
 impl PlacementQuery {
@@ -38,6 +43,7 @@ impl PlacementQuery {
             limit: DEFAULT_PLACEMENT_LIMIT,
             labels: Vec::new(),
             include_stale: false,
+            pick: Pick::Best,
         }
     }
 

@@ -173,6 +173,10 @@ enum Subcommands {
         /// next reports it (a router's reservation).
         #[arg(long)]
         reserve: bool,
+        /// Reserve a candidate drawn at random by free slots instead of the best (for
+        /// routers placing through several replicas at once).
+        #[arg(long, requires = "reserve")]
+        spread: bool,
     },
     /// A live view of the fleet's load by model and by Edge (busiest first),
     /// following the load watch.
@@ -405,6 +409,7 @@ fn run(args: Args) -> Result<u8, CtlError> {
                 labels,
                 include_stale,
                 reserve,
+                spread,
             } => {
                 let place = PlaceArgs {
                     model,
@@ -413,6 +418,7 @@ fn run(args: Args) -> Result<u8, CtlError> {
                     labels,
                     include_stale,
                     reserve,
+                    spread,
                 };
                 ctl::run_place(&admin, out, &place).await
             }

@@ -26,6 +26,8 @@ pub struct PlaceArgs {
     pub include_stale: bool,
     /// Reserve the first candidate (`POST`).
     pub reserve: bool,
+    /// Reserve a candidate drawn by free slots (`pick=spread`).
+    pub spread: bool,
 }
 
 impl PlaceArgs {
@@ -50,6 +52,9 @@ impl PlaceArgs {
         }
         if self.include_stale {
             q.push("include_stale=true".into());
+        }
+        if self.spread {
+            q.push("pick=spread".into());
         }
         format!("/v1/placement?{}", q.join("&"))
     }

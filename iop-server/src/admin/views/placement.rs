@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use iop_tokio::fleet::{PlacementAnswer, PlacementError, PlacementQuery};
+use iop_tokio::fleet::{Pick, PlacementAnswer, PlacementError, PlacementQuery};
 use serde_json::{Value, json};
 
 use super::load::unix_ms;
@@ -17,7 +17,14 @@ use crate::admin::AdminState;
 use crate::admin::http::error::ApiError;
 
 /// The query parameters a placement takes.
-const PARAMETERS: [&str; 5] = ["model", "long_context", "limit", "labels", "include_stale"];
+const PARAMETERS: [&str; 6] = [
+    "model",
+    "long_context",
+    "limit",
+    "labels",
+    "include_stale",
+    "pick",
+];
 
 /// `GET /v1/placement`.
 pub(in crate::admin) async fn get_placement(
@@ -30,7 +37,7 @@ pub(in crate::admin) async fn get_placement(
 }
 
 /// `POST /v1/placement`: the same parameters, in the query; reserves the first
-/// candidate.
+/// candidate (with `pick=spread`, one drawn by free slots, listed first).
 pub(in crate::admin) async fn post_placement(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
@@ -75,8 +82,33 @@ pub(in crate::admin) fn parse(
             })
             .collect::<Result<_, _>>()?;
     }
+    q.pick = match params.get("pick").map(String::as_str) {
+        None | Some("best") => Pick::Best,
+        Some("spread") => Pick::Spread {
+            random: random_u64(),
+        },
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_pick",
+                format!("pick {other:?}: best or spread"),
+            ));
+        }
+    };
     q.validate().map_err(refused)?;
     Ok(q)
+}
+
+/// A number drawn uniformly for a spread pick: std's per-process random hash keys over
+/// a counter (no cryptographic strength is needed, only routers' draws that differ).
+fn random_u64() -> u64 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(Default::default)
+        .hash_one(DRAWS.fetch_add(1, Ordering::Relaxed))
 }
 
 /// 400 with the query error's own code.
@@ -158,6 +190,17 @@ mod tests {
         );
         assert_eq!(q.labels.len(), 2);
         assert!(!q.include_stale);
+        assert_eq!(q.pick, Pick::Best);
+        let spread = |n| match parse(&params(&[("model", "m"), ("pick", "spread")])) {
+            Ok(PlacementQuery {
+                pick: Pick::Spread { random },
+                ..
+            }) => random,
+            other => panic!("draw {n}: {other:?}"),
+        };
+        // Each placement draws anew.
+        let draws: std::collections::HashSet<u64> = (0..64).map(spread).collect();
+        assert_eq!(draws.len(), 64);
         for (bad, code) in [
             (vec![], "bad_model"),
             (vec![("model", "")], "bad_model"),
@@ -167,6 +210,7 @@ mod tests {
             (vec![("model", "m"), ("labels", "zone")], "bad_labels"),
             (vec![("model", "m"), ("long_context", "yes")], "bad_request"),
             (vec![("model", "m"), ("modle", "m")], "bad_request"),
+            (vec![("model", "m"), ("pick", "random")], "bad_pick"),
         ] {
             let e = parse(&params(&bad)).unwrap_err();
             assert_eq!(
