@@ -5,7 +5,8 @@
 //! (c) by pushed updates with reserving placements; and (c) again with the Edges and
 //! the router's requests spread over three (and eight) Control Plane replicas that
 //! tell each other their load every 20 ms — with each replica's reservations told to
-//! the others, and without. A request placed on a provider that is full in truth
+//! the others, and without, and with reserving placements that draw their pick by free
+//! slots (`Pick::Spread`) instead of taking the best. A request placed on a provider that is full in truth
 //! waits in that provider's queue; one the view finds no room for is refused.
 //! Reported: the queueing delay (p50, p99) and the refusals.
 //!
@@ -26,7 +27,7 @@ use iop_core::proto::cluster::LoadBatch;
 use iop_core::proto::{
     EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderHealth, ProviderLoad, ProviderStatus,
 };
-use iop_fleet::{Fleet, FleetConfig, PlacementQuery};
+use iop_fleet::{Fleet, FleetConfig, MAX_PLACEMENT_LIMIT, Pick, PlacementQuery};
 
 const EDGES: usize = 250;
 const NODES: usize = 4;
@@ -101,6 +102,9 @@ struct Sim {
     delays: Vec<f64>,
     refused: u64,
     placed: u64,
+    /// Reserving placements draw their pick by free slots among every candidate
+    /// (`Pick::Spread`, limit 1 000) instead of taking the best.
+    spread: bool,
 }
 
 fn edge_id(e: usize) -> String {
@@ -184,6 +188,7 @@ impl Sim {
             delays: Vec::new(),
             refused: 0,
             placed: 0,
+            spread: false,
         };
         sim.tell(T0);
         sim
@@ -241,7 +246,13 @@ impl Sim {
     }
 
     fn arrive(&mut self, now: u64) {
-        let q = PlacementQuery::new("llama-3");
+        let mut q = PlacementQuery::new("llama-3");
+        if self.spread {
+            q.pick = Pick::Spread {
+                random: self.rng.next_u64(),
+            };
+            q.limit = MAX_PLACEMENT_LIMIT;
+        }
         // The router's requests go to the replicas in turn.
         let at = (self.placed + self.refused) as usize % self.fleets.len();
         let fleet = &mut self.fleets[at];
@@ -328,6 +339,12 @@ impl Sim {
         }
     }
 
+    /// The same, with spread picks.
+    fn spread(mut self) -> Self {
+        self.spread = true;
+        self
+    }
+
     fn run(mut self) -> Outcome {
         let per_step =
             LOAD * (EDGES * NODES) as f64 * f64::from(CAPACITY) / SERVICE_MS * STEP_MS as f64;
@@ -349,9 +366,11 @@ impl Sim {
             let i = ((self.delays.len() - 1) as f64 * q).round() as usize;
             self.delays.get(i).copied().unwrap_or(f64::NAN)
         };
+        let queued = self.delays.iter().filter(|&&d| d > 0.0).count();
         Outcome {
             p50: at(0.5),
             p99: at(0.99),
+            queued: queued as f64 / self.delays.len().max(1) as f64,
             refused: self.refused as f64 / (self.refused + self.placed).max(1) as f64,
             requests: self.refused + self.placed,
         }
@@ -370,6 +389,8 @@ fn view_event(e: usize, at: u64, change: LoadChange) -> CpEvent {
 struct Outcome {
     p50: f64,
     p99: f64,
+    /// Share of the requests started that waited at all.
+    queued: f64,
     refused: f64,
     requests: u64,
 }
@@ -418,6 +439,17 @@ fn main() {
     let cluster = |replicas, shared| Sim::new(Mode::Replicas { replicas, shared }).run();
     let (shared, unshared) = (cluster(3, true), cluster(3, false));
     let (shared8, unshared8) = (cluster(8, true), cluster(8, false));
+    let spread = |replicas| {
+        let mode = match replicas {
+            1 => Mode::Reserved,
+            replicas => Mode::Replicas {
+                replicas,
+                shared: true,
+            },
+        };
+        Sim::new(mode).spread().run()
+    };
+    let (spread1, spread3, spread8) = (spread(1), spread(3), spread(8));
     let mut table = Table::new(
         format!(
             "Routing at {:.0} % load: {EDGES} Edges × {NODES} providers × {CAPACITY} slots, {} s simulated",
@@ -441,11 +473,25 @@ fn main() {
             &shared8,
         ),
         ("pushed + reservations, 8 replicas, not told", &unshared8),
+        ("pushed + reservations, spread picks", &spread1),
+        (
+            "pushed + reservations, 3 replicas, told, spread picks",
+            &spread3,
+        ),
+        (
+            "pushed + reservations, 8 replicas, told, spread picks",
+            &spread8,
+        ),
     ] {
         table.push(Row::new(
-            format!("queueing delay p50 / p99, {what}"),
-            format!("{:.0} / {:.0} ms", o.p50, o.p99),
-            format!("{:.0} / {:.0} ms", pulled.p50, pulled.p99),
+            format!("queueing delay p50 / p99 (share that waited), {what}"),
+            format!("{:.0} / {:.0} ms ({:.1} %)", o.p50, o.p99, o.queued * 100.0),
+            format!(
+                "{:.0} / {:.0} ms ({:.1} %)",
+                pulled.p50,
+                pulled.p99,
+                pulled.queued * 100.0
+            ),
             format!("— / {:.3}", o.p99 / pulled.p99.max(1.0)),
             "—",
             None,
@@ -468,6 +514,7 @@ fn main() {
             ("pulled + reservations", &pulled_reserved),
             ("(c) on 3 replicas, told", &shared),
             ("(c) on 3 replicas, not told", &unshared),
+            ("(c) on 3 replicas, told, spread picks", &spread3),
         ];
         if let Err(e) = std::fs::write(&path, svg(&rows)) {
             eprintln!("{path}: {e}");
