@@ -3,7 +3,8 @@
 //! (the view's numbers replaced as the Control Plane does, folded into the fleet and
 //! its placement index) and the latency of one placement (the best 10 for a model),
 //! against the baseline a router without an index would have — a scan of every view
-//! for the same answer — measured in the same run.
+//! for the same answer — measured in the same run; and a reserving placement with a
+//! spread pick (drawn among the best 1 000) against one that takes the best.
 //!
 //! Run: `cargo bench -p iop-bench --bench placement` (about a minute). Times are
 //! shown for scale; the figures are the ratios.
@@ -18,7 +19,7 @@ use iop_bench::fleet::{
 };
 use iop_bench::table::{Row, Table, format_count, format_ns};
 use iop_core::proto::ProviderLoad;
-use iop_fleet::PlacementQuery;
+use iop_fleet::{Pick, PlacementQuery};
 
 /// Updates measured per fleet size.
 const UPDATES: usize = 200_000;
@@ -54,6 +55,9 @@ struct Sizes {
     place: [f64; 2],
     cold: [f64; 2],
     scan: [f64; 2],
+    /// Reserving placements: the best pick, a spread one.
+    best: [f64; 2],
+    spread: [f64; 2],
 }
 
 fn measure(edges: usize) -> Sizes {
@@ -71,8 +75,7 @@ fn measure(edges: usize) -> Sizes {
     let update = start.elapsed().as_nanos() as f64 / UPDATES as f64;
 
     let between = updates(edges, PLACEMENTS * UPDATES_BETWEEN, &mut rng);
-    let timed = |model: &str, fleet: &mut Synthetic, offset: usize| {
-        let q = PlacementQuery::new(model);
+    let timed = |q: &PlacementQuery, reserve: bool, fleet: &mut Synthetic, offset: usize| {
         let mut took = Vec::with_capacity(PLACEMENTS / 2);
         for k in 0..PLACEMENTS / 2 {
             for (e, u) in between
@@ -84,15 +87,30 @@ fn measure(edges: usize) -> Sizes {
             }
             let now = fleet.now_ms;
             let start = Instant::now();
-            let answer = fleet.fleet.placement(&q, now);
+            let answer = if reserve {
+                fleet.fleet.reserve(q, now)
+            } else {
+                fleet.fleet.placement(q, now)
+            };
             took.push(start.elapsed().as_nanos() as u64);
             black_box(answer.map(|a| a.candidates.len()).unwrap_or_default());
         }
         took.sort_unstable();
         [percentile(&took, 0.5), percentile(&took, 0.99)]
     };
-    let place = timed(HOT_MODEL, &mut fleet, 0);
-    let cold = timed(API_MODELS[1], &mut fleet, PLACEMENTS / 2);
+    let place = timed(&PlacementQuery::new(HOT_MODEL), false, &mut fleet, 0);
+    let cold = timed(
+        &PlacementQuery::new(API_MODELS[1]),
+        false,
+        &mut fleet,
+        PLACEMENTS / 2,
+    );
+    let best = timed(&PlacementQuery::new(HOT_MODEL), true, &mut fleet, 0);
+    let mut q = PlacementQuery::new(HOT_MODEL);
+    q.pick = Pick::Spread {
+        random: rng.next_u64(),
+    };
+    let spread = timed(&q, true, &mut fleet, PLACEMENTS / 2);
 
     // The baseline answers the same query; check they agree on the free slots listed.
     let q = PlacementQuery::new(HOT_MODEL);
@@ -118,6 +136,8 @@ fn measure(edges: usize) -> Sizes {
         place,
         cold,
         scan,
+        best,
+        spread,
     }
 }
 
@@ -156,6 +176,23 @@ fn main() -> ExitCode {
             format!("{} / {}", format_ns(s.cold[0]), format_ns(s.cold[1])),
             "—",
             "—",
+            "—",
+            None,
+        ));
+    }
+    for s in [&small, &large] {
+        table.push(Row::new(
+            format!(
+                "reserving placement p50 / p99, spread pick, {} Edges",
+                format_count(s.edges as u64)
+            ),
+            format!("{} / {}", format_ns(s.spread[0]), format_ns(s.spread[1])),
+            format!(
+                "{} / {} (best pick)",
+                format_ns(s.best[0]),
+                format_ns(s.best[1])
+            ),
+            format!("{:.2}", s.spread[1] / s.best[1]),
             "—",
             None,
         ));

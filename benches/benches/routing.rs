@@ -27,7 +27,7 @@ use iop_core::proto::cluster::LoadBatch;
 use iop_core::proto::{
     EdgeNodeSnapshot, EdgeStatusResponse, NodeState, ProviderHealth, ProviderLoad, ProviderStatus,
 };
-use iop_fleet::{Fleet, FleetConfig, MAX_PLACEMENT_LIMIT, Pick, PlacementQuery};
+use iop_fleet::{Fleet, FleetConfig, Pick, PlacementQuery};
 
 const EDGES: usize = 250;
 const NODES: usize = 4;
@@ -102,8 +102,8 @@ struct Sim {
     delays: Vec<f64>,
     refused: u64,
     placed: u64,
-    /// Reserving placements draw their pick by free slots among every candidate
-    /// (`Pick::Spread`, limit 1 000) instead of taking the best.
+    /// Reserving placements draw their pick by free slots (`Pick::Spread`, among the
+    /// best 1 000 candidates: every provider here) instead of taking the best.
     spread: bool,
 }
 
@@ -251,7 +251,6 @@ impl Sim {
             q.pick = Pick::Spread {
                 random: self.rng.next_u64(),
             };
-            q.limit = MAX_PLACEMENT_LIMIT;
         }
         // The router's requests go to the replicas in turn.
         let at = (self.placed + self.refused) as usize % self.fleets.len();

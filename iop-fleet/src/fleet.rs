@@ -347,7 +347,8 @@ impl Fleet {
 
     /// As [`placement`](Self::placement), and counts one more request in flight on
     /// the first candidate until its next report (or until its numbers would be
-    /// stale): routers asking at once spread instead of herding. A replica of a
+    /// stale): routers asking at once spread instead of herding. The first is the
+    /// best, or the one the query's [`Pick`](crate::Pick) draws. A replica of a
     /// cluster tells the others ([`take_load_reservations`](Self::take_load_reservations)),
     /// which count it too.
     pub fn reserve(

@@ -91,6 +91,6 @@ pub use load::{
 };
 pub use placement::{
     Candidate, Excluded, MAX_PLACEMENT_LIMIT, Pick, PlacementAnswer, PlacementError,
-    PlacementQuery, PlacementStats, Staleness,
+    PlacementQuery, PlacementStats, SPREAD_POOL, Staleness,
 };
 pub use watch::{ChangeKind, FleetChange, WatchGap};

@@ -236,24 +236,31 @@ fn a_reservation_counts_until_the_next_report_of_its_provider_or_until_it_lapses
 #[test]
 fn a_spread_pick_reserves_the_provider_it_draws_and_lists_it_first() {
     let mut f = big_and_small();
+    // Five free slots, big's three first: the top of the draw falls on small, drawn
+    // among every current candidate whatever the limit.
     let mut q = PlacementQuery::new("m");
-    // Five free slots, big's three first: the top of the draw falls on small.
     q.pick = Pick::Spread { random: u64::MAX };
+    q.limit = 1;
     let a = f.reserve(&q, T0).unwrap();
     assert!(a.reserved);
-    assert_eq!(ids(&a), ["a/n0/small", "a/n0/big"]);
+    assert_eq!(ids(&a), ["a/n0/small"]);
     assert_eq!((a.candidates[0].reserved, a.candidates[0].free), (1, 1));
+    // With room for both, the drawn one first, then the best other.
+    q.limit = 2;
+    let a = f.reserve(&q, T0).unwrap();
+    assert_eq!(ids(&a), ["a/n0/small", "a/n0/big"]);
+    assert_eq!(a.candidates[0].reserved, 2);
     // Counted like any reservation; a placement that does not reserve lists in rank
     // order whatever the pick.
     let listed = f.placement(&q, T0).unwrap();
-    assert_eq!(ids(&listed), ["a/n0/big", "a/n0/small"]);
-    assert_eq!(listed.candidates[1].reserved, 1);
+    assert_eq!(ids(&listed), ["a/n0/big"]);
+    assert_eq!(listed.excluded.full, 1);
     // The bottom of the draw falls on big.
     q.pick = Pick::Spread { random: 0 };
     let a = f.reserve(&q, T0).unwrap();
-    assert_eq!(ids(&a), ["a/n0/big", "a/n0/small"]);
+    assert_eq!(ids(&a), ["a/n0/big"]);
     assert_eq!(a.candidates[0].reserved, 1);
-    assert_eq!(f.placement_stats().reservations, 2);
+    assert_eq!(f.placement_stats().reservations, 3);
 }
 
 #[test]

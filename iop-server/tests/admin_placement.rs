@@ -131,6 +131,8 @@ async fn a_router_places_requests_on_pushed_numbers_and_reservations_spread_them
         assert_eq!(answer.status, 200, "{}", answer.body);
         let answer = answer.json();
         assert_eq!(answer["reserved"], true);
+        // One Control Plane: the best, unless asked otherwise.
+        assert_eq!(answer["pick"], "best");
         reserved.push(picks(&answer).remove(0));
     }
     // 4 against 3: gpu-1; then 3 and 3 (the tie goes to the newer report): one each.
@@ -150,6 +152,7 @@ async fn a_router_places_requests_on_pushed_numbers_and_reservations_spread_them
     assert_eq!(spread.status, 200, "{}", spread.body);
     let spread = spread.json();
     assert_eq!(spread["reserved"], true);
+    assert_eq!(spread["pick"], "spread");
     let first = &spread["candidates"][0];
     let was = before["candidates"]
         .as_array()

@@ -181,12 +181,14 @@ async fn a_reservation_on_one_replica_counts_on_every_other() {
         placed(admin, &["edge-1/gpu-0:4", "edge-1/gpu-1:4"]).await;
     }
 
-    // Three routers reserve on cp-b, each taking the best pick left.
+    // Three routers reserve on cp-b; a replica spreads its picks by default (drawn by
+    // free slots), so whichever provider each took counts.
     let mut free = [4u32, 4];
     for _ in 0..3 {
         let (status, v) = http(admin_b, "POST", "/v1/placement?model=llama-3&limit=1", None).await;
         assert_eq!(status, 200, "{v}");
         assert_eq!(v["reserved"], true, "{v}");
+        assert_eq!(v["pick"], "spread", "{v}");
         let node = v["candidates"][0]["nodeId"].as_str().unwrap();
         let at = if node == "gpu-0" { 0 } else { 1 };
         assert_eq!(v["candidates"][0]["free"], free[at] - 1, "{v}");

@@ -63,7 +63,9 @@ impl<R: Runtime> ControlPlaneHandle<R> {
 
     /// As [`placement`](Self::placement), and counts one more request in flight on the
     /// first candidate until its Edge next reports it: concurrent routers spread
-    /// instead of all picking the provider that looked emptiest.
+    /// instead of all picking the provider that looked emptiest. The first is the best,
+    /// or the one the query's `pick` draws (`Pick::Spread`, for routers that place
+    /// through several replicas at once).
     pub fn reserve_placement(
         &self,
         query: &PlacementQuery,

@@ -82,8 +82,8 @@ use std::sync::Arc;
 use iop_core::cp::load::EdgeLoad;
 
 pub(crate) use book::Slot;
-use book::{Books, Class, Reserved, classify};
-pub use pick::Pick;
+use book::{Books, Class, Rank, Reserved, classify};
+pub use pick::{Pick, SPREAD_POOL};
 pub use query::{
     Candidate, DEFAULT_PLACEMENT_LIMIT, Excluded, MAX_PLACEMENT_LABELS, MAX_PLACEMENT_LIMIT,
     PlacementAnswer, PlacementError, PlacementQuery,
@@ -343,10 +343,8 @@ impl Placement {
     ) -> Result<PlacementAnswer, PlacementError> {
         query.validate()?;
         self.lapse(now_ms);
-        let mut answer = self.read(query, now_ms);
-        if reserve {
-            query.pick.arrange(&mut answer.candidates);
-        }
+        let pick = if reserve { query.pick } else { Pick::Best };
+        let mut answer = self.read(query, pick, now_ms);
         if reserve && let Some(first) = answer.candidates.first_mut() {
             self.reserve(first, query.long_context, now_ms);
             answer.reserved = true;
@@ -372,8 +370,9 @@ impl Placement {
         Ok(answer)
     }
 
-    /// The candidates for `query`, walking the model's ranking best first.
-    fn read(&self, query: &PlacementQuery, now_ms: u64) -> PlacementAnswer {
+    /// The candidates for `query`, walking the model's ranking best first; the one
+    /// `pick` chooses first.
+    fn read(&self, query: &PlacementQuery, pick: Pick, now_ms: u64) -> PlacementAnswer {
         let mut answer = PlacementAnswer {
             candidates: Vec::new(),
             serving: 0,
@@ -396,6 +395,11 @@ impl Placement {
         };
         let ranking = if long { &book.long_open } else { &book.open };
         let mut stale = Vec::new();
+        // The current candidates a draw is among (ranks only: no names copied).
+        let mut pool: Vec<Rank> = Vec::new();
+        let pool_size = if pick.draws() { SPREAD_POOL } else { 0 };
+        // (slot, index) of each current candidate listed, in order.
+        let mut listed: Vec<(Slot, u32)> = Vec::new();
         for rank in ranking.iter() {
             let Some(e) = self.slot(rank.slot) else {
                 continue;
@@ -408,13 +412,36 @@ impl Placement {
                 answer.excluded.labels += u64::from(!is_stale);
                 continue;
             }
+            if !is_stale && pool.len() < pool_size {
+                pool.push(rank);
+            }
             if is_stale {
                 stale.push(candidate(e, &rank, now_ms, true));
             } else if answer.candidates.len() < query.limit {
                 answer.candidates.push(candidate(e, &rank, now_ms, false));
-            } else if query.labels.is_empty() && !query.include_stale {
+                listed.push((rank.slot, rank.index));
+            } else if query.labels.is_empty() && !query.include_stale && pool.len() >= pool_size {
                 // Nothing left to count: the stale were counted by their Edges.
                 break;
+            }
+        }
+        if let Some(at) = pick.choose(&pool).filter(|&at| at > 0) {
+            // The drawn one first, then the best others up to the limit.
+            let drawn = pool.get(at).and_then(|r| Some((self.slot(r.slot)?, r)));
+            if let Some((e, rank)) = drawn {
+                match listed.iter().position(|&l| l == (rank.slot, rank.index)) {
+                    Some(i) => {
+                        if let Some(front) = answer.candidates.get_mut(..=i) {
+                            front.rotate_right(1);
+                        }
+                    }
+                    None => {
+                        answer
+                            .candidates
+                            .insert(0, candidate(e, rank, now_ms, false));
+                        answer.candidates.truncate(query.limit);
+                    }
+                }
             }
         }
         let room = query.limit.saturating_sub(answer.candidates.len());

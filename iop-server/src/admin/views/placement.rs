@@ -37,14 +37,26 @@ pub(in crate::admin) async fn get_placement(
 }
 
 /// `POST /v1/placement`: the same parameters, in the query; reserves the first
-/// candidate (with `pick=spread`, one drawn by free slots, listed first).
+/// candidate (with `pick=spread`, one drawn by free slots, listed first). With no
+/// `pick`, a cluster's replica spreads: routers reach it alongside the others.
 pub(in crate::admin) async fn post_placement(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let q = parse(&query)?;
+    let mut q = parse(&query)?;
+    if !query.contains_key("pick") && s.router.is_some() {
+        q.pick = spread();
+    }
     let answer = s.cp.reserve_placement(&q).map_err(refused)?;
-    Ok(Json(render(&q, &answer, &s)))
+    let mut v = render(&q, &answer, &s);
+    if let Some(o) = v.as_object_mut() {
+        let pick = match q.pick {
+            Pick::Spread { .. } => "spread",
+            _ => "best",
+        };
+        o.insert("pick".into(), pick.into());
+    }
+    Ok(Json(v))
 }
 
 /// The query of `params`, or a 400 naming what is wrong.
@@ -84,9 +96,7 @@ pub(in crate::admin) fn parse(
     }
     q.pick = match params.get("pick").map(String::as_str) {
         None | Some("best") => Pick::Best,
-        Some("spread") => Pick::Spread {
-            random: random_u64(),
-        },
+        Some("spread") => spread(),
         Some(other) => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -97,6 +107,13 @@ pub(in crate::admin) fn parse(
     };
     q.validate().map_err(refused)?;
     Ok(q)
+}
+
+/// A spread pick with a draw of its own.
+fn spread() -> Pick {
+    Pick::Spread {
+        random: random_u64(),
+    }
 }
 
 /// A number drawn uniformly for a spread pick: std's per-process random hash keys over
