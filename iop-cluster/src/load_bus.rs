@@ -10,7 +10,10 @@
 //!   [`MAX_BATCH_BYTES`]), numbered per run: a publisher that falls behind sends
 //!   less, never loses track. With it, the reservations placed on the replica since,
 //!   per provider, which every replica counts as the publisher does (so routers on
-//!   different replicas do not herd either). An empty one every [`KEEPALIVE`] when
+//!   different replicas do not herd either); those go out every
+//!   [`RESERVATION_LINGER`], in a batch of their own between two of changes, since
+//!   routers on other replicas may meet a pick within a batch's linger. An empty one
+//!   every [`KEEPALIVE`] when
 //!   nothing changed, so the others know the replica is there. Observation, not
 //!   records: nothing is written to the engine.
 //! * **Follow** — every replica subscribes to `iop.cluster.*.load` and applies each
@@ -47,6 +50,12 @@ const MAX_PAGES: usize = 10_000;
 /// How often a publisher sends what changed: far below a load update's interval, and
 /// one batch for all a busy replica applies meanwhile.
 pub const LINGER: Duration = Duration::from_millis(20);
+/// How often a publisher sends the reservations placed on it since: sooner than its
+/// changes, since each one untold lets a router on another replica reserve the same
+/// slot (in the routing simulation, every 5 ms rather than 20 halves the requests
+/// that wait; docs/benchmarks/load-plane.md §13c). A batch of reservations alone is
+/// a few hundred bytes.
+pub const RESERVATION_LINGER: Duration = Duration::from_millis(5);
 /// Edges' changes taken into one publishing at most (then split by bytes).
 const MAX_BATCH_CHANGES: usize = 16_384;
 /// Providers' reservations a batch carries at most: each at most ~420 bytes (three
@@ -91,12 +100,20 @@ pub(crate) async fn publish<R: Runtime>(
 ) {
     let subject = load_subject(&me);
     cp.publish_load(true);
-    let mut tick = tokio::time::interval(LINGER);
+    let mut tick = tokio::time::interval(RESERVATION_LINGER);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_sent = Instant::now();
+    let mut last_changes = Instant::now();
     loop {
         tick.tick().await;
-        let changes = cp.take_load_changes(MAX_BATCH_CHANGES);
+        // Changes every LINGER (less half a tick, so that ticks a little late keep
+        // the pace); reservations every tick.
+        let changes = if last_changes.elapsed() + RESERVATION_LINGER / 2 >= LINGER {
+            last_changes = Instant::now();
+            cp.take_load_changes(MAX_BATCH_CHANGES)
+        } else {
+            Vec::new()
+        };
         let mut reservations = cp.take_load_reservations(MAX_BATCH_RESERVATIONS);
         if changes.is_empty() && reservations.is_empty() && last_sent.elapsed() < KEEPALIVE {
             continue;

@@ -62,7 +62,7 @@ async fn placed(admin: SocketAddr, want: &[&str]) -> Value {
             if picks(&v) == want {
                 return v;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     })
     .await
