@@ -63,31 +63,28 @@ async fn the_example_engine_configurations_are_valid_durable_and_serve_replicas(
     b.stop().await;
 }
 
+/// Closes `nats`'s guard and waits (at most 10 s) for the server to die of it.
+fn dies_with_its_guard(nats: &mut NatsServer, what: &str) {
+    nats.close_guard();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !nats.exited() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} outlived its guard"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 #[ignore = "needs nats-server 2.10+: scripts/test.sh runs it"]
 fn a_test_server_dies_with_the_test_process_that_started_it() {
     // What the test's process dying does to the server's guard: its pipe closes.
     let mut nats = NatsServer::start();
     assert!(!nats.exited(), "the server runs");
-    nats.close_guard();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !nats.exited() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the server outlived its guard"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    dies_with_its_guard(&mut nats, "the server");
     // A server killed and started again is guarded again.
     nats.restart();
     assert!(!nats.exited(), "the server runs again");
-    nats.close_guard();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !nats.exited() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the restarted server outlived its guard"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    dies_with_its_guard(&mut nats, "the restarted server");
 }

@@ -395,11 +395,11 @@ impl Placement {
         };
         let ranking = if long { &book.long_open } else { &book.open };
         let mut stale = Vec::new();
-        // The current candidates a draw is among (ranks only: no names copied).
+        // The current candidates a draw is among (ranks only: no names copied), in
+        // the order they are listed: the first of them are the candidates listed
+        // (SPREAD_POOL is no less than any limit).
         let mut pool: Vec<Rank> = Vec::new();
         let pool_size = if pick.draws() { SPREAD_POOL } else { 0 };
-        // (slot, index) of each current candidate listed, in order.
-        let mut listed: Vec<(Slot, u32)> = Vec::new();
         for rank in ranking.iter() {
             let Some(e) = self.slot(rank.slot) else {
                 continue;
@@ -419,30 +419,27 @@ impl Placement {
                 stale.push(candidate(e, &rank, now_ms, true));
             } else if answer.candidates.len() < query.limit {
                 answer.candidates.push(candidate(e, &rank, now_ms, false));
-                listed.push((rank.slot, rank.index));
             } else if query.labels.is_empty() && !query.include_stale && pool.len() >= pool_size {
                 // Nothing left to count: the stale were counted by their Edges.
                 break;
             }
         }
-        if let Some(at) = pick.choose(&pool).filter(|&at| at > 0) {
-            // The drawn one first, then the best others up to the limit.
-            let drawn = pool.get(at).and_then(|r| Some((self.slot(r.slot)?, r)));
-            if let Some((e, rank)) = drawn {
-                match listed.iter().position(|&l| l == (rank.slot, rank.index)) {
-                    Some(i) => {
-                        if let Some(front) = answer.candidates.get_mut(..=i) {
-                            front.rotate_right(1);
-                        }
-                    }
-                    None => {
-                        answer
-                            .candidates
-                            .insert(0, candidate(e, rank, now_ms, false));
-                        answer.candidates.truncate(query.limit);
-                    }
+        // The drawn one first, then the best others up to the limit.
+        match pick.choose(&pool).filter(|&at| at > 0) {
+            Some(at) if at < answer.candidates.len() => {
+                if let Some(front) = answer.candidates.get_mut(..=at) {
+                    front.rotate_right(1);
                 }
             }
+            Some(at) => {
+                if let Some((e, rank)) = pool.get(at).and_then(|r| Some((self.slot(r.slot)?, r))) {
+                    answer
+                        .candidates
+                        .insert(0, candidate(e, rank, now_ms, false));
+                    answer.candidates.truncate(query.limit);
+                }
+            }
+            None => {}
         }
         let room = query.limit.saturating_sub(answer.candidates.len());
         answer.candidates.extend(stale.into_iter().take(room));

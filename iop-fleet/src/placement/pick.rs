@@ -10,10 +10,13 @@
 //! simulation in docs/benchmarks/load-plane.md §13c measures both).
 
 use super::book::Rank;
+use super::query::MAX_PLACEMENT_LIMIT;
 
 /// The most candidates a spread pick draws among: the best this many current ones,
-/// whatever the query's limit.
+/// whatever the query's limit (no less than [`MAX_PLACEMENT_LIMIT`], so that every
+/// candidate listed is among them).
 pub const SPREAD_POOL: usize = 1000;
+const _: () = assert!(SPREAD_POOL >= MAX_PLACEMENT_LIMIT);
 
 /// How a reserving placement chooses the candidate it reserves (and lists first). A
 /// placement that does not reserve lists in rank order whatever the pick.

@@ -31,7 +31,7 @@ pub(in crate::admin) async fn get_placement(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let q = parse(&query)?;
+    let q = parse(&query, false)?;
     let answer = s.cp.placement(&q).map_err(refused)?;
     Ok(Json(render(&q, &answer, &s)))
 }
@@ -43,10 +43,7 @@ pub(in crate::admin) async fn post_placement(
     State(s): State<AdminState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let mut q = parse(&query)?;
-    if !query.contains_key("pick") && s.router.is_some() {
-        q.pick = spread();
-    }
+    let q = parse(&query, s.router.is_some())?;
     let answer = s.cp.reserve_placement(&q).map_err(refused)?;
     let mut v = render(&q, &answer, &s);
     if let Some(o) = v.as_object_mut() {
@@ -59,9 +56,11 @@ pub(in crate::admin) async fn post_placement(
     Ok(Json(v))
 }
 
-/// The query of `params`, or a 400 naming what is wrong.
+/// The query of `params`, or a 400 naming what is wrong; with no `pick`, a spread
+/// one when `spreads` (a cluster's replica), the best otherwise.
 pub(in crate::admin) fn parse(
     params: &HashMap<String, String>,
+    spreads: bool,
 ) -> Result<PlacementQuery, ApiError> {
     if let Some(unknown) = params.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
         return Err(ApiError::bad_request(format!(
@@ -95,6 +94,7 @@ pub(in crate::admin) fn parse(
             .collect::<Result<_, _>>()?;
     }
     q.pick = match params.get("pick").map(String::as_str) {
+        None if spreads => spread(),
         None | Some("best") => Pick::Best,
         Some("spread") => spread(),
         Some(other) => {
@@ -194,12 +194,15 @@ mod tests {
 
     #[test]
     fn parameters_parse_and_bad_ones_are_refused_with_their_code() {
-        let q = parse(&params(&[
-            ("model", "llama-3"),
-            ("long_context", "true"),
-            ("limit", "3"),
-            ("labels", "zone=eu,gpu=a100"),
-        ]))
+        let q = parse(
+            &params(&[
+                ("model", "llama-3"),
+                ("long_context", "true"),
+                ("limit", "3"),
+                ("labels", "zone=eu,gpu=a100"),
+            ]),
+            false,
+        )
         .unwrap();
         assert_eq!(
             (q.model.as_str(), q.long_context, q.limit),
@@ -208,7 +211,11 @@ mod tests {
         assert_eq!(q.labels.len(), 2);
         assert!(!q.include_stale);
         assert_eq!(q.pick, Pick::Best);
-        let spread = |n| match parse(&params(&[("model", "m"), ("pick", "spread")])) {
+        // A replica spreads unless told the best.
+        let on_replica = |pairs: &[(&str, &str)]| parse(&params(pairs), true).unwrap().pick;
+        assert!(matches!(on_replica(&[("model", "m")]), Pick::Spread { .. }));
+        assert_eq!(on_replica(&[("model", "m"), ("pick", "best")]), Pick::Best);
+        let spread = |n| match parse(&params(&[("model", "m"), ("pick", "spread")]), false) {
             Ok(PlacementQuery {
                 pick: Pick::Spread { random },
                 ..
@@ -229,7 +236,7 @@ mod tests {
             (vec![("model", "m"), ("modle", "m")], "bad_request"),
             (vec![("model", "m"), ("pick", "random")], "bad_pick"),
         ] {
-            let e = parse(&params(&bad)).unwrap_err();
+            let e = parse(&params(&bad), false).unwrap_err();
             assert_eq!(
                 (e.status, e.code),
                 (StatusCode::BAD_REQUEST, code),
