@@ -8,25 +8,82 @@
 //! skipped by readers and dropped from the front as it comes there, or all at once
 //! when outdated entries outnumber the current ones — each entry is appended and
 //! dropped once, so a proof costs O(1) amortised and the queue at most about twice
-//! the live Edges. A proof older than the queue's newest (the wall clock stepped
-//! back) is inserted in order instead.
+//! the live Edges. A proof older than the queue's newest (another replica's, told a
+//! batch later; or the wall clock stepped back) is inserted in order when few are
+//! newer, else kept apart in a small sorted set read merged with the queue and folded
+//! in once it outnumbers an eighth of it: at 10 000 Edges a replica is told hundreds
+//! of proofs newer than the one it files, and shifting them all cost 4 % of its time.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use super::book::Slot;
+use super::ranking::Merge;
 
-/// One filed proof.
-#[derive(Debug, Clone, Copy)]
+/// One filed proof, ordered by time, then filing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Proof {
     proved_ms: u64,
-    slot: Slot,
     ticket: u64,
+    slot: Slot,
+}
+
+/// Proofs older than the newest are put in place when at most this many are newer.
+const NEAR_BACK: usize = 256;
+
+/// One kind's proofs: the queue, and those filed out of order kept apart.
+#[derive(Debug, Default)]
+struct Lane {
+    queue: VecDeque<Proof>,
+    late: BTreeSet<Proof>,
+}
+
+impl Lane {
+    fn len(&self) -> usize {
+        self.queue.len() + self.late.len()
+    }
+
+    /// Every entry, current or not, oldest first.
+    fn iter(&self) -> impl Iterator<Item = Proof> + '_ {
+        Merge {
+            a: self.queue.iter().copied().peekable(),
+            b: self.late.iter().copied().peekable(),
+        }
+    }
+
+    fn file(&mut self, proof: Proof) {
+        match self.queue.back() {
+            Some(last) if last.proved_ms > proof.proved_ms => {
+                let n = self.queue.len();
+                let from = n.saturating_sub(NEAR_BACK);
+                if from == 0 || self.queue.get(from - 1).is_some_and(|p| *p < proof) {
+                    // Few newer: found among the last NEAR_BACK, shifted in.
+                    let (mut lo, mut hi) = (from, n);
+                    while lo < hi {
+                        let mid = lo + (hi - lo) / 2;
+                        if self.queue.get(mid).is_some_and(|p| *p < proof) {
+                            lo = mid + 1;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    self.queue.insert(lo, proof);
+                } else {
+                    self.late.insert(proof);
+                    if self.late.len() > 32 + self.queue.len() / 8 {
+                        self.queue = self.iter().collect();
+                        self.late.clear();
+                    }
+                }
+            }
+            _ => self.queue.push_back(proof),
+        }
+    }
 }
 
 /// The proofs of the live Edges that push (`[1]`) and that are pulled (`[0]`).
 #[derive(Debug, Default)]
 pub(super) struct Proofs {
-    queues: [VecDeque<Proof>; 2],
+    lanes: [Lane; 2],
     /// Current proofs in each queue.
     current: [usize; 2],
     /// Slot → its current proof, if any (ticket 0: none).
@@ -75,16 +132,10 @@ impl Proofs {
             };
         }
         let k = usize::from(pushes);
-        let Some(queue) = self.queues.get_mut(k) else {
+        let Some(lane) = self.lanes.get_mut(k) else {
             return;
         };
-        match queue.back() {
-            Some(last) if last.proved_ms > proved_ms => {
-                let i = queue.partition_point(|p| p.proved_ms <= proved_ms);
-                queue.insert(i, proof);
-            }
-            _ => queue.push_back(proof),
-        }
+        lane.file(proof);
         if let Some(n) = self.current.get_mut(k) {
             *n += 1;
         }
@@ -118,10 +169,10 @@ impl Proofs {
     /// The current proofs of the Edges that push (or are pulled), oldest first, as
     /// (proved_ms, slot).
     pub(super) fn oldest(&self, pushes: bool) -> impl Iterator<Item = (u64, Slot)> + '_ {
-        self.queues
+        self.lanes
             .get(usize::from(pushes))
             .into_iter()
-            .flatten()
+            .flat_map(Lane::iter)
             .filter(|p| self.is_current(p))
             .map(|p| (p.proved_ms, p.slot))
     }
@@ -135,25 +186,70 @@ impl Proofs {
     /// Drops outdated proofs from the front of queue `k`, and every outdated one when
     /// they outnumber the current ones.
     fn tidy(&mut self, k: usize) {
-        let Some(mut queue) = self.queues.get_mut(k).map(std::mem::take) else {
+        let Some(mut lane) = self.lanes.get_mut(k).map(std::mem::take) else {
             return;
         };
-        while queue.front().is_some_and(|p| !self.is_current(p)) {
-            queue.pop_front();
+        while lane.queue.front().is_some_and(|p| !self.is_current(p)) {
+            lane.queue.pop_front();
         }
         let current = self.current.get(k).copied().unwrap_or_default();
-        if queue.len() > current.saturating_mul(2) + SLACK {
-            queue.retain(|p| self.is_current(p));
+        if lane.len() > current.saturating_mul(2) + SLACK {
+            lane.queue.retain(|p| self.is_current(p));
+            lane.late.retain(|p| self.is_current(p));
         }
-        if let Some(q) = self.queues.get_mut(k) {
-            *q = queue;
+        if let Some(l) = self.lanes.get_mut(k) {
+            *l = lane;
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// Proofs filed at any time, mostly the newest, some a little or much older
+        /// (another replica's, a clock stepped back), and taken out: each kind reads
+        /// every current proof once, oldest first.
+        #[test]
+        fn proofs_filed_out_of_order_read_oldest_first(ops in prop::collection::vec(
+            (0u8..6, 0u32..700, any::<bool>(), prop_oneof![Just(0u64), 0u64..50, 0u64..2000]),
+            0..2000)
+        ) {
+            let mut p = Proofs::default();
+            let mut truth: BTreeMap<Slot, (bool, u64)> = BTreeMap::new();
+            for (t, (op, slot, pushes, back)) in ops.into_iter().enumerate() {
+                if op == 0 {
+                    p.unfile(slot);
+                    truth.remove(&slot);
+                } else {
+                    let at = (t as u64 + 10_000).saturating_sub(back);
+                    p.file(slot, pushes, at);
+                    truth.insert(slot, (pushes, at));
+                }
+                if t % 101 != 0 {
+                    continue;
+                }
+                for kind in [false, true] {
+                    let read = oldest(&p, kind);
+                    prop_assert!(read.windows(2).all(|w| w[0].0 <= w[1].0), "{read:?}");
+                    let mut got = read.clone();
+                    got.sort_unstable();
+                    let mut want: Vec<(u64, Slot)> = truth
+                        .iter()
+                        .filter(|(_, (k, _))| *k == kind)
+                        .map(|(&s, &(_, at))| (at, s))
+                        .collect();
+                    want.sort_unstable();
+                    prop_assert_eq!(got, want);
+                }
+            }
+        }
+    }
 
     fn oldest(p: &Proofs, pushes: bool) -> Vec<(u64, Slot)> {
         p.oldest(pushes).collect()
@@ -191,6 +287,39 @@ mod tests {
     }
 
     #[test]
+    fn proofs_far_behind_the_newest_wait_apart_then_fold_in() {
+        let mut p = Proofs::default();
+        let lens = |p: &Proofs| (p.lanes[1].queue.len(), p.lanes[1].late.len());
+        let n = 4 * NEAR_BACK as Slot;
+        for slot in 0..n {
+            p.file(slot, true, 1_000 + u64::from(slot));
+        }
+        // Few newer: put in place.
+        p.file(n, true, 1_000 + u64::from(n) - 10);
+        let queued = n as usize + 1;
+        assert_eq!(lens(&p), (queued, 0));
+        // Many newer: kept apart, until they outnumber 32 + an eighth of the queue.
+        let keep = 32 + queued / 8;
+        for k in 0..keep as Slot {
+            p.file(n + 1 + k, true, 1_010 + u64::from(k));
+        }
+        assert_eq!(lens(&p), (queued, keep));
+        let read = oldest(&p, true);
+        assert_eq!(read.len(), queued + keep);
+        assert!(read.windows(2).all(|w| w[0].0 <= w[1].0));
+        let last = n + 1 + keep as Slot;
+        p.file(last, true, 1_100);
+        assert_eq!(lens(&p), (queued + keep + 1, 0));
+        assert_eq!(oldest(&p, true), read_with(read, (1_100, last)));
+    }
+
+    fn read_with(mut read: Vec<(u64, Slot)>, one: (u64, Slot)) -> Vec<(u64, Slot)> {
+        let at = read.partition_point(|r| r.0 <= one.0);
+        read.insert(at, one);
+        read
+    }
+
+    #[test]
     fn the_queue_stays_within_twice_the_live_edges() {
         let mut p = Proofs::default();
         // One Edge silent at the front; others proving over and over behind it.
@@ -198,7 +327,7 @@ mod tests {
         for at in 1..100_000u64 {
             p.file(1 + (at % 10) as Slot, true, at);
         }
-        let len = p.queues[1].len();
+        let len = p.lanes[1].len();
         assert!(len <= 2 * 11 + SLACK + 1, "queue of {len}");
         let read = oldest(&p, true);
         assert_eq!(read.len(), 11);

@@ -7,11 +7,13 @@
 //! kept in report order, newest first. A provider reported now goes to the front of its
 //! group; one taken out is marked gone and swept when its group holds as many gone as
 //! live (taken off instead at either end, where the best are taken from) — neither
-//! searches anything as large as the fleet. One filed out of report
-//! order (a reservation or its lapse moves a provider to another standing with the
-//! report it had) waits in a small sorted set of its group's, read merged with the
-//! rest, and is folded in once those outnumber an eighth of the group: a move into the
-//! middle of a queue as long as the group would cost each reservation that much.
+//! searches anything as large as the fleet. One filed out of report order goes in its
+//! place when that is near either end (a report a little older than the newest:
+//! another replica's, told a batch later); further in (a reservation or its lapse
+//! moves a provider to another standing with the report it had) it waits in a small
+//! sorted set of its group's, read merged with the rest, and is folded in once those
+//! outnumber an eighth of the group: a move into the middle of a queue as long as the
+//! group would cost each reservation that much.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
@@ -19,6 +21,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::iter::Peekable;
 
 use super::book::{Rank, Slot};
+
+/// How far from either end of its group a filing out of report order is put in its
+/// place (shifting at most this many) rather than kept apart.
+const NEAR_END: usize = 256;
 
 /// Where a provider stands: the most free slots first, then the shortest queue.
 type Standing = (Reverse<u32>, u32);
@@ -95,15 +101,15 @@ impl Group {
 }
 
 /// Two ascending sequences merged into one.
-struct Merge<A: Iterator<Item = Place>, B: Iterator<Item = Place>> {
-    a: Peekable<A>,
-    b: Peekable<B>,
+pub(super) struct Merge<T: Ord, A: Iterator<Item = T>, B: Iterator<Item = T>> {
+    pub(super) a: Peekable<A>,
+    pub(super) b: Peekable<B>,
 }
 
-impl<A: Iterator<Item = Place>, B: Iterator<Item = Place>> Iterator for Merge<A, B> {
-    type Item = Place;
+impl<T: Ord, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Merge<T, A, B> {
+    type Item = T;
 
-    fn next(&mut self) -> Option<Place> {
+    fn next(&mut self) -> Option<T> {
         match (self.a.peek(), self.b.peek()) {
             (Some(a), Some(b)) if b < a => self.b.next(),
             (Some(_), _) => self.a.next(),
@@ -126,6 +132,12 @@ impl Ranking {
             (None, _) => group.places.push_front(place),
             (_, Some(last)) if place > *last => group.places.push_back(place),
             _ => {
+                // Near either end (a report a little older than the newest: another
+                // replica's, mostly), a short shift puts it in its place.
+                if let Some(at) = near_end(&group.places, place) {
+                    group.places.insert(at, place);
+                    return;
+                }
                 group.late.insert(place);
                 if group.late.len() > 32 + group.places.len() / 8 {
                     group.fold();
@@ -164,6 +176,31 @@ impl Ranking {
             })
         })
     }
+}
+
+/// Where `place` goes in `places` (ascending) if that is at most [`NEAR_END`] from
+/// either end; found without searching the middle.
+fn near_end(places: &VecDeque<Place>, place: Place) -> Option<usize> {
+    let n = places.len();
+    let (lo, hi) = if n <= 2 * NEAR_END {
+        (0, n)
+    } else if places.get(NEAR_END).is_some_and(|p| place <= *p) {
+        (0, NEAR_END)
+    } else if places.get(n - NEAR_END - 1).is_some_and(|p| place > *p) {
+        (n - NEAR_END, n)
+    } else {
+        return None;
+    };
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if places.get(mid).is_some_and(|p| *p < place) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
 }
 
 fn split(rank: Rank) -> (Standing, Place) {
@@ -280,39 +317,62 @@ mod tests {
     }
 
     #[test]
-    fn filings_out_of_order_wait_apart_then_fold_in() {
+    fn filings_out_of_order_go_in_near_the_ends_and_wait_apart_between() {
         let mut r = Ranking::default();
         let standing = (Reverse(1), 0);
-        // Reports 1000 and 0 bound the group; 200 filed between them wait apart.
-        r.insert(rank(1, 0, 1000, 0, 0));
-        r.insert(rank(1, 0, 0, 0, 1));
-        for t in 1..=32 {
-            r.insert(rank(1, 0, t, 1, 0));
+        let group = |r: &Ranking| {
+            (
+                r.groups[&standing].places.len(),
+                r.groups[&standing].late.len(),
+            )
+        };
+        // Places with reports 1000, 1002, …, newest first: the middle is further than
+        // NEAR_END from either end.
+        let n = 4 * NEAR_END as u64;
+        let newest = 1000 + 2 * (n - 1);
+        for k in 0..n {
+            r.insert(rank(1, 0, 1000 + 2 * k, 0, k as u32));
         }
-        assert_eq!(r.groups[&standing].late.len(), 32);
-        // One more than 32 + 2/8 folds them all in.
-        r.insert(rank(1, 0, 500, 1, 1));
-        assert!(r.groups[&standing].late.is_empty());
-        assert_eq!(r.groups[&standing].places.len(), 35);
+        // A report a little older than the newest, or a little newer than the
+        // oldest, goes straight in.
+        r.insert(rank(1, 0, newest - 3, 1, 0));
+        r.insert(rank(1, 0, 1001, 1, 1));
+        let n = n as usize + 2;
+        assert_eq!(group(&r), (n, 0));
+        // From the middle they wait apart, until they outnumber 32 + an eighth.
+        let middle = 1000 + n as u64 - 1;
+        let keep = 32 + n / 8;
+        for t in 0..keep {
+            r.insert(rank(1, 0, middle + 2 * t as u64, 2, t as u32));
+        }
+        assert_eq!(group(&r), (n, keep));
+        assert_eq!(r.iter().count(), n + keep);
+        r.insert(rank(1, 0, middle + 2 * keep as u64, 2, keep as u32));
+        let n = n + keep + 1;
+        assert_eq!(group(&r), (n, 0));
         let reported: Vec<u64> = r.iter().map(|x| x.reported.0).collect();
-        let mut want: Vec<u64> = [1000, 0, 500].into_iter().chain(1..=32).collect();
+        let mut want = reported.clone();
         want.sort_by(|a, b| b.cmp(a));
         assert_eq!(reported, want);
         // A late one taken out leaves no tombstone.
-        r.insert(rank(1, 0, 700, 2, 0));
-        assert_eq!(r.groups[&standing].late.len(), 1);
-        r.remove(rank(1, 0, 700, 2, 0));
-        assert!(r.groups[&standing].late.is_empty() && r.groups[&standing].gone.is_empty());
-        // The best taken out again and again (routers reserving): off the front, with
-        // a tombstone behind it, never left for reads to step over.
-        r.remove(rank(1, 0, 30, 1, 0));
+        let late = rank(1, 0, middle + 1, 3, 0);
+        r.insert(late);
+        assert_eq!(group(&r), (n, 1));
+        r.remove(late);
+        assert_eq!(group(&r), (n, 0));
+        assert!(r.groups[&standing].gone.is_empty());
+        // One from the middle of the places leaves a tombstone; the best taken out
+        // again and again (routers reserving) come off the front with the
+        // tombstones behind them, never left for reads to step over.
+        r.remove(rank(1, 0, newest - 8, 0, (NEAR_END * 4 - 5) as u32));
         assert_eq!(r.groups[&standing].gone.len(), 1);
-        for _ in 0..5 {
+        for _ in 0..6 {
             let best = r.iter().next().unwrap();
             r.remove(best);
         }
+        // Taken: newest, -2, -3, -4, -6, (-8 gone with them), -10.
         assert!(r.groups[&standing].gone.is_empty());
-        assert_eq!(r.groups[&standing].places.front().map(|p| p.0.0), Some(28));
-        assert_eq!(r.iter().count(), 29);
+        assert_eq!(r.iter().next().map(|x| x.reported.0), Some(newest - 12));
+        assert_eq!(r.iter().count(), n - 7);
     }
 }
