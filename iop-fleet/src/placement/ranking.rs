@@ -26,6 +26,15 @@ use super::book::{Rank, Slot};
 /// place (shifting at most this many) rather than kept apart.
 const NEAR_END: usize = 256;
 
+/// The first places of a group, which reads walk most (a spread pick's draw walks up
+/// to [`SPREAD_POOL`](super::SPREAD_POOL) candidates and takes its pick from among
+/// them): tombstones there are swept once more than [`HEAD_GONE`] gathered, rather
+/// than once they outnumber the group's live places — which, in a group as large as
+/// a tenth of a 100 000-Edge fleet, left a draw stepping over thousands.
+const HEAD: usize = 2 * super::SPREAD_POOL;
+/// Tombstones tolerated among the first [`HEAD`] places.
+const HEAD_GONE: usize = 256;
+
 /// Where a provider stands: the most free slots first, then the shortest queue.
 type Standing = (Reverse<u32>, u32);
 
@@ -46,6 +55,8 @@ struct Group {
     places: VecDeque<Place>,
     gone: HashSet<Place, BuildHasherDefault<PlaceHasher>>,
     late: BTreeSet<Place>,
+    /// Tombstones left among the first [`HEAD`] places since they were last swept.
+    head_gone: usize,
 }
 
 impl Group {
@@ -88,7 +99,27 @@ impl Group {
             }
             return true;
         }
-        self.gone.insert(place)
+        if !self.gone.insert(place) {
+            return false;
+        }
+        if self.places.get(HEAD).is_some_and(|p| place < *p) {
+            self.head_gone += 1;
+            if self.head_gone > HEAD_GONE {
+                self.sweep_head();
+            }
+        }
+        true
+    }
+
+    /// Drops the tombstones among the first places, where reads walk.
+    fn sweep_head(&mut self) {
+        let n = (HEAD + self.head_gone).min(self.places.len());
+        let gone = &mut self.gone;
+        let head: Vec<Place> = self.places.drain(..n).filter(|p| !gone.remove(p)).collect();
+        for p in head.into_iter().rev() {
+            self.places.push_front(p);
+        }
+        self.head_gone = 0;
     }
 
     /// Folds `late` into `places`, dropping the gone.
@@ -97,6 +128,7 @@ impl Group {
         self.places = merged;
         self.gone.clear();
         self.late.clear();
+        self.head_gone = 0;
     }
 }
 
@@ -161,6 +193,7 @@ impl Ranking {
         } else if group.gone.len() > placed + 16 {
             let gone = std::mem::take(&mut group.gone);
             group.places.retain(|p| !gone.contains(p));
+            group.head_gone = 0;
         }
     }
 
@@ -374,5 +407,43 @@ mod tests {
         assert!(r.groups[&standing].gone.is_empty());
         assert_eq!(r.iter().next().map(|x| x.reported.0), Some(newest - 12));
         assert_eq!(r.iter().count(), n - 7);
+    }
+
+    #[test]
+    fn tombstones_near_the_front_are_swept_where_reads_walk() {
+        let mut r = Ranking::default();
+        let mut truth = BTreeSet::new();
+        let standing = (Reverse(1), 0);
+        let n = 2 * HEAD as u64;
+        for k in 0..n {
+            let x = rank(1, 0, k, 0, k as u32);
+            r.insert(x);
+            truth.insert(x);
+        }
+        // Picks from among the first places (newest first: the highest reports).
+        let picks: Vec<Rank> = (0..HEAD_GONE as u64 + 40)
+            .map(|i| rank(1, 0, n - 10 - 3 * i, 0, (n - 10 - 3 * i) as u32))
+            .collect();
+        for (i, &x) in picks.iter().enumerate() {
+            r.remove(x);
+            truth.remove(&x);
+            let group = &r.groups[&standing];
+            if i < HEAD_GONE {
+                assert_eq!((group.gone.len(), group.head_gone), (i + 1, i + 1));
+            }
+        }
+        // Swept once past HEAD_GONE; those since wait for the next sweep.
+        let group = &r.groups[&standing];
+        assert_eq!((group.gone.len(), group.head_gone), (39, 39));
+        assert_eq!(group.places.len(), n as usize - HEAD_GONE - 1);
+        // One from the far end leaves a tombstone that does not count.
+        let far = rank(1, 0, 5, 0, 5);
+        r.remove(far);
+        truth.remove(&far);
+        assert_eq!(r.groups[&standing].head_gone, 39);
+        assert_eq!(
+            r.iter().collect::<Vec<_>>(),
+            truth.into_iter().collect::<Vec<_>>()
+        );
     }
 }
