@@ -17,7 +17,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use super::book::Slot;
-use super::ranking::Merge;
+use super::ranking::{Merge, position};
 
 /// One filed proof, ordered by time, then filing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,16 +57,8 @@ impl Lane {
                 let from = n.saturating_sub(NEAR_BACK);
                 if from == 0 || self.queue.get(from - 1).is_some_and(|p| *p < proof) {
                     // Few newer: found among the last NEAR_BACK, shifted in.
-                    let (mut lo, mut hi) = (from, n);
-                    while lo < hi {
-                        let mid = lo + (hi - lo) / 2;
-                        if self.queue.get(mid).is_some_and(|p| *p < proof) {
-                            lo = mid + 1;
-                        } else {
-                            hi = mid;
-                        }
-                    }
-                    self.queue.insert(lo, proof);
+                    let at = position(&self.queue, &proof, from, n);
+                    self.queue.insert(at, proof);
                 } else {
                     self.late.insert(proof);
                     if self.late.len() > 32 + self.queue.len() / 8 {

@@ -224,16 +224,21 @@ fn near_end(places: &VecDeque<Place>, place: Place) -> Option<usize> {
     } else {
         return None;
     };
+    Some(position(places, &place, lo, hi))
+}
+
+/// Where `x` goes among `items[lo..hi]` (ascending): after every smaller one.
+pub(super) fn position<T: Ord>(items: &VecDeque<T>, x: &T, lo: usize, hi: usize) -> usize {
     let (mut lo, mut hi) = (lo, hi);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if places.get(mid).is_some_and(|p| *p < place) {
+        if items.get(mid).is_some_and(|p| p < x) {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    Some(lo)
+    lo
 }
 
 fn split(rank: Rank) -> (Standing, Place) {
