@@ -33,7 +33,7 @@ pub(crate) struct LoadPush {
     based: bool,
     sequence: u64,
     /// Node → provider → the numbers last reported on this session.
-    reported: BTreeMap<String, BTreeMap<String, LoadNumbers>>,
+    reported: Reported,
     /// The registry's load revision when `reported` last matched it.
     seen: Option<u64>,
     /// The registry's structure revision of the latest full status answer.
@@ -189,12 +189,13 @@ impl<R: EdgeRegistry> Edge<R> {
         }
         let mut changed = Vec::new();
         let (mut known, mut strange) = (0usize, false);
+        let mut nodes = NodeCursor::new(&push.reported);
         self.registry.visit_loads(&mut |node, provider, numbers| {
             // An id the CP would refuse (from a custom registry) is never sent.
             if node.len() > MAX_ID_LEN || provider.len() > MAX_ID_LEN {
                 return;
             }
-            match push.reported.get(node).and_then(|p| p.get(provider)) {
+            match nodes.providers(node).and_then(|p| p.get(provider)) {
                 Some(was) => {
                     known += 1;
                     if *was != numbers && changed.len() <= MAX_LOAD_UPDATE_PROVIDERS {
@@ -212,6 +213,44 @@ impl<R: EdgeRegistry> Edge<R> {
         } else {
             Scan::Changed(changed)
         }
+    }
+}
+
+/// Node → provider → numbers, as [`LoadPush`] keeps what it reported.
+type Reported = BTreeMap<String, BTreeMap<String, LoadNumbers>>;
+
+/// Finds each visited node's reported providers. A registry visits its nodes in id
+/// order, the order they are kept in, so the node after the last one found is tried
+/// first, and looked up only when a registry visits in another order: a scan every
+/// interval costs no search of the nodes.
+struct NodeCursor<'a> {
+    reported: &'a Reported,
+    ahead: std::collections::btree_map::Iter<'a, String, BTreeMap<String, LoadNumbers>>,
+    current: Option<(&'a str, &'a BTreeMap<String, LoadNumbers>)>,
+}
+
+impl<'a> NodeCursor<'a> {
+    fn new(reported: &'a Reported) -> Self {
+        Self {
+            reported,
+            ahead: reported.iter(),
+            current: None,
+        }
+    }
+
+    /// The providers reported for `node`.
+    fn providers(&mut self, node: &str) -> Option<&'a BTreeMap<String, LoadNumbers>> {
+        if let Some((id, providers)) = self.current
+            && id == node
+        {
+            return Some(providers);
+        }
+        let found = match self.ahead.clone().next() {
+            Some(next) if next.0 == node => self.ahead.next(),
+            _ => self.reported.get_key_value(node),
+        };
+        self.current = found.map(|(id, providers)| (id.as_str(), providers));
+        self.current.map(|(_, providers)| providers)
     }
 }
 
@@ -295,4 +334,36 @@ fn skip(buf: &mut &[u8], wire_type: u64) -> Option<()> {
     };
     *buf = buf.get(len..)?;
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cursor_finds_nodes_in_any_order_and_only_those_reported() {
+        let numbers = |c| LoadNumbers {
+            numbers: [c, 0, 0, 0, 0, 0],
+            ..LoadNumbers::default()
+        };
+        let mut reported = Reported::new();
+        for (i, node) in ["a", "b", "d"].into_iter().enumerate() {
+            let providers = BTreeMap::from([("p".to_owned(), numbers(i as u32))]);
+            reported.insert(node.to_owned(), providers);
+        }
+        let capacity = |found: Option<&BTreeMap<String, LoadNumbers>>| {
+            found.and_then(|p| p.get("p")).map(|n| n.numbers[0])
+        };
+        let mut cursor = NodeCursor::new(&reported);
+        // In order, each node asked for once per provider.
+        for (node, want) in [("a", Some(0)), ("a", Some(0)), ("b", Some(1))] {
+            assert_eq!(capacity(cursor.providers(node)), want, "{node}");
+        }
+        // A node not reported, then the rest: in order, and out of it.
+        for (node, want) in [("c", None), ("d", Some(2)), ("a", Some(0)), ("b", Some(1))] {
+            assert_eq!(capacity(cursor.providers(node)), want, "{node}");
+        }
+        assert_eq!(capacity(NodeCursor::new(&reported).providers("d")), Some(2));
+        assert_eq!(NodeCursor::new(&Reported::new()).providers("a"), None);
+    }
 }
