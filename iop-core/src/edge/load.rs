@@ -13,6 +13,7 @@
 //! providers `node_connected = false` and zeros in the update that follows the change.
 
 use std::collections::BTreeMap;
+use std::iter::Peekable;
 use std::time::Duration;
 
 use iop_proto::limits::{
@@ -225,7 +226,7 @@ type Reported = BTreeMap<String, BTreeMap<String, LoadNumbers>>;
 /// interval costs no search of the nodes.
 struct NodeCursor<'a> {
     reported: &'a Reported,
-    ahead: std::collections::btree_map::Iter<'a, String, BTreeMap<String, LoadNumbers>>,
+    ahead: Peekable<std::collections::btree_map::Iter<'a, String, BTreeMap<String, LoadNumbers>>>,
     current: Option<(&'a str, &'a BTreeMap<String, LoadNumbers>)>,
 }
 
@@ -233,7 +234,7 @@ impl<'a> NodeCursor<'a> {
     fn new(reported: &'a Reported) -> Self {
         Self {
             reported,
-            ahead: reported.iter(),
+            ahead: reported.iter().peekable(),
             current: None,
         }
     }
@@ -245,8 +246,8 @@ impl<'a> NodeCursor<'a> {
         {
             return Some(providers);
         }
-        let found = match self.ahead.clone().next() {
-            Some(next) if next.0 == node => self.ahead.next(),
+        let found = match self.ahead.peek() {
+            Some((id, _)) if *id == node => self.ahead.next(),
             _ => self.reported.get_key_value(node),
         };
         self.current = found.map(|(id, providers)| (id.as_str(), providers));

@@ -17,7 +17,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use super::book::Slot;
-use super::ranking::{Merge, position};
+use super::ranking::{Merge, NEAR_END, fold_due, position};
 
 /// One filed proof, ordered by time, then filing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,9 +26,6 @@ struct Proof {
     ticket: u64,
     slot: Slot,
 }
-
-/// Proofs older than the newest are put in place when at most this many are newer.
-const NEAR_BACK: usize = 256;
 
 /// One kind's proofs: the queue, and those filed out of order kept apart.
 #[derive(Debug, Default)]
@@ -52,16 +49,17 @@ impl Lane {
 
     fn file(&mut self, proof: Proof) {
         match self.queue.back() {
-            Some(last) if last.proved_ms > proof.proved_ms => {
+            // Older than the newest (its ticket is the newest: compared by time).
+            Some(last) if *last > proof => {
                 let n = self.queue.len();
-                let from = n.saturating_sub(NEAR_BACK);
+                let from = n.saturating_sub(NEAR_END);
                 if from == 0 || self.queue.get(from - 1).is_some_and(|p| *p < proof) {
-                    // Few newer: found among the last NEAR_BACK, shifted in.
+                    // Few newer: found among the last NEAR_END, shifted in.
                     let at = position(&self.queue, &proof, from, n);
                     self.queue.insert(at, proof);
                 } else {
                     self.late.insert(proof);
-                    if self.late.len() > 32 + self.queue.len() / 8 {
+                    if fold_due(self.late.len(), self.queue.len()) {
                         self.queue = self.iter().collect();
                         self.late.clear();
                     }
@@ -282,7 +280,7 @@ mod tests {
     fn proofs_far_behind_the_newest_wait_apart_then_fold_in() {
         let mut p = Proofs::default();
         let lens = |p: &Proofs| (p.lanes[1].queue.len(), p.lanes[1].late.len());
-        let n = 4 * NEAR_BACK as Slot;
+        let n = 4 * NEAR_END as Slot;
         for slot in 0..n {
             p.file(slot, true, 1_000 + u64::from(slot));
         }

@@ -22,9 +22,10 @@ use std::iter::Peekable;
 
 use super::book::{Rank, Slot};
 
-/// How far from either end of its group a filing out of report order is put in its
-/// place (shifting at most this many) rather than kept apart.
-const NEAR_END: usize = 256;
+/// How far from an end of its sorted queue a filing out of order is put in its
+/// place (shifting at most this many) rather than kept apart (a ranking group's, a
+/// lane of proofs).
+pub(super) const NEAR_END: usize = 256;
 
 /// The first places of a group, which reads walk most (a spread pick's draw walks up
 /// to [`SPREAD_POOL`](super::SPREAD_POOL) candidates and takes its pick from among
@@ -166,12 +167,12 @@ impl Ranking {
             _ => {
                 // Near either end (a report a little older than the newest: another
                 // replica's, mostly), a short shift puts it in its place.
-                if let Some(at) = near_end(&group.places, place) {
+                if let Some(at) = near_end(&group.places, &place) {
                     group.places.insert(at, place);
                     return;
                 }
                 group.late.insert(place);
-                if group.late.len() > 32 + group.places.len() / 8 {
+                if fold_due(group.late.len(), group.places.len()) {
                     group.fold();
                 }
             }
@@ -211,20 +212,20 @@ impl Ranking {
     }
 }
 
-/// Where `place` goes in `places` (ascending) if that is at most [`NEAR_END`] from
-/// either end; found without searching the middle.
-fn near_end(places: &VecDeque<Place>, place: Place) -> Option<usize> {
-    let n = places.len();
+/// Where `x` goes in `items` (ascending) if that is at most [`NEAR_END`] from either
+/// end; found without searching the middle.
+fn near_end<T: Ord>(items: &VecDeque<T>, x: &T) -> Option<usize> {
+    let n = items.len();
     let (lo, hi) = if n <= 2 * NEAR_END {
         (0, n)
-    } else if places.get(NEAR_END).is_some_and(|p| place <= *p) {
+    } else if items.get(NEAR_END).is_some_and(|p| x <= p) {
         (0, NEAR_END)
-    } else if places.get(n - NEAR_END - 1).is_some_and(|p| place > *p) {
+    } else if items.get(n - NEAR_END - 1).is_some_and(|p| x > p) {
         (n - NEAR_END, n)
     } else {
         return None;
     };
-    Some(position(places, &place, lo, hi))
+    Some(position(items, x, lo, hi))
 }
 
 /// Where `x` goes among `items[lo..hi]` (ascending): after every smaller one.
@@ -239,6 +240,11 @@ pub(super) fn position<T: Ord>(items: &VecDeque<T>, x: &T, lo: usize, hi: usize)
         }
     }
     lo
+}
+
+/// Whether `late` filings kept apart beside `placed` ones are to be folded in.
+pub(super) fn fold_due(late: usize, placed: usize) -> bool {
+    late > 32 + placed / 8
 }
 
 fn split(rank: Rank) -> (Standing, Place) {
